@@ -1,0 +1,54 @@
+"""The contract every federated algorithm fulfils, so the engine can run any of them.
+
+An algorithm module keeps two sides apart, as a real federation must:
+
+* a **client side** holding each client's private data and private variables (ratings, user
+  factors, local copies), whose update takes the server's message and returns only what the
+  algorithm uploads;
+* a **server side** holding only the global model and what clients uploaded.
+
+In simulation both sides live in one process and the client side processes the whole batch of
+sampled clients at once (stacked arrays, one kernel call); the class below glues the two
+sides into one round. The engine (``fedmc.engine``) samples clients, calls :meth:`round`,
+evaluates every few rounds and records the history.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from fedmc.data.federated import FederatedData
+
+
+@dataclass(frozen=True)
+class Communication:
+    """Bytes that crossed the network in one round (payload only, 8 bytes per float64)."""
+
+    bytes_up: int = 0
+    bytes_down: int = 0
+
+
+class FederatedAlgorithm(ABC):
+    """Base class of the algorithms run by :class:`fedmc.engine.Engine`.
+
+    Subclasses store hyper-parameters in ``__init__`` (nothing else), allocate state in
+    :meth:`setup`, and implement one communication round in :meth:`round`.
+    """
+
+    name: ClassVar[str] = "algorithm"
+
+    @abstractmethod
+    def setup(self, data: FederatedData, rng: np.random.Generator) -> Communication:
+        """Allocate and initialise all client and server state; return the set-up traffic."""
+
+    @abstractmethod
+    def round(self, clients: np.ndarray, rng: np.random.Generator) -> Communication:
+        """Run one round with the sampled ``clients`` (sorted ``int64`` client ids)."""
+
+    @abstractmethod
+    def evaluate(self, data: FederatedData) -> dict[str, float]:
+        """Metrics of the current model (history columns), vectorized over all clients."""

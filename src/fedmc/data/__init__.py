@@ -1,0 +1,17 @@
+"""Data: the Ratings container, loaders, synthetic generators, splits and partitions."""
+
+from fedmc.data.federated import CSR, FederatedData
+from fedmc.data.normalize import Normalizer
+from fedmc.data.partition import partition_users
+from fedmc.data.ratings import Ratings
+from fedmc.data.split import random_split, user_holdout_split
+
+__all__ = [
+    "CSR",
+    "FederatedData",
+    "Normalizer",
+    "Ratings",
+    "partition_users",
+    "random_split",
+    "user_holdout_split",
+]

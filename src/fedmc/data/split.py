@@ -1,0 +1,55 @@
+"""Train/test splits: random per rating (the papers' 80/20) and per-user holdout."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedmc.data.ratings import Ratings
+from fedmc.errors import ConfigError
+
+
+def random_split(
+    ratings: Ratings, test_fraction: float = 0.2, seed: int = 0
+) -> tuple[Ratings, Ratings]:
+    """Split ratings uniformly at random: ``round(test_fraction * n)`` go to the test set.
+
+    Parameters
+    ----------
+    ratings
+        All observed ratings.
+    test_fraction
+        Fraction in ``[0, 1)`` held out for testing (0.2 in the FedMC-ADMM paper, section 5.1).
+    seed
+        Seed of the permutation; the same seed gives the same split.
+    """
+    if not 0.0 <= test_fraction < 1.0:
+        raise ConfigError(f"test fraction must lie in [0, 1), got {test_fraction}")
+    rng = np.random.default_rng(seed)
+    n = ratings.n_ratings
+    n_test = int(round(test_fraction * n))
+    is_test = np.zeros(n, dtype=bool)
+    is_test[rng.permutation(n)[:n_test]] = True
+    return ratings.subset(~is_test), ratings.subset(is_test)
+
+
+def user_holdout_split(
+    ratings: Ratings, test_fraction: float = 0.2, seed: int = 0
+) -> tuple[Ratings, Ratings]:
+    """Hold out ``floor(test_fraction * d_u)`` ratings of every user ``u`` with ``d_u`` ratings.
+
+    Every user keeps at least one training rating, so each user can be fitted.
+    """
+    if not 0.0 <= test_fraction < 1.0:
+        raise ConfigError(f"test fraction must lie in [0, 1), got {test_fraction}")
+    rng = np.random.default_rng(seed)
+    n = ratings.n_ratings
+    # random order within users: sort by (user, random key)
+    order = np.lexsort((rng.random(n), ratings.users))
+    users_sorted = ratings.users[order]
+    counts = np.bincount(users_sorted, minlength=ratings.n_users)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    rank_in_user = np.arange(n) - starts[users_sorted]
+    n_test_user = np.minimum(np.floor(test_fraction * counts), np.maximum(counts - 1, 0))
+    is_test = np.zeros(n, dtype=bool)
+    is_test[order] = rank_in_user < n_test_user[users_sorted]
+    return ratings.subset(~is_test), ratings.subset(is_test)
