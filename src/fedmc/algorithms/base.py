@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from fedmc.data.federated import FederatedData
 
@@ -32,14 +33,30 @@ class Communication:
     bytes_down: int = 0
 
 
-class FederatedAlgorithm(ABC):
-    """Base class of the algorithms run by :class:`fedmc.engine.Engine`.
+class AlgorithmConfig(BaseModel):
+    """Hyper-parameters of an algorithm; subclass it with typed, documented fields."""
 
-    Subclasses store hyper-parameters in ``__init__`` (nothing else), allocate state in
-    :meth:`setup`, and implement one communication round in :meth:`round`.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FederatedAlgorithm(ABC):
+    """Base class of the algorithms run by the engine (:mod:`fedmc.engine`).
+
+    Subclasses declare ``name`` (the ``--algorithm`` value) and ``Config`` (a pydantic model of
+    their hyper-parameters). ``__init__`` only validates and stores the parameters, as in
+    scikit-learn; state is allocated in :meth:`setup`; one communication round is
+    :meth:`round`. Learned attributes end in an underscore.
     """
 
     name: ClassVar[str] = "algorithm"
+    Config: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
+
+    def __init__(self, **params: Any) -> None:
+        self.config = self.Config(**params)
+
+    def get_params(self) -> dict[str, Any]:
+        """All hyper-parameters, defaults included."""
+        return self.config.model_dump()
 
     @abstractmethod
     def setup(self, data: FederatedData, rng: np.random.Generator) -> Communication:
