@@ -1,0 +1,1 @@
+"""Federated algorithms, each one module on the shared engine."""
