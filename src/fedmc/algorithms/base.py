@@ -58,6 +58,28 @@ class FederatedAlgorithm(ABC):
         """All hyper-parameters, defaults included."""
         return self.config.model_dump()
 
+    def fit(
+        self,
+        data: Any,
+        rounds: int = 100,
+        active: int | None = None,
+        seed: int = 0,
+        eval_every: int = 1,
+        sampler: Any = None,
+        callback: Any = None,
+    ) -> FederatedAlgorithm:
+        """Train for ``rounds`` rounds with ``active`` clients per round (all when omitted).
+
+        Sets ``history_`` (a :class:`fedmc.engine.History`) and returns ``self``.
+        """
+        from fedmc import engine
+        from fedmc.sampling import UniformSampler
+
+        if sampler is None:
+            sampler = UniformSampler(data.n_clients, active or data.n_clients)
+        self.history_ = engine.run(self, data, sampler, rounds, seed, eval_every, callback)
+        return self
+
     @abstractmethod
     def setup(self, data: FederatedData, rng: np.random.Generator) -> Communication:
         """Allocate and initialise all client and server state; return the set-up traffic."""

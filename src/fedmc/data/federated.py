@@ -54,6 +54,8 @@ class FederatedData:
         For every federated row, the user's dense index in the source ``Ratings``.
     normalizer
         The map from original ratings to the normalized scale the algorithms train on.
+    value_range
+        Smallest and largest training rating (original scale), for clipping predictions.
     """
 
     train: CSR
@@ -62,6 +64,7 @@ class FederatedData:
     n_items: int
     user_index: np.ndarray
     normalizer: Normalizer
+    value_range: tuple[float, float] = (-np.inf, np.inf)
     name: str = "ratings"
 
     @property
@@ -126,6 +129,11 @@ class FederatedData:
             n_items=train.n_items,
             user_index=user_index,
             normalizer=normalizer,
+            value_range=(
+                (float(train.values.min()), float(train.values.max()))
+                if train.n_ratings
+                else (-np.inf, np.inf)
+            ),
             name=train.name,
         )
 

@@ -1,0 +1,165 @@
+"""Numba kernels shared by the matrix-factorization algorithms.
+
+Conventions: ratings are a CSR over users (``indptr``, ``indices`` = item, ``values``), user
+factors ``U`` are ``(m, r)`` and item factors are stored item-major as ``(n, r)`` arrays — the
+transpose of the paper's ``r x n`` matrices ``V`` and ``W_i`` — so that the factor of item ``j``
+is the contiguous row ``W[j]``. All kernels are compiled with ``cache=True``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, inline="always")
+def dot(a: np.ndarray, b: np.ndarray) -> float:
+    """Inner product of two 1-D arrays of equal length."""
+    s = 0.0
+    for k in range(a.shape[0]):
+        s += a[k] * b[k]
+    return s
+
+
+@numba.njit(cache=True)
+def row_normal_equations(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    values: np.ndarray,
+    t: int,
+    W: np.ndarray,
+    A: np.ndarray,
+    b: np.ndarray,
+) -> None:
+    """``A = sum_j W[j] W[j]^T`` and ``b = sum_j m_tj W[j]`` over the items rated in row ``t``.
+
+    Row ``t``'s share of ``f_i = 1/2 ||P_Omega(M - U W)||^2`` is quadratic in ``u_t``, with
+    gradient ``A u_t - b`` (row ``t`` of ``P_Omega(U W - M) W^T`` in (14)) and Lipschitz
+    constant ``||A||_F``. Building ``(A, b)`` once costs ``d_t r^2``; each of the ``N`` steps
+    then costs ``r^2`` instead of a pass over the row's ratings.
+    """
+    A[:] = 0.0
+    b[:] = 0.0
+    r = W.shape[1]
+    for q in range(indptr[t], indptr[t + 1]):
+        w = W[indices[q]]
+        m = values[q]
+        for a in range(r):
+            b[a] += m * w[a]
+            for c in range(r):
+                A[a, c] += w[a] * w[c]
+
+
+@numba.njit(cache=True)
+def item_normal_equations(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    values: np.ndarray,
+    row0: int,
+    row1: int,
+    U: np.ndarray,
+    n_items: int,
+):
+    """Per item rated in rows ``row0:row1``: ``B_j = sum_t U[t] U[t]^T``, ``c_j = sum_t m_tj U[t]``.
+
+    Column ``j`` of ``U^T P_Omega(U W - M)`` (the gradient in (15)) is ``B_j w_j - c_j``.
+
+    Returns
+    -------
+    cols, slot, B, c
+        ``cols``: the rated items (sorted); ``slot[j]``: position of item ``j`` in ``cols``
+        (-1 if unrated); ``B``: ``(len(cols), r, r)``; ``c``: ``(len(cols), r)``.
+    """
+    r = U.shape[1]
+    slot = np.full(n_items, -1, dtype=np.int64)
+    for q in range(indptr[row0], indptr[row1]):
+        slot[indices[q]] = 0
+    cols = np.flatnonzero(slot == 0)
+    for k in range(cols.shape[0]):
+        slot[cols[k]] = k
+    B = np.zeros((cols.shape[0], r, r))
+    c = np.zeros((cols.shape[0], r))
+    for t in range(row0, row1):
+        u = U[t]
+        for q in range(indptr[t], indptr[t + 1]):
+            k = slot[indices[q]]
+            m = values[q]
+            for a in range(r):
+                c[k, a] += m * u[a]
+                for e in range(r):
+                    B[k, a, e] += u[a] * u[e]
+    return cols, slot, B, c
+
+
+@numba.njit(cache=True)
+def gram_fro(X: np.ndarray) -> float:
+    """``|| X^T X ||_F`` of a ``(k, r)`` array, without forming anything larger than ``r x r``."""
+    r = X.shape[1]
+    G = np.zeros((r, r))
+    for k in range(X.shape[0]):
+        for a in range(r):
+            xa = X[k, a]
+            for b in range(r):
+                G[a, b] += xa * X[k, b]
+    return np.sqrt(np.sum(G * G))
+
+
+@numba.njit(cache=True, inline="always")
+def quad_gradient(A: np.ndarray, b: np.ndarray, x: np.ndarray, g: np.ndarray) -> None:
+    """``g = A x - b``."""
+    r = x.shape[0]
+    for a in range(r):
+        s = -b[a]
+        for c in range(r):
+            s += A[a, c] * x[c]
+        g[a] = s
+
+
+@numba.njit(cache=True, parallel=True)
+def residual_sums(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    values: np.ndarray,
+    U: np.ndarray,
+    V: np.ndarray,
+    mean: float,
+    scale: float,
+    lo: float,
+    hi: float,
+) -> tuple[float, float, float]:
+    """Sums over all ratings of the prediction ``U[t] . V[j]``.
+
+    Returns ``(sum z-residual^2, sum residual^2, sum |residual|)``: the first on the normalized
+    scale, the other two on the original scale after mapping the prediction back
+    (``z * scale + mean``) and clipping it to ``[lo, hi]``. Per-row partial sums make the result
+    independent of thread scheduling.
+    """
+    m = indptr.shape[0] - 1
+    part = np.zeros((m, 3))
+    for t in numba.prange(m):
+        u = U[t]
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        for q in range(indptr[t], indptr[t + 1]):
+            z = dot(u, V[indices[q]])
+            rz = z - values[q]
+            s0 += rz * rz
+            pred = min(max(z * scale + mean, lo), hi)
+            e = pred - (values[q] * scale + mean)
+            s1 += e * e
+            s2 += abs(e)
+        part[t, 0] = s0
+        part[t, 1] = s1
+        part[t, 2] = s2
+    tot = part.sum(axis=0)
+    return tot[0], tot[1], tot[2]
+
+
+@numba.njit(cache=True, parallel=True)
+def predict_pairs(users: np.ndarray, items: np.ndarray, U: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """``U[users[k]] . V[items[k]]`` for every pair ``k``."""
+    out = np.empty(users.shape[0])
+    for k in numba.prange(users.shape[0]):
+        out[k] = dot(U[users[k]], V[items[k]])
+    return out

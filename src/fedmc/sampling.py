@@ -1,0 +1,61 @@
+"""Client selection per round: which clients take part in round ``k``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedmc.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class UniformSampler:
+    """``active`` of ``n_clients`` clients uniformly without replacement (the paper: 10 of 100).
+
+    Each client takes part with probability ``active / n_clients`` (Assumption 4.3).
+    """
+
+    n_clients: int
+    active: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.active <= self.n_clients:
+            raise ConfigError(
+                f"active clients per round must lie in [1, {self.n_clients}], got {self.active}"
+            )
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """Sorted client ids of one round."""
+        if self.active == self.n_clients:
+            return np.arange(self.n_clients, dtype=np.int64)
+        return np.sort(rng.choice(self.n_clients, size=self.active, replace=False)).astype(np.int64)
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """Inclusion probability ``p_i`` of every client."""
+        return np.full(self.n_clients, self.active / self.n_clients)
+
+
+@dataclass(frozen=True)
+class BernoulliSampler:
+    """Every client ``i`` takes part independently with probability ``p_i`` (Assumption 4.3).
+
+    A round in which no client is drawn is legal: the server's state does not change.
+    """
+
+    probabilities: np.ndarray
+
+    def __post_init__(self) -> None:
+        p = np.asarray(self.probabilities, dtype=float)
+        if p.ndim != 1 or len(p) == 0 or np.any(p <= 0) or np.any(p > 1):
+            raise ConfigError("participation probabilities must be a non-empty vector in (0, 1]")
+
+    @property
+    def n_clients(self) -> int:
+        """Number of clients."""
+        return len(self.probabilities)
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """Sorted client ids of one round."""
+        return np.flatnonzero(rng.random(self.n_clients) < self.probabilities).astype(np.int64)
