@@ -1,0 +1,349 @@
+"""Named data sets: where their files live, how to fetch them and how to read them.
+
+Files are looked up in the official archive layout under a data folder (``<dir>/ml-1m/
+ratings.dat``, ``<dir>/ml-10M100K/ratings.dat``, ``<dir>/ml-20m/ratings.csv``, ...). The data
+folder is the ``data_dir`` argument, else ``$FEDMC_DATA``, else ``$XDG_CACHE_HOME/fedmc``
+(``~/.cache/fedmc``). Parsed arrays are cached in ``<dir>/.fedmc-cache/`` (or in the user
+cache folder when the data folder is read-only).
+
+:data:`DATASETS` is a plain dict of :class:`DatasetSpec`, so tests can point a name at a local
+server by replacing an entry.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fedmc.data.cache import CACHE_FOLDER, cache_key, load_cached, save_cached
+from fedmc.data.download import download_and_extract
+from fedmc.data.loaders import (
+    Duplicates,
+    check_duplicates,
+    load_jester,
+    load_movielens,
+    load_netflix,
+)
+from fedmc.data.ratings import Ratings
+from fedmc.errors import DataError
+
+GROUPLENS = "https://files.grouplens.org/datasets/movielens/"
+SYNTHETIC_NAMES = ("synthetic", "synthetic-netflix")
+
+_NETFLIX_HELP = (
+    "The Netflix Prize data has no official download any more. Get it from Kaggle "
+    "(https://www.kaggle.com/datasets/netflix-inc/netflix-prize-data: combined_data_1.txt ... "
+    "combined_data_4.txt) or from the original nf_prize_dataset.tar.gz (its training_set/ "
+    "folder of mv_*.txt files), and put the files in {folder} (as {folder}/combined_data_1.txt "
+    "... or {folder}/training_set/mv_0000001.txt ...)."
+)
+_JESTER_HELP = (
+    "Jester has no download with a published checksum. Get the ratings from "
+    "https://eigentaste.berkeley.edu/dataset/ or Kaggle (jester_ratings.csv with columns "
+    "user, joke, rating in [-10, 10]) and save them as {folder}/jester_ratings.csv."
+)
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """How to find, fetch and read one named data set.
+
+    Attributes
+    ----------
+    name
+        The name users type (``ml-1m``).
+    description
+        One line for ``fedmc data list``.
+    folder
+        Folder inside the data folder, as the official archive unpacks it.
+    files
+        Glob patterns relative to ``folder``, tried in order; the first that matches names
+        the rating files.
+    parser
+        ``"movielens"``, ``"netflix"`` or ``"jester"``.
+    url
+        Official zip archive, or ``None`` when there is none.
+    checksum
+        ``"md5:<hex>"`` or ``"sha256:<hex>"`` of the archive, or ``None`` when unverified.
+    manual
+        How to obtain the files by hand (``{folder}`` is filled in) when ``url`` is ``None``.
+    """
+
+    name: str
+    description: str
+    folder: str
+    files: tuple[str, ...]
+    parser: str
+    url: str | None = None
+    checksum: str | None = None
+    manual: str | None = None
+
+
+def _movielens(name: str, folder: str, file: str, checksum: str | None, what: str) -> DatasetSpec:
+    return DatasetSpec(
+        name=name,
+        description=f"MovieLens {what}",
+        folder=folder,
+        files=(file,),
+        parser="movielens",
+        url=f"{GROUPLENS}{name}.zip",
+        checksum=checksum,
+    )
+
+
+# MD5 values are those GroupLens publishes beside each archive (<name>.zip.md5).
+DATASETS: dict[str, DatasetSpec] = {
+    spec.name: spec
+    for spec in (
+        _movielens(
+            "ml-100k",
+            "ml-100k",
+            "u.data",
+            "md5:0e33842e24a9c977be4e0107933c0723",
+            "100K: 100,000 ratings, 943 users, 1,682 movies",
+        ),
+        _movielens(
+            "ml-1m",
+            "ml-1m",
+            "ratings.dat",
+            "md5:c4d9eecfca2ab87c1945afe126590906",
+            "1M: 1,000,209 ratings, 6,040 users, 3,706 movies",
+        ),
+        _movielens(
+            "ml-10m",
+            "ml-10M100K",
+            "ratings.dat",
+            "md5:ce571fd55effeba0271552578f2648bd",
+            "10M: 10,000,054 ratings",
+        ),
+        _movielens(
+            "ml-20m",
+            "ml-20m",
+            "ratings.csv",
+            "md5:cd245b17a1ae2cc31bb14903e1204af3",
+            "20M: 20,000,263 ratings, 138,493 users",
+        ),
+        _movielens(
+            "ml-25m",
+            "ml-25m",
+            "ratings.csv",
+            "md5:6b51fb2759a8657d3bfcbfc42b592ada",
+            "25M: 25,000,095 ratings, 162,541 users",
+        ),
+        _movielens(
+            "ml-32m",
+            "ml-32m",
+            "ratings.csv",
+            "md5:d472be332d4daa821edc399621853b57",
+            "32M: 32,000,204 ratings, 200,948 users",
+        ),
+        _movielens(
+            "ml-latest-small",
+            "ml-latest-small",
+            "ratings.csv",
+            None,
+            "latest-small: about 100,000 ratings, 610 users (changes upstream)",
+        ),
+        DatasetSpec(
+            name="netflix",
+            description="Netflix Prize: 100,480,507 ratings, 480,189 users, 17,770 movies",
+            folder="netflix",
+            files=("combined_data_*.txt", "training_set/mv_*.txt"),
+            parser="netflix",
+            manual=_NETFLIX_HELP,
+        ),
+        DatasetSpec(
+            name="jester",
+            description="Jester jokes: ratings in [-10, 10]",
+            folder="jester",
+            files=("jester_ratings.csv",),
+            parser="jester",
+            manual=_JESTER_HELP,
+        ),
+    )
+}
+
+_PARSERS: dict[str, Callable[[list[Path], Duplicates, str], Ratings]] = {
+    "movielens": lambda files, duplicates, name: load_movielens(files[0], duplicates, name),
+    "netflix": lambda files, duplicates, name: load_netflix(files, duplicates, name),
+    "jester": lambda files, duplicates, name: load_jester(files[0], duplicates, name),
+}
+
+
+def dataset_names() -> list[str]:
+    """Every name :func:`load_dataset` accepts."""
+    return [*DATASETS, *SYNTHETIC_NAMES]
+
+
+def get_spec(name: str) -> DatasetSpec:
+    """The :class:`DatasetSpec` of ``name``; an unknown name is a :class:`DataError`."""
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise DataError(f"unknown data set {name!r}; known: {', '.join(dataset_names())}") from None
+
+
+def user_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/fedmc``, or ``~/.cache/fedmc``."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "fedmc"
+
+
+def resolve_data_dir(data_dir: str | Path | None = None) -> Path:
+    """The data folder: ``data_dir``, else ``$FEDMC_DATA``, else :func:`user_cache_dir`."""
+    if data_dir is not None:
+        return Path(data_dir).expanduser()
+    env = os.environ.get("FEDMC_DATA")
+    return Path(env).expanduser() if env else user_cache_dir()
+
+
+def dataset_files(name: str, data_dir: str | Path | None = None) -> list[Path]:
+    """The rating files of ``name`` present in the data folder (empty when absent)."""
+    spec = get_spec(name)
+    folder = resolve_data_dir(data_dir) / spec.folder
+    for pattern in spec.files:
+        found = sorted(p for p in folder.glob(pattern) if p.is_file())
+        if found:
+            return found
+    return []
+
+
+def download_dataset(
+    name: str,
+    data_dir: str | Path | None = None,
+    progress: bool | None = None,
+    verify: bool = True,
+) -> Path:
+    """Make sure the files of ``name`` are in the data folder, downloading when needed.
+
+    Parameters
+    ----------
+    name
+        A name from :data:`DATASETS`.
+    data_dir
+        Data folder; see :func:`resolve_data_dir`.
+    progress
+        Show a Rich progress bar while downloading.
+    verify
+        Check the archive against the pinned checksum. A set without a pinned checksum is
+        only downloaded with ``verify=False``.
+
+    Returns
+    -------
+    Path
+        The data set's folder.
+
+    Raises
+    ------
+    DataError
+        No official download (with instructions where to get the files and where to put
+        them), no pinned checksum while ``verify`` is set, or a failed download.
+    """
+    spec = get_spec(name)
+    root = resolve_data_dir(data_dir)
+    folder = root / spec.folder
+    if dataset_files(name, root):
+        return folder
+    if spec.url is None:
+        raise DataError((spec.manual or "no download is known").format(folder=folder))
+    if spec.checksum is None and verify:
+        raise DataError(
+            f"no checksum is pinned for {name}, so its download cannot be verified; "
+            "use --no-verify (verify=False) to download it anyway"
+        )
+    download_and_extract(
+        spec.url, spec.checksum if verify else None, root, spec.folder, bool(progress)
+    )
+    if not dataset_files(name, root):
+        raise DataError(
+            f"{folder} holds no {' or '.join(spec.files)}; remove the folder and try again"
+        )
+    return folder
+
+
+def load_dataset(
+    name: str,
+    data_dir: str | Path | None = None,
+    duplicates: Duplicates = "error",
+    download: bool = True,
+    progress: bool | None = None,
+    seed: int = 0,
+    verify: bool = True,
+    cache_dir: str | Path | None = None,
+) -> Ratings:
+    """Load a named data set as :class:`Ratings`.
+
+    Parameters
+    ----------
+    name
+        One of :func:`dataset_names`: ``ml-100k``, ``ml-1m``, ``ml-10m``, ``ml-20m``,
+        ``ml-25m``, ``ml-32m``, ``ml-latest-small``, ``netflix``, ``jester``, or the generated
+        ``synthetic`` and ``synthetic-netflix``.
+    data_dir
+        Data folder; see :func:`resolve_data_dir`.
+    duplicates
+        ``"error"``, ``"last"`` or ``"mean"``; see :func:`~fedmc.data.loaders.load_ratings_file`.
+    download
+        Download a missing MovieLens set from GroupLens; otherwise a missing set is an error.
+    progress
+        Show a Rich progress bar while downloading.
+    seed
+        Seed of the synthetic sets (ignored by the others).
+    verify
+        Check downloads against the pinned checksum.
+    cache_dir
+        Folder of the parsed-array cache; by default ``<data folder>/.fedmc-cache``, or the
+        user cache folder when the data folder is read-only.
+
+    Returns
+    -------
+    Ratings
+        Parsed once, then served from the cache while the source files keep their size and
+        modification time.
+    """
+    if name in SYNTHETIC_NAMES:
+        from fedmc.data.synthetic import synthetic_dataset
+
+        return synthetic_dataset(name, seed=seed)
+    spec = get_spec(name)
+    check_duplicates(duplicates)
+    root = resolve_data_dir(data_dir)
+    files = dataset_files(name, root)
+    if not files:
+        if not download:
+            raise DataError(
+                f"{name} is not in {root / spec.folder}; run `fedmc data download {name}` "
+                "or allow downloading"
+            )
+        download_dataset(name, root, progress=progress, verify=verify)
+        files = dataset_files(name, root)
+    return _load_cached(spec, files, duplicates, _cache_dirs(root, cache_dir))
+
+
+def _cache_dirs(root: Path, cache_dir: str | Path | None) -> list[Path]:
+    """Where cache entries may live: ``cache_dir`` if given, else the data folder's
+    ``.fedmc-cache`` unless the data folder is read-only, then the user cache folder."""
+    if cache_dir is not None:
+        return [Path(cache_dir)]
+    dirs = [user_cache_dir() / CACHE_FOLDER]
+    if os.access(root, os.W_OK) and root.stat().st_mode & stat.S_IWUSR:
+        dirs.insert(0, root / CACHE_FOLDER)
+    return dirs
+
+
+def _load_cached(
+    spec: DatasetSpec, files: Sequence[Path], duplicates: Duplicates, dirs: list[Path]
+) -> Ratings:
+    key = cache_key(files, duplicates, spec.parser)
+    for cache_dir in dirs:
+        cached = load_cached(cache_dir, key, spec.name)
+        if cached is not None:
+            return cached
+    ratings = _PARSERS[spec.parser](list(files), duplicates, spec.name)
+    for cache_dir in dirs:
+        if save_cached(cache_dir, key, ratings):
+            break
+    return ratings
