@@ -1,0 +1,50 @@
+"""Shared fixtures: tiny federated problems built from dense matrices."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedmc.data import FederatedData, Normalizer, Ratings
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def tiny_federated(
+    m: int = 12, n: int = 9, p: int = 3, density: float = 0.5, seed: int = 0
+) -> tuple[FederatedData, np.ndarray, np.ndarray]:
+    """A random ``m x n`` matrix observed on a mask, users split contiguously over ``p`` clients.
+
+    Returns the federated data (train = all observed entries, test = a few of them) and the
+    dense matrix ``M`` and mask (rows in federated order, which here is the user order).
+    """
+    rng = np.random.default_rng(seed)
+    M = rng.normal(size=(m, r := 2)) @ rng.normal(size=(r, n)) + 0.1 * rng.normal(size=(m, n))
+    mask = rng.random((m, n)) < density
+    mask[np.arange(m), rng.integers(0, n, m)] = True  # every user rates something
+    users, items = np.nonzero(mask)
+    ratings = Ratings(
+        users=users.astype(np.int32),
+        items=items.astype(np.int32),
+        values=M[users, items],
+        n_users=m,
+        n_items=n,
+    )
+    test = ratings.subset(np.arange(0, ratings.n_ratings, 5))
+    client = np.repeat(np.arange(p), -(-m // p))[:m].astype(np.int32)
+    return FederatedData.build(ratings, test, client, Normalizer()), M * mask, mask
+
+
+@pytest.fixture
+def tiny():
+    return tiny_federated()[0]
+
+
+def require_shared_data(*parts: str) -> Path:
+    """Path under ``../shared/data``; skip the test when it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not present (licensed data is not part of the repository)")
+    return path

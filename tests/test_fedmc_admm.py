@@ -1,0 +1,229 @@
+"""FedMC-ADMM: each closed-form step against a brute-force solve of its subproblem, and the
+batched engine against a plain per-client transcription of Algorithm 1."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize, minimize_scalar
+
+from fedmc.algorithms.fedmc_admm import FedMCADMM, _u_steps, _w_steps
+from fedmc.prox import Regularizer
+from tests.conftest import tiny_federated
+
+# ---------------------------------------------------------------- brute-force subproblems
+
+
+def search_bounds(reg: Regularizer) -> tuple[float, float]:
+    """Where to search: the constraint set for indicator kinds, a wide interval otherwise."""
+    return {"nonneg": (0.0, 50.0), "box": (reg.lo, reg.hi)}.get(reg.kind, (-50.0, 50.0))
+
+
+def brute_separable(obj_entry, shape, bounds=(-50.0, 50.0)):
+    """Minimize a sum of independent scalar problems entry by entry."""
+    out = np.empty(int(np.prod(shape)))
+    for k in range(out.size):
+        out[k] = minimize_scalar(
+            lambda z, k=k: obj_entry(k, z), bounds=bounds, method="bounded",
+            options={"xatol": 1e-12},
+        ).x
+    return out.reshape(shape)
+
+
+def brute_smooth(obj, x0):
+    res = minimize(lambda x: obj(x.reshape(x0.shape)), x0.ravel(), method="BFGS",
+                   options={"gtol": 1e-12})
+    return res.x.reshape(x0.shape)
+
+
+@pytest.mark.parametrize("kind", ["l2", "l1", "nonneg", "elastic"])
+def test_u_step_solves_subproblem_14(kind):
+    data, M, mask = tiny_federated(m=6, n=5, p=1, density=0.7)
+    rng = np.random.default_rng(1)
+    r = 3
+    U0 = rng.normal(size=(6, r))
+    Wc = rng.normal(size=(5, r))  # W_i^T
+    reg = Regularizer(kind, 0.3)
+    U = U0.copy()
+    tr = data.train
+    _u_steps(tr.indptr, tr.indices, tr.values, 0, 6, U, Wc, 1, reg.params, -1, False)
+    # (14) with W = Wc^T: <grad, U> + L/2 ||U - U0||^2 + R(U), L = ||W W^T||_F
+    G = (mask * (U0 @ Wc.T - M)) @ Wc
+    L = np.linalg.norm(Wc.T @ Wc)
+    expected = brute_separable(
+        lambda k, z: G.flat[k] * z + L / 2 * (z - U0.flat[k]) ** 2 + reg.value(np.array([z])),
+        U0.shape,
+        search_bounds(reg),
+    )
+    assert np.allclose(U, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("per_row", [False, True])
+def test_w_step_solves_subproblem_15(per_row):
+    data, M, mask = tiny_federated(m=6, n=5, p=1, density=0.6)
+    rng = np.random.default_rng(2)
+    r, p, beta = 3, 4, 0.7
+    U = rng.normal(size=(6, r))
+    W0 = rng.normal(size=(5, r))
+    Y = rng.normal(size=(5, r))
+    V = rng.normal(size=(5, r))
+    W = W0.copy()
+    tr = data.train
+    _w_steps(tr.indptr, tr.indices, tr.values, 0, 6, U, W, Y, V, 1, beta, p, per_row)
+    grad = (U.T @ (mask * (U @ W0.T - M))).T  # (n, r)
+    if per_row:  # one Lipschitz constant per item column
+        Lcol = np.array([np.linalg.norm(U[mask[:, j]].T @ U[mask[:, j]]) for j in range(5)])
+    else:
+        Lcol = np.full(5, np.linalg.norm(U.T @ U))
+
+    def obj(Wx):
+        return (np.sum((grad / p + Y) * Wx) + np.sum(Lcol[:, None] / p / 2 * (Wx - W0) ** 2)
+                + beta / 2 * np.sum((Wx - V) ** 2))
+
+    assert np.allclose(W, brute_smooth(obj, W0), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["l2", "l1", "none", "box"])
+def test_server_step_solves_subproblem_16(kind):
+    data, _, _ = tiny_federated(m=9, n=4, p=3)
+    model = FedMCADMM(rank=2, reg_v=kind, gamma=0.4, beta=1.3, box_lo=-0.2, box_hi=0.3)
+    model.setup(data, np.random.default_rng(0))
+    server = model.server_
+    rng = np.random.default_rng(3)
+    Ws = rng.normal(size=(3, 4, 2))
+    Ys = rng.normal(size=(3, 4, 2))
+    clients = np.array([0, 1, 2])
+    V = server.aggregate(clients, Ws, Ys)
+    reg = Regularizer(kind, 0.4, lo=-0.2, hi=0.3)
+    beta = 1.3
+    # (16) is separable by entry: sum_i [-Y_i v + beta/2 (W_i - v)^2] + R(v)
+    expected = brute_separable(
+        lambda k, z: sum(-Ys[i].flat[k] * z + beta / 2 * (Ws[i].flat[k] - z) ** 2
+                         for i in range(3)) + reg.value(np.array([z])),
+        V.shape,
+        search_bounds(reg),
+    )
+    assert np.allclose(V, expected, atol=1e-6)
+
+
+def test_closed_forms_66_to_68_literally():
+    """The l2 case equals the paper's formulas (66)-(68) written out."""
+    data, M, mask = tiny_federated(m=8, n=6, p=2)
+    model = FedMCADMM(rank=3, lam=0.2, gamma=0.1, beta=2.0, inner=1, init_scale=1.0)
+    model.setup(data, np.random.default_rng(5))
+    U0 = model.U_.copy()
+    W0 = model.clients_.W[0].T.copy()  # r x n
+    Y0 = model.clients_.Y[0].T.copy()
+    V0 = model.V_.T.copy()
+    model.round(np.array([0]), np.random.default_rng(0))
+    rows = slice(0, 4)
+    Ui, Mi, Pi = U0[rows], M[rows], mask[rows]
+    L_W = np.linalg.norm(W0 @ W0.T)
+    U1 = (Ui * L_W - (Pi * (Ui @ W0 - Mi)) @ W0.T) / (L_W + 0.2)  # (66)
+    assert np.allclose(model.U_[rows], U1)
+    L_U, p, beta = np.linalg.norm(U1.T @ U1), 2, 2.0
+    W1 = (L_U / p * W0 + beta * V0 - U1.T @ (Pi * (U1 @ W0 - Mi)) / p - Y0) / (L_U / p + beta)
+    assert np.allclose(model.clients_.W[0].T, W1)  # (67)
+    Y1 = Y0 + beta * (W1 - V0)
+    W_other = model.clients_.W[1].T
+    Y_other = model.clients_.Y[1].T
+    V1 = (beta * W1 + Y1 + beta * W_other + Y_other) / (p * beta + 0.1)  # (68)
+    assert np.allclose(model.V_.T, V1)
+
+
+# ------------------------------------------------------ plain per-client loop (Algorithm 1)
+
+
+def reference_algorithm_1(M, mask, blocks, U0, V0, schedule, *, N, beta, reg_u, reg_v,
+                          per_row=False, dual_init="paper", ones_u=-1, ones_v=-1):
+    """Algorithm 1 transcribed with dense r x n matrices and a Python loop over clients."""
+    p = len(blocks)
+    n = V0.shape[1]
+    U = [U0[b].copy() for b in blocks]
+    Ms = [M[b] for b in blocks]
+    Ps = [mask[b].astype(float) for b in blocks]
+    V = V0.copy()
+    W = [V0.copy() for _ in range(p)]
+
+    def grad_V(i, Ui, Wi):
+        return Ui.T @ (Ps[i] * (Ui @ Wi - Ms[i]))
+
+    Y = [(-grad_V(i, U[i], W[i]) / n) if dual_init == "paper" else np.zeros_like(V0)
+         for i in range(p)]
+    for S in schedule:
+        for i in S:
+            Ui, Wi, Yi = U[i], W[i], Y[i]
+            # (14)
+            for _ in range(N):
+                G = (Ps[i] * (Ui @ Wi - Ms[i])) @ Wi.T
+                if per_row:
+                    L = np.array([np.linalg.norm((Wi[:, Ps[i][t] > 0]) @ Wi[:, Ps[i][t] > 0].T)
+                                  for t in range(Ui.shape[0])])[:, None]
+                else:
+                    L = np.linalg.norm(Wi @ Wi.T)
+                L = np.where(L == 0, 1e-300, L)
+                Ui = np.vectorize(lambda x, s: reg_u.prox(np.array([x]), s)[0])(Ui - G / L, 1 / L)
+                if ones_u >= 0:
+                    Ui[:, ones_u] = 1.0
+            # (15)
+            if per_row:
+                a = np.array([np.linalg.norm(Ui[Ps[i][:, j] > 0].T @ Ui[Ps[i][:, j] > 0])
+                              for j in range(n)])[None, :] / p
+            else:
+                a = np.linalg.norm(Ui.T @ Ui) / p
+            for _ in range(N):
+                Wi = (a * Wi + beta * V - grad_V(i, Ui, Wi) / p - Yi) / (a + beta)
+            Yi = Yi + beta * (Wi - V)  # (13)
+            U[i], W[i], Y[i] = Ui, Wi, Yi
+        # (16)
+        z = sum(beta * W[i] + Y[i] for i in range(p)) / (p * beta)
+        V = reg_v.prox(z, 1 / (p * beta))
+        if ones_v >= 0:
+            V[ones_v, :] = 1.0
+    return np.vstack(U), V
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {"reg_u": "l2", "reg_v": "l2"},
+        {"reg_u": "l1", "reg_v": "l1"},
+        {"reg_u": "elastic", "reg_v": "nonneg", "dual_init": "zeros"},
+        {"reg_u": "l2", "reg_v": "l2", "steps": "per-row", "biases": True},
+    ],
+)
+def test_batched_engine_equals_per_client_loop(opts):
+    data, M, mask = tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)
+    model = FedMCADMM(rank=2, inner=3, beta=0.8, lam=0.05, gamma=0.02, init_scale=1.0, **opts)
+    model.setup(data, np.random.default_rng(11))
+    U0, V0 = model.U_.copy(), model.V_.T.copy()
+    schedule = [np.array(s) for s in ([0, 3], [1, 2, 4], [3], [0, 1, 2, 3, 4], [2, 4])]
+    for S in schedule:
+        model.round(S, np.random.default_rng(0))
+    cfg = model.config
+    reg_u, reg_v = cfg.regularizers()
+    layout = model.layout_
+    blocks = [slice(data.client_ptr[c], data.client_ptr[c + 1]) for c in range(5)]
+    U_ref, V_ref = reference_algorithm_1(
+        M, mask, blocks, U0, V0, schedule, N=3, beta=0.8, reg_u=reg_u, reg_v=reg_v,
+        per_row=cfg.steps == "per-row", dual_init=cfg.dual_init,
+        ones_u=layout.ones_col_u, ones_v=layout.ones_col_v,
+    )
+    assert np.allclose(model.U_, U_ref, atol=1e-10, rtol=0)
+    assert np.allclose(model.V_.T, V_ref, atol=1e-10, rtol=0)
+
+
+def test_same_seed_same_history(tiny):
+    a = FedMCADMM(rank=2, init_scale=1.0, beta=1.0).fit(tiny, rounds=5, active=2, seed=3)
+    b = FedMCADMM(rank=2, init_scale=1.0, beta=1.0).fit(tiny, rounds=5, active=2, seed=3)
+    c = FedMCADMM(rank=2, init_scale=1.0, beta=1.0).fit(tiny, rounds=5, active=2, seed=4)
+    for col in ("objective", "test_rmse", "bytes_up"):
+        assert np.array_equal(a.history_.column(col), b.history_.column(col))
+    assert not np.array_equal(a.history_.column("objective"), c.history_.column("objective"))
+
+
+def test_objective_decreases_with_full_participation(tiny):
+    model = FedMCADMM(rank=2, init_scale=0.5, beta=1.0, lam=0.1, gamma=0.1)
+    model.fit(tiny, rounds=30)
+    obj = model.history_.column("objective")
+    assert obj[-1] < 0.5 * obj[0]
