@@ -16,7 +16,7 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from fedmc.errors import DataError
@@ -30,6 +30,7 @@ def download_and_extract(
     checksum: str | None,
     dest_dir: Path,
     folder: str,
+    required: Sequence[str] = (),
     progress: bool = False,
 ) -> Path:
     """Fetch the zip at ``url`` and place its top-level ``folder`` at ``dest_dir / folder``.
@@ -45,6 +46,9 @@ def download_and_extract(
         Data folder; created when missing.
     folder
         The folder inside the archive to install (for example ``ml-10M100K``).
+    required
+        Glob patterns relative to ``folder``; unless empty, one must match a file before the
+        folder is installed.
     progress
         Show a Rich progress bar on standard error.
 
@@ -57,7 +61,7 @@ def download_and_extract(
     ------
     DataError
         Network failure, truncated transfer, checksum mismatch, bad archive, or an archive
-        without ``folder``. Nothing is left in ``dest_dir`` in that case.
+        without ``folder`` or the ``required`` files. Nothing is left in ``dest_dir`` then.
     """
     dest_dir.mkdir(parents=True, exist_ok=True)
     target = dest_dir / folder
@@ -67,6 +71,8 @@ def download_and_extract(
             _verify(url, checksum, digest)
         with tempfile.TemporaryDirectory(prefix=".fedmc-extract-", dir=dest_dir) as tmp:
             unpacked = _extract(archive, Path(tmp), folder, url)
+            if required and not any(any(unpacked.glob(p)) for p in required):
+                raise DataError(f"archive from {url} holds no {folder}/{' or '.join(required)}")
             if not target.exists():
                 os.rename(unpacked, target)
     return target

@@ -255,7 +255,12 @@ def download_dataset(
             "use --no-verify (verify=False) to download it anyway"
         )
     download_and_extract(
-        spec.url, spec.checksum if verify else None, root, spec.folder, bool(progress)
+        spec.url,
+        spec.checksum if verify else None,
+        root,
+        spec.folder,
+        required=spec.files,
+        progress=bool(progress),
     )
     if not dataset_files(name, root):
         raise DataError(
