@@ -1,1 +1,28 @@
-"""Federated algorithms, each one module on the shared engine."""
+"""Federated algorithms, each one module on the shared engine, looked up by name."""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from fedmc.algorithms.base import FederatedAlgorithm
+from fedmc.errors import ConfigError
+
+_REGISTRY: dict[str, str] = {
+    "fedmc-admm": "fedmc.algorithms.fedmc_admm:FedMCADMM",
+}
+
+
+def algorithm_names() -> list[str]:
+    """Names accepted by ``fedmc run --algorithm``."""
+    return list(_REGISTRY)
+
+
+def get_algorithm(name: str) -> type[FederatedAlgorithm]:
+    """The algorithm class registered under ``name``."""
+    try:
+        module, cls = _REGISTRY[name].split(":")
+    except KeyError:
+        raise ConfigError(
+            f"unknown algorithm {name!r}: choose one of {', '.join(algorithm_names())}"
+        ) from None
+    return getattr(import_module(module), cls)

@@ -1,0 +1,235 @@
+"""The ``fedmc`` command: ``run`` one training, and ``data`` sets.
+
+Errors in the user's input exit with status 2 and a one-line reason on stderr.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from fedmc.cli_data import data_app
+from fedmc.errors import ConfigError, FedMCError
+
+app = typer.Typer(
+    name="fedmc",
+    help="Federated matrix completion: FedMC-ADMM and friends, on real or synthetic data.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(data_app, name="data", help="List, describe and download data sets.")
+err = Console(stderr=True)
+out = Console()
+
+ALGO = "Algorithm parameters"
+DATA = "Data"
+PROTO = "Protocol"
+
+
+@app.command()
+def run(
+    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Algorithm name.",
+                                           rich_help_panel=PROTO)] = "fedmc-admm",
+    dataset: Annotated[str | None, typer.Option(help="Named data set (ml-1m, synthetic, ...); "
+                                                "default: the embedded synthetic set.",
+                                                rich_help_panel=DATA)] = None,
+    ratings: Annotated[Path | None, typer.Option(help="A CSV/TSV/Parquet file of ratings.",
+                                                 rich_help_panel=DATA)] = None,
+    columns: Annotated[str | None, typer.Option(help="user,item,rating column names or "
+                                                "0-based positions.", rich_help_panel=DATA)] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Data folder (else $FEDMC_DATA, else "
+                                                  "~/.cache/fedmc).", rich_help_panel=DATA)] = None,
+    duplicates: Annotated[str, typer.Option(help="Duplicate (user, item) pairs: error|last|mean.",
+                                            rich_help_panel=DATA)] = "error",
+    normalize: Annotated[str, typer.Option(help="none|center|zscore (fitted on training "
+                                           "ratings).", rich_help_panel=DATA)] = "zscore",
+    split: Annotated[str, typer.Option(help="random (per rating) | user (per-user holdout).",
+                                       rich_help_panel=DATA)] = "random",
+    test_fraction: Annotated[float, typer.Option(help="Share of ratings held out.",
+                                                 rich_help_panel=DATA)] = 0.2,
+    clients: Annotated[int, typer.Option(help="Number of clients p.",
+                                         rich_help_panel=PROTO)] = 100,
+    partition: Annotated[str, typer.Option(help="random|contiguous|powerlaw|user (one user "
+                                           "per client).", rich_help_panel=PROTO)] = "random",
+    active: Annotated[int, typer.Option(help="Clients per round (uniform sampling).",
+                                        rich_help_panel=PROTO)] = 10,
+    sampling: Annotated[str, typer.Option(help="uniform (fixed size) | bernoulli.",
+                                          rich_help_panel=PROTO)] = "uniform",
+    participation: Annotated[float | None, typer.Option(
+        help="p_i for Bernoulli sampling (default active/clients).",
+        rich_help_panel=PROTO)] = None,
+    rounds: Annotated[int, typer.Option(help="Communication rounds.",
+                                        rich_help_panel=PROTO)] = 100,
+    eval_every: Annotated[int, typer.Option(help="Evaluate every this many rounds.",
+                                            rich_help_panel=PROTO)] = 1,
+    seed: Annotated[int, typer.Option(help="Seed of split, partition, init and sampling.",
+                                      rich_help_panel=PROTO)] = 0,
+    rank: Annotated[int | None, typer.Option(help="Rank r.", rich_help_panel=ALGO)] = None,
+    inner: Annotated[int | None, typer.Option(help="Inner steps N.",
+                                              rich_help_panel=ALGO)] = None,
+    reg_u: Annotated[str | None, typer.Option(help="R_i: l2|l1|elastic|nonneg|box|none.",
+                                              rich_help_panel=ALGO)] = None,
+    lam: Annotated[float | None, typer.Option(help="lambda, weight of R_i.",
+                                              rich_help_panel=ALGO)] = None,
+    reg_v: Annotated[str | None, typer.Option(help="R: l2|l1|elastic|nonneg|box|none.",
+                                              rich_help_panel=ALGO)] = None,
+    gamma: Annotated[float | None, typer.Option(help="gamma, weight of R.",
+                                                rich_help_panel=ALGO)] = None,
+    beta: Annotated[float | None, typer.Option(help="ADMM penalty beta.",
+                                               rich_help_panel=ALGO)] = None,
+    init_scale: Annotated[float | None, typer.Option(help="Initial factors uniform on "
+                                                     "[0, X].", rich_help_panel=ALGO)] = None,
+    steps: Annotated[str | None, typer.Option(help="paper (scalar L_W, L_U) | per-row "
+                                              "(per user/item bounds).",
+                                              rich_help_panel=ALGO)] = None,
+    biases: Annotated[bool | None, typer.Option("--biases/--no-biases",
+                                                help="User and item biases.",
+                                                rich_help_panel=ALGO)] = None,
+    clip: Annotated[bool | None, typer.Option("--clip/--no-clip",
+                                              help="Clip predictions to the rating range.",
+                                              rich_help_panel=ALGO)] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-P",
+                                                    help="Any other algorithm parameter, "
+                                                    "KEY=VALUE (repeatable).",
+                                                    rich_help_panel=ALGO)] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default "
+                                                 "runs/<time>-<algorithm>-<data>).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Train one algorithm on one data set and write config.json, history.csv, summary.json.
+
+    With no options: FedMC-ADMM on the embedded synthetic data, offline, in seconds.
+    """
+    from fedmc.pipeline import DataSettings
+    from fedmc.runner import RunSettings, execute, write_outputs
+
+    named = {
+        "rank": rank, "inner": inner, "reg_u": reg_u, "lam": lam, "reg_v": reg_v,
+        "gamma": gamma, "beta": beta, "init_scale": init_scale, "steps": steps,
+        "biases": biases, "clip": clip,
+    }
+    params = {k: v for k, v in named.items() if v is not None}
+    params.update(_parse_params(param or []))
+    data_settings = DataSettings(
+        dataset=dataset, ratings=ratings,
+        columns=tuple(columns.split(",")) if columns else None,
+        data_dir=data_dir, duplicates=duplicates, clients=clients, partition=partition,
+        split=split, test_fraction=test_fraction, normalize=normalize, seed=seed,
+    )
+    if columns and len(data_settings.columns or ()) != 3:
+        raise ConfigError(f"--columns needs three names, got {columns!r}")
+    run_settings = RunSettings(
+        algorithm=algorithm, rounds=rounds, active=active, sampling=sampling,
+        participation=participation, eval_every=eval_every, seed=seed,
+    )
+    label = f"{algorithm} on {data_settings.source}"
+    with _progress(quiet, rounds, label) as callback:
+        result = execute(run_settings, data_settings, params, callback,
+                         progress_download=not quiet)
+    target = out_dir or Path("runs") / (
+        f"{datetime.now():%Y%m%d-%H%M%S}-{algorithm}-{data_settings.source}"
+    )
+    write_outputs(target, result)
+    if not quiet:
+        _summary_table(result.summary, label)
+    err.print(f"wrote {target}/config.json, history.csv, summary.json")
+
+
+def _parse_params(items: list[str]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--param expects KEY=VALUE, got {item!r}")
+        params[key.strip().replace("-", "_")] = value.strip()
+    return params
+
+
+class _progress:
+    """A Rich progress bar with the latest test RMSE, or nothing when quiet."""
+
+    def __init__(self, quiet: bool, rounds: int, label: str):
+        self.quiet = quiet
+        self.rounds = rounds
+        self.label = label
+
+    def __enter__(self):
+        if self.quiet:
+            return None
+        self.bar = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[metric]}"), TimeRemainingColumn(), console=err,
+            transient=False,
+        )
+        self.bar.start()
+        self.task = self.bar.add_task(self.label, total=self.rounds, metric="")
+
+        def callback(k: int, row: dict | None) -> None:
+            metric = None
+            if row is not None:
+                value = row.get("test_rmse", row.get("rmsd", math.nan))
+                metric = f"test RMSE {value:.4f}" if "test_rmse" in row else f"{value:.4f}"
+            fields = {"metric": metric} if metric is not None else {}
+            self.bar.update(self.task, completed=k, **fields)
+
+        return callback
+
+    def __exit__(self, *exc):
+        if not self.quiet:
+            self.bar.stop()
+        return False
+
+
+def _summary_table(summary: dict, label: str) -> None:
+    table = Table(title=label, show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    skip = {"round", "clients"}
+    for key, value in summary.items():
+        if key in skip:
+            continue
+        if key.startswith("bytes"):
+            text = f"{value / 2**20:,.1f} MiB"
+        elif isinstance(value, float):
+            text = f"{value:.4f}" if abs(value) < 1e4 else f"{value:.4g}"
+        else:
+            text = str(value)
+        table.add_row(key, text)
+    out.print(table)
+
+
+def main() -> None:
+    """Entry point: run the app, mapping input errors to exit status 2."""
+    try:
+        app(standalone_mode=False)
+    except FedMCError as exc:
+        err.print(f"fedmc: error: {exc}", markup=False, highlight=False)
+        sys.exit(2)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "settings"
+        err.print(f"fedmc: error: {where}: {first['msg']}", markup=False, highlight=False)
+        sys.exit(2)
+    except typer.Abort:
+        err.print("fedmc: aborted", markup=False)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err.print("fedmc: interrupted; nothing was written", markup=False)
+        sys.exit(130)
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

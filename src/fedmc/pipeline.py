@@ -1,0 +1,80 @@
+"""From run settings to a federated data set: load, split, partition, normalize."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fedmc.data import FederatedData, Normalizer, Ratings, partition_users
+from fedmc.data.loaders import load_ratings_file
+from fedmc.data.normalize import NormalizeKind
+from fedmc.data.partition import PartitionKind
+from fedmc.data.registry import load_dataset
+from fedmc.data.split import random_split, user_holdout_split
+from fedmc.errors import ConfigError
+
+DEFAULT_DATASET = "synthetic"
+
+
+class DataSettings(BaseModel):
+    """Where the ratings come from and how they are split over clients."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str | None = Field(None, description="named data set (default: synthetic)")
+    ratings: Path | None = Field(None, description="a CSV/TSV/Parquet file of ratings")
+    columns: tuple[str, str, str] | None = None
+    data_dir: Path | None = None
+    duplicates: Literal["error", "last", "mean"] = "error"
+    clients: int = Field(100, ge=1)
+    partition: PartitionKind = "random"
+    split: Literal["random", "user"] = "random"
+    test_fraction: float = Field(0.2, ge=0, lt=1)
+    normalize: NormalizeKind = "zscore"
+    seed: int = 0
+
+    @property
+    def source(self) -> str:
+        """A short label of the data source."""
+        if self.ratings is not None:
+            return self.ratings.name
+        return self.dataset or DEFAULT_DATASET
+
+
+def load_ratings(settings: DataSettings, progress: bool = False) -> Ratings:
+    """Read the ratings named by ``settings`` (a file, a named set, or the default)."""
+    if settings.ratings is not None and settings.dataset is not None:
+        raise ConfigError("give either --dataset or --ratings, not both")
+    if settings.ratings is not None:
+        cols = tuple(_column_ref(c) for c in settings.columns) if settings.columns else None
+        return load_ratings_file(settings.ratings, columns=cols, duplicates=settings.duplicates)
+    return load_dataset(
+        settings.dataset or DEFAULT_DATASET,
+        data_dir=settings.data_dir,
+        duplicates=settings.duplicates,
+        progress=progress,
+        seed=settings.seed,
+    )
+
+
+def _column_ref(text: str) -> str | int:
+    return int(text) if text.isdigit() else text
+
+
+def federate(ratings: Ratings, settings: DataSettings) -> FederatedData:
+    """Split into train/test, partition users into clients, normalize on training ratings."""
+    splitter = random_split if settings.split == "random" else user_holdout_split
+    train, test = splitter(ratings, settings.test_fraction, settings.seed)
+    if train.n_ratings == 0:
+        raise ConfigError("the training split is empty")
+    if settings.partition != "user" and settings.clients > ratings.n_users:
+        raise ConfigError(
+            f"{settings.clients} clients but the data has only {ratings.n_users} users"
+        )
+    client_of_user = partition_users(
+        ratings.n_users, settings.clients, settings.partition, settings.seed
+    )
+    normalizer = Normalizer.fit(train.values, settings.normalize)
+    return FederatedData.build(train, test, client_of_user, normalizer)

@@ -1,0 +1,166 @@
+"""One complete run: data, algorithm, engine, and the files of the run contract.
+
+``--out DIR`` receives ``config.json`` (every resolved setting, seed, versions),
+``history.csv`` (one row per evaluated round) and ``summary.json`` (final metrics, seconds,
+peak memory). Files are written only after the run succeeded, each atomically, so a failed or
+interrupted run leaves no partial file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numba
+import numpy as np
+import scipy
+from pydantic import BaseModel, ConfigDict, Field
+
+import fedmc
+from fedmc import engine
+from fedmc.algorithms import get_algorithm
+from fedmc.algorithms.base import FederatedAlgorithm
+from fedmc.data import FederatedData
+from fedmc.engine import History, RoundCallback
+from fedmc.errors import ConfigError
+from fedmc.pipeline import DataSettings, federate, load_ratings
+from fedmc.sampling import BernoulliSampler, UniformSampler
+
+
+class RunSettings(BaseModel):
+    """Everything that defines a run besides the data and the algorithm's own parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    algorithm: str = "fedmc-admm"
+    rounds: int = Field(100, ge=0)
+    active: int | None = Field(10, ge=1, description="clients per round (uniform sampling)")
+    sampling: Literal["uniform", "bernoulli"] = "uniform"
+    participation: float | None = Field(
+        None, gt=0, le=1, description="p_i of every client for Bernoulli sampling"
+    )
+    eval_every: int = Field(1, ge=1)
+    seed: int = 0
+
+
+@dataclass
+class RunResult:
+    """What a run produced."""
+
+    model: FederatedAlgorithm
+    data: FederatedData
+    history: History
+    summary: dict[str, Any]
+    config: dict[str, Any]
+
+
+def make_sampler(settings: RunSettings, n_clients: int):
+    """The client sampler the settings ask for."""
+    if settings.sampling == "bernoulli":
+        prob = settings.participation or min(settings.active or n_clients, n_clients) / n_clients
+        return BernoulliSampler(np.full(n_clients, prob))
+    active = n_clients if settings.active is None else settings.active
+    if active > n_clients:
+        raise ConfigError(f"--active {active} exceeds the {n_clients} clients")
+    return UniformSampler(n_clients, active)
+
+
+def execute(
+    run: RunSettings,
+    data_settings: DataSettings,
+    params: dict[str, Any],
+    callback: RoundCallback | None = None,
+    progress_download: bool = False,
+) -> RunResult:
+    """Load data, build the algorithm, run it; nothing is written here."""
+    started = time.perf_counter()
+    algo_cls = get_algorithm(run.algorithm)
+    model = algo_cls(**params)  # validate parameters before any loading
+    ratings = load_ratings(data_settings, progress=progress_download)
+    data = federate(ratings, data_settings)
+    stats = {
+        "users": ratings.n_users,
+        "items": ratings.n_items,
+        "ratings": ratings.n_ratings,
+        "train_ratings": data.train.nnz,
+        "test_ratings": data.test.nnz,
+    }
+    del ratings
+    sampler = make_sampler(run, data.n_clients)
+    load_seconds = time.perf_counter() - started
+    history = engine.run(model, data, sampler, run.rounds, run.seed, run.eval_every, callback)
+    model.history_ = history
+    final = history.rows[-1]
+    summary = {
+        **{k: v for k, v in final.items()},
+        "data_seconds": load_seconds,
+        "train_seconds": final["seconds"],
+        "total_seconds": time.perf_counter() - started,
+        "peak_memory_mb": peak_memory_mb(),
+    }
+    config = {
+        "algorithm": run.algorithm,
+        "params": model.get_params(),
+        "run": run.model_dump(mode="json"),
+        "data": {**data_settings.model_dump(mode="json"), **stats,
+                 "normalizer": vars(data.normalizer)},
+        "versions": versions(),
+    }
+    return RunResult(model, data, history, summary, config)
+
+
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process in MiB."""
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / 1024 if sys.platform != "darwin" else kb / 2**20
+
+
+def versions() -> dict[str, str]:
+    """Versions of what produced a result."""
+    return {
+        "fedmc": fedmc.__version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "numba": numba.__version__,
+        "machine": platform.machine(),
+    }
+
+
+def write_outputs(out: Path, result: RunResult) -> None:
+    """Write the three files of the run contract into ``out``, each atomically."""
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out / "config.json", lambda p: p.write_text(_json(result.config)))
+    _atomic_write(out / "history.csv", result.history.to_csv)
+    _atomic_write(out / "summary.json", lambda p: p.write_text(_json(result.summary)))
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=_plain) + "\n"
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"cannot serialize {type(obj).__name__}")
+
+
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
