@@ -254,9 +254,7 @@ def _max_rejection_degree(weights: np.ndarray) -> int:
     return int(np.searchsorted(expected_draws, _CLOCK_COST * len(weights), side="right"))
 
 
-def _user_degrees(
-    x: np.ndarray, n_ratings: int, min_degree: int, max_degree: int
-) -> np.ndarray:
+def _user_degrees(x: np.ndarray, n_ratings: int, min_degree: int, max_degree: int) -> np.ndarray:
     """Degrees ``min_degree + a_u`` with ``a_u`` proportional to ``x_u``, capped, summing exactly.
 
     The real-valued shares ``min(lam * x_u, cap)`` are water-filled so that they add up to the
