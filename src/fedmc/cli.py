@@ -61,8 +61,9 @@ def run(
                                          rich_help_panel=PROTO)] = 100,
     partition: Annotated[str, typer.Option(help="random|contiguous|powerlaw|user (one user "
                                            "per client).", rich_help_panel=PROTO)] = "random",
-    active: Annotated[int, typer.Option(help="Clients per round (uniform sampling).",
-                                        rich_help_panel=PROTO)] = 10,
+    active: Annotated[int | None, typer.Option(help="Clients per round (uniform sampling); "
+                                               "default min(10, clients).",
+                                               rich_help_panel=PROTO)] = None,
     sampling: Annotated[str, typer.Option(help="uniform (fixed size) | bernoulli.",
                                           rich_help_panel=PROTO)] = "uniform",
     participation: Annotated[float | None, typer.Option(
@@ -129,7 +130,8 @@ def run(
     if columns and len(data_settings.columns or ()) != 3:
         raise ConfigError(f"--columns needs three names, got {columns!r}")
     run_settings = RunSettings(
-        algorithm=algorithm, rounds=rounds, active=active, sampling=sampling,
+        algorithm=algorithm, rounds=rounds,
+        active=active if active is not None else min(10, clients), sampling=sampling,
         participation=participation, eval_every=eval_every, seed=seed,
     )
     label = f"{algorithm} on {data_settings.source}"
@@ -208,18 +210,22 @@ def _summary_table(summary: dict, label: str) -> None:
     out.print(table)
 
 
+def _fail(reason: str) -> None:
+    """One line on stderr, exit status 2."""
+    sys.stderr.write("fedmc: error: " + " ".join(reason.split()) + "\n")
+    sys.exit(2)
+
+
 def main() -> None:
     """Entry point: run the app, mapping input errors to exit status 2."""
     try:
         app(standalone_mode=False)
     except FedMCError as exc:
-        err.print(f"fedmc: error: {exc}", markup=False, highlight=False)
-        sys.exit(2)
+        _fail(str(exc))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "settings"
-        err.print(f"fedmc: error: {where}: {first['msg']}", markup=False, highlight=False)
-        sys.exit(2)
+        _fail(f"{where}: {first['msg']}")
     except typer.Abort:
         err.print("fedmc: aborted", markup=False)
         sys.exit(130)

@@ -1,0 +1,5 @@
+"""``python -m fedmc``."""
+
+from fedmc.cli import main
+
+main()

@@ -1,0 +1,130 @@
+"""``fedmc run``: the output contract, and bad input giving exit 2 with nothing written."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fedmc.cli import main
+
+
+def invoke(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["fedmc", *map(str, args)])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def ratings_csv(tmp_path):
+    rng = np.random.default_rng(0)
+    rows = {(int(u), int(i)) for u, i in zip(rng.integers(1, 41, 900), rng.integers(1, 31, 900),
+                                             strict=True)}
+    path = tmp_path / "r.csv"
+    with open(path, "w") as fh:
+        fh.write("userId,movieId,rating\n")
+        for u, i in sorted(rows):
+            fh.write(f"{u},{i},{1 + (u * i) % 5}\n")
+    return path
+
+
+def test_run_writes_the_contract(monkeypatch, capsys, tmp_path, ratings_csv):
+    out = tmp_path / "out"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 8,
+                          "--active", 3, "--rounds", 6, "--eval-every", 2, "--rank", 3,
+                          "--out", out, "-q")
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["algorithm"] == "fedmc-admm"
+    assert config["params"]["rank"] == 3
+    assert config["data"]["clients"] == 8 and "numpy" in config["versions"]
+    with open(out / "history.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["round"]) for r in rows] == [0, 2, 4, 6]
+    for col in ("objective", "train_rmse", "test_rmse", "test_mae", "nnz_u", "nnz_v",
+                "bytes_up", "bytes_down", "seconds", "test_rmse_z"):
+        assert col in rows[0], col
+    assert float(rows[-1]["bytes_up"]) > float(rows[0]["bytes_up"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["test_rmse"] == pytest.approx(float(rows[-1]["test_rmse"]))
+    assert summary["peak_memory_mb"] > 0 and summary["total_seconds"] > 0
+
+
+def test_algorithm_parameters_reach_the_model(monkeypatch, capsys, tmp_path, ratings_csv):
+    out = tmp_path / "o"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 4,
+                          "--rounds", 2, "--reg-u", "l1", "--lam", "0.5", "--steps", "per-row",
+                          "--biases", "-P", "dual_init=zeros", "--out", out, "-q")
+    assert code == 0, err
+    params = json.loads((out / "config.json").read_text())["params"]
+    assert params["reg_u"] == "l1" and params["lam"] == 0.5 and params["biases"] is True
+    assert params["steps"] == "per-row" and params["dual_init"] == "zeros"
+
+
+BAD_FILES = {
+    "malformed.csv": ("user,item,rating\n1,2,3\n1,3\n", ":3"),
+    "nan.csv": ("user,item,rating\n1,2,3\n2,3,nan\n", ":3"),
+    "text.csv": ("user,item,rating\n1,2,3\n2,3,good\n", ":3"),
+    "dupe.csv": ("user,item,rating\n1,2,3\n2,3,4\n1,2,5\n", "duplicate"),
+    "empty.csv": ("", "empty"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+def test_bad_files_exit_2_and_write_nothing(monkeypatch, capsys, tmp_path, name):
+    text, needle = BAD_FILES[name]
+    path = tmp_path / name
+    path.write_text(text)
+    out = tmp_path / "out"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", path, "--clients", 1,
+                          "--active", 1, "--out", out, "-q")
+    assert code == 2
+    line = err.strip()
+    assert "\n" not in line and needle in line.lower(), line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--rank", "500", "--clients", "5"], "rank"),
+        (["--clients", "1000"], "clients"),
+        (["--active", "50", "--clients", "10"], "active"),
+        (["--clients", "5", "--eval-every", "0"], "eval"),
+        (["--algorithm", "nope"], "unknown algorithm"),
+        (["--reg-u", "l7"], "reg_u"),
+        (["--beta", "-1"], "beta"),
+        (["-P", "nonsense=1"], "nonsense"),
+        (["--normalize", "cube"], "normalize"),
+    ],
+)
+def test_bad_settings_exit_2(monkeypatch, capsys, tmp_path, ratings_csv, args, needle):
+    out = tmp_path / "out"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--rounds", 1,
+                          "--clients", 5, *args, "--out", out, "-q")
+    assert code == 2, err
+    assert needle in err.lower() and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_missing_file_and_unknown_dataset(monkeypatch, capsys, tmp_path):
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", tmp_path / "nope.csv", "-q")
+    assert code == 2 and "nope.csv" in err
+    code, _, err = invoke(monkeypatch, capsys, "run", "--dataset", "ml-7z", "--data-dir",
+                          tmp_path, "-q")
+    assert code == 2 and "ml-7z" in err
+
+
+def test_entry_point_installed():
+    res = subprocess.run([sys.executable, "-m", "fedmc", "run", "--help"], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0 and "--algorithm" in res.stdout
