@@ -69,6 +69,8 @@ def run(
     participation: Annotated[float | None, typer.Option(
         help="p_i for Bernoulli sampling (default active/clients).",
         rich_help_panel=PROTO)] = None,
+    dropout: Annotated[float, typer.Option(help="Share of drawn clients that drop out of a "
+                                           "round.", rich_help_panel=PROTO)] = 0.0,
     rounds: Annotated[int, typer.Option(help="Communication rounds.",
                                         rich_help_panel=PROTO)] = 100,
     eval_every: Annotated[int, typer.Option(help="Evaluate every this many rounds.",
@@ -132,7 +134,7 @@ def run(
     run_settings = RunSettings(
         algorithm=algorithm, rounds=rounds,
         active=active if active is not None else min(10, clients), sampling=sampling,
-        participation=participation, eval_every=eval_every, seed=seed,
+        participation=participation, dropout=dropout, eval_every=eval_every, seed=seed,
     )
     label = f"{algorithm} on {data_settings.source}"
     with _progress(quiet, rounds, label) as callback:

@@ -32,7 +32,7 @@ from fedmc.data import FederatedData
 from fedmc.engine import History, RoundCallback
 from fedmc.errors import ConfigError
 from fedmc.pipeline import DataSettings, federate, load_ratings
-from fedmc.sampling import BernoulliSampler, UniformSampler
+from fedmc.sampling import BernoulliSampler, DropoutSampler, UniformSampler
 
 
 class RunSettings(BaseModel):
@@ -47,6 +47,7 @@ class RunSettings(BaseModel):
     participation: float | None = Field(
         None, gt=0, le=1, description="p_i of every client for Bernoulli sampling"
     )
+    dropout: float = Field(0.0, ge=0, lt=1, description="share of drawn clients that drop out")
     eval_every: int = Field(1, ge=1)
     seed: int = 0
 
@@ -66,11 +67,13 @@ def make_sampler(settings: RunSettings, n_clients: int):
     """The client sampler the settings ask for."""
     if settings.sampling == "bernoulli":
         prob = settings.participation or min(settings.active or n_clients, n_clients) / n_clients
-        return BernoulliSampler(np.full(n_clients, prob))
-    active = n_clients if settings.active is None else settings.active
-    if active > n_clients:
-        raise ConfigError(f"--active {active} exceeds the {n_clients} clients")
-    return UniformSampler(n_clients, active)
+        sampler = BernoulliSampler(np.full(n_clients, prob))
+    else:
+        active = n_clients if settings.active is None else settings.active
+        if active > n_clients:
+            raise ConfigError(f"--active {active} exceeds the {n_clients} clients")
+        sampler = UniformSampler(n_clients, active)
+    return DropoutSampler(sampler, settings.dropout) if settings.dropout > 0 else sampler
 
 
 def execute(

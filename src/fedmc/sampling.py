@@ -59,3 +59,29 @@ class BernoulliSampler:
     def sample(self, rng: np.random.Generator) -> np.ndarray:
         """Sorted client ids of one round."""
         return np.flatnonzero(rng.random(self.n_clients) < self.probabilities).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class DropoutSampler:
+    """Wrap a sampler: each drawn client drops out independently with probability ``rate``.
+
+    Models devices that fail to report in a round (RFRec's robustness test, Table 3); the
+    server aggregates over the clients that remain.
+    """
+
+    base: UniformSampler | BernoulliSampler
+    rate: float
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.rate < 1.0:
+            raise ConfigError(f"dropout rate must lie in [0, 1), got {self.rate}")
+
+    @property
+    def n_clients(self) -> int:
+        """Number of clients."""
+        return self.base.n_clients
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """Sorted ids of the drawn clients that did not drop out."""
+        drawn = self.base.sample(rng)
+        return drawn[rng.random(len(drawn)) >= self.rate]
