@@ -18,6 +18,7 @@ from fedmc.data.loaders import (
     load_ratings_file,
     netflix_files,
 )
+from fedmc.data.ratings import Ratings
 from fedmc.errors import ConfigError, DataError
 
 
@@ -225,6 +226,7 @@ def test_parquet_missing_column(tmp_path):
         ("ratings.dat", "1::2::3::0\n1::3::inf::0\n", 2, "rating 'inf' is not a finite number"),
         ("ratings.dat", "1::2::3::0\nab::3::4::0\n", 2, "user id 'ab' is not an integer"),
         ("ratings.dat", "1::2::3::0\n1::::4::0\n", 2, "item id is empty"),
+        ("ratings.dat", "1::2::3::0\n1:x:2::4::0\n", 2, "expected 4 fields, found 3"),
         ("u.data", "1\t2\t3\t0\n1\t3\t\t0\n", 2, "rating '' is not a number"),
         ("ratings.csv", "userId,movieId,rating,timestamp\n1,2,3,0\n1,2.5,3,0\n", 3, "item id"),
     ],
@@ -410,3 +412,36 @@ def test_round_trip_and_policies_match_reference(tmp_path_factory, rows):
     else:
         with pytest.raises(DataError, match="rated more than once"):
             load_ratings_file(path)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.integers(0, 9), st.integers(-(2**40), 2**40)),
+            st.one_of(st.integers(100, 120), st.text("abc", min_size=1, max_size=3)),
+            st.integers(1, 5),
+        ),
+        min_size=1,
+        max_size=30,
+        unique_by=lambda row: (row[0], row[1]),
+    )
+)
+def test_same_result_as_ratings_from_raw(tmp_path_factory, rows):
+    path = tmp_path_factory.mktemp("raw") / "r.csv"
+    path.write_text("user,item,rating\n" + "".join(f"{u},{i},{v}\n" for u, i, v in rows))
+    got = load_ratings_file(path)
+    users, items, values = zip(*rows, strict=True)
+    items = [str(i) for i in items] if any(isinstance(i, str) for i in items) else items
+    expected = Ratings.from_raw(np.array(users), np.array(items), np.array(values, float))
+    for field in ("users", "items", "values", "user_ids", "item_ids"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(expected, field))
+        assert getattr(got, field).dtype.kind == getattr(expected, field).dtype.kind
+    assert got.shape == expected.shape
+
+
+def test_numeric_user_ids_stay_numeric_next_to_string_items(tmp_path):
+    path = write(tmp_path / "r.csv", "user,item,rating\n7,B01,5\n12,007,1\n12,7,2\n")
+    r = load_ratings_file(path)
+    assert r.user_ids.dtype.kind == "i" and list(r.user_ids) == [7, 12]
+    assert list(r.item_ids) == ["007", "7", "B01"]  # "007" and "7" are different items

@@ -42,7 +42,7 @@ RATING_COLUMNS = ("rating", "ratings", "score", "value")
 JESTER_RANGE = (-10.0, 10.0)
 
 ColumnRef = str | int
-_ARROW_SEP = "\x1f"  # stands in for the two-character MovieLens separator "::"
+_NO_SEPARATOR = "\x1f"  # a delimiter absent from text files: read whole lines as one field
 _WHITESPACE = " "  # marker for "any run of blanks"; the bytes are normalized to single spaces
 
 
@@ -268,7 +268,7 @@ def _read_bytes(path: Path) -> bytes:
         data = path.read_bytes()
     except OSError as exc:
         raise DataError(f"cannot read file: {exc.strerror or exc}", path) from exc
-    if not data.strip():
+    if not data or data.isspace():
         raise DataError("file is empty", path)
     return data
 
@@ -387,45 +387,74 @@ def _pick_columns(
     return user, item, rating
 
 
-def _arrow_text(data: bytes, delimiter: str) -> tuple[bytes, str]:
-    """Bytes and single-character delimiter pyarrow can read; line numbers are kept."""
-    if delimiter == "::":
-        return data.replace(b"::", _ARROW_SEP.encode()), _ARROW_SEP
-    if delimiter == _WHITESPACE:
-        data = re.sub(rb"[ \t]+", b" ", data)
-        data = re.sub(rb" ?(\r?\n) ?", rb"\1", data).strip(b" ")
-        return data, " "
-    return data, delimiter
+def _arrow_text(data: bytes, delimiter: str) -> bytes:
+    """The bytes pyarrow reads: blank runs become one space when blanks separate fields.
+
+    Line numbers are kept, so problems found later still point at the right line.
+    """
+    if delimiter != _WHITESPACE:
+        return data
+    data = re.sub(rb"[ \t]+", b" ", data)
+    return re.sub(rb" ?(\r?\n) ?", rb"\1", data).strip(b" ")
 
 
 def _read_delimited(path: Path, data: bytes, fmt: _Format) -> _Raw:
     """Parse ``data`` with pyarrow; on any problem, scan for the first bad line."""
-    text, delimiter = _arrow_text(data, fmt.delimiter)
+    text = _arrow_text(data, fmt.delimiter)
     table, failure = None, ""
     for id_type in (pa.int64(),) if fmt.int_ids else (pa.int64(), pa.string()):
         try:
-            table = _arrow_csv(text, delimiter, fmt, id_type)
+            table = _arrow_csv(text, fmt, id_type)
             break
         except pa.ArrowInvalid as exc:
             failure = str(exc)
     if table is None or not _table_ok(table, fmt.value_range):
-        _raise_first_bad_line(path, text, delimiter, fmt, failure)
+        _raise_first_bad_line(path, text, fmt, failure)
     if table.num_rows == 0:
         raise DataError("the file holds a header but no ratings", path)
-    users, items, values = (_to_numpy(col) for col in table.columns)
+    users, items, values = (_to_numpy(_as_int_if_exact(col)) for col in table.columns)
     return _Raw(users, items, values, _line_locator(path, text, fmt.skip_lines))
 
 
-def _arrow_csv(text: bytes, delimiter: str, fmt: _Format, id_type: pa.DataType) -> pa.Table:
-    names = [f"f{k}" for k in range(fmt.n_fields)]
-    keep = [names[k] for k in fmt.fields]
+def _as_int_if_exact(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A string id column as ``int64`` when every id is an integer written plainly.
+
+    Ids such as ``007`` stay strings, so that ``007`` and ``7`` remain different ids.
+    """
+    if not pa.types.is_string(column.type):
+        return column
+    try:
+        numbers = pc.cast(column, pa.int64())
+    except pa.ArrowInvalid:
+        return column
+    return numbers if pc.all(pc.equal(pc.cast(numbers, pa.string()), column)).as_py() else column
+
+
+def _arrow_csv(text: bytes, fmt: _Format, id_type: pa.DataType) -> pa.Table:
+    """Read the user, item and rating columns of ``text`` with ``pyarrow.csv``.
+
+    pyarrow needs a one-character delimiter, so ``a::b`` is read as ``a``, an empty column
+    and ``b`` split at ``:``; the empty columns are typed ``null``, which makes any text in
+    them (``a:x:b``) a parse error.
+    """
+    if fmt.delimiter == "::":
+        delimiter, n_columns = ":", 2 * fmt.n_fields - 1
+        positions = [2 * k for k in fmt.fields]
+        empty = list(range(1, n_columns, 2))
+    else:
+        delimiter, n_columns, positions, empty = fmt.delimiter, fmt.n_fields, fmt.fields, []
+    names = [f"f{k}" for k in range(n_columns)]
+    keep = [names[k] for k in positions]
+    types = {names[k]: pa.null() for k in empty}
+    types.update({keep[0]: id_type, keep[1]: id_type, keep[2]: pa.float64()})
     table = pacsv.read_csv(
         pa.py_buffer(text),
         read_options=pacsv.ReadOptions(skip_rows=fmt.skip_lines, column_names=names),
         parse_options=pacsv.ParseOptions(delimiter=delimiter),
         convert_options=pacsv.ConvertOptions(
-            include_columns=keep,
-            column_types={keep[0]: id_type, keep[1]: id_type, keep[2]: pa.float64()},
+            include_columns=keep + [names[k] for k in empty],
+            column_types=types,
+            null_values=[""],
             strings_can_be_null=False,
             quoted_strings_can_be_null=False,
         ),
@@ -457,9 +486,7 @@ def _to_numpy(column: pa.ChunkedArray) -> np.ndarray:
     return column.to_numpy()
 
 
-def _raise_first_bad_line(
-    path: Path, text: bytes, delimiter: str, fmt: _Format, failure: str
-) -> None:
+def _raise_first_bad_line(path: Path, text: bytes, fmt: _Format, failure: str) -> None:
     """Scan line by line (slow path) and raise a :class:`DataError` for the first bad line."""
     for number, raw_line in enumerate(text.split(b"\n"), start=1):
         if number <= fmt.skip_lines:
@@ -467,8 +494,8 @@ def _raise_first_bad_line(
         line = raw_line.decode("utf-8", errors="replace").rstrip("\r")
         if not line:
             continue
-        tokens = line.split(delimiter) if delimiter != " " else line.split(" ")
-        problem = _check_tokens([t.strip().strip('"') for t in tokens], fmt)
+        tokens = [t.strip().strip('"') for t in line.split(fmt.delimiter)]
+        problem = _check_tokens(tokens, fmt)
         if problem:
             raise DataError(problem, path, number)
     raise DataError(f"cannot parse the file: {failure or 'unknown problem'}", path)
@@ -529,7 +556,7 @@ def _read_netflix_file(path: Path) -> _Raw:
         lines = pacsv.read_csv(
             pa.py_buffer(data),
             read_options=pacsv.ReadOptions(column_names=["line"]),
-            parse_options=pacsv.ParseOptions(delimiter=_ARROW_SEP, quote_char=False),
+            parse_options=pacsv.ParseOptions(delimiter=_NO_SEPARATOR, quote_char=False),
             convert_options=pacsv.ConvertOptions(
                 column_types={"line": pa.string()}, strings_can_be_null=False
             ),
@@ -634,31 +661,58 @@ def _read_parquet(
 
 
 def _finish(raw: _Raw, duplicates: str, name: str, source: Path) -> Ratings:
-    """Apply the duplicates policy and build the :class:`Ratings`."""
-    users, items, values = _resolve_duplicates(raw, duplicates)
-    return Ratings.from_raw(users, items, values, name=name, meta={"source": str(source)})
+    """Apply the duplicates policy and build the :class:`Ratings`.
+
+    The result equals ``Ratings.from_raw`` of the kept rows (dense indices follow the sorted
+    raw ids); integer ids in a compact range are encoded with a lookup table instead of a
+    sort, which matters for tens of millions of ratings.
+    """
+    user_ids, users = _encode(raw.users)
+    item_ids, items = _encode(raw.items)
+    keep, values = _resolve_duplicates(raw, users, items, len(item_ids), duplicates)
+    if keep is not None:
+        users, items = users[keep], items[keep]
+    return Ratings(
+        users=users.astype(np.int32),
+        items=items.astype(np.int32),
+        values=values,
+        n_users=len(user_ids),
+        n_items=len(item_ids),
+        user_ids=user_ids,
+        item_ids=item_ids,
+        name=name,
+        meta={"source": str(source)},
+    )
 
 
-def _pair_keys(users: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """One ``int64`` per (user, item) pair; equal pairs get equal keys."""
-    if users.dtype.kind in "iu" and items.dtype.kind in "iu" and len(users):
-        u0, u1 = int(users.min()), int(users.max())
-        i0, i1 = int(items.min()), int(items.max())
-        if (u1 - u0 + 1) * (i1 - i0 + 1) < 2**62:
-            return (users.astype(np.int64) - u0) * (i1 - i0 + 1) + (items.astype(np.int64) - i0)
-    _, u_code = np.unique(users, return_inverse=True)
-    _, i_code = np.unique(items, return_inverse=True)
-    return u_code.astype(np.int64).ravel() * (int(i_code.max()) + 1) + i_code.ravel()
+def _encode(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct ids and each entry's position among them, as ``np.unique`` gives."""
+    if raw.dtype.kind in "iu" and len(raw):
+        low, high = int(raw.min()), int(raw.max())
+        if high - low <= 4 * len(raw) + 1024:
+            shifted = raw - low
+            present = np.zeros(high - low + 1, dtype=bool)
+            present[shifted] = True
+            rank = np.cumsum(present, dtype=np.int64) - 1
+            return (np.flatnonzero(present) + low).astype(raw.dtype), rank[shifted]
+    ids, codes = np.unique(raw, return_inverse=True)
+    return ids, codes.ravel()
 
 
-def _resolve_duplicates(raw: _Raw, duplicates: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows of ``raw`` after the duplicates policy, in file order."""
-    keys = _pair_keys(raw.users, raw.items)
+def _resolve_duplicates(
+    raw: _Raw, users: np.ndarray, items: np.ndarray, n_items: int, duplicates: str
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """Rows to keep (``None``: all) and their values after the duplicates policy.
+
+    ``users`` and ``items`` are the dense codes of ``raw``'s rows. Kept rows stay in file
+    order; under ``"mean"`` a pair sits where it first occurs.
+    """
+    keys = users.astype(np.int64) * n_items + items
+    sorted_keys = np.sort(keys)
+    if not (sorted_keys[1:] == sorted_keys[:-1]).any():
+        return None, raw.values
     order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
     repeat = sorted_keys[1:] == sorted_keys[:-1]
-    if not repeat.any():
-        return raw.users, raw.items, raw.values
     if duplicates == "error":
         first_repeat = int(order[1:][repeat].min())
         rows = np.flatnonzero(keys == keys[first_repeat])
@@ -672,12 +726,10 @@ def _resolve_duplicates(raw: _Raw, duplicates: str) -> tuple[np.ndarray, np.ndar
         )
     starts_group = np.concatenate(([True], ~repeat))
     if duplicates == "last":
-        ends_group = np.concatenate((~repeat, [True]))
-        keep = np.sort(order[ends_group])
-        return raw.users[keep], raw.items[keep], raw.values[keep]
+        keep = np.sort(order[np.concatenate((~repeat, [True]))])
+        return keep, raw.values[keep]
     group = np.cumsum(starts_group) - 1
     means = np.bincount(group, weights=raw.values[order]) / np.bincount(group)
     first = order[starts_group]
     by_position = np.argsort(first)
-    keep = first[by_position]
-    return raw.users[keep], raw.items[keep], means[by_position]
+    return first[by_position], means[by_position]
