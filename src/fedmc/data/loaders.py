@@ -273,16 +273,13 @@ def _read_bytes(path: Path) -> bytes:
     return data
 
 
-def _first_lines(data: bytes, n: int) -> list[tuple[int, str]]:
-    """Up to ``n`` non-blank ``(1-based line number, text)`` pairs from the start."""
-    found: list[tuple[int, str]] = []
-    for number, line in enumerate(data[: 1 << 16].split(b"\n"), start=1):
-        text = line.decode("utf-8", errors="replace").strip()
-        if text:
-            found.append((number, text))
-            if len(found) == n:
-                break
-    return found
+def _first_line(data: bytes) -> tuple[int, str]:
+    """The first non-blank line: its 1-based number and its text."""
+    match = re.search(rb"\S", data)
+    start = data.rfind(b"\n", 0, match.start() if match else 0) + 1
+    end = data.find(b"\n", start)
+    line = data[start : len(data) if end < 0 else end]
+    return data.count(b"\n", 0, start) + 1, line.decode("utf-8", errors="replace").strip()
 
 
 def _sniff_delimiter(line: str) -> str:
@@ -319,7 +316,7 @@ def _sniff(
     value_range: tuple[float, float] | None,
 ) -> _Format:
     """Work out delimiter, header and column positions from the first line."""
-    ((number, first),) = _first_lines(data, 1)
+    number, first = _first_line(data)
     delimiter = _sniff_delimiter(first)
     tokens = _split(first, delimiter)
     has_header = not all(_is_number(t) for t in tokens[:3]) or (
