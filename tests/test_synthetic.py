@@ -78,6 +78,7 @@ def test_unknown_name_lists_presets():
         {"n_users": 10, "n_items": 10, "n_ratings": 50, "rank": 0},
         {"n_users": 10, "n_items": 10, "n_ratings": 50, "noise": -1.0},
         {"n_users": 10, "n_items": 10, "n_ratings": 50, "max_user_fraction": 0.0},
+        {"n_users": 10, "n_items": 10_000, "n_ratings": 50, "item_exponent": 1e3},
     ],
 )
 def test_bad_settings_raise(kwargs):

@@ -390,8 +390,13 @@ def synthetic_ratings(
     offsets = np.zeros(n_users + 1, dtype=np.int64)
     np.cumsum(degrees, out=offsets[1:])
     popularity_rank = rng.permutation(n_items) + 1.0
-    weights = (popularity_rank + item_offset * n_items) ** -item_exponent
-    weights /= weights.max()
+    log_weights = -item_exponent * np.log(popularity_rank + item_offset * n_items)
+    weights = np.exp(log_weights - log_weights.max())  # the most popular item weighs 1
+    if weights.min() == 0.0:
+        raise ConfigError(
+            f"item_exponent {item_exponent} is too large: the weights of the least popular "
+            "items underflow to zero"
+        )
     prob, alias = _alias_table(weights)
 
     rng = np.random.default_rng(value_seq)
