@@ -229,7 +229,7 @@ class FedMCADMM(FactorModel):
 
     Examples
     --------
-    >>> from fedmc.api import load_federated
+    >>> from fedmc import load_federated
     >>> data = load_federated("synthetic", clients=20)
     >>> model = FedMCADMM(rank=5).fit(data, rounds=20, active=5)
     >>> model.history_.last("test_rmse") < 1.2
