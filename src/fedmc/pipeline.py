@@ -64,17 +64,19 @@ def _column_ref(text: str) -> str | int:
 
 
 def federate(ratings: Ratings, settings: DataSettings) -> FederatedData:
-    """Split into train/test, partition users into clients, normalize on training ratings."""
+    """Split into train/test, partition users into clients, normalize on training ratings.
+
+    Pass the ratings without keeping another reference when memory matters: the source arrays
+    are released as soon as the split has copied them.
+    """
+    n_users = ratings.n_users
+    if settings.partition != "user" and settings.clients > n_users:
+        raise ConfigError(f"{settings.clients} clients but the data has only {n_users} users")
     splitter = random_split if settings.split == "random" else user_holdout_split
     train, test = splitter(ratings, settings.test_fraction, settings.seed)
+    del ratings
     if train.n_ratings == 0:
         raise ConfigError("the training split is empty")
-    if settings.partition != "user" and settings.clients > ratings.n_users:
-        raise ConfigError(
-            f"{settings.clients} clients but the data has only {ratings.n_users} users"
-        )
-    client_of_user = partition_users(
-        ratings.n_users, settings.clients, settings.partition, settings.seed
-    )
+    client_of_user = partition_users(n_users, settings.clients, settings.partition, settings.seed)
     normalizer = Normalizer.fit(train.values, settings.normalize)
     return FederatedData.build(train, test, client_of_user, normalizer)

@@ -87,16 +87,14 @@ def execute(
     started = time.perf_counter()
     algo_cls = get_algorithm(run.algorithm)
     model = algo_cls(**params)  # validate parameters before any loading
-    ratings = load_ratings(data_settings, progress=progress_download)
-    data = federate(ratings, data_settings)
+    data = federate(load_ratings(data_settings, progress=progress_download), data_settings)
     stats = {
-        "users": ratings.n_users,
-        "items": ratings.n_items,
-        "ratings": ratings.n_ratings,
+        "users": data.n_users,
+        "items": data.n_items,
+        "ratings": data.train.nnz + data.test.nnz,
         "train_ratings": data.train.nnz,
         "test_ratings": data.test.nnz,
     }
-    del ratings
     sampler = make_sampler(run, data.n_clients)
     load_seconds = time.perf_counter() - started
     history = engine.run(model, data, sampler, run.rounds, run.seed, run.eval_every, callback)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from fedmc.data.normalize import Normalizer
@@ -139,12 +140,32 @@ class FederatedData:
 
 
 def _csr(r: Ratings, row_of_user: np.ndarray, normalizer: Normalizer) -> CSR:
-    rows = row_of_user[r.users]
-    order = np.lexsort((r.items, rows))
-    counts = np.bincount(rows, minlength=len(row_of_user))
-    indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    return CSR(
-        indptr=indptr,
-        indices=np.ascontiguousarray(r.items[order], dtype=np.int32),
-        values=np.ascontiguousarray(normalizer.transform(r.values[order])),
+    indptr, indices, values = _counting_sort(
+        r.users, r.items, r.values, row_of_user, normalizer.mean, normalizer.scale
     )
+    return CSR(indptr=indptr, indices=indices, values=values)
+
+
+@numba.njit(cache=True)
+def _counting_sort(users, items, values, row_of_user, mean, scale):
+    """CSR rows ``row_of_user[users]`` in one counting-sort pass (stable within a row).
+
+    Values are normalized on the way (``(v - mean) / scale``). No full-size index array is
+    built, so memory stays at the output's size even for 100M ratings.
+    """
+    n_rows = row_of_user.shape[0]
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    for q in range(users.shape[0]):
+        indptr[row_of_user[users[q]] + 1] += 1
+    for t in range(n_rows):
+        indptr[t + 1] += indptr[t]
+    fill = indptr[:-1].copy()
+    out_items = np.empty(users.shape[0], dtype=np.int32)
+    out_values = np.empty(users.shape[0], dtype=np.float64)
+    for q in range(users.shape[0]):
+        t = row_of_user[users[q]]
+        k = fill[t]
+        out_items[k] = items[q]
+        out_values[k] = (values[q] - mean) / scale
+        fill[t] = k + 1
+    return indptr, out_items, out_values

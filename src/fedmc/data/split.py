@@ -27,8 +27,11 @@ def random_split(
     rng = np.random.default_rng(seed)
     n = ratings.n_ratings
     n_test = int(round(test_fraction * n))
+    order = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+    rng.shuffle(order)
     is_test = np.zeros(n, dtype=bool)
-    is_test[rng.permutation(n)[:n_test]] = True
+    is_test[order[:n_test]] = True
+    del order
     return ratings.subset(~is_test), ratings.subset(is_test)
 
 
