@@ -21,6 +21,14 @@ def dot(a: np.ndarray, b: np.ndarray) -> float:
     return s
 
 
+@numba.njit(cache=True, inline="always")
+def mirror_upper(A: np.ndarray) -> None:
+    """Copy the upper triangle of the square array ``A`` onto its lower triangle."""
+    for a in range(A.shape[0]):
+        for c in range(a):
+            A[a, c] = A[c, a]
+
+
 @numba.njit(cache=True)
 def row_normal_equations(
     indptr: np.ndarray,
@@ -46,8 +54,9 @@ def row_normal_equations(
         m = values[q]
         for a in range(r):
             b[a] += m * w[a]
-            for c in range(r):
+            for c in range(a, r):  # upper triangle; mirrored below
                 A[a, c] += w[a] * w[c]
+    mirror_upper(A)
 
 
 @numba.njit(cache=True)
@@ -86,8 +95,10 @@ def item_normal_equations(
             m = values[q]
             for a in range(r):
                 c[k, a] += m * u[a]
-                for e in range(r):
+                for e in range(a, r):  # upper triangle; mirrored below
                     B[k, a, e] += u[a] * u[e]
+    for k in range(cols.shape[0]):
+        mirror_upper(B[k])
     return cols, slot, B, c
 
 
