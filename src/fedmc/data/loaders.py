@@ -16,12 +16,16 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 
+from fedmc._lazy import lazy_import
 from fedmc.data.ratings import Ratings
 from fedmc.errors import ConfigError, DataError
+
+# pyarrow costs a few hundred ms to import; runs that load parsed arrays from the cache never
+# touch it, so it is imported on first use.
+pa = lazy_import("pyarrow")
+pc = lazy_import("pyarrow.compute")
+pacsv = lazy_import("pyarrow.csv")
 
 Duplicates = Literal["error", "last", "mean"]
 DUPLICATE_POLICIES: tuple[str, ...] = ("error", "last", "mean")
