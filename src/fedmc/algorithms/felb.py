@@ -29,7 +29,7 @@ from fedmc.algorithms.base import AlgorithmConfig, Communication, FederatedAlgor
 from fedmc.boolean.blocks import ClientBlocks
 from fedmc.boolean.data import BooleanFederatedData
 from fedmc.boolean.dp import AccountantKind, ClipKind, MechanismKind, UploadPrivacy
-from fedmc.boolean.metrics import boolean_counts, squared_loss
+from fedmc.boolean.metrics import boolean_metrics, squared_loss
 from fedmc.boolean.prox import Clamp, binarize, elb_regularizer, prox_elb, prox_proximity
 from fedmc.errors import ConfigError, DataError
 
@@ -44,7 +44,7 @@ class FelbConfig(AlgorithmConfig):
     lam: float = Field(0.1, ge=0, description="l2 weight lambda of the Elb regularizer")
     rate: float = Field(1.05, ge=1, description="regularization rate: lambda_t = lam rate^t")
     rate_counter: Literal["local_step", "round"] = Field(
-        "local_step", description="what t counts in lambda_t (spec A4)"
+        "round", description="what t counts in lambda_t (spec A4; see docs/felb.md)"
     )
     lam_max: float = Field(1e20, gt=0, description="cap on lambda_t (float64 range)")
     beta: float = Field(0.001, ge=0, lt=1, description="iPALM inertia")
@@ -53,7 +53,7 @@ class FelbConfig(AlgorithmConfig):
     server_step: Literal["one", "inverse_clients"] = Field(
         "one", description="eta of the server prox: 1 (Alg. 1) or 1/C (exact Eq. 10) (spec A3)"
     )
-    clamp: Clamp = Field("nonneg", description="after Eq. 6: max(.,0), clip to [0,1], or none")
+    clamp: Clamp = Field("box", description="after Eq. 6: clip to [0,1], max(.,0), or none")
     init: Literal["shared", "independent"] = Field(
         "shared", description="V_i from one server draw V_hat^0, or independent (spec A7)"
     )
@@ -122,8 +122,7 @@ class Felb(FederatedAlgorithm):
         clients = np.asarray(clients, dtype=np.int64)
         if len(clients) == 0:
             raise ConfigError("a round needs at least one client")
-        blocks = self._blocks(clients)
-        uploads = self._client_round(clients, blocks, rng)
+        uploads = self.client_round(clients, rng)
         self.V_hat_ = self._server_aggregate(uploads)
         self.syncs_ += 1
         size = len(clients) * self.V_hat_.size * BYTES_PER_FLOAT
@@ -149,11 +148,13 @@ class Felb(FederatedAlgorithm):
         return float(cfg.lam * np.exp(min(t * np.log(cfg.rate), np.log(cfg.lam_max / cfg.lam))))
 
     # ------------------------------------------------------------------ client side
-    def _client_round(
-        self, clients: np.ndarray, blocks: ClientBlocks, rng: np.random.Generator
-    ) -> np.ndarray:
-        """Alg. 1 lines 2-9 for the sampled clients: receive ``V_hat``, ``b`` steps, upload."""
+    def client_round(self, clients: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Alg. 1 lines 2-9 for the sampled clients: receive ``V_hat``, ``b`` steps, upload.
+
+        Returns the uploads ``(s, k, m)``, privatized when DP is on.
+        """
         cfg = self.config
+        blocks = self._blocks(clients)
         fresh = ~self.has_model_[clients]  # independent init: no V_hat yet, gamma = 0
         U, U_prev = self.U_[clients], self.U_prev_[clients]
         V, V_prev = self.V_[clients], self.V_prev_[clients]
@@ -249,20 +250,9 @@ class Felb(FederatedAlgorithm):
         """
         cfg = self.config
         U, V_hat = self.factors()
-        U_bin, V_bin = self.binary_factors()
-        counts = boolean_counts(data.A, U_bin, V_bin, data.client_ptr)
-        rmsd = counts.rmsd_per_client()
-        f1_signal = (
-            boolean_counts(data.signal, U_bin, V_bin, data.client_ptr).f1()
-            if data.signal is not None
-            else float("nan")
-        )
         out = {
             "loss": squared_loss(data.A, U, V_hat),
-            "rmsd": float(rmsd.mean()),
-            "rmsd_sum": float(rmsd.sum()),
-            "f1": counts.f1(),
-            "f1_signal": f1_signal,
+            **boolean_metrics(data.A, *self.binary_factors(), data.client_ptr, data.signal),
             "integrality_gap": elb_regularizer(U, cfg.kappa, cfg.lam)
             + elb_regularizer(V_hat, cfg.kappa, cfg.lam),
             "lambda_t": self.lam_t(),

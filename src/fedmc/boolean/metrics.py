@@ -98,3 +98,29 @@ def _products_at_ones(A: sp.csr_matrix, U: np.ndarray, V: np.ndarray) -> np.ndar
         r, j = rows[s : s + step], A.indices[s : s + step]
         out[s : s + step] = np.einsum("ek,ke->e", U[r], V[:, j])
     return out
+
+
+def boolean_metrics(
+    A: sp.csr_matrix,
+    U: np.ndarray,
+    V: np.ndarray,
+    client_ptr: np.ndarray,
+    signal: sp.csr_matrix | None = None,
+) -> dict[str, float]:
+    """RMSD and F1 of the binary factors ``U`` (rows as ``A``) and ``V`` (spec 5.4).
+
+    ``rmsd``: mean over clients of ``sqrt(Hamming(A_i, U_i o V) / (n_i m))``; ``rmsd_sum``: the
+    sum over clients (the scale of the paper's Table 3); ``f1`` against ``A``; ``f1_signal``
+    against ``signal`` (NaN without one).
+    """
+    counts = boolean_counts(A, U, V, client_ptr)
+    rmsd = counts.rmsd_per_client()
+    f1_signal = (
+        boolean_counts(signal, U, V, client_ptr).f1() if signal is not None else float("nan")
+    )
+    return {
+        "rmsd": float(rmsd.mean()),
+        "rmsd_sum": float(rmsd.sum()),
+        "f1": counts.f1(),
+        "f1_signal": f1_signal,
+    }
