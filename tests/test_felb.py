@@ -1,0 +1,155 @@
+"""Felb and Felb-MU (Alg. 1): batched clients against a per-client loop from the paper."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedmc.algorithms.felb import Felb, FelbMU
+from fedmc.boolean import BooleanFederatedData, load_boolean
+from fedmc.boolean.prox import prox_elb, prox_proximity
+from fedmc.engine import run
+from fedmc.errors import DataError
+from fedmc.sampling import UniformSampler
+
+
+def _reference_round(A_blocks, U, U_prev, V_hat, cfg, lam_t, mu):
+    """One synchronization of every client, one client at a time, as written in Alg. 1 / Eq. 8.
+
+    Returns the new ``U_i``, their previous iterates and the uploads ``V_i``.
+    """
+    uploads = []
+    for i, A in enumerate(A_blocks):
+        Ui, Ui_prev = U[i].copy(), U_prev[i].copy()
+        V, V_prev = V_hat.copy(), V_hat.copy()  # line 11 of the last sync
+        for _ in range(cfg.local_steps):
+            Ut = Ui + cfg.beta * (Ui - Ui_prev)
+            if mu:
+                Ut = np.maximum(Ut, 0)
+            grad = Ut @ V @ V.T - A @ V.T
+            if mu:
+                eta = Ut / (Ut @ V @ V.T + 1e-12)
+            else:
+                L = max(np.linalg.norm(V @ V.T), 1e-4)
+                eta = 2 * (1 - cfg.beta) / ((1 + 2 * cfg.beta) * L)
+            Ui_prev, Ui = Ui, prox_elb(Ut - eta * grad, eta * cfg.kappa, eta * lam_t, cfg.clamp)
+            Vt = V + cfg.beta * (V - V_prev)
+            if mu:
+                Vt = np.maximum(Vt, 0)
+            grad = Ui.T @ Ui @ Vt - Ui.T @ A
+            if mu:
+                eta = Vt / (Ui.T @ Ui @ Vt + 1e-12)
+            else:
+                L = max(np.linalg.norm(Ui.T @ Ui), 1e-4)
+                eta = 2 * (1 - cfg.beta) / ((1 + 2 * cfg.beta) * L)
+            V_new = prox_elb(Vt - eta * grad, eta * cfg.kappa, eta * lam_t, cfg.clamp)
+            V_prev, V = V, prox_proximity(V_new, V_hat, eta * cfg.gamma)
+        U[i], U_prev[i] = Ui, Ui_prev
+        uploads.append(V)
+    return uploads
+
+
+@pytest.mark.parametrize("cls", [Felb, FelbMU])
+@pytest.mark.parametrize("density", [0.3, 0.02])  # dense and block-sparse layouts
+def test_batched_clients_equal_a_per_client_loop(cls, density):
+    rng = np.random.default_rng(0)
+    A = (rng.random((47, 60)) < density).astype(np.uint8)
+    data = BooleanFederatedData.build(A, 5, seed=1)  # sizes 10, 10, 9, 9, 9: padding
+    algo = cls(rank=3, local_steps=4, gamma=0.5, beta=0.05, lam=0.3)
+    algo.setup(data, np.random.default_rng(7))
+    assert algo.blocks_.dense == (density > 0.05)
+    cfg = algo.config
+    blocks = [data.block(c).toarray() for c in range(5)]
+    U = [algo.U_[c, : len(b)].copy() for c, b in enumerate(blocks)]
+    U_prev = [u.copy() for u in U]
+    V_hat = algo.V_hat_.copy()
+    for r in range(3):
+        uploads = _reference_round(blocks, U, U_prev, V_hat, cfg, algo.lam_t(), cls is FelbMU)
+        V_hat = prox_elb(np.mean(uploads, axis=0), cfg.kappa, algo.lam_t(), cfg.clamp)
+        algo.round(np.arange(5), np.random.default_rng(r))
+        np.testing.assert_allclose(algo.V_hat_, V_hat, atol=1e-10)
+        for c, b in enumerate(blocks):
+            np.testing.assert_allclose(algo.U_[c, : len(b)], U[c], atol=1e-10)
+            np.testing.assert_array_equal(algo.U_[c, len(b) :], 0.0)
+
+
+def test_felb_mu_gradient_step_is_the_lee_seung_update():
+    rng = np.random.default_rng(3)
+    A, U, V = rng.random((8, 6)), rng.random((8, 2)) + 0.1, rng.random((2, 6)) + 0.1
+    mu = FelbMU(rank=2)
+    VVt = (V @ V.T)[None]
+    step, eta = mu._gradient_step(U[None], U[None] @ VVt, (A @ V.T)[None], VVt)
+    np.testing.assert_allclose(step[0], U * (A @ V.T) / (U @ V @ V.T), rtol=1e-9)
+    np.testing.assert_allclose(eta[0], U / (U @ V @ V.T), rtol=1e-9)
+    UtU = (U.T @ U)[None]
+    step, _ = mu._gradient_step(V[None], UtU @ V[None], (U.T @ A)[None], UtU)
+    np.testing.assert_allclose(step[0], V * (U.T @ A) / (U.T @ U @ V), rtol=1e-9)
+
+
+@pytest.mark.parametrize("cls", [Felb, FelbMU])
+def test_factors_become_binary_as_lambda_grows(cls):
+    data = load_boolean("synthetic-boolean", noise=0.1, n_clients=4, rows=200, cols=60, tiles=3)
+    algo = cls(rank=3, rate=1.5, rate_counter="local_step")
+    rng = np.random.default_rng(0)
+    algo.setup(data, rng)
+    gaps = []
+    for _ in range(12):
+        algo.round(np.arange(4), rng)
+        gaps.append(algo.evaluate(data)["integrality_gap"])
+    U, V_hat = algo.factors()
+    assert gaps[-1] < 1e-8 < gaps[0]
+    assert np.all(np.minimum(abs(U), abs(U - 1)) < 1e-6)
+    assert np.all(np.minimum(abs(V_hat), abs(V_hat - 1)) < 1e-6)
+
+
+def test_lambda_schedule_counters():
+    data = load_boolean("synthetic-boolean", n_clients=2, rows=20, cols=10, tiles=2)
+    for counter, t in (("local_step", 6), ("round", 2)):
+        algo = Felb(rank=2, local_steps=3, rate_counter=counter, lam=0.1, rate=1.05)
+        rng = np.random.default_rng(0)
+        algo.setup(data, rng)
+        algo.round(np.arange(2), rng)
+        algo.round(np.arange(2), rng)
+        assert np.isclose(algo.lam_t(), 0.1 * 1.05**t)
+    capped = Felb(rank=2, rate=1e9, lam_max=1e3, rate_counter="local_step")
+    capped.setup(data, rng)
+    capped.round(np.arange(2), rng)
+    assert capped.lam_t() == pytest.approx(1e3)
+
+
+def test_engine_run_records_the_history_columns():
+    data = load_boolean("synthetic-boolean", noise=0.1, n_clients=4, rows=200, cols=50, tiles=3)
+    algo = FelbMU(rank=3, dp="gaussian", dp_epsilon=1.0)
+    hist = run(algo, data, UniformSampler(4, 4), rounds=3, seed=0)
+    for col in ("loss", "rmsd", "f1", "f1_signal", "integrality_gap", "bytes_up", "seconds"):
+        assert col in hist.columns
+    eps = hist.column("dp_epsilon")
+    assert eps[0] == 0.0 and np.all(np.diff(eps) > 0)
+    assert hist.last("bytes_up") == 3 * 4 * 3 * 50 * 8
+
+
+def test_partial_participation_touches_only_the_sampled_clients():
+    data = load_boolean("synthetic-boolean", n_clients=5, rows=100, cols=30, tiles=2)
+    algo = Felb(rank=2)
+    rng = np.random.default_rng(0)
+    algo.setup(data, rng)
+    U0 = algo.U_.copy()
+    comm = algo.round(np.array([1, 3]), rng)
+    changed = [not np.array_equal(U0[c], algo.U_[c]) for c in range(5)]
+    assert changed == [False, True, False, True, False]
+    assert comm.bytes_up == 2 * 2 * 30 * 8
+
+
+def test_felb_recovers_clean_tiles():
+    data = load_boolean("synthetic-boolean", noise=0.0, n_clients=4, rows=400, cols=100, tiles=3)
+    algo = FelbMU(rank=3)
+    rng = np.random.default_rng(0)
+    algo.setup(data, rng)
+    for _ in range(40):
+        algo.round(np.arange(4), rng)
+    assert algo.evaluate(data)["f1_signal"] > 0.9
+
+
+def test_felb_refuses_rating_data():
+    with pytest.raises(DataError, match="Boolean"):
+        Felb().setup(object(), np.random.default_rng(0))
