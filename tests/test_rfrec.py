@@ -1,0 +1,225 @@
+"""RFRec / RFRecF: the batched sparse-storage implementation against a plain dense
+transcription of Algorithms 1 and 2, the communication count of RFRecF against Lemma 3.9,
+and the run contract."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedmc.algorithms import get_algorithm
+from fedmc.algorithms.rfrec import RFRec, RFRecF
+from tests.conftest import tiny_federated
+
+# ------------------------------------------------------- dense transcription of the paper
+
+
+def dense_grad_f(R, mask, U, V, lam_u):
+    """``grad f_i`` of one client: ``f_i = ||P(R - U V^T)||^2 + lam_u ||U||^2`` (V item-major)."""
+    E = mask * (R - U @ V.T)
+    return -2.0 * E @ V + 2.0 * lam_u * U, -2.0 * E.T @ U
+
+
+def adam_dir(g, state, t):
+    """Adam's direction (torch defaults) for gradient ``g``; ``state`` = moments, in place."""
+    if not state:
+        state.extend([np.zeros_like(g), np.zeros_like(g)])
+    m, v = state
+    m[:] = 0.9 * m + 0.1 * g
+    v[:] = 0.999 * v + 0.001 * g * g
+    return (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+
+
+def dense_algorithm1(
+    data, R, mask, U, V_bar, alpha, lam, lam_u, participants, delta=np.inf, use_adam=False
+):
+    """Algorithm 1 with a dense ``V_(i)`` per client, written line by line (``use_adam``: the
+    notebooks' optimizer on the same gradient)."""
+    ptr = data.client_ptr
+    n = data.n_clients
+    U = U.copy()
+    V = [V_bar.copy() for _ in range(n)]  # V_(i)^0 = V̄^0
+    state_u = [[] for _ in range(n)]
+    state_v = [[] for _ in range(n)]
+    for k, S in enumerate(participants):
+        for i in range(n):  # line 7: x_i <- x_i - alpha (grad f_i + lambda grad psi_i)
+            rows = slice(ptr[i], ptr[i + 1])
+            g_u, g_v = dense_grad_f(R[rows], mask[rows], U[rows], V[i], lam_u)
+            g_v = g_v + lam * (V[i] - V_bar)
+            if use_adam:
+                g_u = adam_dir(g_u, state_u[i], k + 1)
+                g_v = adam_dir(g_v, state_v[i], k + 1)
+            U[rows] = U[rows] - alpha * g_u
+            V[i] = V[i] - alpha * g_v
+        if len(S):  # lines 8-10: uploads of the participants, average
+            V_bar = np.mean([np.clip(V[i], -delta, delta) for i in S], axis=0)
+    return U, V_bar, V
+
+
+def dense_algorithm2(data, R, mask, U, V_bar, alpha, lam, lam_u, p, participants, coins):
+    """Algorithm 2 with a dense ``V_(i)`` per client; returns the communication count too."""
+    ptr = data.client_ptr
+    n = data.n_clients
+    U = U.copy()
+    V = [V_bar.copy() for _ in range(n)]
+    uploads = V  # what the server last received
+    prev = 0
+    comm = 0
+    for S, zeta in zip(participants, coins, strict=True):
+        if zeta == 0:
+            for i in range(n):
+                if prev == 0:  # main update
+                    rows = slice(ptr[i], ptr[i + 1])
+                    g_u, g_v = dense_grad_f(R[rows], mask[rows], U[rows], V[i], lam_u)
+                    U[rows] = U[rows] - alpha / (1 - p) * g_u
+                    V[i] = V[i] - alpha / (1 - p) * g_v
+                else:  # moving to average
+                    V[i] = V[i] - alpha / p * lam * (V[i] - V_bar)
+        else:
+            if prev == 0:  # clients send V_(i)
+                uploads = [V[i].copy() for i in S]
+            if len(uploads):  # central server aggregate
+                V_bar = np.mean(uploads, axis=0)
+        comm += int(prev != zeta)
+        prev = zeta
+    return U, V_bar, V, comm
+
+
+def start(cls, data, seed=0, **params):
+    model = cls(rank=2, **params)
+    model.setup(data, np.random.default_rng(seed))
+    return model, model.U_.copy(), model.V_.copy()
+
+
+def random_participants(n, rounds, seed, drop=0.4):
+    rng = np.random.default_rng(seed)
+    return [np.flatnonzero(rng.random(n) >= drop).astype(np.int64) for _ in range(rounds)]
+
+
+# ---------------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize(("m", "p"), [(12, 3), (12, 12), (10, 1)])
+@pytest.mark.parametrize(("delta", "optimizer"), [(None, "gd"), (0.3, "gd"), (None, "adam")])
+def test_rfrec_matches_dense_algorithm1(m, p, delta, optimizer):
+    """Groups, one user per client and a single client; with and without clipping; Adam;
+    dropped devices; the sparse local item matrices equal the dense ones."""
+    data, R, mask = tiny_federated(m=m, n=9, p=p)
+    params = dict(alpha=0.03, lam=2.0, lam_u=0.1, init_scale=0.5, delta=delta,
+                  optimizer=optimizer)
+    model, U0, V0 = start(RFRec, data, **params)
+    participants = random_participants(data.n_clients, 15, seed=3)
+    rng = np.random.default_rng(0)
+    for S in participants:
+        model.round(S, rng)
+    U, V_bar, V = dense_algorithm1(
+        data, R, mask, U0, V0, 0.03, 2.0, 0.1, participants,
+        np.inf if delta is None else delta, optimizer == "adam",
+    )
+    assert np.allclose(model.U_, U, rtol=0, atol=1e-10)
+    assert np.allclose(model.V_, V_bar, rtol=0, atol=1e-10)
+    for i in range(data.n_clients):
+        assert np.allclose(model.clients_.dense(i), V[i], rtol=0, atol=1e-10)
+    assert model.evaluate(data)["comm_rounds"] == 2 * len(participants)
+
+
+@pytest.mark.parametrize(("m", "p"), [(12, 3), (12, 12)])
+def test_rfrecf_matches_dense_algorithm2(m, p):
+    data, R, mask = tiny_federated(m=m, n=9, p=p)
+    params = dict(alpha=0.02, lam=3.0, lam_u=0.1, p=0.4, init_scale=0.5)
+    model, U0, V0 = start(RFRecF, data, **params)
+    participants = random_participants(data.n_clients, 40, seed=4)
+    for S in participants:
+        model.round(S, np.random.default_rng(len(S)))
+    coins = [int(np.random.default_rng(len(S)).random() < 0.4) for S in participants]
+    assert 0 < sum(coins) < len(coins)
+    U, V_bar, V, comm = dense_algorithm2(
+        data, R, mask, U0, V0, 0.02, 3.0, 0.1, 0.4, participants, coins
+    )
+    assert np.allclose(model.U_, U, rtol=0, atol=1e-10)
+    assert np.allclose(model.V_, V_bar, rtol=0, atol=1e-10)
+    for i in range(data.n_clients):
+        assert np.allclose(model.clients_.dense(i), V[i], rtol=0, atol=1e-10)
+    assert model.evaluate(data)["comm_rounds"] == comm
+
+
+def test_objective_is_problem_5_on_the_local_models():
+    data, R, mask = tiny_federated(m=12, n=9, p=4)
+    model, _, _ = start(RFRec, data, alpha=0.03, lam=2.0, lam_u=0.3, init_scale=0.5)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        model.round(np.arange(4), rng)
+    ptr = data.client_ptr
+    f = psi = 0.0
+    for i in range(4):
+        rows = slice(ptr[i], ptr[i + 1])
+        V_i = model.clients_.dense(i)
+        f += np.sum((mask[rows] * (R[rows] - model.U_[rows] @ V_i.T)) ** 2)
+        f += 0.3 * np.sum(model.U_[rows] ** 2)
+        psi += 0.5 * np.sum((V_i - model.V_) ** 2)
+    assert model.evaluate(data)["objective"] == pytest.approx(f + 2.0 * psi, rel=1e-12)
+
+
+def test_storage_is_one_row_per_rated_client_item_pair():
+    data, _, mask = tiny_federated(m=12, n=9, p=3)
+    model, _, _ = start(RFRec, data)
+    c = model.clients_
+    pairs = {(i, j) for i in range(3) for j in np.flatnonzero(mask[data.client_ptr[i]:
+                                                                   data.client_ptr[i + 1]].any(0))}
+    assert c.V_loc.shape == (len(pairs), 2)
+    assert {(i, int(c.slot_item[s])) for i in range(3)
+            for s in range(c.slot_ptr[i], c.slot_ptr[i + 1])} == pairs
+    one_user, _, _ = tiny_federated(m=12, n=9, p=12)
+    assert start(RFRec, one_user)[0].clients_.V_loc.shape[0] == one_user.train.nnz
+
+
+@pytest.mark.parametrize("p", [0.2, 0.5, 0.8])
+def test_rfrecf_communication_rounds_match_lemma_3_9(p):
+    """Over many seeds the mean count matches 2p(1-p)T (exactly p + 2p(1-p)(T-1): the first
+    iteration communicates only when zeta_0 = 1)."""
+    data, _, _ = tiny_federated(m=6, n=5, p=2)
+    T, runs = 60, 300
+    counts = np.empty(runs)
+    for seed in range(runs):
+        model, _, _ = start(RFRecF, data, seed=seed, p=p)
+        rng = np.random.default_rng(seed)
+        for _ in range(T):
+            model.round(np.arange(2), rng)
+        counts[seed] = model.comm_rounds_
+    tol = 4.0 * counts.std(ddof=1) / np.sqrt(runs)
+    assert abs(counts.mean() - (p + 2 * p * (1 - p) * (T - 1))) < tol
+    assert abs(counts.mean() - 2 * p * (1 - p) * T) < tol + abs(p - 2 * p * (1 - p))
+
+
+def test_history_columns_and_ldp_epsilon(tiny):
+    model = get_algorithm("rfrec")(rank=2, delta=0.2, s=0.04).fit(tiny, rounds=3)
+    h = model.history_
+    assert list(h.column("comm_rounds")) == [0, 2, 4, 6]
+    assert h.last("epsilon") == pytest.approx(10.0)
+    assert np.isfinite(h.last("test_rmse"))
+    model = get_algorithm("rfrecf")(rank=2).fit(tiny, rounds=3)
+    assert "epsilon" not in model.history_.columns
+    assert model.config.alpha == 0.025 and model.config.p == 0.5
+
+
+def test_ldp_noise_reaches_the_average_with_the_right_variance():
+    """Server average of n noisy uploads = mean of the clipped ones + noise of variance
+    2 s^2 / n per entry (the quantity used in the proof of Corollary 3.7)."""
+    data, _, _ = tiny_federated(m=12, n=9, p=12)
+    model, _, _ = start(RFRec, data, delta=0.2, s=0.5)
+    c = model.clients_
+    S = np.arange(12)
+    clean = np.mean([np.clip(c.dense(i), -0.2, 0.2) for i in S], axis=0)
+    rng = np.random.default_rng(1)
+    noise = np.array([c.upload(S, rng) / 12 - clean for _ in range(400)])
+    assert abs(noise.mean()) < 4 * np.sqrt(2 * 0.25 / 12 / noise.size)
+    assert noise.var() == pytest.approx(2 * 0.25 / 12, rel=0.05)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="biases"):
+        RFRec(biases=True)
+    with pytest.raises(ValueError, match="delta"):
+        RFRec(s=0.1)
+    with pytest.raises(ValueError):
+        RFRecF(p=1.0)
