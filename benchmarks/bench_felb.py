@@ -8,6 +8,7 @@ Usage (one experiment per sub-command; every table is printed as Markdown and, w
     python benchmarks/bench_felb.py real
     python benchmarks/bench_felb.py dp --trials 3
     python benchmarks/bench_felb.py scale
+    python benchmarks/bench_felb.py noise --set rate_counter=local_step clamp=nonneg
 
 Set ``OPENBLAS_NUM_THREADS=1`` on a shared machine so that timings are per core.
 """
@@ -68,7 +69,7 @@ def run_baseline(
 
 def methods(args: argparse.Namespace, k: int, m: int) -> dict[str, Callable]:
     """Every method of a comparison as ``name -> f(data, seed) -> metrics``."""
-    felb = dict(rank=k, local_steps=args.b)
+    felb = dict(rank=k, local_steps=args.b, **dict(kv.split("=", 1) for kv in args.set))
     out: dict[str, Callable] = {
         "Felb": lambda d, s: run_felb(Felb(**felb), d, args.rounds, s),
         "Felb-MU": lambda d, s: run_felb(FelbMU(**felb), d, args.rounds, s),
@@ -221,6 +222,9 @@ def main() -> None:
         q.add_argument("--rounds", type=int, default=50)
         q.add_argument("--cols", type=int, default=500)
         q.add_argument("--out", type=Path)
+        q.add_argument(
+            "--set", nargs="*", default=[], metavar="KEY=VALUE", help="Felb config overrides"
+        )
         if name in ("noise", "dp"):
             q.add_argument("--trials", type=int, default=10)
             q.add_argument("--clients", type=int, default=10)
