@@ -1,0 +1,217 @@
+"""FedMAvg (section 5.2 of the FedMC-ADMM paper) and the poster's original FedMAvg: the batched
+engine against plain per-client transcriptions of the pseudo-code with dense matrices."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedmc.algorithms import get_algorithm
+from fedmc.algorithms.fedmavg import FedMAvg, gram_lambda_max
+from fedmc.algorithms.fedmavg_poster import FedMAvgPoster, WithReplacementSampler
+from fedmc.api import load_federated
+from fedmc.sampling import UniformSampler
+from tests.conftest import tiny_federated
+
+
+def lambda_max(X: np.ndarray) -> float:
+    return float(np.linalg.eigvalsh(X).max())
+
+
+def reference_section_5_2(M, mask, blocks, U0, V0, schedule, *, Q, lam, gamma, gamma1, gamma2,
+                          u_all, ones_u=-1, ones_v=-1):
+    """FedMAvg as written in section 5.2, dense ``r x n`` matrices, a loop over clients."""
+    p = len(blocks)
+    U = [U0[b].copy() for b in blocks]
+    Ms = [M[b] for b in blocks]
+    Ps = [mask[b].astype(float) for b in blocks]
+    V = V0.copy()
+    for S in schedule:
+        c = gamma1 / 2 * (lambda_max(V @ V.T) + lam)
+        for i in range(p) if u_all else S:
+            for _ in range(Q):  # l = 1..Q1
+                U[i] = U[i] - ((Ps[i] * (U[i] @ V - Ms[i])) @ V.T + lam * U[i]) / c
+                if ones_u >= 0:
+                    U[i][:, ones_u] = 1.0
+        uploads = []
+        for i in S:
+            d = gamma2 * lambda_max(U[i].T @ U[i])
+            W = V.copy()  # W_i^{k,0} = V^k
+            for _ in range(Q):  # l = 1..Q2
+                W = W - (U[i].T @ (Ps[i] * (U[i] @ W - Ms[i])) / p + gamma * W) / d
+            uploads.append(W)
+        V = sum(uploads) / len(S)
+        if ones_v >= 0:
+            V[ones_v, :] = 1.0
+    return np.vstack(U), V
+
+
+def reference_poster(M, mask, blocks, U0, V0, schedule, *, Q1, q_hat, lam, gamma, gamma1,
+                     gamma2, project, ones_u=-1, ones_v=-1):
+    """Algorithm 1 of the poster with ``F_p = f_i + lam/2 ||U_i||^2 + gamma/2 ||V||^2``."""
+    p = len(blocks)
+    U = [U0[b].copy() for b in blocks]
+    Ms = [M[b] for b in blocks]
+    Ps = [mask[b].astype(float) for b in blocks]
+    V = V0.copy()
+    for s, A in enumerate(schedule, start=1):
+        Q2 = q_hat // s + 1
+        c = gamma1 / 2 * (lambda_max(V @ V.T) + lam)
+        uploads = {}
+        for i in range(p):  # every client computes
+            for _ in range(Q1):
+                U[i] = project(U[i] - ((Ps[i] * (U[i] @ V - Ms[i])) @ V.T + lam * U[i]) / c)
+                if ones_u >= 0:
+                    U[i][:, ones_u] = 1.0
+            d = gamma2 * (lambda_max(U[i].T @ U[i]) + gamma)
+            W = V.copy()
+            for _ in range(Q2):
+                W = W - (U[i].T @ (Ps[i] * (U[i] @ W - Ms[i])) + gamma * W) / d
+            uploads[i] = W
+        V = project(sum(uploads[i] for i in A) / len(A))  # A^s is a multiset
+        if ones_v >= 0:
+            V[ones_v, :] = 1.0
+    return np.vstack(U), V
+
+
+def blocks_of(data):
+    ptr = data.client_ptr
+    return [slice(ptr[c], ptr[c + 1]) for c in range(data.n_clients)]
+
+
+SCHEDULE = ([0, 3], [1, 2, 4], [3], [0, 1, 2, 3, 4], [2, 4])
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {},
+        {"u_update": "sampled"},
+        {"biases": True, "gamma1": 3.0, "gamma2": 2.0},
+        {"biases": True, "u_update": "sampled", "lam": 0.0},
+    ],
+)
+def test_section_5_2_batched_equals_per_client_loop(opts):
+    data, M, mask = tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)
+    params = {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02, "init_scale": 1.0, **opts}
+    model = FedMAvg(**params)
+    model.setup(data, np.random.default_rng(11))
+    U0, V0 = model.U_.copy(), model.V_.T.copy()
+    rng = np.random.default_rng(0)
+    for S in SCHEDULE:
+        model.round(np.array(S, dtype=np.int64), rng)
+    cfg = model.config
+    U, V = reference_section_5_2(
+        M, mask, blocks_of(data), U0, V0, SCHEDULE, Q=cfg.inner, lam=cfg.lam, gamma=cfg.gamma,
+        gamma1=cfg.gamma1, gamma2=cfg.gamma2, u_all=cfg.u_update == "all",
+        ones_u=model.layout_.ones_col_u, ones_v=model.layout_.ones_col_v,
+    )
+    assert np.abs(model.U_ - U).max() < 1e-10
+    assert np.abs(model.V_.T - V).max() < 1e-10
+
+
+def test_step_constants():
+    """``c^k`` and ``d_i^k`` as defined (section 5.2, reference [42])."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(7, 3))
+    assert gram_lambda_max(X) == pytest.approx(lambda_max(X.T @ X), rel=1e-12)
+    assert gram_lambda_max(X[:0]) == 0.0
+    data, _, _ = tiny_federated()
+    model = FedMAvg(rank=2, lam=0.3, gamma1=3.0)
+    model.setup(data, rng)
+    expected = 1.5 * (lambda_max(model.V_.T @ model.V_) + 0.3)
+    assert model.clients_.step_c(model.V_) == pytest.approx(expected, rel=1e-12)
+
+
+POSTER_SCHEDULE = ([0, 0, 3], [1, 2, 4], [3, 3, 3], [0, 1, 2, 3, 4], [2])
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {},
+        {"constraint": "nonneg", "q_hat": 7},
+        {"constraint": "box", "box_lo": -0.1, "box_hi": 0.4, "biases": True},
+    ],
+)
+def test_poster_batched_equals_per_client_loop(opts):
+    data, M, mask = tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)
+    params = {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02, "init_scale": 1.0,
+              "q_hat": 4, **opts}
+    model = FedMAvgPoster(**params)
+    model.setup(data, np.random.default_rng(11))
+    U0, V0 = model.U_.copy(), model.V_.T.copy()
+    rng = np.random.default_rng(0)
+    for A in POSTER_SCHEDULE:
+        model.round(np.array(A, dtype=np.int64), rng)
+    cfg = model.config
+    lo, hi = {"none": (-np.inf, np.inf), "nonneg": (0.0, np.inf),
+              "box": (cfg.box_lo, cfg.box_hi)}[cfg.constraint]
+    U, V = reference_poster(
+        M, mask, blocks_of(data), U0, V0, POSTER_SCHEDULE, Q1=cfg.inner, q_hat=cfg.q_hat,
+        lam=cfg.lam, gamma=cfg.gamma, gamma1=cfg.gamma1, gamma2=cfg.gamma2,
+        project=lambda X: np.clip(X, lo, hi),
+        ones_u=model.layout_.ones_col_u, ones_v=model.layout_.ones_col_v,
+    )
+    assert np.abs(model.U_ - U).max() < 1e-10
+    assert np.abs(model.V_.T - V).max() < 1e-10
+    assert model.evaluate(data)["q2"] == cfg.q_hat // len(POSTER_SCHEDULE) + 1
+
+
+def test_poster_setup_projects_the_initial_factors():
+    data, _, _ = tiny_federated()
+    model = FedMAvgPoster(rank=2, constraint="box", box_lo=0.0, box_hi=0.3, init_scale=1.0)
+    model.setup(data, np.random.default_rng(0))
+    for X in (model.U_, model.V_):
+        assert X.min() >= 0.0 and X.max() <= 0.3
+
+
+def test_communication_per_round():
+    data, _, _ = tiny_federated(m=15, n=8, p=5)
+    size = 8 * 2 * 8  # n * r * 8 bytes
+    rng = np.random.default_rng(0)
+    clients = np.array([1, 3])
+    for u_update, down in (("all", 5), ("sampled", 2)):
+        model = FedMAvg(rank=2, u_update=u_update)
+        assert model.setup(data, rng).bytes_down == 0  # V^0 goes out with the first round
+        comm = model.round(clients, rng)
+        assert (comm.bytes_up, comm.bytes_down) == (2 * size, down * size)
+    poster = FedMAvgPoster(rank=2)
+    poster.setup(data, rng)
+    comm = poster.round(np.array([3, 3, 4]), rng)  # two distinct uploaders, broadcast to all
+    assert (comm.bytes_up, comm.bytes_down) == (2 * size, 5 * size)
+
+
+def test_empty_round_keeps_v():
+    data, _, _ = tiny_federated()
+    model = FedMAvg(rank=2)
+    model.setup(data, np.random.default_rng(0))
+    V = model.V_.copy()
+    model.round(np.array([], dtype=np.int64), np.random.default_rng(0))
+    assert np.array_equal(model.V_, V)
+
+
+def test_with_replacement_sampler():
+    sampler = WithReplacementSampler(4, 50)
+    draw = sampler.sample(np.random.default_rng(0))
+    assert len(draw) == 50 and np.all(np.diff(draw) >= 0) and set(draw) == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("name", ["fedmavg", "fedmavg-poster"])
+def test_same_seed_same_history(name):
+    data = load_federated("synthetic", clients=20)
+    runs = []
+    for _ in range(2):
+        model = get_algorithm(name)(rank=4).fit(data, rounds=6, active=5, seed=3)
+        runs.append([{k: v for k, v in row.items() if k != "seconds"}
+                     for row in model.history_.rows])
+    assert runs[0] == runs[1]
+
+
+def test_fedmavg_decreases_objective_on_synthetic():
+    data = load_federated("synthetic", clients=20)
+    model = FedMAvg(rank=5, init_scale=0.1).fit(
+        data, rounds=30, sampler=UniformSampler(20, 5), seed=0
+    )
+    obj = model.history_.column("objective")
+    assert obj[-1] < 0.8 * obj[0]
