@@ -65,14 +65,14 @@ class RFRecConfig(FactorConfig):
     """Hyper-parameters of RFRec (names as in the paper, section 3 and 4.1.3)."""
 
     rank: int = Field(20, description="d: latent dimension")
-    alpha: float = Field(0.05, gt=0, description="alpha: learning rate of Eq. (6)")
-    lam: float = Field(10.0, ge=0, description="lambda: weight of psi in (5)")
-    lam_u: float = Field(0.1, ge=0, description="lambda_u: weight of ||u_i||^2 in f_i")
+    alpha: float = Field(0.005, gt=0, description="alpha: learning rate of Eq. (6)")
+    lam: float = Field(100.0, ge=0, description="lambda: weight of psi in (5)")
+    lam_u: float = Field(30.0, ge=0, description="lambda_u: weight of ||u_i||^2 in f_i")
     init_scale: float = Field(0.01, ge=0, description="std of the Gaussian initialization")
     delta: float | None = Field(None, gt=0, description="LDP clipping bound delta of Eq. (9)")
     s: float | None = Field(None, gt=0, description="LDP Laplace scale s of Eq. (9)")
     optimizer: Literal["gd", "adam"] = Field(
-        "gd", description="gd: the paper's gradient step; adam: the notebooks' optimizer"
+        "adam", description="gd: the paper's gradient step; adam: the notebooks' optimizer"
     )
 
     @model_validator(mode="after")
@@ -91,7 +91,7 @@ class RFRecConfig(FactorConfig):
 class RFRecFConfig(RFRecConfig):
     """Hyper-parameters of RFRecF: RFRec's plus the switching probability ``p``."""
 
-    alpha: float = Field(0.025, gt=0, description="alpha: learning rate of Eq. (8)")
+    alpha: float = Field(0.005, gt=0, description="alpha: learning rate of Eq. (8)")
     p: float = Field(0.5, gt=0, lt=1, description="p: probability of an aggregation step")
 
 
