@@ -11,6 +11,8 @@ from fedmc.algorithms.fedmc_admm import FedMCADMM, _u_steps, _w_steps
 from fedmc.prox import Regularizer
 from tests.conftest import tiny_federated
 
+PAPER = {"steps": "paper", "biases": False}  # Algorithm 1 as published (defaults are ours)
+
 # ---------------------------------------------------------------- brute-force subproblems
 
 
@@ -86,7 +88,7 @@ def test_w_step_solves_subproblem_15(per_row):
 @pytest.mark.parametrize("kind", ["l2", "l1", "none", "box"])
 def test_server_step_solves_subproblem_16(kind):
     data, _, _ = tiny_federated(m=9, n=4, p=3)
-    model = FedMCADMM(rank=2, reg_v=kind, gamma=0.4, beta=1.3, box_lo=-0.2, box_hi=0.3)
+    model = FedMCADMM(rank=2, reg_v=kind, gamma=0.4, beta=1.3, box_lo=-0.2, box_hi=0.3, **PAPER)
     model.setup(data, np.random.default_rng(0))
     server = model.server_
     rng = np.random.default_rng(3)
@@ -109,7 +111,7 @@ def test_server_step_solves_subproblem_16(kind):
 def test_closed_forms_66_to_68_literally():
     """The l2 case equals the paper's formulas (66)-(68) written out."""
     data, M, mask = tiny_federated(m=8, n=6, p=2)
-    model = FedMCADMM(rank=3, lam=0.2, gamma=0.1, beta=2.0, inner=1, init_scale=1.0)
+    model = FedMCADMM(rank=3, lam=0.2, gamma=0.1, beta=2.0, inner=1, init_scale=1.0, **PAPER)
     model.setup(data, np.random.default_rng(5))
     U0 = model.U_.copy()
     W0 = model.clients_.W[0].T.copy()  # r x n
@@ -186,9 +188,9 @@ def reference_algorithm_1(M, mask, blocks, U0, V0, schedule, *, N, beta, reg_u, 
 @pytest.mark.parametrize(
     "opts",
     [
-        {"reg_u": "l2", "reg_v": "l2"},
-        {"reg_u": "l1", "reg_v": "l1"},
-        {"reg_u": "elastic", "reg_v": "nonneg", "dual_init": "zeros"},
+        {"reg_u": "l2", "reg_v": "l2", **PAPER},
+        {"reg_u": "l1", "reg_v": "l1", **PAPER},
+        {"reg_u": "elastic", "reg_v": "nonneg", "dual_init": "zeros", **PAPER},
         {"reg_u": "l2", "reg_v": "l2", "steps": "per-row", "biases": True},
     ],
 )
