@@ -49,16 +49,18 @@ def test_sweep_equals_dense_ridge_solves(biases, weighted):
     assert model.evaluate(data)["objective"] == pytest.approx(expected, rel=1e-10)
 
 
-def test_ridge_rows_empty_row_and_solution():
+def test_ridge_rows_empty_row_fixed_share_and_solution():
     rng = np.random.default_rng(1)
     F = rng.normal(size=(5, 3))
     indptr = np.array([0, 2, 2, 5])
     indices = np.array([0, 3, 1, 2, 4], dtype=np.int32)
     y = rng.normal(size=5)
+    X_fixed, Y_fixed = rng.normal(size=(3, 1)), rng.normal(size=(5, 1))
     X = np.full((3, 3), np.nan)
-    ridge_rows(indptr, indices, y, F, 0.5, True, X)
+    ridge_rows(indptr, indices, y, F, X_fixed, Y_fixed, 0.5, True, X)
     assert np.array_equal(X[1], np.zeros(3))
-    Fr, yr = F[[1, 2, 4]], y[2:]
+    Fr = F[[1, 2, 4]]
+    yr = y[2:] - X_fixed[2, 0] * Y_fixed[[1, 2, 4], 0]
     assert np.allclose(X[2], np.linalg.solve(Fr.T @ Fr + 1.5 * np.eye(3), Fr.T @ yr), atol=1e-12)
 
 
