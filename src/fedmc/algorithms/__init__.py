@@ -9,6 +9,8 @@ from fedmc.errors import ConfigError
 
 _REGISTRY: dict[str, str] = {
     "fedmc-admm": "fedmc.algorithms.fedmc_admm:FedMCADMM",
+    "rfrec": "fedmc.algorithms.rfrec:RFRec",
+    "rfrecf": "fedmc.algorithms.rfrec:RFRecF",
 }
 
 
