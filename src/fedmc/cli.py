@@ -61,8 +61,9 @@ def run(
                                          rich_help_panel=PROTO)] = 100,
     partition: Annotated[str, typer.Option(help="random|contiguous|powerlaw|user (one user "
                                            "per client).", rich_help_panel=PROTO)] = "random",
-    active: Annotated[int | None, typer.Option(help="Clients per round (uniform sampling); "
-                                               "default min(10, clients).",
+    active: Annotated[str | None, typer.Option(help="Clients per round (uniform sampling): a "
+                                               "number or 'all'; default min(10, clients), all "
+                                               "with --partition user.",
                                                rich_help_panel=PROTO)] = None,
     sampling: Annotated[str, typer.Option(help="uniform (fixed size) | bernoulli.",
                                           rich_help_panel=PROTO)] = "uniform",
@@ -133,7 +134,7 @@ def run(
         raise ConfigError(f"--columns needs three names, got {columns!r}")
     run_settings = RunSettings(
         algorithm=algorithm, rounds=rounds,
-        active=active if active is not None else min(10, clients), sampling=sampling,
+        active=_active(active, clients, partition), sampling=sampling,
         participation=participation, dropout=dropout, eval_every=eval_every, seed=seed,
     )
     label = f"{algorithm} on {data_settings.source}"
@@ -147,6 +148,17 @@ def run(
     if not quiet:
         _summary_table(result.summary, label)
     err.print(f"wrote {target}/config.json, history.csv, summary.json")
+
+
+def _active(text: str | None, clients: int, partition: str) -> int | None:
+    """``--active``: a count, ``all`` (None: every client), or the default min(10, clients)."""
+    if text is None:
+        return None if partition == "user" else min(10, clients)
+    if text == "all":
+        return None
+    if not text.isdigit():
+        raise ConfigError(f"--active takes a number of clients or 'all', got {text!r}")
+    return int(text)
 
 
 def _parse_params(items: list[str]) -> dict[str, Any]:
