@@ -5,7 +5,6 @@ Errors in the user's input exit with status 2 and a one-line reason on stderr.
 
 from __future__ import annotations
 
-import math
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -51,6 +50,13 @@ def run(
                                                   "~/.cache/fedmc).", rich_help_panel=DATA)] = None,
     duplicates: Annotated[str, typer.Option(help="Duplicate (user, item) pairs: error|last|mean.",
                                             rich_help_panel=DATA)] = "error",
+    binary: Annotated[Path | None, typer.Option(help="A 0/1 matrix or transaction file "
+                                                "(Boolean algorithms).",
+                                                rich_help_panel=DATA)] = None,
+    binarize: Annotated[float | None, typer.Option(help="Ratings >= T count as 1 (Boolean "
+                                                   "algorithms).", rich_help_panel=DATA)] = None,
+    noise: Annotated[float, typer.Option(help="XOR noise of --dataset synthetic-boolean.",
+                                         rich_help_panel=DATA)] = 0.1,
     normalize: Annotated[str, typer.Option(help="none|center|zscore (fitted on training "
                                            "ratings).", rich_help_panel=DATA)] = "zscore",
     split: Annotated[str, typer.Option(help="random (per rating) | user (per-user holdout).",
@@ -128,7 +134,8 @@ def run(
         dataset=dataset, ratings=ratings,
         columns=tuple(columns.split(",")) if columns else None,
         data_dir=data_dir, duplicates=duplicates, clients=clients, partition=partition,
-        split=split, test_fraction=test_fraction, normalize=normalize, seed=seed,
+        split=split, test_fraction=test_fraction, normalize=normalize, binary=binary,
+        binarize=binarize, noise=noise, seed=seed,
     )
     if columns and len(data_settings.columns or ()) != 3:
         raise ConfigError(f"--columns needs three names, got {columns!r}")
@@ -171,6 +178,9 @@ def _parse_params(items: list[str]) -> dict[str, Any]:
     return params
 
 
+_SHOWN = (("test_rmse", "test RMSE"), ("f1", "F1"), ("rmsd", "RMSD"))
+
+
 class _progress:
     """A Rich progress bar with the latest test RMSE, or nothing when quiet."""
 
@@ -193,8 +203,8 @@ class _progress:
         def callback(k: int, row: dict | None) -> None:
             metric = None
             if row is not None:
-                value = row.get("test_rmse", row.get("rmsd", math.nan))
-                metric = f"test RMSE {value:.4f}" if "test_rmse" in row else f"{value:.4f}"
+                metric = next((f"{label} {row[key]:.4f}" for key, label in _SHOWN if key in row),
+                              "")
             fields = {"metric": metric} if metric is not None else {}
             self.bar.update(self.task, completed=k, **fields)
 

@@ -33,13 +33,17 @@ class DataSettings(BaseModel):
     split: Literal["random", "user"] = "random"
     test_fraction: float = Field(0.2, ge=0, lt=1)
     normalize: NormalizeKind = "zscore"
+    binary: Path | None = Field(None, description="a 0/1 matrix or transaction file")
+    binarize: float | None = Field(None, description="rating threshold that counts as 1")
+    noise: float = Field(0.1, ge=0, le=1, description="XOR noise of synthetic-boolean")
     seed: int = 0
 
     @property
     def source(self) -> str:
         """A short label of the data source."""
-        if self.ratings is not None:
-            return self.ratings.name
+        for path in (self.binary, self.ratings):
+            if path is not None:
+                return path.name
         return self.dataset or DEFAULT_DATASET
 
 
@@ -80,3 +84,23 @@ def federate(ratings: Ratings, settings: DataSettings) -> FederatedData:
     client_of_user = partition_users(n_users, settings.clients, settings.partition, settings.seed)
     normalizer = Normalizer.fit(train.values, settings.normalize)
     return FederatedData.build(train, test, client_of_user, normalizer)
+
+
+def load_boolean_data(settings: DataSettings):
+    """Boolean data for Felb-type algorithms: a 0/1 file, binarized ratings, or synthetic tiles.
+
+    Returns a :class:`fedmc.boolean.BooleanFederatedData` split by rows over the clients.
+    """
+    from fedmc.boolean import SYNTHETIC, load_boolean
+
+    if settings.binarize is not None and settings.ratings is None and settings.dataset is None:
+        raise ConfigError("--binarize needs --ratings FILE or a rating --dataset")
+    common = {"noise": settings.noise, "n_clients": settings.clients, "seed": settings.seed}
+    if settings.binary is not None:
+        return load_boolean(binary_file=settings.binary, **common)
+    if settings.binarize is not None:
+        ratings = load_ratings(settings)
+        return load_boolean(ratings=ratings, binarize=settings.binarize, **common)
+    if settings.ratings is not None:
+        raise ConfigError("Boolean algorithms need --binarize T with --ratings FILE")
+    return load_boolean(dataset=settings.dataset or SYNTHETIC, **common)

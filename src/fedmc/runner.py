@@ -31,7 +31,7 @@ from fedmc.algorithms.base import FederatedAlgorithm
 from fedmc.data import FederatedData
 from fedmc.engine import History, RoundCallback
 from fedmc.errors import ConfigError
-from fedmc.pipeline import DataSettings, federate, load_ratings
+from fedmc.pipeline import DataSettings, federate, load_boolean_data, load_ratings
 from fedmc.sampling import BernoulliSampler, DropoutSampler, UniformSampler
 
 
@@ -57,7 +57,7 @@ class RunResult:
     """What a run produced."""
 
     model: FederatedAlgorithm
-    data: FederatedData
+    data: FederatedData | Any
     history: History
     summary: dict[str, Any]
     config: dict[str, Any]
@@ -87,14 +87,18 @@ def execute(
     started = time.perf_counter()
     algo_cls = get_algorithm(run.algorithm)
     model = algo_cls(**params)  # validate parameters before any loading
-    data = federate(load_ratings(data_settings, progress=progress_download), data_settings)
-    stats = {
-        "users": data.n_users,
-        "items": data.n_items,
-        "ratings": data.train.nnz + data.test.nnz,
-        "train_ratings": data.train.nnz,
-        "test_ratings": data.test.nnz,
-    }
+    if algo_cls.data_kind == "boolean":
+        data = load_boolean_data(data_settings)
+        stats = {"rows": data.shape[0], "columns": data.shape[1], "density": data.density}
+    else:
+        data = federate(load_ratings(data_settings, progress=progress_download), data_settings)
+        stats = {
+            "users": data.n_users,
+            "items": data.n_items,
+            "ratings": data.train.nnz + data.test.nnz,
+            "train_ratings": data.train.nnz,
+            "test_ratings": data.test.nnz,
+        }
     sampler = make_sampler(run, data.n_clients)
     load_seconds = time.perf_counter() - started
     history = engine.run(model, data, sampler, run.rounds, run.seed, run.eval_every, callback)
@@ -112,7 +116,7 @@ def execute(
         "params": model.get_params(),
         "run": run.model_dump(mode="json"),
         "data": {**data_settings.model_dump(mode="json"), **stats,
-                 "normalizer": vars(data.normalizer)},
+                 "normalizer": vars(data.normalizer) if hasattr(data, "normalizer") else None},
         "versions": versions(),
     }
     return RunResult(model, data, history, summary, config)

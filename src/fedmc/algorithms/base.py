@@ -50,6 +50,7 @@ class FederatedAlgorithm(ABC):
 
     name: ClassVar[str] = "algorithm"
     Config: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
+    data_kind: ClassVar[str] = "ratings"  # or "boolean": which data layout ``setup`` takes
 
     def __init__(self, **params: Any) -> None:
         self.config = self.Config(**params)
