@@ -8,6 +8,8 @@ import pytest
 
 from fedmc.algorithms.als import ALS, ridge_rows
 from fedmc.api import load_federated
+from fedmc.pipeline import DataSettings
+from fedmc.runner import RunSettings, execute
 from tests.conftest import tiny_federated
 
 
@@ -83,3 +85,9 @@ def test_same_seed_same_history():
         runs.append([{k: v for k, v in row.items() if k != "seconds"}
                      for row in model.history_.rows])
     assert runs[0] == runs[1]
+
+
+def test_runs_through_the_runner():
+    result = execute(RunSettings(algorithm="als", rounds=4), DataSettings(clients=10),
+                     {"rank": 3, "sweeps": "2"})
+    assert result.summary["sweeps"] == 2 and np.isfinite(result.summary["test_rmse"])

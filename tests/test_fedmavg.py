@@ -10,6 +10,8 @@ from fedmc.algorithms import get_algorithm
 from fedmc.algorithms.fedmavg import FedMAvg, gram_lambda_max
 from fedmc.algorithms.fedmavg_poster import FedMAvgPoster, WithReplacementSampler
 from fedmc.api import load_federated
+from fedmc.pipeline import DataSettings
+from fedmc.runner import RunSettings, execute
 from fedmc.sampling import UniformSampler
 from tests.conftest import tiny_federated
 
@@ -215,3 +217,13 @@ def test_fedmavg_decreases_objective_on_synthetic():
     )
     obj = model.history_.column("objective")
     assert obj[-1] < 0.8 * obj[0]
+
+
+@pytest.mark.parametrize("name, extra", [("fedmavg", {"u_update": "sampled"}),
+                                         ("fedmavg-poster", {"q_hat": "3"})])
+def test_runs_through_the_runner(name, extra):
+    """``fedmc run --algorithm NAME -P key=value`` reaches the algorithm (strings coerced)."""
+    result = execute(RunSettings(algorithm=name, rounds=3, active=4), DataSettings(clients=10),
+                     {"rank": 3, "inner": 2, **extra})
+    assert result.summary["round"] == 3 and np.isfinite(result.summary["test_rmse"])
+    assert result.summary["bytes_up"] > 0
