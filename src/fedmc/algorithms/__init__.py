@@ -9,6 +9,9 @@ from fedmc.errors import ConfigError
 
 _REGISTRY: dict[str, str] = {
     "fedmc-admm": "fedmc.algorithms.fedmc_admm:FedMCADMM",
+    "fedmavg": "fedmc.algorithms.fedmavg:FedMAvg",
+    "fedmavg-poster": "fedmc.algorithms.fedmavg_poster:FedMAvgPoster",
+    "als": "fedmc.algorithms.als:ALS",
     "rfrec": "fedmc.algorithms.rfrec:RFRec",
     "rfrecf": "fedmc.algorithms.rfrec:RFRecF",
 }
