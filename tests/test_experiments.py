@@ -292,3 +292,12 @@ def test_plot_overlays_runs(workdir, cli):
     assert (workdir / "fig.png").read_bytes().startswith(b"\x89PNG")
     bad = cli("plot", single, "--y", "nope", "--out", workdir / "x.png")
     assert isinstance(bad.exception, ConfigError) and "no column nope" in str(bad.exception)
+
+
+def test_a_folder_in_use_is_not_entered_twice(workdir):
+    from fedmc.experiments.store import locked
+
+    first = run_experiment(tiny(), quiet=True)
+    (first.folder / "report.md").unlink()
+    with locked(first.folder), pytest.raises(FedMCError, match="in use"):
+        run_experiment(tiny(), quiet=True)

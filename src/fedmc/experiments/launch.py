@@ -9,8 +9,10 @@ the total, elapsed time and an estimate of the time left (Rich).
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import shutil
+import signal
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -33,6 +35,7 @@ from fedmc.experiments.expand import RunSpec
 from fedmc.experiments.store import run_dir
 
 ERROR_FILE = "error.txt"
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 @dataclass
@@ -72,6 +75,19 @@ def _failed(out: Path, text: str) -> str:
     out.mkdir(parents=True, exist_ok=True)
     (out / ERROR_FILE).write_text(text + "\n")
     return text.strip().splitlines()[-1]
+
+
+def _die_with_parent() -> None:
+    """Worker initializer: on Linux, end this worker when the experiment process dies.
+
+    Without it, a worker of a killed experiment would finish its run and write into a folder
+    that a resumed experiment may be redoing.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: workers end when their queue closes
+        pass
 
 
 def _timed(spec: RunSpec, out: Path) -> tuple[str | None, float]:
@@ -139,7 +155,8 @@ def _serial(folder: Path, pending: list[RunSpec], progress: Progress, task, outc
 def _parallel(folder: Path, pending: list[RunSpec], jobs: int, progress: Progress, task,
               outcome: Outcome):
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context,
+                             initializer=_die_with_parent) as pool:
         futures: dict[Future, RunSpec] = {
             pool.submit(_timed, spec, run_dir(folder, spec.run_id)): spec for spec in pending
         }

@@ -25,6 +25,7 @@ from fedmc.experiments.report import write_report
 from fedmc.experiments.store import (
     find_resumable,
     is_done,
+    locked,
     new_folder,
     record_timing,
     run_dir,
@@ -95,6 +96,15 @@ def run_experiment(
             "notes": expansion.notes,
             "runs": [asdict(r) for r in expansion.runs],
         })
+    with locked(folder):
+        outcome = _run_missing(folder, expansion, jobs, resumed, console, quiet)
+        return ExperimentRun(folder, expansion, resumed, outcome,
+                             write_report(folder, config, expansion))
+
+
+def _run_missing(folder: Path, expansion: Expansion, jobs: int, resumed: bool,
+                 console: Console | None, quiet: bool) -> Outcome:
+    """Run the runs without a ``summary.json``; record the timings; raise if any failed."""
     pending = [r for r in expansion.runs if not is_done(folder, r.run_id)]
     started = datetime.now().isoformat(timespec="seconds")
     t0 = time.perf_counter()
@@ -114,5 +124,4 @@ def run_experiment(
             f"{message} (details in {run_dir(folder, first) / ERROR_FILE}); the same command "
             "retries only the missing runs"
         )
-    return ExperimentRun(folder, expansion, resumed, outcome,
-                         write_report(folder, config, expansion))
+    return outcome

@@ -8,6 +8,7 @@ Layout of one experiment folder ``<root>/<timestamp>/`` (``<root>`` defaults to
     plots/*.png          the report's figures
     report.md            written last: its presence marks the experiment finished
     timing.json          wall-clock times of each invocation (kept out of the report)
+    .lock                locked while a process works in the folder
 
 A run is done when its ``summary.json`` exists (the runner writes it last, atomically). A
 started command resumes the newest unfinished folder under ``<root>`` whose hash equals its own
@@ -16,18 +17,24 @@ expansion's, unless told to start afresh.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from fedmc.errors import FedMCError
 
 EXPERIMENT_FILE = "experiment.json"
 REPORT_FILE = "report.md"
 TIMING_FILE = "timing.json"
 RUNS_FOLDER = "runs"
 SUMMARY_FILE = "summary.json"
+LOCK_FILE = ".lock"
 
 
 def run_dir(folder: Path, run_id: str) -> Path:
@@ -77,6 +84,25 @@ def new_folder(root: Path, meta: dict[str, Any]) -> Path:
         write_atomic(folder / EXPERIMENT_FILE, json.dumps(meta, indent=2, default=str) + "\n")
         return folder
     raise FileExistsError(f"cannot create a new folder under {root}")
+
+
+@contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` (released by the OS even if the process is killed).
+
+    Raises
+    ------
+    FedMCError
+        Another process is running this experiment folder.
+    """
+    with open(folder / LOCK_FILE, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FedMCError(
+                f"{folder} is in use by another running experiment; wait for it, or use --fresh"
+            ) from None
+        yield
 
 
 def record_timing(folder: Path, entry: dict[str, Any]) -> None:
