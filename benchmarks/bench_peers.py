@@ -30,7 +30,7 @@ import numpy as np
 
 PROTOCOL = (
     "--dataset ml-1m --clients 100 --active 10 --rounds 100 --rank 5 --inner 10 --lam 1e-6 "
-    "--gamma 1e-6 --init-scale 2e-4 --no-biases --normalize zscore"
+    "--gamma 1e-6 --init-scale 2e-4 --no-biases --no-clip --normalize zscore"
 )
 COMPARE = {
     "fedmc-admm": f"--algorithm fedmc-admm {PROTOCOL} --beta 1e4 --steps paper",
