@@ -24,6 +24,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -139,7 +140,8 @@ def run_all(
     return outcome
 
 
-def _serial(folder: Path, pending: list[RunSpec], progress: Progress, task, outcome: Outcome):
+def _serial(folder: Path, pending: list[RunSpec], progress: Progress, task: TaskID,
+            outcome: Outcome) -> None:
     for spec in pending:
         rounds = spec.run.get("rounds", 100)
 
@@ -152,8 +154,8 @@ def _serial(folder: Path, pending: list[RunSpec], progress: Progress, task, outc
         progress.update(task, advance=1, note="")
 
 
-def _parallel(folder: Path, pending: list[RunSpec], jobs: int, progress: Progress, task,
-              outcome: Outcome):
+def _parallel(folder: Path, pending: list[RunSpec], jobs: int, progress: Progress,
+              task: TaskID, outcome: Outcome) -> None:
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context,
                              initializer=_die_with_parent) as pool:

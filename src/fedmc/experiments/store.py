@@ -116,10 +116,17 @@ def record_timing(folder: Path, entry: dict[str, Any]) -> None:
     write_atomic(path, json.dumps(entries, indent=2) + "\n")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, text: str | bytes) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    """Write ``text`` to ``path`` through a temporary file and a rename (mode as by umask)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(text.encode() if isinstance(text, str) else text)
         os.replace(tmp, path)
