@@ -93,6 +93,12 @@ class RFRecFConfig(RFRecConfig):
 
     alpha: float = Field(0.005, gt=0, description="alpha: learning rate of Eq. (8)")
     p: float = Field(0.5, gt=0, lt=1, description="p: probability of an aggregation step")
+    average_step: Literal["plain", "optimizer"] = Field(
+        "optimizer",
+        description="moving to average (Alg. 2 line 11): plain, the paper's step; optimizer: "
+        "its gradient lambda (V_(i) - V̄) fed to the configured optimizer (Adam), like the "
+        "main update",
+    )
 
 
 # ----------------------------------------------------------------------------- client side
@@ -115,7 +121,7 @@ def _descend(X, M, S, k, a, g, alpha, adam, hyper):
 @numba.njit(cache=True, parallel=True)
 def _gradient_step(
     client_ptr, indptr, rating_slot, values, slot_ptr, slot_item, U, V_loc, V_bar, alpha,
-    lam_u, lam, adam, hyper, M_u, S_u, M_v, S_v,
+    lam_u, lam, adam, hyper_u, hyper_v, M_u, S_u, M_v, S_v,
 ):
     """``x_i <- x_i - alpha (grad f_i(x_i) + lam (V_(i) - V̄))`` on rated columns, all clients.
 
@@ -143,22 +149,24 @@ def _gradient_step(
         for t in range(row0, client_ptr[c + 1]):
             for a in range(d):
                 g = g_u[t - row0, a] + 2.0 * lam_u * U[t, a]
-                _descend(U, M_u, S_u, t, a, g, alpha, adam, hyper)
+                _descend(U, M_u, S_u, t, a, g, alpha, adam, hyper_u)
         for s in range(s0, slot_ptr[c + 1]):
             j = slot_item[s]
             for a in range(d):
                 g = g_v[s - s0, a] + lam * (V_loc[s, a] - V_bar[j, a])
-                _descend(V_loc, M_v, S_v, s, a, g, alpha, adam, hyper)
+                _descend(V_loc, M_v, S_v, s, a, g, alpha, adam, hyper_v)
 
 
 @numba.njit(cache=True, parallel=True)
-def _pull_slots(slot_item, V_loc, V_bar, c):
-    """``v <- v - c (v - V̄_j)`` for every slot (the psi part of a step on rated columns)."""
+def _pull_slots(slot_item, V_loc, V_bar, step, lam, adam, hyper, M, S):
+    """A step of size ``step`` on ``lam (v - V̄_j)`` for every slot (the psi part of a step on
+    rated columns): ``v <- v - step lam (v - V̄_j)``, or an Adam step on that gradient."""
     d = V_loc.shape[1]
     for s in numba.prange(V_loc.shape[0]):
         j = slot_item[s]
         for a in range(d):
-            V_loc[s, a] -= c * (V_loc[s, a] - V_bar[j, a])
+            g = lam * (V_loc[s, a] - V_bar[j, a])
+            _descend(V_loc, M, S, s, a, g, step, adam, hyper)
 
 
 @numba.njit(cache=True)
@@ -221,10 +229,28 @@ class RFRecClients:
         self.mechanism = mechanism
         self.delta = np.inf if delta is None else delta
         self.adam = adam
-        self.t = 0  # Adam's step counter
+        self.t_u = self.t_v = 0  # Adam's step counters (U only moves on main updates)
         size = (lambda X: X.shape) if adam else (lambda X: (0, X.shape[1]))
         self.moments = [np.zeros(size(X)) for X in (U, U, self.V_loc, self.V_loc)]
         self.Z_moments = [np.zeros(size(self.Z)) for _ in range(2)]
+
+    @staticmethod
+    def _hyper(t: int) -> np.ndarray:
+        """Adam's ``(beta1, beta2, eps, 1 - beta1^t, 1 - beta2^t)`` at step ``t``."""
+        b1, b2 = ADAM_BETAS
+        return np.array([b1, b2, ADAM_EPS, 1.0 - b1**t, 1.0 - b2**t])
+
+    def _step_Z(self, g: np.ndarray, step: float, hyper: np.ndarray) -> None:
+        """The shared columns' step on gradient ``g`` (moments shared: every client sees ``g``)."""
+        if self.adam:
+            b1, b2 = ADAM_BETAS
+            M, S = self.Z_moments
+            M *= b1
+            M += (1.0 - b1) * g
+            S *= b2
+            S += (1.0 - b2) * g * g
+            g = (M / hyper[3]) / (np.sqrt(S / hyper[4]) + ADAM_EPS)
+        self.Z -= step * g
 
     def gradient_step(self, V_bar: np.ndarray, alpha: float, lam_u: float, lam: float) -> None:
         """``x_i <- x_i - alpha (grad f_i + lam grad psi_i)`` for every client (Eq. 6).
@@ -233,28 +259,34 @@ class RFRecClients:
         their moments are shared too (every client sees the same gradient there).
         """
         tr = self.data.train
-        self.t += 1
-        b1, b2 = ADAM_BETAS
-        hyper = np.array([b1, b2, ADAM_EPS, 1.0 - b1**self.t, 1.0 - b2**self.t])
+        self.t_u += 1
+        self.t_v += 1
+        hyper_v = self._hyper(self.t_v)
         _gradient_step(
             self.data.client_ptr, tr.indptr, self.rating_slot, tr.values, self.slot_ptr,
-            self.slot_item, self.U, self.V_loc, V_bar, alpha, lam_u, lam, self.adam, hyper,
-            *self.moments,
+            self.slot_item, self.U, self.V_loc, V_bar, alpha, lam_u, lam, self.adam,
+            self._hyper(self.t_u), hyper_v, *self.moments,
         )
-        g = lam * (self.Z - V_bar)
-        if self.adam:
-            M, S = self.Z_moments
-            M *= b1
-            M += (1.0 - b1) * g
-            S *= b2
-            S += (1.0 - b2) * g * g
-            g = (M / hyper[3]) / (np.sqrt(S / hyper[4]) + ADAM_EPS)
-        self.Z -= alpha * g
+        self._step_Z(lam * (self.Z - V_bar), alpha, hyper_v)
 
-    def move_to_average(self, V_bar: np.ndarray, c: float) -> None:
-        """``V_(i) <- V_(i) - c (V_(i) - V̄)`` for all clients (Alg. 2: ``c = alpha lambda / p``)."""
-        _pull_slots(self.slot_item, self.V_loc, V_bar, c)
-        self.Z -= c * (self.Z - V_bar)
+    def move_to_average(self, V_bar: np.ndarray, step: float, lam: float,
+                        adam: bool = False) -> None:
+        """A step of size ``step`` on ``lam grad psi_i = lam (V_(i) - V̄)``, all clients.
+
+        Plain (``adam=False``, Alg. 2 line 11 with ``step = alpha / p``):
+        ``V_(i) <- V_(i) - step lam (V_(i) - V̄)``. With ``adam`` (needs the Adam moments) the
+        same gradient feeds the clients' Adam state of ``V_(i)``, shared with the main update.
+        """
+        adam = adam and self.adam
+        hyper = np.zeros(5)
+        if adam:
+            self.t_v += 1
+            hyper = self._hyper(self.t_v)
+        _pull_slots(self.slot_item, self.V_loc, V_bar, step, lam, adam, hyper, *self.moments[2:])
+        if adam:
+            self._step_Z(lam * (self.Z - V_bar), step, hyper)
+        else:
+            self.Z -= step * (lam * (self.Z - V_bar))
 
     def upload(self, clients: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Sum of the uploads ``Ṽ_(i)`` (Eq. 9) of ``clients``.
@@ -386,7 +418,9 @@ class RFRecF(RFRec):
         if not zeta and not self.zeta_:  # main update (also k = 0)
             self.clients_.gradient_step(self.V_, cfg.alpha / (1.0 - cfg.p), cfg.lam_u, 0.0)
         elif not zeta:  # 1 -> 0: V̄ was sent down; moving to average
-            self.clients_.move_to_average(self.V_, cfg.alpha * cfg.lam / cfg.p)
+            self.clients_.move_to_average(
+                self.V_, cfg.alpha / cfg.p, cfg.lam, cfg.average_step == "optimizer"
+            )
             down = self.data_.n_clients * self.V_.size * BYTES
             self.comm_rounds_ += 1
         elif not self.zeta_:  # 0 -> 1: clients upload, the server aggregates
