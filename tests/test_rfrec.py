@@ -56,12 +56,24 @@ def dense_algorithm1(
     return U, V_bar, V
 
 
-def dense_algorithm2(data, R, mask, U, V_bar, alpha, lam, lam_u, p, participants, coins):
-    """Algorithm 2 with a dense ``V_(i)`` per client; returns the communication count too."""
+def dense_algorithm2(
+    data, R, mask, U, V_bar, alpha, lam, lam_u, p, participants, coins, use_adam=False,
+    adam_average=False,
+):
+    """Algorithm 2 with a dense ``V_(i)`` per client; returns the communication count too.
+
+    ``use_adam``: each client's Adam (one state for ``U_i``, one for ``V_(i)``) takes the
+    main update's gradient with step ``alpha / (1-p)``; ``adam_average``: the moving-to-average
+    gradient ``lambda (V_(i) - V̄)`` goes through the same ``V_(i)`` state with step
+    ``alpha / p`` (otherwise line 11 as printed)."""
     ptr = data.client_ptr
     n = data.n_clients
     U = U.copy()
     V = [V_bar.copy() for _ in range(n)]
+    state_u = [[] for _ in range(n)]
+    state_v = [[] for _ in range(n)]
+    t_u = [0] * n
+    t_v = [0] * n
     uploads = V  # what the server last received
     prev = 0
     comm = 0
@@ -71,8 +83,16 @@ def dense_algorithm2(data, R, mask, U, V_bar, alpha, lam, lam_u, p, participants
                 if prev == 0:  # main update
                     rows = slice(ptr[i], ptr[i + 1])
                     g_u, g_v = dense_grad_f(R[rows], mask[rows], U[rows], V[i], lam_u)
+                    if use_adam:
+                        t_u[i] += 1
+                        t_v[i] += 1
+                        g_u = adam_dir(g_u, state_u[i], t_u[i])
+                        g_v = adam_dir(g_v, state_v[i], t_v[i])
                     U[rows] = U[rows] - alpha / (1 - p) * g_u
                     V[i] = V[i] - alpha / (1 - p) * g_v
+                elif use_adam and adam_average:  # moving to average, through Adam
+                    t_v[i] += 1
+                    V[i] = V[i] - alpha / p * adam_dir(lam * (V[i] - V_bar), state_v[i], t_v[i])
                 else:  # moving to average
                     V[i] = V[i] - alpha / p * lam * (V[i] - V_bar)
         else:
@@ -124,9 +144,15 @@ def test_rfrec_matches_dense_algorithm1(m, p, delta, optimizer):
 
 
 @pytest.mark.parametrize(("m", "p"), [(12, 3), (12, 12)])
-def test_rfrecf_matches_dense_algorithm2(m, p):
+@pytest.mark.parametrize(
+    ("optimizer", "average_step"),
+    [("gd", "plain"), ("gd", "optimizer"), ("adam", "plain"), ("adam", "optimizer")],
+)
+def test_rfrecf_matches_dense_algorithm2(m, p, optimizer, average_step):
+    """The paper's steps, Adam on the main update only, and Adam on both local steps."""
     data, R, mask = tiny_federated(m=m, n=9, p=p)
-    params = dict(alpha=0.02, lam=3.0, lam_u=0.1, p=0.4, init_scale=0.5, optimizer="gd")
+    params = dict(alpha=0.02, lam=3.0, lam_u=0.1, p=0.4, init_scale=0.5, optimizer=optimizer,
+                  average_step=average_step)
     model, U0, V0 = start(RFRecF, data, **params)
     participants = random_participants(data.n_clients, 40, seed=4)
     for S in participants:
@@ -134,7 +160,8 @@ def test_rfrecf_matches_dense_algorithm2(m, p):
     coins = [int(np.random.default_rng(len(S)).random() < 0.4) for S in participants]
     assert 0 < sum(coins) < len(coins)
     U, V_bar, V, comm = dense_algorithm2(
-        data, R, mask, U0, V0, 0.02, 3.0, 0.1, 0.4, participants, coins
+        data, R, mask, U0, V0, 0.02, 3.0, 0.1, 0.4, participants, coins,
+        optimizer == "adam", average_step == "optimizer",
     )
     assert np.allclose(model.U_, U, rtol=0, atol=1e-10)
     assert np.allclose(model.V_, V_bar, rtol=0, atol=1e-10)
@@ -199,7 +226,9 @@ def test_history_columns_and_ldp_epsilon(tiny):
     assert np.isfinite(h.last("test_rmse"))
     model = get_algorithm("rfrecf")(rank=2).fit(tiny, rounds=3)
     assert "epsilon" not in model.history_.columns
-    assert model.config.alpha == 0.005 and model.config.p == 0.5
+    cfg = model.config
+    assert (cfg.alpha, cfg.lam, cfg.lam_u, cfg.p) == (0.01, 100.0, 10.0, 0.5)
+    assert (cfg.optimizer, cfg.average_step) == ("adam", "optimizer")
 
 
 def test_ldp_noise_reaches_the_average_with_the_right_variance():

@@ -91,7 +91,8 @@ class RFRecConfig(FactorConfig):
 class RFRecFConfig(RFRecConfig):
     """Hyper-parameters of RFRecF: RFRec's plus the switching probability ``p``."""
 
-    alpha: float = Field(0.005, gt=0, description="alpha: learning rate of Eq. (8)")
+    alpha: float = Field(0.01, gt=0, description="alpha: learning rate of Eq. (8)")
+    lam_u: float = Field(10.0, ge=0, description="lambda_u: weight of ||u_i||^2 in f_i")
     p: float = Field(0.5, gt=0, lt=1, description="p: probability of an aggregation step")
     average_step: Literal["plain", "optimizer"] = Field(
         "optimizer",
