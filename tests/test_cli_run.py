@@ -128,3 +128,30 @@ def test_entry_point_installed():
     res = subprocess.run([sys.executable, "-m", "fedmc", "run", "--help"], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 0 and "--algorithm" in res.stdout
+
+
+def test_boolean_algorithms_run_from_the_command_line(monkeypatch, capsys, tmp_path,
+                                                      ratings_csv):
+    out = tmp_path / "felb"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "felb-mu", "--dataset",
+                          "synthetic-boolean", "--noise", "0.1", "--clients", 4, "--rank", 4,
+                          "--rounds", 3, "--out", out, "-q")
+    assert code == 0, err
+    with open(out / "history.csv") as fh:
+        header = fh.readline().strip().split(",")
+    for col in ("loss", "rmsd", "f1", "f1_signal", "integrality_gap", "bytes_up", "seconds"):
+        assert col in header
+    code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "felb", "--ratings",
+                          ratings_csv, "--binarize", "3.5", "--clients", 4, "--rank", 3,
+                          "--rounds", 2, "--out", tmp_path / "f2", "-q")
+    assert code == 0, err
+    binary = tmp_path / "m.txt"
+    binary.write_text("\n".join(" ".join("1" if (i + j) % 3 else "0" for j in range(12))
+                                for i in range(40)) + "\n")
+    code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "felb", "--binary", binary,
+                          "--clients", 4, "--rank", 2, "--rounds", 2, "--out", tmp_path / "f3",
+                          "-q")
+    assert code == 0, err
+    code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "felb", "--ratings",
+                          ratings_csv, "--clients", 4, "--out", tmp_path / "f4", "-q")
+    assert code == 2 and "binarize" in err

@@ -77,6 +77,7 @@ class Felb(FederatedAlgorithm):
 
     name: ClassVar[str] = "felb"
     Config: ClassVar[type[AlgorithmConfig]] = FelbConfig
+    data_kind: ClassVar[str] = "boolean"
     config: FelbConfig
 
     step: Literal["ipalm", "inverse_lipschitz"] = "ipalm"
