@@ -242,15 +242,20 @@ def _run(method: str, dataset: str, seed: int, rmse: float) -> FinishedRun:
 
 def test_table_puts_the_papers_numbers_beside_ours():
     runs = [_run("Ours", "ml-1m", s, 0.88 + 0.01 * s) for s in range(3)]
-    runs += [_run("Other", "ml-1m", 0, 0.9)]
+    runs += [_run("Other", "ml-1m", 0, 0.9), _run("Ours", "ml-100k", 0, 0.93)]
     paper = [PaperValue(dataset="ml-1m", method="Ours", metric="test_rmse", value="0.8831"),
              PaperValue(dataset="ml-1m", method="PMF", metric="test_rmse", value="0.8762"),
              PaperValue(dataset="kuairec", method="Ours", metric="test_rmse", value="0.7")]
-    spec = TableSpec(metrics=["test_rmse"], rows=["dataset", "metric"], columns=["method"],
-                     order={"method": ["PMF", "Other", "Ours"]})
-    header, *body = build_table(spec, runs, ["method"], paper)
+    spec = TableSpec(metrics=["test_mae", "test_rmse"], rows=["dataset", "metric"],
+                     columns=["method"], order={"method": ["PMF", "Other", "Ours"]})
+    header, *body = build_table(spec, runs, ["dataset", "method"], paper)
     assert header == ["Dataset", "Metric", "PMF (paper)", "Other", "Ours", "Ours (paper)"]
-    assert body == [["ml-1m", "test RMSE", "0.8762", "0.9000", "0.8900 ± 0.0100", "0.8831"]]
+    assert body == [
+        ["ml-1m", "test MAE", "–", "–", "–", "–"],
+        ["ml-1m", "test RMSE", "0.8762", "0.9000", "0.8900 ± 0.0100", "0.8831"],
+        ["ml-100k", "test MAE", "–", "–", "–", "–"],
+        ["ml-100k", "test RMSE", "–", "–", "0.9300", "–"],
+    ]
 
 
 def test_table_rows_take_varied_facets_the_spec_leaves_out():

@@ -105,19 +105,13 @@ def _paper_cells(paper: list[PaperValue], rows: list[str], cols: list[str],
 def _ordered(keys: list[tuple[str, ...]], facets: list[str],
              spec: TableSpec) -> list[tuple[str, ...]]:
     """Keys sorted facet by facet: by ``spec.order`` where given (metrics by ``spec.metrics``),
-    else by first appearance."""
-    def rank(key: tuple[str, ...]) -> tuple[int, ...]:
-        out = []
-        for i, f in enumerate(facets):
-            if f == METRIC:
-                order = spec.metrics
-            else:
-                order = [facet_text(v) for v in spec.order.get(f, [])]
-            out.append(order.index(key[i]) if key[i] in order else len(order))
-        return tuple(out)
-
-    first = {k: i for i, k in enumerate(keys)}
-    return sorted(keys, key=lambda k: (rank(k), first[k]))
+    then by the first appearance of each value."""
+    orders = []
+    for i, f in enumerate(facets):
+        given = spec.metrics if f == METRIC else [facet_text(v) for v in spec.order.get(f, [])]
+        seen = list(dict.fromkeys(k[i] for k in keys))
+        orders.append([*given, *(v for v in seen if v not in given)])
+    return sorted(keys, key=lambda k: tuple(orders[i].index(v) for i, v in enumerate(k)))
 
 
 def _header(column: Column, cols: list[str]) -> str:
