@@ -6,6 +6,8 @@ user per client, every client's upload expected each round (``--active`` = numbe
 
     FEDMC_DATA=../shared/data python benchmarks/bench_rfrec.py --dataset ml-100k \\
         --algorithm rfrec --rounds 400 --seeds 0 1 2
+    FEDMC_DATA=../shared/data python benchmarks/bench_rfrec.py --dataset ml-100k \\
+        --algorithm rfrecf --rounds 1200 --seeds 0 1 2
 
 Extra algorithm parameters pass through as ``-P key=value``.
 """

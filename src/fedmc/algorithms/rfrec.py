@@ -18,6 +18,9 @@ users and its own copy ``V_(i)`` of the item matrix. Problem (5) is
   ``V_(i) <- V_(i) - (alpha/p) lambda (V_(i) - V̄)``. On ``zeta_k = 1`` the server aggregates.
   Communication happens only when the coin changes side: uploads on ``0 -> 1``, ``V̄`` sent
   down on ``1 -> 0``; in expectation ``2 p (1-p)`` rounds per iteration (Lemma 3.9).
+  Options (``docs/rfrec.md``): ``optimizer=adam`` feeds the gradients to a per-client Adam
+  instead of plain steps; ``average_step=optimizer`` (default) sends the moving-to-average
+  gradient ``lambda (V_(i) - V̄)`` through that optimizer too (``plain``: line 11 as printed).
 
 Names follow the paper: ``alpha`` (step), ``lam`` (lambda, weight of psi), ``lam_u``
 (lambda_u), ``p``; the LDP mechanism of Eq. (9) takes ``delta`` and ``s``
