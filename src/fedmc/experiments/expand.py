@@ -159,12 +159,20 @@ def _resolve_dataset(
     return None
 
 
+def generated_names() -> tuple[str, ...]:
+    """Data sets that are generated, not read: always present."""
+    from fedmc.boolean import SYNTHETIC
+    from fedmc.data.registry import SYNTHETIC_NAMES
+
+    return (*SYNTHETIC_NAMES, SYNTHETIC)
+
+
 def _present(name: str | None, data: dict[str, Any], root: Path) -> bool:
-    from fedmc.data.registry import SYNTHETIC_NAMES, dataset_files
+    from fedmc.data.registry import dataset_files
 
     if name is None:
         return all(Path(_fill(data[k], root)).exists() for k in FILE_FIELDS if data.get(k))
-    if name in SYNTHETIC_NAMES:
+    if name in generated_names():
         return True
     try:
         return bool(dataset_files(name, root))
@@ -242,7 +250,7 @@ def validate(runs: list[RunSpec], name: str) -> None:
     from fedmc.pipeline import DataSettings
     from fedmc.runner import RunSettings
 
-    known_sets = set(dataset_names())
+    known_sets = {*dataset_names(), *generated_names()}
     errors: dict[str, None] = {}
     for r in runs:
         method = f"{r.facets['method']} ({r.algorithm})"
@@ -258,10 +266,11 @@ def validate(runs: list[RunSpec], name: str) -> None:
             ("data setting", DataSettings, r.data),
         )
         for what, model, values in checks:
+            place = f"on {r.facets['dataset']}" if model is DataSettings else where
             try:
                 model(**values)
             except ValidationError as exc:
-                errors[f"{where}: {_validation_text(exc, what, list(model.model_fields))}"] = None
+                errors[f"{place}: {_validation_text(exc, what, list(model.model_fields))}"] = None
             except (FedMCError, ValueError) as exc:
                 errors[f"{where}: {exc}"] = None
         dataset = r.data.get("dataset")

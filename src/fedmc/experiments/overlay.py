@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fedmc.errors import ConfigError
 from fedmc.experiments.config import PlotSpec, facet_text
-from fedmc.experiments.plots import colour_map, save_figure
+from fedmc.experiments.plots import save_figure, series_styles
 from fedmc.experiments.results import FinishedRun, read_run, series_key
 from fedmc.experiments.store import EXPERIMENT_FILE, is_done, read_meta, run_dir
 
@@ -91,5 +91,5 @@ def plot_runs(folders: list[Path], out: Path, ys: list[str] | None = None, x: st
     log = list(LOG_BY_DEFAULT) if log is None else log
     panels = [(PlotSpec(y=y, x=x, logy=y in log), series) for y in ys]
     save_figure(out, panels, title or ", ".join(f.name for f in folders),
-                colour_map(list(series)))
+                series_styles([(label, label) for label in series]))
     return out

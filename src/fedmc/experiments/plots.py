@@ -1,7 +1,8 @@
 """Figures of finished runs: one PNG per data set, one panel per plot specification.
 
-Every line is the mean over seeds with a shaded min-max band. Colours are fixed per series
-label for a whole experiment, so a method has the same colour in every figure. Figures are
+Every line is the mean over seeds with a shaded min-max band. Colours are fixed per method for
+a whole experiment (series of one method differ by line style); when the method does not
+vary, per series. Figures are
 drawn on a bare :class:`matplotlib.figure.Figure` (Agg), never through pyplot's global state,
 and the same runs give the same PNG bytes.
 """
@@ -27,11 +28,22 @@ _PALETTE = [
 _STYLES = ["-", "--", ":", "-."]
 
 
-def colour_map(labels: list[str]) -> dict[str, tuple[str, str]]:
-    """``(colour, line style)`` of every series label, in the given order."""
-    n = len(_PALETTE)
-    return {label: (_PALETTE[i % n], _STYLES[(i // n) % len(_STYLES)])
-            for i, label in enumerate(labels)}
+def series_styles(keys: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """``(colour, line style)`` of every series, from ``(label, colour key)`` pairs in order.
+
+    Series with the same colour key (their method) share a colour and differ by line style,
+    so a method keeps one colour in every figure.
+    """
+    colours: dict[str, str] = {}
+    used: dict[str, int] = {}
+    styles: dict[str, tuple[str, str]] = {}
+    for label, key in keys:
+        if label in styles:
+            continue
+        colour = colours.setdefault(key, _PALETTE[len(colours) % len(_PALETTE)])
+        styles[label] = (colour, _STYLES[used.get(key, 0) % len(_STYLES)])
+        used[key] = used.get(key, 0) + 1
+    return styles
 
 
 Panel = tuple[PlotSpec, dict[str, list[FinishedRun]]]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fedmc.experiments.config import ExperimentConfig, PlotSpec
 from fedmc.experiments.expand import Expansion, slug
-from fedmc.experiments.plots import Panel, colour_map, save_figure
+from fedmc.experiments.plots import Panel, save_figure, series_styles
 from fedmc.experiments.results import FinishedRun, group, read_run
 from fedmc.experiments.store import REPORT_FILE, RUNS_FOLDER, run_dir, write_atomic
 from fedmc.experiments.tables import build_table, markdown
@@ -111,12 +111,18 @@ def _figures(folder: Path, config: ExperimentConfig, expansion: Expansion,
         return []
     datasets = list(dict.fromkeys(str(r.facets["dataset"]) for r in runs))
     per_dataset: list[tuple[str, list[Panel]]] = []
+    keys: list[tuple[str, str]] = []
     for name in datasets:
         mine = [r for r in runs if str(r.facets["dataset"]) == name]
-        panels = [(spec, group(mine, series_facets(spec, expansion))) for spec in config.plots]
+        panels = []
+        for spec in config.plots:
+            facets = series_facets(spec, expansion)
+            groups = group(mine, facets)
+            panels.append((spec, groups))
+            keys += [(label, str(members[0].facets["method"]) if "method" in facets else label)
+                     for label, members in groups.items()]
         per_dataset.append((name, panels))
-    labels = [label for _, panels in per_dataset for _, groups in panels for label in groups]
-    styles = colour_map(list(dict.fromkeys(labels)))
+    styles = series_styles(keys)
     out = []
     for name, panels in per_dataset:
         file = f"{slug(name)}.png"
