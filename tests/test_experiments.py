@@ -306,3 +306,10 @@ def test_a_folder_in_use_is_not_entered_twice(workdir):
     (first.folder / "report.md").unlink()
     with locked(first.folder), pytest.raises(FedMCError, match="in use"):
         run_experiment(tiny(), quiet=True)
+
+
+def test_a_data_set_without_download_stops_before_any_run(workdir):
+    with pytest.raises(FedMCError, match="Netflix Prize data has no official download"):
+        run_experiment(with_overrides(tiny(), ["netflix"]), quiet=True)
+    (folder,) = (workdir / "runs" / "tiny").iterdir()
+    assert not (folder / "runs").exists()

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from fedmc.errors import FedMCError
 from fedmc.experiments.config import ExperimentConfig
-from fedmc.experiments.expand import Expansion, expand
+from fedmc.experiments.expand import Expansion, RunSpec, expand
 from fedmc.experiments.launch import ERROR_FILE, Outcome, run_all
 from fedmc.experiments.report import write_report
 from fedmc.experiments.store import (
@@ -102,10 +102,25 @@ def run_experiment(
                              write_report(folder, config, expansion))
 
 
+def fetch_data(runs: list[RunSpec], progress: bool = False) -> None:
+    """Download the named data sets of ``runs`` that are missing, once, before any run starts.
+
+    Parallel runs would otherwise download the same archive at the same time; a set without an
+    official download (Netflix) stops the experiment here, with instructions.
+    """
+    from fedmc.data.registry import DATASETS, download_dataset
+
+    wanted = {(r.data.get("dataset"), r.data.get("data_dir")) for r in runs}
+    for name, data_dir in sorted(wanted, key=str):
+        if name in DATASETS:
+            download_dataset(name, data_dir, progress=progress)
+
+
 def _run_missing(folder: Path, expansion: Expansion, jobs: int, resumed: bool,
                  console: Console | None, quiet: bool) -> Outcome:
     """Run the runs without a ``summary.json``; record the timings; raise if any failed."""
     pending = [r for r in expansion.runs if not is_done(folder, r.run_id)]
+    fetch_data(pending, progress=not quiet)
     started = datetime.now().isoformat(timespec="seconds")
     t0 = time.perf_counter()
     outcome = run_all(folder, pending, len(expansion.runs), jobs, console, quiet)
