@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize, minimize_scalar
 
-from fedmc.algorithms.fedmc_admm import FedMCADMM, _u_steps, _w_steps
+from fedmc.algorithms.fedmc_admm import FedMCADMM, Upload, _u_steps, _w_steps
 from fedmc.prox import Regularizer
 from tests.conftest import tiny_federated
 
@@ -95,7 +95,7 @@ def test_server_step_solves_subproblem_16(kind):
     Ws = rng.normal(size=(3, 4, 2))
     Ys = rng.normal(size=(3, 4, 2))
     clients = np.array([0, 1, 2])
-    V = server.aggregate(clients, Ws, Ys)
+    V = server.aggregate(Upload(clients, Ws, Ys))
     reg = Regularizer(kind, 0.4, lo=-0.2, hi=0.3)
     beta = 1.3
     # (16) is separable by entry: sum_i [-Y_i v + beta/2 (W_i - v)^2] + R(v)

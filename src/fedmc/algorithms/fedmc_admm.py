@@ -24,6 +24,7 @@ Storage is item-major: ``W[i]`` and ``Y[i]`` are ``(n, r)``, the transposes of t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numba
@@ -40,7 +41,7 @@ from fedmc.kernels import (
     quad_gradient,
     row_normal_equations,
 )
-from fedmc.prox import RegKind, Regularizer, prox_inplace, prox_scalar
+from fedmc.prox import RegKind, Regularizer, prox_scalar
 
 BYTES = 8  # float64 payload
 
@@ -202,7 +203,7 @@ class FedMCADMMClients:
         """``Y_i^0`` of every client (the server already knows ``W_i^0 = V^0``)."""
         return self.Y.copy()
 
-    def local_update(self, clients: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def local_update(self, clients: np.ndarray, V: np.ndarray) -> Upload:
         """Run steps 4(a)-(c) on ``clients`` given ``V^k``; return their ``(W_i, Y_i)``."""
         tr = self.data.train
         cfg = self.cfg
@@ -211,7 +212,44 @@ class FedMCADMMClients:
             self.Y, V, cfg.inner, cfg.beta, self.reg_u.params, self.layout.ones_col_u,
             cfg.steps == "per-row",
         )
-        return self.W[clients], self.Y[clients]
+        return Upload(clients, self.W, self.Y)
+
+
+@dataclass(frozen=True)
+class Upload:
+    """``(W_i, Y_i)`` of each client ``i`` in ``clients``: the rows ``W[i]``, ``Y[i]``.
+
+    In simulation ``W`` and ``Y`` are the client side's stacked arrays, handed over without a
+    copy; the server reads the rows of ``clients`` and nothing else. Over a network each client
+    sends its own two ``n x r`` arrays.
+    """
+
+    clients: np.ndarray
+    W: np.ndarray
+    Y: np.ndarray
+
+
+@numba.njit(cache=True)
+def _fold_uploads(clients, W, Y, beta, contrib, total):
+    """Replace each uploading client's ``beta W_i + Y_i`` in the running sum ``total``."""
+    n, r = total.shape
+    for c in clients:
+        for j in range(n):
+            for k in range(r):
+                new = beta * W[c, j, k] + Y[c, j, k]
+                total[j, k] += new - contrib[c, j, k]
+                contrib[c, j, k] = new
+
+
+@numba.njit(cache=True)
+def _server_prox(total, scale, step, params, ones_col):
+    """(16): ``V = prox_{step R}(total * scale)``, with column ``ones_col`` fixed to 1."""
+    n, r = total.shape
+    V = np.empty((n, r))
+    for j in range(n):
+        for k in range(r):
+            V[j, k] = 1.0 if k == ones_col else prox_scalar(total[j, k] * scale, step, params)
+    return V
 
 
 class FedMCADMMServer:
@@ -225,20 +263,17 @@ class FedMCADMMServer:
         self.contrib = cfg.beta * W0 + Y0
         self.total = self.contrib.sum(axis=0)
 
-    def aggregate(self, clients: np.ndarray, W_up: np.ndarray, Y_up: np.ndarray) -> np.ndarray:
-        """Solve (16) with the new uploads of ``clients`` and the last ones of the others."""
-        new = self.beta * W_up + Y_up
-        self.total += (new - self.contrib[clients]).sum(axis=0)
-        self.contrib[clients] = new
-        p = self.contrib.shape[0]
-        V = self.total / (p * self.beta)
-        free = self.layout.free_mask_v()
-        block = np.ascontiguousarray(V[:, free])
-        prox_inplace(block.reshape(-1), 1.0 / (p * self.beta), self.reg_v.params)
-        V[:, free] = block
-        self.layout.project_v(V)
-        self.V = V
-        return V
+    def aggregate(self, upload: Upload) -> np.ndarray:
+        """Solve (16) with the new uploads and the last ones of the other clients.
+
+        ``V = prox_{R/(p beta)}(sum_i (beta W_i + Y_i) / (p beta))``; the sum is kept up to
+        date with the uploading clients' changes only (``O(|S_k| n r)``).
+        """
+        _fold_uploads(upload.clients, upload.W, upload.Y, self.beta, self.contrib, self.total)
+        pb = self.contrib.shape[0] * self.beta
+        self.V = _server_prox(self.total, 1.0 / pb, 1.0 / pb, self.reg_v.params,
+                              self.layout.ones_col_v)
+        return self.V
 
 
 # ------------------------------------------------------------------------------ algorithm
@@ -273,8 +308,7 @@ class FedMCADMM(FactorModel):
 
     def round(self, clients: np.ndarray, rng: np.random.Generator) -> Communication:
         """Send ``V^k`` to ``S_k``, run their local updates, aggregate (16)."""
-        W_up, Y_up = self.clients_.local_update(clients, self.V_)
-        self.V_ = self.server_.aggregate(clients, W_up, Y_up)
+        self.V_ = self.server_.aggregate(self.clients_.local_update(clients, self.V_))
         size = self.V_.size * BYTES
         return Communication(bytes_up=2 * len(clients) * size, bytes_down=len(clients) * size)
 
