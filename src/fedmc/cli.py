@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from fedmc.cli_data import data_app
+from fedmc.cli_experiment import register as register_experiment_commands
 from fedmc.errors import ConfigError, FedMCError
 
 app = typer.Typer(
@@ -27,6 +28,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(data_app, name="data", help="List, describe and download data sets.")
+register_experiment_commands(app)
 err = Console(stderr=True)
 out = Console()
 
@@ -254,7 +256,8 @@ def main() -> None:
         err.print("fedmc: aborted", markup=False)
         sys.exit(130)
     except KeyboardInterrupt:
-        err.print("fedmc: interrupted; nothing was written", markup=False)
+        err.print("fedmc: interrupted (a run writes its files only when it finishes; an "
+                  "experiment keeps finished runs and resumes)", markup=False)
         sys.exit(130)
     except Exception as exc:  # click usage errors carry their own exit code
         import click

@@ -36,6 +36,7 @@ class DataSettings(BaseModel):
     binary: Path | None = Field(None, description="a 0/1 matrix or transaction file")
     binarize: float | None = Field(None, description="rating threshold that counts as 1")
     noise: float = Field(0.1, ge=0, le=1, description="XOR noise of synthetic-boolean")
+    rows: int | None = Field(None, ge=1, description="rows of synthetic-boolean (500/client)")
     seed: int = 0
 
     @property
@@ -103,4 +104,4 @@ def load_boolean_data(settings: DataSettings):
         return load_boolean(ratings=ratings, binarize=settings.binarize, **common)
     if settings.ratings is not None:
         raise ConfigError("Boolean algorithms need --binarize T with --ratings FILE")
-    return load_boolean(dataset=settings.dataset or SYNTHETIC, **common)
+    return load_boolean(dataset=settings.dataset or SYNTHETIC, rows=settings.rows, **common)
