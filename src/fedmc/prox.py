@@ -75,17 +75,21 @@ class Regularizer:
         )
 
     def value(self, x: np.ndarray) -> float:
-        """``R(x)``; ``inf`` if ``x`` violates a constraint set."""
+        """``R(x)``; ``inf`` if ``x`` violates a constraint set.
+
+        Sums are plain NumPy reductions, not BLAS calls: waking BLAS worker threads between
+        Numba parallel kernels costs more than the whole evaluation on a small machine.
+        """
         x = np.asarray(x)
         if self.kind == "none":
             return 0.0
         if self.kind == "l2":
-            return 0.5 * self.lam * float(np.vdot(x, x))
+            return 0.5 * self.lam * float(np.sum(x * x))
         if self.kind == "l1":
             return self.lam * float(np.abs(x).sum())
         if self.kind == "elastic":
             return self.lam * (
-                self.ratio * float(np.abs(x).sum()) + 0.5 * (1 - self.ratio) * float(np.vdot(x, x))
+                self.ratio * float(np.abs(x).sum()) + 0.5 * (1 - self.ratio) * float(np.sum(x * x))
             )
         if self.kind == "nonneg":
             return 0.0 if np.all(x >= 0) else float("inf")
