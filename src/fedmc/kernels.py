@@ -12,7 +12,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", fastmath=True, error_model="numpy")
 def dot(a: np.ndarray, b: np.ndarray) -> float:
     """Inner product of two 1-D arrays of equal length."""
     s = 0.0
@@ -21,7 +21,7 @@ def dot(a: np.ndarray, b: np.ndarray) -> float:
     return s
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", fastmath=True, error_model="numpy")
 def mirror_upper(A: np.ndarray) -> None:
     """Copy the upper triangle of the square array ``A`` onto its lower triangle."""
     for a in range(A.shape[0]):
@@ -29,7 +29,7 @@ def mirror_upper(A: np.ndarray) -> None:
             A[a, c] = A[c, a]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def row_normal_equations(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -59,7 +59,7 @@ def row_normal_equations(
     mirror_upper(A)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def item_normal_equations(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -102,7 +102,7 @@ def item_normal_equations(
     return cols, slot, B, c
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def gram_fro(X: np.ndarray) -> float:
     """``|| X^T X ||_F`` of a ``(k, r)`` array, without forming anything larger than ``r x r``."""
     r = X.shape[1]
@@ -115,7 +115,7 @@ def gram_fro(X: np.ndarray) -> float:
     return np.sqrt(np.sum(G * G))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", fastmath=True, error_model="numpy")
 def quad_gradient(A: np.ndarray, b: np.ndarray, x: np.ndarray, g: np.ndarray) -> None:
     """``g = A x - b``."""
     r = x.shape[0]
@@ -126,7 +126,7 @@ def quad_gradient(A: np.ndarray, b: np.ndarray, x: np.ndarray, g: np.ndarray) ->
         g[a] = s
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def residual_sums(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -167,7 +167,7 @@ def residual_sums(
     return tot[0], tot[1], tot[2]
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def predict_pairs(users: np.ndarray, items: np.ndarray, U: np.ndarray, V: np.ndarray) -> np.ndarray:
     """``U[users[k]] . V[items[k]]`` for every pair ``k``."""
     out = np.empty(users.shape[0])

@@ -83,7 +83,7 @@ class FedMCADMMConfig(FactorConfig):
 # ----------------------------------------------------------------------------- client side
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def _u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col, per_row):
     """(14) for every user row of one client: ``N`` prox-gradient steps with ``W_i`` fixed.
 
@@ -109,7 +109,7 @@ def _u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col,
                 u[ones_col] = 1.0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def _w_steps(indptr, indices, values, row0, row1, U, Wc, Yc, V, n_inner, beta, p, per_row):
     """(15): ``N`` linearized steps on ``W_i`` with ``U_i^{k+1}`` fixed.
 
@@ -138,7 +138,7 @@ def _w_steps(indptr, indices, values, row0, row1, U, Wc, Yc, V, n_inner, beta, p
                 Wc[j, e] = c_n * Wc[j, e] + (1.0 - c_n) * (V[j, e] - Yc[j, e] / beta)
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def _local_updates(
     clients, client_ptr, indptr, indices, values, U, W, Y, V, n_inner, beta, reg, ones_col, per_row
 ):
@@ -156,7 +156,7 @@ def _local_updates(
                 Y[c, j, k] += beta * (W[c, j, k] - V[j, k])
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def _initial_duals(client_ptr, indptr, indices, values, U, W, Y, scale):
     """``Y_i^0 = -scale * grad_V f_i(U_i^0, W_i^0)`` for every client (input of Algorithm 1).
 
@@ -229,7 +229,7 @@ class Upload:
     Y: np.ndarray
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def _fold_uploads(clients, W, Y, beta, contrib, total):
     """Replace each uploading client's ``beta W_i + Y_i`` in the running sum ``total``."""
     n, r = total.shape
@@ -241,7 +241,7 @@ def _fold_uploads(clients, W, Y, beta, contrib, total):
                 contrib[c, j, k] = new
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def _server_prox(total, scale, step, params, ones_col):
     """(16): ``V = prox_{step R}(total * scale)``, with column ``ones_col`` fixed to 1."""
     n, r = total.shape
