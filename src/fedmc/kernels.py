@@ -110,9 +110,14 @@ def gram_fro(X: np.ndarray) -> float:
     for k in range(X.shape[0]):
         for a in range(r):
             xa = X[k, a]
-            for b in range(r):
+            for b in range(a, r):  # upper triangle
                 G[a, b] += xa * X[k, b]
-    return np.sqrt(np.sum(G * G))
+    total = 0.0
+    for a in range(r):
+        total += G[a, a] * G[a, a]
+        for b in range(a + 1, r):
+            total += 2.0 * G[a, b] * G[a, b]
+    return np.sqrt(total)
 
 
 @numba.njit(cache=True, inline="always", fastmath=True, error_model="numpy")

@@ -122,15 +122,28 @@ def _w_steps(indptr, indices, values, row0, row1, U, Wc, Yc, V, n_inner, beta, p
     n, r = Wc.shape
     cols, slot, B, cvec = item_normal_equations(indptr, indices, values, row0, row1, U, n)
     a_client = 0.0 if per_row else gram_fro(U[row0:row1]) / p  # ||U_i^T U_i||_F / p
-    g = np.empty(r)
-    for k in range(cols.shape[0]):
-        j = cols[k]
-        a = np.sqrt(np.sum(B[k] * B[k])) / p if per_row else a_client
+    # (15) for one column is the affine map w <- M w + k with
+    # M = (a I - B_j / p) / (a + beta) and k = (beta v_j + c_j / p - y_j) / (a + beta).
+    M = np.empty((r, r))
+    kv = np.empty(r)
+    w_new = np.empty(r)
+    for q in range(cols.shape[0]):
+        j = cols[q]
+        a = np.sqrt(np.sum(B[q] * B[q])) / p if per_row else a_client
+        inv = 1.0 / (a + beta)
+        for e in range(r):
+            for f in range(r):
+                M[e, f] = -B[q, e, f] / p * inv
+            M[e, e] += a * inv
+            kv[e] = (beta * V[j, e] + cvec[q, e] / p - Yc[j, e]) * inv
         w = Wc[j]
         for _ in range(n_inner):
-            quad_gradient(B[k], cvec[k], w, g)
             for e in range(r):
-                w[e] = (a * w[e] + beta * V[j, e] - g[e] / p - Yc[j, e]) / (a + beta)
+                acc = kv[e]
+                for f in range(r):
+                    acc += M[e, f] * w[f]
+                w_new[e] = acc
+            w[:] = w_new
     c_n = (a_client / (a_client + beta)) ** n_inner  # 0 in per-row mode (no curvature)
     for j in range(n):
         if slot[j] < 0:
