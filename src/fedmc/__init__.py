@@ -6,13 +6,9 @@ The algorithms and :func:`load_federated` are imported lazily, so ``import fedmc
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-try:
-    __version__ = version("fedmc")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+__version__ = "0.1.0"  # the single source of the version (pyproject reads it)
 
 _LAZY = {
     "FedMCADMM": "fedmc.algorithms.fedmc_admm",
