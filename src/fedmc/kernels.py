@@ -12,7 +12,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True, inline="always", fastmath=True, error_model="numpy")
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def dot(a: np.ndarray, b: np.ndarray) -> float:
     """Inner product of two 1-D arrays of equal length."""
     s = 0.0
@@ -21,7 +21,7 @@ def dot(a: np.ndarray, b: np.ndarray) -> float:
     return s
 
 
-@numba.njit(cache=True, inline="always", fastmath=True, error_model="numpy")
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def mirror_upper(A: np.ndarray) -> None:
     """Copy the upper triangle of the square array ``A`` onto its lower triangle."""
     for a in range(A.shape[0]):
@@ -120,7 +120,17 @@ def gram_fro(X: np.ndarray) -> float:
     return np.sqrt(total)
 
 
-@numba.njit(cache=True, inline="always", fastmath=True, error_model="numpy")
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def fro_norm(A: np.ndarray) -> float:
+    """Frobenius norm of a square ``r x r`` array."""
+    total = 0.0
+    for a in range(A.shape[0]):
+        for c in range(A.shape[1]):
+            total += A[a, c] * A[a, c]
+    return np.sqrt(total)
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def quad_gradient(A: np.ndarray, b: np.ndarray, x: np.ndarray, g: np.ndarray) -> None:
     """``g = A x - b``."""
     r = x.shape[0]

@@ -36,6 +36,7 @@ from fedmc.algorithms.factor_model import FactorConfig, FactorLayout, FactorMode
 from fedmc.data.federated import FederatedData
 from fedmc.kernels import (
     dot,
+    fro_norm,
     gram_fro,
     item_normal_equations,
     quad_gradient,
@@ -97,7 +98,7 @@ def _u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col,
     L_client = 0.0 if per_row else gram_fro(Wc)  # ||W_i W_i^T||_F
     for t in range(row0, row1):
         row_normal_equations(indptr, indices, values, t, Wc, A, b)
-        L = np.sqrt(np.sum(A * A)) if per_row else L_client
+        L = fro_norm(A) if per_row else L_client
         if L == 0.0:  # no curvature and a zero gradient: the step is the prox of R_i alone
             L = 1e-300
         u = U[t]
@@ -129,7 +130,7 @@ def _w_steps(indptr, indices, values, row0, row1, U, Wc, Yc, V, n_inner, beta, p
     w_new = np.empty(r)
     for q in range(cols.shape[0]):
         j = cols[q]
-        a = np.sqrt(np.sum(B[q] * B[q])) / p if per_row else a_client
+        a = fro_norm(B[q]) / p if per_row else a_client
         inv = 1.0 / (a + beta)
         for e in range(r):
             for f in range(r):
@@ -169,7 +170,7 @@ def _local_updates(
                 Y[c, j, k] += beta * (W[c, j, k] - V[j, k])
 
 
-@numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def _initial_duals(client_ptr, indptr, indices, values, U, W, Y, scale):
     """``Y_i^0 = -scale * grad_V f_i(U_i^0, W_i^0)`` for every client (input of Algorithm 1).
 
@@ -177,7 +178,7 @@ def _initial_duals(client_ptr, indptr, indices, values, U, W, Y, scale):
     pass at ``O(r)`` per rating.
     """
     p, n, r = W.shape
-    for c in numba.prange(p):
+    for c in range(p):  # once per run; a serial loop compiles much faster than a prange
         Wc = W[c]
         Yc = Y[c]
         for t in range(client_ptr[c], client_ptr[c + 1]):
