@@ -241,3 +241,14 @@ def test_user_degrees_sum_exactly_within_bounds(x, min_degree, extra_cap, fill):
     assert degrees.sum() == n_ratings
     assert degrees.min() >= min_degree
     assert degrees.max() <= max_degree
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 3.0]) | st.floats(0, 10), min_size=1,
+                max_size=60), st.data())
+def test_kth_smallest_matches_sorting(values, data):
+    from fedmc.data.synthetic import _kth_smallest
+
+    a = np.array(values)
+    k = data.draw(st.integers(0, len(a) - 1))
+    assert _kth_smallest(a.copy(), k) == np.sort(a)[k]

@@ -151,7 +151,7 @@ def _sample_clocks(
         state += _GOLDEN
         uniform = ((_mix64(state) >> _S11) + np.uint64(1)) * _TWO_M53  # in (0, 1]
         clocks[j] = -math.log(uniform) / weights[j]
-    threshold = np.partition(clocks, d - 1)[d - 1]
+    threshold = _kth_smallest(clocks.copy(), d - 1)
     ties = d  # how many items with clock == threshold to take: d minus the earlier ones
     for j in range(n_items):
         if clocks[j] < threshold:
@@ -163,6 +163,37 @@ def _sample_clocks(
                 ties -= 1
             out[count] = j
             count += 1
+
+
+@njit(cache=True)
+def _kth_smallest(a: np.ndarray, k: int) -> float:
+    """The ``k``-th smallest entry (0-based) of ``a``, reordering ``a`` (quickselect).
+
+    Written out because Numba's ``np.partition`` takes several seconds to compile, which a
+    first ``fedmc run`` would pay.
+    """
+    lo = 0
+    hi = a.shape[0] - 1
+    while lo < hi:
+        pivot = a[(lo + hi) // 2]
+        i = lo
+        j = hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return a[k]
+    return a[k]
 
 
 @njit(cache=True)
