@@ -94,3 +94,22 @@ def test_federated_layout_holds_exactly_the_ratings():
     # each client's users are one contiguous block
     assert np.array_equal(client[fd.user_index], fd.client_of_row())
     assert fd.value_range == (tr.values.min(), tr.values.max())
+
+
+def test_item_major_regroups_each_clients_ratings_by_item():
+    r = random_ratings(m=40, n=15, nnz=300, seed=2)
+    client = partition_users(r.n_users, 5, "random", seed=1)
+    fd = FederatedData.build(r, r.subset(np.arange(3)), client, Normalizer())
+    im = fd.item_major
+    rows = fd.train.rows()
+    for c in range(fd.n_clients):
+        q0, q1 = fd.client_rating_ptr[c], fd.client_rating_ptr[c + 1]
+        want = sorted(zip(fd.train.indices[q0:q1], rows[q0:q1], fd.train.values[q0:q1],
+                          strict=True))
+        got = []
+        groups = range(im.client_ptr[c], im.client_ptr[c + 1])
+        assert list(im.item[list(groups)]) == sorted(set(fd.train.indices[q0:q1]))
+        for g in groups:
+            for q in range(im.ptr[g], im.ptr[g + 1]):
+                got.append((im.item[g], im.row[q], im.values[q]))
+        assert got == want

@@ -70,8 +70,9 @@ def test_w_step_solves_subproblem_15(per_row):
     Y = rng.normal(size=(5, r))
     V = rng.normal(size=(5, r))
     W = W0.copy()
-    tr = data.train
-    _w_steps(tr.indptr, tr.indices, tr.values, 0, 6, U, W, Y, V, 1, beta, p, per_row)
+    im = data.item_major
+    _w_steps(im.client_ptr[0], im.client_ptr[1], im.item, im.ptr, im.row, im.values, 0, 6, U, W,
+             Y, V, 1, beta, p, per_row)
     grad = (U.T @ (mask * (U @ W0.T - M))).T  # (n, r)
     if per_row:  # one Lipschitz constant per item column
         Lcol = np.array([np.linalg.norm(U[mask[:, j]].T @ U[mask[:, j]]) for j in range(5)])

@@ -103,6 +103,35 @@ def item_normal_equations(
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
+def column_normal_equations(
+    ptr: np.ndarray,
+    rows: np.ndarray,
+    values: np.ndarray,
+    g: int,
+    U: np.ndarray,
+    B: np.ndarray,
+    c: np.ndarray,
+) -> None:
+    """``B = sum_t U[t] U[t]^T``, ``c = sum_t m_tj U[t]`` over the ratings of item group ``g``.
+
+    ``(ptr, rows, values)`` is a client-by-item layout (:class:`fedmc.data.federated
+    .ItemMajor`). Column ``j`` of ``U^T P_Omega(U W - M)`` (the gradient in (15)) is
+    ``B w_j - c``; ``||B||_F`` is its Lipschitz constant.
+    """
+    B[:] = 0.0
+    c[:] = 0.0
+    r = U.shape[1]
+    for q in range(ptr[g], ptr[g + 1]):
+        u = U[rows[q]]
+        m = values[q]
+        for a in range(r):
+            c[a] += m * u[a]
+            for e in range(a, r):  # upper triangle; mirrored below
+                B[a, e] += u[a] * u[e]
+    mirror_upper(B)
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def gram_fro(X: np.ndarray) -> float:
     """``|| X^T X ||_F`` of a ``(k, r)`` array, without forming anything larger than ``r x r``."""
     r = X.shape[1]

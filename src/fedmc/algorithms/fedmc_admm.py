@@ -35,10 +35,10 @@ from fedmc.algorithms.base import Communication
 from fedmc.algorithms.factor_model import FactorConfig, FactorLayout, FactorModel
 from fedmc.data.federated import FederatedData
 from fedmc.kernels import (
+    column_normal_equations,
     dot,
     fro_norm,
     gram_fro,
-    item_normal_equations,
     quad_gradient,
     row_normal_equations,
 )
@@ -111,32 +111,40 @@ def _u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col,
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def _w_steps(indptr, indices, values, row0, row1, U, Wc, Yc, V, n_inner, beta, p, per_row):
+def _w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_inner, beta, p,
+             per_row):
     """(15): ``N`` linearized steps on ``W_i`` with ``U_i^{k+1}`` fixed.
 
-    Column ``j``'s gradient is ``B_j w_j - c_j`` (:func:`fedmc.kernels.item_normal_equations`),
-    so columns are stepped one at a time. Columns the client did not rate have a zero gradient:
-    their ``N`` steps are the affine recursion ``w <- c w + (1 - c)(v - y / beta)`` with
-    ``c = a / (a + beta)``, applied in closed form. The cost is that of the client's ratings
-    plus one pass over the ``n`` items.
+    The client's ratings come grouped by item (groups ``g0:g1`` of an
+    :class:`~fedmc.data.federated.ItemMajor` layout). Column ``j``'s gradient is
+    ``B_j w_j - c_j`` (:func:`fedmc.kernels.column_normal_equations`), and for fixed ``B_j``
+    each step of (15) is the affine map ``w <- M w + k`` with
+    ``M = (a I - B_j / p) / (a + beta)``, ``k = (beta v_j + c_j / p - y_j) / (a + beta)``.
+    Columns the client did not rate have a zero gradient: their ``N`` steps are
+    ``w <- c w + (1 - c)(v - y / beta)``, ``c = a / (a + beta)``, applied in closed form. The
+    cost is that of the client's ratings plus one pass over the ``n`` items.
     """
     n, r = Wc.shape
-    cols, slot, B, cvec = item_normal_equations(indptr, indices, values, row0, row1, U, n)
     a_client = 0.0 if per_row else gram_fro(U[row0:row1]) / p  # ||U_i^T U_i||_F / p
-    # (15) for one column is the affine map w <- M w + k with
-    # M = (a I - B_j / p) / (a + beta) and k = (beta v_j + c_j / p - y_j) / (a + beta).
+    c_n = (a_client / (a_client + beta)) ** n_inner  # 0 in per-row mode (no curvature)
+    B = np.empty((r, r))
+    cv = np.empty(r)
     M = np.empty((r, r))
     kv = np.empty(r)
     w_new = np.empty(r)
-    for q in range(cols.shape[0]):
-        j = cols[q]
-        a = fro_norm(B[q]) / p if per_row else a_client
+    next_j = 0
+    for g in range(g0, g1):
+        j = g_item[g]
+        _relax_unrated(Wc, Yc, V, next_j, j, c_n, beta)
+        next_j = j + 1
+        column_normal_equations(g_ptr, g_row, g_vals, g, U, B, cv)
+        a = fro_norm(B) / p if per_row else a_client
         inv = 1.0 / (a + beta)
         for e in range(r):
             for f in range(r):
-                M[e, f] = -B[q, e, f] / p * inv
+                M[e, f] = -B[e, f] / p * inv
             M[e, e] += a * inv
-            kv[e] = (beta * V[j, e] + cvec[q, e] / p - Yc[j, e]) * inv
+            kv[e] = (beta * V[j, e] + cv[e] / p - Yc[j, e]) * inv
         w = Wc[j]
         for _ in range(n_inner):
             for e in range(r):
@@ -145,18 +153,28 @@ def _w_steps(indptr, indices, values, row0, row1, U, Wc, Yc, V, n_inner, beta, p
                     acc += M[e, f] * w[f]
                 w_new[e] = acc
             w[:] = w_new
-    c_n = (a_client / (a_client + beta)) ** n_inner  # 0 in per-row mode (no curvature)
-    for j in range(n):
-        if slot[j] < 0:
-            for e in range(r):
-                Wc[j, e] = c_n * Wc[j, e] + (1.0 - c_n) * (V[j, e] - Yc[j, e] / beta)
+    _relax_unrated(Wc, Yc, V, next_j, n, c_n, beta)
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def _relax_unrated(Wc, Yc, V, j0, j1, c_n, beta):
+    """``N`` steps of (15) in closed form on the unrated columns ``j0:j1``."""
+    for j in range(j0, j1):
+        for e in range(Wc.shape[1]):
+            Wc[j, e] = c_n * Wc[j, e] + (1.0 - c_n) * (V[j, e] - Yc[j, e] / beta)
 
 
 @numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def _local_updates(
-    clients, client_ptr, indptr, indices, values, U, W, Y, V, n_inner, beta, reg, ones_col, per_row
+    clients, client_ptr, indptr, indices, values, cols, U, W, Y, V, n_inner, beta, reg,
+    ones_col, per_row,
 ):
-    """Steps 4(a)-(c) of Algorithm 1 for every sampled client, in parallel over clients."""
+    """Steps 4(a)-(c) of Algorithm 1 for every sampled client, in parallel over clients.
+
+    ``cols`` is the item-major layout ``(client_ptr, item, ptr, row, values)`` of the same
+    ratings (:class:`~fedmc.data.federated.ItemMajor`).
+    """
+    g_client, g_item, g_ptr, g_row, g_vals = cols
     p = W.shape[0]
     n, r = V.shape
     for s in numba.prange(clients.shape[0]):
@@ -164,7 +182,8 @@ def _local_updates(
         row0 = client_ptr[c]
         row1 = client_ptr[c + 1]
         _u_steps(indptr, indices, values, row0, row1, U, W[c], n_inner, reg, ones_col, per_row)
-        _w_steps(indptr, indices, values, row0, row1, U, W[c], Y[c], V, n_inner, beta, p, per_row)
+        _w_steps(g_client[c], g_client[c + 1], g_item, g_ptr, g_row, g_vals, row0, row1, U,
+                 W[c], Y[c], V, n_inner, beta, p, per_row)
         for j in range(n):  # (13)
             for k in range(r):
                 Y[c, j, k] += beta * (W[c, j, k] - V[j, k])
@@ -221,9 +240,11 @@ class FedMCADMMClients:
         """Run steps 4(a)-(c) on ``clients`` given ``V^k``; return their ``(W_i, Y_i)``."""
         tr = self.data.train
         cfg = self.cfg
+        im = self.data.item_major
         _local_updates(
-            clients, self.data.client_ptr, tr.indptr, tr.indices, tr.values, self.U, self.W,
-            self.Y, V, cfg.inner, cfg.beta, self.reg_u.params, self.layout.ones_col_u,
+            clients, self.data.client_ptr, tr.indptr, tr.indices, tr.values,
+            (im.client_ptr, im.item, im.ptr, im.row, im.values), self.U, self.W, self.Y, V,
+            cfg.inner, cfg.beta, self.reg_u.params, self.layout.ones_col_u,
             cfg.steps == "per-row",
         )
         return Upload(clients, self.W, self.Y)
