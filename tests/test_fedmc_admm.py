@@ -230,3 +230,11 @@ def test_objective_decreases_with_full_participation(tiny):
     model.fit(tiny, rounds=30)
     obj = model.history_.column("objective")
     assert obj[-1] < 0.5 * obj[0]
+
+
+def test_refuses_a_run_that_cannot_fit_in_memory(tiny, monkeypatch):
+    from fedmc.errors import ConfigError
+
+    monkeypatch.setattr("os.sysconf", lambda name: 1)  # 1 page of 1 byte free
+    with pytest.raises(ConfigError, match="GiB"):
+        FedMCADMM(rank=2).setup(tiny, np.random.default_rng(0))

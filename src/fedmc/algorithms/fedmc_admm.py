@@ -24,6 +24,7 @@ Storage is item-major: ``W[i]`` and ``Y[i]`` are ``(n, r)``, the transposes of t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,6 +35,7 @@ from pydantic import Field
 from fedmc.algorithms.base import Communication
 from fedmc.algorithms.factor_model import FactorConfig, FactorLayout, FactorModel
 from fedmc.data.federated import FederatedData
+from fedmc.errors import ConfigError
 from fedmc.kernels import (
     column_normal_equations,
     dot,
@@ -314,6 +316,27 @@ class FedMCADMMServer:
 # ------------------------------------------------------------------------------ algorithm
 
 
+def _check_memory(data: FederatedData, cfg: FedMCADMMConfig) -> None:
+    """Refuse a run whose per-client item copies cannot fit in the machine's memory.
+
+    Every client keeps a dense ``W_i`` and ``Y_i`` and the server the last ``beta W_i + Y_i``:
+    three ``p x n x r`` arrays.
+    """
+    width = FactorLayout(cfg.rank, cfg.biases).width
+    need = 3 * data.n_clients * data.n_items * width * BYTES
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not on Linux
+        return
+    if need > 0.8 * avail:
+        raise ConfigError(
+            f"FedMC-ADMM keeps a dense {data.n_items} x {width} item copy and dual per client: "
+            f"{data.n_clients} clients need {need / 2**30:.1f} GiB, but only "
+            f"{avail / 2**30:.1f} GiB is free; use fewer clients (--clients) or a lower rank"
+        )
+
+
+
 class FedMCADMM(FactorModel):
     """FedMC-ADMM (Algorithm 1) on the batched simulation engine.
 
@@ -332,6 +355,7 @@ class FedMCADMM(FactorModel):
 
     def setup(self, data: FederatedData, rng: np.random.Generator) -> Communication:
         """Initialise ``U^0, V^0``, ``W_i^0 = V^0`` and ``Y_i^0``; the server learns ``Y_i^0``."""
+        _check_memory(data, self.config)
         self.init_factors(data, rng)
         self.reg_u_, self.reg_v_ = self.config.regularizers()
         self.clients_ = FedMCADMMClients(data, self.U_, self.V_, self.config)
