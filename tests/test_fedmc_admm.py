@@ -235,6 +235,6 @@ def test_objective_decreases_with_full_participation(tiny):
 def test_refuses_a_run_that_cannot_fit_in_memory(tiny, monkeypatch):
     from fedmc.errors import ConfigError
 
-    monkeypatch.setattr("os.sysconf", lambda name: 1)  # 1 page of 1 byte free
+    monkeypatch.setattr("fedmc.algorithms.fedmc_admm.available_memory", lambda: 1024)
     with pytest.raises(ConfigError, match="GiB"):
         FedMCADMM(rank=2).setup(tiny, np.random.default_rng(0))

@@ -24,7 +24,6 @@ Storage is item-major: ``W[i]`` and ``Y[i]`` are ``(n, r)``, the transposes of t
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -316,6 +315,18 @@ class FedMCADMMServer:
 # ------------------------------------------------------------------------------ algorithm
 
 
+def available_memory() -> int | None:
+    """Bytes the kernel reports as available (``MemAvailable``), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def _check_memory(data: FederatedData, cfg: FedMCADMMConfig) -> None:
     """Refuse a run whose per-client item copies cannot fit in the machine's memory.
 
@@ -324,11 +335,8 @@ def _check_memory(data: FederatedData, cfg: FedMCADMMConfig) -> None:
     """
     width = FactorLayout(cfg.rank, cfg.biases).width
     need = 3 * data.n_clients * data.n_items * width * BYTES
-    try:
-        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not on Linux
-        return
-    if need > 0.8 * avail:
+    avail = available_memory()
+    if avail is not None and need > 0.8 * avail:
         raise ConfigError(
             f"FedMC-ADMM keeps a dense {data.n_items} x {width} item copy and dual per client: "
             f"{data.n_clients} clients need {need / 2**30:.1f} GiB, but only "
