@@ -30,32 +30,35 @@ def mirror_upper(A: np.ndarray) -> None:
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def row_normal_equations(
-    indptr: np.ndarray,
-    indices: np.ndarray,
+def normal_equations(
+    ptr: np.ndarray,
+    idx: np.ndarray,
     values: np.ndarray,
-    t: int,
-    W: np.ndarray,
+    g: int,
+    X: np.ndarray,
     A: np.ndarray,
     b: np.ndarray,
 ) -> None:
-    """``A = sum_j W[j] W[j]^T`` and ``b = sum_j m_tj W[j]`` over the items rated in row ``t``.
+    """``A = sum_q x_q x_q^T`` and ``b = sum_q values[q] x_q``, ``x_q = X[idx[q]]``, q in group g.
 
-    Row ``t``'s share of ``f_i = 1/2 ||P_Omega(M - U W)||^2`` is quadratic in ``u_t``, with
-    gradient ``A u_t - b`` (row ``t`` of ``P_Omega(U W - M) W^T`` in (14)) and Lipschitz
-    constant ``||A||_F``. Building ``(A, b)`` once costs ``d_t r^2``; each of the ``N`` steps
-    then costs ``r^2`` instead of a pass over the row's ratings.
+    With the user CSR (``ptr, idx = indptr, indices``, group = user row ``t``, ``X = W``) this
+    is row ``t``'s share of ``f_i = 1/2 ||P_Omega(M - U W)||^2``, quadratic in ``u_t`` with
+    gradient ``A u_t - b`` (row ``t`` of ``P_Omega(U W - M) W^T`` in (14)). With a client's
+    item-major layout (group = item ``j``, ``idx`` = user rows, ``X = U``) it is column ``j``:
+    gradient ``A w_j - b`` of (15). Either way ``||A||_F`` is the block's Lipschitz constant.
+    Building ``(A, b)`` once costs ``r^2`` per rating; each of the ``N`` steps then costs
+    ``r^2`` instead of a pass over the ratings.
     """
     A[:] = 0.0
     b[:] = 0.0
-    r = W.shape[1]
-    for q in range(indptr[t], indptr[t + 1]):
-        w = W[indices[q]]
+    r = X.shape[1]
+    for q in range(ptr[g], ptr[g + 1]):
+        x = X[idx[q]]
         m = values[q]
         for a in range(r):
-            b[a] += m * w[a]
+            b[a] += m * x[a]
             for c in range(a, r):  # upper triangle; mirrored below
-                A[a, c] += w[a] * w[c]
+                A[a, c] += x[a] * x[c]
     mirror_upper(A)
 
 
@@ -100,35 +103,6 @@ def item_normal_equations(
     for k in range(cols.shape[0]):
         mirror_upper(B[k])
     return cols, slot, B, c
-
-
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
-def column_normal_equations(
-    ptr: np.ndarray,
-    rows: np.ndarray,
-    values: np.ndarray,
-    g: int,
-    U: np.ndarray,
-    B: np.ndarray,
-    c: np.ndarray,
-) -> None:
-    """``B = sum_t U[t] U[t]^T``, ``c = sum_t m_tj U[t]`` over the ratings of item group ``g``.
-
-    ``(ptr, rows, values)`` is a client-by-item layout (:class:`fedmc.data.federated
-    .ItemMajor`). Column ``j`` of ``U^T P_Omega(U W - M)`` (the gradient in (15)) is
-    ``B w_j - c``; ``||B||_F`` is its Lipschitz constant.
-    """
-    B[:] = 0.0
-    c[:] = 0.0
-    r = U.shape[1]
-    for q in range(ptr[g], ptr[g + 1]):
-        u = U[rows[q]]
-        m = values[q]
-        for a in range(r):
-            c[a] += m * u[a]
-            for e in range(a, r):  # upper triangle; mirrored below
-                B[a, e] += u[a] * u[e]
-    mirror_upper(B)
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")

@@ -54,7 +54,7 @@ def _normal_equations_upper(F, cols, values, x_fixed, Y_fixed, A, b):
 
     ``F[cols]`` is first gathered into a ``(k, d)`` copy, so that every entry of ``A`` and ``b``
     is a dot product of contiguous vectors (about three times faster than the rank-one updates
-    of :func:`fedmc.kernels.row_normal_equations`).
+    of :func:`fedmc.kernels.normal_equations`).
     """
     k = F.shape[1]
     d = cols.shape[0]

@@ -47,7 +47,7 @@ from pydantic import Field
 from fedmc.algorithms.base import Communication
 from fedmc.algorithms.factor_model import FactorConfig, FactorLayout, FactorModel
 from fedmc.data.federated import FederatedData
-from fedmc.kernels import item_normal_equations, quad_gradient, row_normal_equations
+from fedmc.kernels import item_normal_equations, normal_equations, quad_gradient
 from fedmc.prox import Regularizer, prox_scalar
 
 BYTES = 8  # float64 payload
@@ -90,7 +90,7 @@ def _u_gradient_steps(indptr, indices, values, row0, row1, U, V, n_steps, c, lam
     """``n_steps`` steps ``U_i <- P(U_i - [P_Omega_i(U_i V - M_i) V^T + lam U_i] / c)``.
 
     The gradient of row ``t`` is ``(A_t + lam I) u_t - b_t``
-    (:func:`fedmc.kernels.row_normal_equations`), so rows are stepped one at a time. ``P`` is
+    (:func:`fedmc.kernels.normal_equations`), so rows are stepped one at a time. ``P`` is
     the projection ``proj`` (packed :class:`fedmc.prox.Regularizer` of an indicator kind, or
     ``none``) followed by setting column ``ones_col`` to 1 (when ``>= 0``).
     """
@@ -99,7 +99,7 @@ def _u_gradient_steps(indptr, indices, values, row0, row1, U, V, n_steps, c, lam
     b = np.empty(r)
     g = np.empty(r)
     for t in range(row0, row1):
-        row_normal_equations(indptr, indices, values, t, V, A, b)
+        normal_equations(indptr, indices, values, t, V, A, b)
         u = U[t]
         for _ in range(n_steps):
             quad_gradient(A, b, u, g)

@@ -36,12 +36,11 @@ from fedmc.algorithms.factor_model import FactorConfig, FactorLayout, FactorMode
 from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
 from fedmc.kernels import (
-    column_normal_equations,
     dot,
     fro_norm,
     gram_fro,
+    normal_equations,
     quad_gradient,
-    row_normal_equations,
 )
 from fedmc.prox import RegKind, Regularizer, prox_scalar
 
@@ -90,7 +89,7 @@ def _u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col,
     """(14) for every user row of one client: ``N`` prox-gradient steps with ``W_i`` fixed.
 
     ``f_i`` is a sum over rows, each quadratic in its ``u_t`` with gradient ``A_t u_t - b_t``
-    (:func:`fedmc.kernels.row_normal_equations`), so the ``N`` steps are taken row by row.
+    (:func:`fedmc.kernels.normal_equations`), so the ``N`` steps are taken row by row.
     """
     r = U.shape[1]
     A = np.empty((r, r))
@@ -98,7 +97,7 @@ def _u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col,
     g = np.empty(r)
     L_client = 0.0 if per_row else gram_fro(Wc)  # ||W_i W_i^T||_F
     for t in range(row0, row1):
-        row_normal_equations(indptr, indices, values, t, Wc, A, b)
+        normal_equations(indptr, indices, values, t, Wc, A, b)
         L = fro_norm(A) if per_row else L_client
         if L == 0.0:  # no curvature and a zero gradient: the step is the prox of R_i alone
             L = 1e-300
@@ -118,7 +117,7 @@ def _w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_i
 
     The client's ratings come grouped by item (groups ``g0:g1`` of an
     :class:`~fedmc.data.federated.ItemMajor` layout). Column ``j``'s gradient is
-    ``B_j w_j - c_j`` (:func:`fedmc.kernels.column_normal_equations`), and for fixed ``B_j``
+    ``B_j w_j - c_j`` (:func:`fedmc.kernels.normal_equations`), and for fixed ``B_j``
     each step of (15) is the affine map ``w <- M w + k`` with
     ``M = (a I - B_j / p) / (a + beta)``, ``k = (beta v_j + c_j / p - y_j) / (a + beta)``.
     Columns the client did not rate have a zero gradient: their ``N`` steps are
@@ -138,7 +137,7 @@ def _w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_i
         j = g_item[g]
         _relax_unrated(Wc, Yc, V, next_j, j, c_n, beta)
         next_j = j + 1
-        column_normal_equations(g_ptr, g_row, g_vals, g, U, B, cv)
+        normal_equations(g_ptr, g_row, g_vals, g, U, B, cv)
         a = fro_norm(B) / p if per_row else a_client
         inv = 1.0 / (a + beta)
         for e in range(r):
