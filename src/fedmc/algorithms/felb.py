@@ -49,6 +49,16 @@ class FelbConfig(AlgorithmConfig):
     lam_max: float = Field(1e20, gt=0, description="cap on lambda_t (float64 range)")
     beta: float = Field(0.001, ge=0, lt=1, description="iPALM inertia")
     gamma: float = Field(1.0, ge=0, description="weight of the proximity penalty P (spec A2)")
+    sharpen: float = Field(
+        1.0,
+        ge=0,
+        description="c: fit the target (1+2c) A - c (zeros at -c, ones at 1+c); on binary "
+        "factors the loss is then c^2 nm + (1+2c) Hamming for every c; 0: the paper's "
+        "least squares (docs/felb.md)",
+    )
+    sharpen_after: int = Field(
+        10, ge=0, description="syncs of plain least squares (c = 0) before sharpen applies"
+    )
     local_steps: int = Field(10, ge=1, description="b: local steps between synchronizations")
     server_step: Literal["one", "inverse_clients"] = Field(
         "one", description="eta of the server prox: 1 (Alg. 1) or 1/C (exact Eq. 10) (spec A3)"
@@ -191,15 +201,41 @@ class Felb(FederatedAlgorithm):
         # --- U block: grad_U f = U~ (V V^T) - A V^T
         U_tilde = self._extrapolate(U, U_prev)
         VVt = V @ V.transpose(0, 2, 1)
-        U_step, eta = self._gradient_step(U_tilde, U_tilde @ VVt, blocks.AVt(V), VVt)
+        B, B_neg = self._AVt(blocks, V)
+        U_step, eta = self._gradient_step(U_tilde, U_tilde @ VVt + B_neg, B, VVt)
         U_new = prox_elb(U_step, eta * cfg.kappa, eta * lam_t, cfg.clamp) * blocks.mask
         # --- V block with the new U: grad_V f = (U^T U) V~ - U^T A
         V_tilde = self._extrapolate(V, V_prev)
         UtU = U_new.transpose(0, 2, 1) @ U_new
-        V_step, eta = self._gradient_step(V_tilde, UtU @ V_tilde, blocks.UtA(U_new), UtU)
+        B, B_neg = self._UtA(blocks, U_new)
+        V_step, eta = self._gradient_step(V_tilde, UtU @ V_tilde + B_neg, B, UtU)
         V_new = prox_elb(V_step, eta * cfg.kappa, eta * lam_t, cfg.clamp)
         V_new = prox_proximity(V_new, self.V_hat_, eta * gamma)
         return U_new, U, V_new, V
+
+    def sharpen_t(self) -> float:
+        """Current ``c``: ``sharpen`` from sync ``sharpen_after`` on, 0 before."""
+        cfg = self.config
+        return cfg.sharpen if self.syncs_ >= cfg.sharpen_after else 0.0
+
+    def _AVt(self, blocks: ClientBlocks, V: np.ndarray) -> tuple[np.ndarray, np.ndarray | float]:
+        """``T_i V^T = P - N`` for the target ``T_i = (1+2c) A_i - c 1 1^T`` (``c = sharpen``).
+
+        Returns the nonnegative parts ``P = (1+2c) A_i V^T`` and ``N = c 1 1^T V^T`` (``c``
+        times the row sums of ``V`` on real rows; 0 when ``c = 0``), so the data stay sparse
+        and Felb-MU can put ``N`` in its denominator.
+        """
+        c = self.sharpen_t()
+        if c == 0.0:
+            return blocks.AVt(V), 0.0
+        return (1.0 + 2.0 * c) * blocks.AVt(V), c * V.sum(axis=2)[:, None, :] * blocks.mask
+
+    def _UtA(self, blocks: ClientBlocks, U: np.ndarray) -> tuple[np.ndarray, np.ndarray | float]:
+        """``U^T T_i = P - N`` as :meth:`_AVt`: ``P = (1+2c) U^T A_i``, ``N = c U^T 1 1^T``."""
+        c = self.sharpen_t()
+        if c == 0.0:
+            return blocks.UtA(U), 0.0
+        return (1.0 + 2.0 * c) * blocks.UtA(U), c * U.sum(axis=1)[:, :, None]
 
     def _extrapolate(self, X: np.ndarray, X_prev: np.ndarray) -> np.ndarray:
         """iPALM inertia ``X + beta (X - X_prev)`` (``X_prev``: the previous iterate)."""

@@ -96,6 +96,7 @@ def local_factors(
             rate_counter="local_step",
             beta=0.01,
             gamma=0.0,
+            sharpen=0.0,
             init="independent",
             local_steps=elbmf_steps,
         )
