@@ -5,10 +5,12 @@ Usage (one experiment per sub-command; every table is printed as Markdown and, w
 
     python benchmarks/bench_felb.py noise --trials 10 --noise 0.1
     python benchmarks/bench_felb.py noise --trials 3 --noise 0 0.1 0.2 0.3 0.4
-    python benchmarks/bench_felb.py real
+    python benchmarks/bench_felb.py real          # retail: its 2,000 most frequent items
+    python benchmarks/bench_felb.py real --sets retail --top-items 16470   # full width (slow)
     python benchmarks/bench_felb.py dp --trials 3
     python benchmarks/bench_felb.py scale
     python benchmarks/bench_felb.py noise --set rate_counter=local_step clamp=nonneg
+    python benchmarks/bench_felb.py noise --set sharpen=0   # the paper's least squares
 
 Set ``OPENBLAS_NUM_THREADS=1`` on a shared machine so that timings are per core.
 """

@@ -274,3 +274,13 @@ def test_aggregated_bmf_reports_metrics():
     assert set(out["or"]) == {"rmsd", "rmsd_sum", "f1", "f1_signal"}
     elb = aggregated_bmf(d, 2, "elbmf", ("majority",), elbmf_steps=50)
     assert 0.0 <= elb["majority"]["f1"] <= 1.0
+
+
+def test_top_items_keeps_the_most_frequent_columns_in_order():
+    A = np.array([[1, 0, 1, 1], [0, 0, 1, 1], [1, 1, 0, 1], [0, 0, 0, 1]], dtype=np.uint8)
+    data = BooleanFederatedData.build(A, 2, seed=0)
+    top = data.top_items(2)  # column counts 2, 1, 2, 4: keep columns 0 and 3 (tie by id)
+    assert top.shape == (4, 2)
+    np.testing.assert_array_equal(top.A.toarray(), data.A.toarray()[:, [0, 3]])
+    np.testing.assert_array_equal(top.client_ptr, data.client_ptr)
+    assert data.top_items(4) is data
