@@ -63,49 +63,6 @@ def normal_equations(
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def item_normal_equations(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    values: np.ndarray,
-    row0: int,
-    row1: int,
-    U: np.ndarray,
-    n_items: int,
-):
-    """Per item rated in rows ``row0:row1``: ``B_j = sum_t U[t] U[t]^T``, ``c_j = sum_t m_tj U[t]``.
-
-    Column ``j`` of ``U^T P_Omega(U W - M)`` (the gradient in (15)) is ``B_j w_j - c_j``.
-
-    Returns
-    -------
-    cols, slot, B, c
-        ``cols``: the rated items (sorted); ``slot[j]``: position of item ``j`` in ``cols``
-        (-1 if unrated); ``B``: ``(len(cols), r, r)``; ``c``: ``(len(cols), r)``.
-    """
-    r = U.shape[1]
-    slot = np.full(n_items, -1, dtype=np.int64)
-    for q in range(indptr[row0], indptr[row1]):
-        slot[indices[q]] = 0
-    cols = np.flatnonzero(slot == 0)
-    for k in range(cols.shape[0]):
-        slot[cols[k]] = k
-    B = np.zeros((cols.shape[0], r, r))
-    c = np.zeros((cols.shape[0], r))
-    for t in range(row0, row1):
-        u = U[t]
-        for q in range(indptr[t], indptr[t + 1]):
-            k = slot[indices[q]]
-            m = values[q]
-            for a in range(r):
-                c[k, a] += m * u[a]
-                for e in range(a, r):  # upper triangle; mirrored below
-                    B[k, a, e] += u[a] * u[e]
-    for k in range(cols.shape[0]):
-        mirror_upper(B[k])
-    return cols, slot, B, c
-
-
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
 def gram_fro(X: np.ndarray) -> float:
     """``|| X^T X ||_F`` of a ``(k, r)`` array, without forming anything larger than ``r x r``."""
     r = X.shape[1]

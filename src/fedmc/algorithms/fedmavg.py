@@ -47,7 +47,7 @@ from pydantic import Field
 from fedmc.algorithms.base import Communication
 from fedmc.algorithms.factor_model import FactorConfig, FactorLayout, FactorModel
 from fedmc.data.federated import FederatedData
-from fedmc.kernels import item_normal_equations, normal_equations, quad_gradient
+from fedmc.kernels import normal_equations, quad_gradient
 from fedmc.prox import Regularizer, prox_scalar
 
 BYTES = 8  # float64 payload
@@ -110,34 +110,38 @@ def _u_gradient_steps(indptr, indices, values, row0, row1, U, V, n_steps, c, lam
 
 
 @numba.njit(cache=True)
-def _w_gradient_steps(indptr, indices, values, row0, row1, U, V, n_steps, f_scale, gamma,
-                      gamma2, shift, W):
+def _w_gradient_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, V, n_steps, f_scale,
+                      gamma, gamma2, shift, W):
     """``W = V``, then ``n_steps`` steps ``W <- W - [f_scale U_i^T P_Omega_i(U_i W - M_i)
     + gamma W] / d`` with ``d = gamma2 (lambda_max(U_i^T U_i) + shift)``.
 
-    Column ``j``'s data gradient is ``B_j w_j - c_j``
-    (:func:`fedmc.kernels.item_normal_equations`); a column the client did not rate only
-    shrinks, ``w <- (1 - gamma/d)^n_steps w``, applied in closed form. If ``d = 0`` (``U_i = 0``
-    and ``shift = 0``) the step is undefined and ``W`` stays ``V``.
+    The client's ratings come grouped by item (groups ``g0:g1`` of
+    :class:`~fedmc.data.federated.ItemMajor`); column ``j``'s data gradient is
+    ``B_j w_j - c_j`` (:func:`fedmc.kernels.normal_equations`). A column the client did not
+    rate only shrinks, ``w <- (1 - gamma/d)^n_steps w``, applied in closed form. If ``d = 0``
+    (``U_i = 0`` and ``shift = 0``) the step is undefined and ``W`` stays ``V``.
     """
     n, r = V.shape
     W[:] = V
     d = gamma2 * (gram_lambda_max(U[row0:row1]) + shift)
     if d <= 0.0:
         return
-    cols, slot, B, cvec = item_normal_equations(indptr, indices, values, row0, row1, U, n)
+    rho = (1.0 - gamma / d) ** n_steps
+    B = np.empty((r, r))
+    cv = np.empty(r)
     g = np.empty(r)
-    for k in range(cols.shape[0]):
-        w = W[cols[k]]
+    next_j = 0
+    for k in range(g0, g1):
+        j = g_item[k]
+        W[next_j:j] *= rho
+        next_j = j + 1
+        normal_equations(g_ptr, g_row, g_vals, k, U, B, cv)
+        w = W[j]
         for _ in range(n_steps):
-            quad_gradient(B[k], cvec[k], w, g)
+            quad_gradient(B, cv, w, g)
             for e in range(r):
                 w[e] -= (f_scale * g[e] + gamma * w[e]) / d
-    rho = (1.0 - gamma / d) ** n_steps
-    for j in range(n):
-        if slot[j] < 0:
-            for e in range(r):
-                W[j, e] *= rho
+    W[next_j:n] *= rho
 
 
 @numba.njit(cache=True, parallel=True)
@@ -151,14 +155,16 @@ def _u_updates(clients, client_ptr, indptr, indices, values, U, V, n_steps, c, l
 
 
 @numba.njit(cache=True, parallel=True)
-def _w_updates(clients, client_ptr, indptr, indices, values, U, V, n_steps, f_scale, gamma,
-               gamma2, shift, W_out):
+def _w_updates(clients, client_ptr, cols, U, V, n_steps, f_scale, gamma, gamma2, shift, W_out):
     """:func:`_w_gradient_steps` for every client of ``clients`` into ``W_out[s]``, in
-    parallel over clients."""
+    parallel over clients; ``cols`` is the item-major layout ``(client_ptr, item, ptr, row,
+    values)`` of the training ratings."""
+    g_client, g_item, g_ptr, g_row, g_vals = cols
     for s in numba.prange(clients.shape[0]):
         i = clients[s]
-        _w_gradient_steps(indptr, indices, values, client_ptr[i], client_ptr[i + 1], U, V,
-                          n_steps, f_scale, gamma, gamma2, shift, W_out[s])
+        _w_gradient_steps(g_client[i], g_client[i + 1], g_item, g_ptr, g_row, g_vals,
+                          client_ptr[i], client_ptr[i + 1], U, V, n_steps, f_scale, gamma,
+                          gamma2, shift, W_out[s])
 
 
 # ----------------------------------------------------------------------------- both sides
@@ -208,8 +214,10 @@ class ModelAveragingClients:
             _u_updates(u_clients, self.data.client_ptr, tr.indptr, tr.indices, tr.values,
                        self.U, V, q1, c, cfg.lam, self.proj, self.layout.ones_col_u)
         W_out = np.empty((len(w_clients), *V.shape))
-        _w_updates(w_clients, self.data.client_ptr, tr.indptr, tr.indices, tr.values, self.U,
-                   V, q2, self.f_scale, cfg.gamma, cfg.gamma2, self.shift, W_out)
+        im = self.data.item_major
+        _w_updates(w_clients, self.data.client_ptr,
+                   (im.client_ptr, im.item, im.ptr, im.row, im.values), self.U, V, q2,
+                   self.f_scale, cfg.gamma, cfg.gamma2, self.shift, W_out)
         return W_out
 
 
