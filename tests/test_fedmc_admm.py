@@ -8,6 +8,7 @@ import pytest
 from scipy.optimize import minimize, minimize_scalar
 
 from fedmc.algorithms.fedmc_admm import FedMCADMM, Upload, _u_steps, _w_steps
+from fedmc.kernels import rank_token
 from fedmc.prox import Regularizer
 from tests.conftest import tiny_federated
 
@@ -48,7 +49,8 @@ def test_u_step_solves_subproblem_14(kind):
     reg = Regularizer(kind, 0.3)
     U = U0.copy()
     tr = data.train
-    _u_steps(tr.indptr, tr.indices, tr.values, 0, 6, U, Wc, 1, reg.params, -1, False)
+    _u_steps(tr.indptr, tr.indices, tr.values, 0, 6, U, Wc, 1, reg.params, -1, False,
+             rank_token(r))
     # (14) with W = Wc^T: <grad, U> + L/2 ||U - U0||^2 + R(U), L = ||W W^T||_F
     G = (mask * (U0 @ Wc.T - M)) @ Wc
     L = np.linalg.norm(Wc.T @ Wc)
@@ -72,7 +74,7 @@ def test_w_step_solves_subproblem_15(per_row):
     W = W0.copy()
     im = data.item_major
     _w_steps(im.client_ptr[0], im.client_ptr[1], im.item, im.ptr, im.row, im.values, 0, 6, U, W,
-             Y, V, 1, beta, p, per_row)
+             Y, V, 1, beta, p, per_row, rank_token(r))
     grad = (U.T @ (mask * (U @ W0.T - M))).T  # (n, r)
     if per_row:  # one Lipschitz constant per item column
         Lcol = np.array([np.linalg.norm(U[mask[:, j]].T @ U[mask[:, j]]) for j in range(5)])

@@ -32,7 +32,6 @@ from pydantic import Field
 from fedmc.algorithms.base import Communication
 from fedmc.algorithms.factor_model import FactorConfig, FactorModel
 from fedmc.data.federated import CSR, FederatedData
-from fedmc.kernels import dot
 from fedmc.prox import Regularizer
 
 
@@ -65,7 +64,10 @@ def _normal_equations_upper(F, cols, values, x_fixed, Y_fixed, A, b):
         f = F[j]
         for a in range(k):
             G[a, q] = f[a]
-        y[q] = values[q] - dot(x_fixed, Y_fixed[j])
+        y_q = values[q]
+        for a in range(x_fixed.shape[0]):
+            y_q -= x_fixed[a] * Y_fixed[j, a]
+        y[q] = y_q
     for a in range(k):
         ga = G[a]
         s = 0.0

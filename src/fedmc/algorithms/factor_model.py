@@ -19,7 +19,7 @@ import numpy as np
 from fedmc.algorithms.base import AlgorithmConfig, FederatedAlgorithm
 from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
-from fedmc.kernels import predict_pairs, residual_sums
+from fedmc.kernels import predict_pairs, rank_token, residual_sums
 from fedmc.prox import Regularizer
 
 
@@ -128,7 +128,7 @@ class FactorModel(FederatedAlgorithm):
         """
         norm = data.normalizer
         lo, hi = self._clip_range(data)
-        args = (self.U_, self.V_, norm.mean, norm.scale, lo, hi)
+        args = (self.U_, self.V_, norm.mean, norm.scale, lo, hi, rank_token(self.U_.shape[1]))
         sse_z_tr, sse_tr, _ = residual_sums(
             data.train.indptr, data.train.indices, data.train.values, *args
         )
@@ -167,6 +167,7 @@ class FactorModel(FederatedAlgorithm):
             np.asarray(items, dtype=np.int64),
             self.U_,
             self.V_,
+            rank_token(self.U_.shape[1]),
         )
         lo, hi = self._clip_range(data)
         return np.clip(data.normalizer.inverse(z), lo, hi)

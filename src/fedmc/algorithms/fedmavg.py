@@ -47,7 +47,13 @@ from pydantic import Field
 from fedmc.algorithms.base import Communication
 from fedmc.algorithms.factor_model import FactorConfig, FactorLayout, FactorModel
 from fedmc.data.federated import FederatedData
-from fedmc.kernels import normal_equations, quad_gradient
+from fedmc.kernels import (
+    normal_equations,
+    quad_gradient,
+    rank_token,
+    scratch_matrix,
+    scratch_vector,
+)
 from fedmc.prox import Regularizer, prox_scalar
 
 BYTES = 8  # float64 payload
@@ -86,7 +92,8 @@ def gram_lambda_max(X: np.ndarray) -> float:
 
 
 @numba.njit(cache=True)
-def _u_gradient_steps(indptr, indices, values, row0, row1, U, V, n_steps, c, lam, proj, ones_col):
+def _u_gradient_steps(indptr, indices, values, row0, row1, U, V, n_steps, c, lam, proj, ones_col,
+                      token):
     """``n_steps`` steps ``U_i <- P(U_i - [P_Omega_i(U_i V - M_i) V^T + lam U_i] / c)``.
 
     The gradient of row ``t`` is ``(A_t + lam I) u_t - b_t``
@@ -94,15 +101,15 @@ def _u_gradient_steps(indptr, indices, values, row0, row1, U, V, n_steps, c, lam
     the projection ``proj`` (packed :class:`fedmc.prox.Regularizer` of an indicator kind, or
     ``none``) followed by setting column ``ones_col`` to 1 (when ``>= 0``).
     """
-    r = U.shape[1]
-    A = np.empty((r, r))
-    b = np.empty(r)
-    g = np.empty(r)
+    r = len(token)
+    A = scratch_matrix(token)
+    b = scratch_vector(token)
+    g = scratch_vector(token)
     for t in range(row0, row1):
-        normal_equations(indptr, indices, values, t, V, A, b)
+        normal_equations(indptr, indices, values, t, V, A, b, token)
         u = U[t]
         for _ in range(n_steps):
-            quad_gradient(A, b, u, g)
+            quad_gradient(A, b, u, g, token)
             for a in range(r):
                 u[a] = prox_scalar(u[a] - (g[a] + lam * u[a]) / c, 0.0, proj)
             if ones_col >= 0:
@@ -111,7 +118,7 @@ def _u_gradient_steps(indptr, indices, values, row0, row1, U, V, n_steps, c, lam
 
 @numba.njit(cache=True)
 def _w_gradient_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, V, n_steps, f_scale,
-                      gamma, gamma2, shift, W):
+                      gamma, gamma2, shift, W, token):
     """``W = V``, then ``n_steps`` steps ``W <- W - [f_scale U_i^T P_Omega_i(U_i W - M_i)
     + gamma W] / d`` with ``d = gamma2 (lambda_max(U_i^T U_i) + shift)``.
 
@@ -121,24 +128,25 @@ def _w_gradient_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, V, n_
     rate only shrinks, ``w <- (1 - gamma/d)^n_steps w``, applied in closed form. If ``d = 0``
     (``U_i = 0`` and ``shift = 0``) the step is undefined and ``W`` stays ``V``.
     """
-    n, r = V.shape
+    n = V.shape[0]
+    r = len(token)
     W[:] = V
     d = gamma2 * (gram_lambda_max(U[row0:row1]) + shift)
     if d <= 0.0:
         return
     rho = (1.0 - gamma / d) ** n_steps
-    B = np.empty((r, r))
-    cv = np.empty(r)
-    g = np.empty(r)
+    B = scratch_matrix(token)
+    cv = scratch_vector(token)
+    g = scratch_vector(token)
     next_j = 0
     for k in range(g0, g1):
         j = g_item[k]
         W[next_j:j] *= rho
         next_j = j + 1
-        normal_equations(g_ptr, g_row, g_vals, k, U, B, cv)
+        normal_equations(g_ptr, g_row, g_vals, k, U, B, cv, token)
         w = W[j]
         for _ in range(n_steps):
-            quad_gradient(B, cv, w, g)
+            quad_gradient(B, cv, w, g, token)
             for e in range(r):
                 w[e] -= (f_scale * g[e] + gamma * w[e]) / d
     W[next_j:n] *= rho
@@ -146,16 +154,17 @@ def _w_gradient_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, V, n_
 
 @numba.njit(cache=True, parallel=True)
 def _u_updates(clients, client_ptr, indptr, indices, values, U, V, n_steps, c, lam, proj,
-               ones_col):
+               ones_col, token):
     """:func:`_u_gradient_steps` for every client of ``clients``, in parallel over clients."""
     for s in numba.prange(clients.shape[0]):
         i = clients[s]
         _u_gradient_steps(indptr, indices, values, client_ptr[i], client_ptr[i + 1], U, V,
-                          n_steps, c, lam, proj, ones_col)
+                          n_steps, c, lam, proj, ones_col, token)
 
 
 @numba.njit(cache=True, parallel=True)
-def _w_updates(clients, client_ptr, cols, U, V, n_steps, f_scale, gamma, gamma2, shift, W_out):
+def _w_updates(clients, client_ptr, cols, U, V, n_steps, f_scale, gamma, gamma2, shift, W_out,
+               token):
     """:func:`_w_gradient_steps` for every client of ``clients`` into ``W_out[s]``, in
     parallel over clients; ``cols`` is the item-major layout ``(client_ptr, item, ptr, row,
     values)`` of the training ratings."""
@@ -164,7 +173,7 @@ def _w_updates(clients, client_ptr, cols, U, V, n_steps, f_scale, gamma, gamma2,
         i = clients[s]
         _w_gradient_steps(g_client[i], g_client[i + 1], g_item, g_ptr, g_row, g_vals,
                           client_ptr[i], client_ptr[i + 1], U, V, n_steps, f_scale, gamma,
-                          gamma2, shift, W_out[s])
+                          gamma2, shift, W_out[s], token)
 
 
 # ----------------------------------------------------------------------------- both sides
@@ -210,14 +219,15 @@ class ModelAveragingClients:
         tr = self.data.train
         cfg = self.cfg
         c = self.step_c(V)
+        token = rank_token(V.shape[1])
         if c > 0.0:  # c = 0 only if V = 0 and lambda = 0: a zero gradient, nothing to do
             _u_updates(u_clients, self.data.client_ptr, tr.indptr, tr.indices, tr.values,
-                       self.U, V, q1, c, cfg.lam, self.proj, self.layout.ones_col_u)
+                       self.U, V, q1, c, cfg.lam, self.proj, self.layout.ones_col_u, token)
         W_out = np.empty((len(w_clients), *V.shape))
         im = self.data.item_major
         _w_updates(w_clients, self.data.client_ptr,
                    (im.client_ptr, im.item, im.ptr, im.row, im.values), self.U, V, q2,
-                   self.f_scale, cfg.gamma, cfg.gamma2, self.shift, W_out)
+                   self.f_scale, cfg.gamma, cfg.gamma2, self.shift, W_out, token)
         return W_out
 
 

@@ -41,6 +41,9 @@ from fedmc.kernels import (
     gram_fro,
     normal_equations,
     quad_gradient,
+    rank_token,
+    scratch_matrix,
+    scratch_vector,
 )
 from fedmc.prox import RegKind, Regularizer, prox_scalar
 
@@ -85,34 +88,38 @@ class FedMCADMMConfig(FactorConfig):
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def _u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col, per_row):
+def _u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col, per_row, token):
     """(14) for every user row of one client: ``N`` prox-gradient steps with ``W_i`` fixed.
 
     ``f_i`` is a sum over rows, each quadratic in its ``u_t`` with gradient ``A_t u_t - b_t``
     (:func:`fedmc.kernels.normal_equations`), so the ``N`` steps are taken row by row.
     """
-    r = U.shape[1]
-    A = np.empty((r, r))
-    b = np.empty(r)
-    g = np.empty(r)
-    L_client = 0.0 if per_row else gram_fro(Wc)  # ||W_i W_i^T||_F
+    r = len(token)
+    A = scratch_matrix(token)
+    b = scratch_vector(token)
+    g = scratch_vector(token)
+    u = scratch_vector(token)
+    L_client = 0.0 if per_row else gram_fro(Wc, token)  # ||W_i W_i^T||_F
     for t in range(row0, row1):
-        normal_equations(indptr, indices, values, t, Wc, A, b)
-        L = fro_norm(A) if per_row else L_client
+        normal_equations(indptr, indices, values, t, Wc, A, b, token)
+        L = fro_norm(A, token) if per_row else L_client
         if L == 0.0:  # no curvature and a zero gradient: the step is the prox of R_i alone
             L = 1e-300
-        u = U[t]
+        for a in range(r):
+            u[a] = U[t, a]
         for _ in range(n_inner):
-            quad_gradient(A, b, u, g)
+            quad_gradient(A, b, u, g, token)
             for a in range(r):
                 u[a] = prox_scalar(u[a] - g[a] / L, 1.0 / L, reg)
             if ones_col >= 0:
                 u[ones_col] = 1.0
+        for a in range(r):
+            U[t, a] = u[a]
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
 def _w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_inner, beta, p,
-             per_row):
+             per_row, token):
     """(15): ``N`` linearized steps on ``W_i`` with ``U_i^{k+1}`` fixed.
 
     The client's ratings come grouped by item (groups ``g0:g1`` of an
@@ -124,35 +131,40 @@ def _w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_i
     ``w <- c w + (1 - c)(v - y / beta)``, ``c = a / (a + beta)``, applied in closed form. The
     cost is that of the client's ratings plus one pass over the ``n`` items.
     """
-    n, r = Wc.shape
-    a_client = 0.0 if per_row else gram_fro(U[row0:row1]) / p  # ||U_i^T U_i||_F / p
+    n = Wc.shape[0]
+    r = len(token)
+    a_client = 0.0 if per_row else gram_fro(U[row0:row1], token) / p  # ||U_i^T U_i||_F / p
     c_n = (a_client / (a_client + beta)) ** n_inner  # 0 in per-row mode (no curvature)
-    B = np.empty((r, r))
-    cv = np.empty(r)
-    M = np.empty((r, r))
-    kv = np.empty(r)
-    w_new = np.empty(r)
+    B = scratch_matrix(token)
+    cv = scratch_vector(token)
+    M = scratch_matrix(token)
+    kv = scratch_vector(token)
+    w = scratch_vector(token)
+    w_new = scratch_vector(token)
     next_j = 0
     for g in range(g0, g1):
         j = g_item[g]
         _relax_unrated(Wc, Yc, V, next_j, j, c_n, beta)
         next_j = j + 1
-        normal_equations(g_ptr, g_row, g_vals, g, U, B, cv)
-        a = fro_norm(B) / p if per_row else a_client
+        normal_equations(g_ptr, g_row, g_vals, g, U, B, cv, token)
+        a = fro_norm(B, token) / p if per_row else a_client
         inv = 1.0 / (a + beta)
         for e in range(r):
             for f in range(r):
                 M[e, f] = -B[e, f] / p * inv
             M[e, e] += a * inv
             kv[e] = (beta * V[j, e] + cv[e] / p - Yc[j, e]) * inv
-        w = Wc[j]
+            w[e] = Wc[j, e]
         for _ in range(n_inner):
             for e in range(r):
                 acc = kv[e]
                 for f in range(r):
                     acc += M[e, f] * w[f]
                 w_new[e] = acc
-            w[:] = w_new
+            for e in range(r):
+                w[e] = w_new[e]
+        for e in range(r):
+            Wc[j, e] = w[e]
     _relax_unrated(Wc, Yc, V, next_j, n, c_n, beta)
 
 
@@ -167,7 +179,7 @@ def _relax_unrated(Wc, Yc, V, j0, j1, c_n, beta):
 @numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def _local_updates(
     clients, client_ptr, indptr, indices, values, cols, U, W, Y, V, n_inner, beta, reg,
-    ones_col, per_row,
+    ones_col, per_row, token,
 ):
     """Steps 4(a)-(c) of Algorithm 1 for every sampled client, in parallel over clients.
 
@@ -181,22 +193,24 @@ def _local_updates(
         c = clients[s]
         row0 = client_ptr[c]
         row1 = client_ptr[c + 1]
-        _u_steps(indptr, indices, values, row0, row1, U, W[c], n_inner, reg, ones_col, per_row)
+        _u_steps(indptr, indices, values, row0, row1, U, W[c], n_inner, reg, ones_col, per_row,
+                 token)
         _w_steps(g_client[c], g_client[c + 1], g_item, g_ptr, g_row, g_vals, row0, row1, U,
-                 W[c], Y[c], V, n_inner, beta, p, per_row)
+                 W[c], Y[c], V, n_inner, beta, p, per_row, token)
         for j in range(n):  # (13)
             for k in range(r):
                 Y[c, j, k] += beta * (W[c, j, k] - V[j, k])
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def _initial_duals(client_ptr, indptr, indices, values, U, W, Y, scale):
+def _initial_duals(client_ptr, indptr, indices, values, U, W, Y, scale, token):
     """``Y_i^0 = -scale * grad_V f_i(U_i^0, W_i^0)`` for every client (input of Algorithm 1).
 
     ``grad_V f_i`` is accumulated from the residuals, ``sum_t (u_t . w_j - m_tj) u_t``: one
     pass at ``O(r)`` per rating.
     """
-    p, n, r = W.shape
+    p = W.shape[0]
+    r = len(token)
     for c in range(p):  # once per run; a serial loop compiles much faster than a prange
         Wc = W[c]
         Yc = Y[c]
@@ -204,7 +218,7 @@ def _initial_duals(client_ptr, indptr, indices, values, U, W, Y, scale):
             u = U[t]
             for q in range(indptr[t], indptr[t + 1]):
                 j = indices[q]
-                res = dot(u, Wc[j]) - values[q]
+                res = dot(u, Wc[j], token) - values[q]
                 for e in range(r):
                     Yc[j, e] -= scale * res * u[e]
 
@@ -229,7 +243,7 @@ class FedMCADMMClients:
             tr = data.train
             _initial_duals(
                 data.client_ptr, tr.indptr, tr.indices, tr.values, U, self.W, self.Y,
-                1.0 / data.n_items,
+                1.0 / data.n_items, rank_token(U.shape[1]),
             )
 
     def initial_upload(self) -> np.ndarray:
@@ -245,7 +259,7 @@ class FedMCADMMClients:
             clients, self.data.client_ptr, tr.indptr, tr.indices, tr.values,
             (im.client_ptr, im.item, im.ptr, im.row, im.values), self.U, self.W, self.Y, V,
             cfg.inner, cfg.beta, self.reg_u.params, self.layout.ones_col_u,
-            cfg.steps == "per-row",
+            cfg.steps == "per-row", rank_token(self.U.shape[1]),
         )
         return Upload(clients, self.W, self.Y)
 

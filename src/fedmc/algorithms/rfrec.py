@@ -55,7 +55,7 @@ from pydantic import Field, model_validator
 from fedmc.algorithms.base import Communication
 from fedmc.algorithms.factor_model import FactorConfig, FactorLayout, FactorModel
 from fedmc.data.federated import FederatedData
-from fedmc.kernels import dot, residual_sums
+from fedmc.kernels import dot, rank_token, residual_sums
 from fedmc.privacy import LaplaceMechanism
 from fedmc.prox import Regularizer
 
@@ -125,7 +125,7 @@ def _descend(X, M, S, k, a, g, alpha, adam, hyper):
 @numba.njit(cache=True, parallel=True)
 def _gradient_step(
     client_ptr, indptr, rating_slot, values, slot_ptr, slot_item, U, V_loc, V_bar, alpha,
-    lam_u, lam, adam, hyper_u, hyper_v, M_u, S_u, M_v, S_v,
+    lam_u, lam, adam, hyper_u, hyper_v, M_u, S_u, M_v, S_v, token,
 ):
     """``x_i <- x_i - alpha (grad f_i(x_i) + lam (V_(i) - V̄))`` on rated columns, all clients.
 
@@ -135,7 +135,7 @@ def _gradient_step(
     ``adam`` the gradient feeds an Adam step instead (the notebooks' optimizer, an option).
     """
     n_clients = client_ptr.shape[0] - 1
-    d = U.shape[1]
+    d = len(token)
     for c in numba.prange(n_clients):
         row0 = client_ptr[c]
         s0 = slot_ptr[c]
@@ -146,7 +146,7 @@ def _gradient_step(
             for q in range(indptr[t], indptr[t + 1]):
                 s = rating_slot[q]
                 v = V_loc[s]
-                e = values[q] - dot(u, v)
+                e = values[q] - dot(u, v, token)
                 for a in range(d):
                     g_u[t - row0, a] -= 2.0 * e * v[a]
                     g_v[s - s0, a] -= 2.0 * e * u[a]
@@ -269,7 +269,7 @@ class RFRecClients:
         _gradient_step(
             self.data.client_ptr, tr.indptr, self.rating_slot, tr.values, self.slot_ptr,
             self.slot_item, self.U, self.V_loc, V_bar, alpha, lam_u, lam, self.adam,
-            self._hyper(self.t_u), hyper_v, *self.moments,
+            self._hyper(self.t_u), hyper_v, *self.moments, rank_token(self.U.shape[1]),
         )
         self._step_Z(lam * (self.Z - V_bar), alpha, hyper_v)
 
@@ -316,7 +316,7 @@ class RFRecClients:
         """``F(x) = f(x) + lambda psi(x)`` of problem (5) on the local models."""
         tr = self.data.train
         sse = residual_sums(tr.indptr, self.rating_slot, tr.values, self.U, self.V_loc,
-                            0.0, 1.0, -np.inf, np.inf)[0]
+                            0.0, 1.0, -np.inf, np.inf, rank_token(self.U.shape[1]))[0]
         dev = _slot_deviation_sums(self.slot_item, self.V_loc, self.Z, V_bar)
         psi = 0.5 * (dev + self.data.n_clients * float(np.sum((self.Z - V_bar) ** 2)))
         return sse + lam_u * float(np.sum(self.U**2)) + lam * psi
