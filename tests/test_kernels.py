@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numba
 import numpy as np
 import pytest
@@ -88,3 +92,16 @@ def test_residual_sums_match_numpy(r):
     got = residual_sums(indptr, indices, values, U, V, mean, scale, lo, hi, rank_token(r))
     np.testing.assert_allclose(got, [np.sum((z - values) ** 2), np.sum(e**2), np.sum(abs(e))],
                                rtol=1e-12)
+
+
+def test_scratch_lives_in_the_callers_frame_without_llvm_inlining(tmp_path):
+    """With ``NUMBA_OPT=0`` nothing is inlined by LLVM: scratch arrays must still be valid."""
+    script = (
+        "import numpy as np\n"
+        "from tests.test_kernels import test_normal_equations_match_numpy as t\n"
+        "t(3)\n"
+    )
+    env = {**os.environ, "NUMBA_OPT": "0", "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -32,7 +32,9 @@ def rank_token(r: int) -> tuple[float, ...]:
 def _stack_array_intrinsic(nd: int):
     """An intrinsic ``f(token)``: a C-contiguous ``float64`` array of shape ``(r,) * nd`` on the
     calling frame's stack. It has no owner, so it must not outlive the kernel that made it
-    (never return or store it)."""
+    (never return or store it); that is why :func:`scratch_vector` and :func:`scratch_matrix`
+    are inlined into their caller (``tests/test_kernels.py`` checks it with LLVM's
+    optimizations off, where a call that was not inlined would read a dead frame)."""
 
     def typer(typingctx, token):
         r = token.count
@@ -75,14 +77,14 @@ def scratch_matrix(token: tuple[float, ...]) -> np.ndarray:
     return np.empty((len(token), len(token)))
 
 
-@overload(scratch_vector)
+@overload(scratch_vector, inline="always")
 def _scratch_vector(token):
     if token.count <= STACK_SCRATCH_MAX:
         return lambda token: _stack_vector(token)
     return lambda token: np.empty(len(token))
 
 
-@overload(scratch_matrix)
+@overload(scratch_matrix, inline="always")
 def _scratch_matrix(token):
     if token.count**2 <= STACK_SCRATCH_MAX:
         return lambda token: _stack_matrix(token)
