@@ -105,6 +105,8 @@ def test_bad_files_exit_2_and_write_nothing(monkeypatch, capsys, tmp_path, name)
         (["--beta", "-1"], "beta"),
         (["-P", "nonsense=1"], "nonsense"),
         (["--normalize", "cube"], "normalize"),
+        (["--bogus"], "no such option"),  # usage errors: the parser's own exceptions
+        (["--rank", "abc"], "'--rank'"),
     ],
 )
 def test_bad_settings_exit_2(monkeypatch, capsys, tmp_path, ratings_csv, args, needle):

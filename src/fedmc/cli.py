@@ -236,10 +236,10 @@ def _summary_table(summary: dict, label: str) -> None:
     out.print(table)
 
 
-def _fail(reason: str) -> None:
-    """One line on stderr, exit status 2."""
+def _fail(reason: str, code: int = 2) -> None:
+    """One line on stderr, exit status ``code``."""
     sys.stderr.write("fedmc: error: " + " ".join(reason.split()) + "\n")
-    sys.exit(2)
+    sys.exit(code)
 
 
 def main() -> None:
@@ -259,10 +259,12 @@ def main() -> None:
         err.print("fedmc: interrupted (a run writes its files only when it finishes; an "
                   "experiment keeps finished runs and resumes)", markup=False)
         sys.exit(130)
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+    except Exception as exc:
+        # Usage errors (unknown option, a value of the wrong type) are click's exceptions, which
+        # newer typer releases vendor: recognised by their interface, not their class.
+        message, code = getattr(exc, "format_message", None), getattr(exc, "exit_code", None)
+        if not (callable(message) and isinstance(code, int)):
+            raise
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        _fail(message() + hint, code)
