@@ -189,17 +189,20 @@ def reference_algorithm_1(M, mask, blocks, U0, V0, schedule, *, N, beta, reg_u, 
 
 
 @pytest.mark.parametrize(
-    "opts",
+    ("opts", "rank", "shape"),
     [
-        {"reg_u": "l2", "reg_v": "l2", **PAPER},
-        {"reg_u": "l1", "reg_v": "l1", **PAPER},
-        {"reg_u": "elastic", "reg_v": "nonneg", "dual_init": "zeros", **PAPER},
-        {"reg_u": "l2", "reg_v": "l2", "steps": "per-row", "biases": True},
+        ({"reg_u": "l2", "reg_v": "l2", **PAPER}, 2, (15, 8)),
+        ({"reg_u": "l1", "reg_v": "l1", **PAPER}, 2, (15, 8)),
+        ({"reg_u": "elastic", "reg_v": "nonneg", "dual_init": "zeros", **PAPER}, 2, (15, 8)),
+        ({"reg_u": "l2", "reg_v": "l2", "steps": "per-row", "biases": True}, 2, (15, 8)),
+        # above MAX_UNROLLED_RANK: the kernels' array-token versions
+        ({"reg_u": "l2", "reg_v": "l2", "steps": "per-row", "biases": True}, 66, (80, 72)),
     ],
 )
-def test_batched_engine_equals_per_client_loop(opts):
-    data, M, mask = tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)
-    model = FedMCADMM(rank=2, inner=3, beta=0.8, lam=0.05, gamma=0.02, init_scale=1.0, **opts)
+def test_batched_engine_equals_per_client_loop(opts, rank, shape):
+    data, M, mask = tiny_federated(*shape, p=5, density=0.45, seed=4)
+    model = FedMCADMM(rank=rank, inner=3, beta=0.8, lam=0.05, gamma=0.02, init_scale=1.0,
+                      **opts)
     model.setup(data, np.random.default_rng(11))
     U0, V0 = model.U_.copy(), model.V_.T.copy()
     schedule = [np.array(s) for s in ([0, 3], [1, 2, 4], [3], [0, 1, 2, 3, 4], [2, 4])]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fedmc.kernels import (
-    STACK_SCRATCH_MAX,
+    MAX_UNROLLED_RANK,
     fro_norm,
     gram_fro,
     normal_equations,
@@ -22,7 +22,7 @@ from fedmc.kernels import (
     scratch_vector,
 )
 
-# 1 and 3: tiny; 8: a usual rank; 70: 70^2 > STACK_SCRATCH_MAX, the r x r scratch is on the heap
+# 1 and 3: tiny; 8: a usual rank; 70 > MAX_UNROLLED_RANK: an array token, scratch on the heap
 RANKS = [1, 3, 8, 70]
 
 
@@ -53,7 +53,7 @@ def _group_statistics(ptr, idx, values, X, token):
 
 @pytest.mark.parametrize("r", RANKS)
 def test_normal_equations_match_numpy(r):
-    assert (r * r > STACK_SCRATCH_MAX) == (r == 70)
+    assert isinstance(rank_token(r), tuple) == (r <= MAX_UNROLLED_RANK) == (r != 70)
     rng = np.random.default_rng(r)
     X = rng.normal(size=(9, r))
     ptr = np.array([0, 3, 3, 8, 14])  # one empty group

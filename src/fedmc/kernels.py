@@ -5,12 +5,14 @@ factors ``U`` are ``(m, r)`` and item factors are stored item-major as ``(n, r)`
 transpose of the paper's ``r x n`` matrices ``V`` and ``W_i`` — so that the factor of item ``j``
 is the contiguous row ``W[j]``. All kernels are compiled with ``cache=True``.
 
-Kernels that loop over the rank take a *rank token* (:func:`rank_token`): a tuple of ``r``
-zeros, whose Numba type ``UniTuple(float64, r)`` carries ``r``. Inside, ``r = len(token)`` is
-a compile-time constant, so Numba compiles one version per rank in which LLVM unrolls the
-``r``-loops, and the ``r x r`` scratch arrays of :func:`scratch_matrix` live on the stack (in
-registers for small ``r``) instead of the heap. This halved FedMC-ADMM's round on MovieLens 1M
-(``benchmarks/README.md``); the price is one compilation per rank.
+Kernels that loop over the rank take a *rank token* (:func:`rank_token`): for ``r <= 64`` a
+tuple of ``r`` zeros, whose Numba type ``UniTuple(float64, r)`` carries ``r``. Inside,
+``r = len(token)`` is then a compile-time constant, so Numba compiles one version per rank in
+which LLVM unrolls the ``r``-loops, and the ``r x r`` scratch arrays of :func:`scratch_matrix`
+live on the stack (in registers for small ``r``) instead of the heap. This halved FedMC-ADMM's
+round on MovieLens 1M (``benchmarks/README.md``); the price is one compilation per rank. Larger
+ranks get an array token (one compiled version for all of them, scratch on the heap): Numba's
+parallel loops take tuples of at most 100 items, and such ranks gain little from unrolling.
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-STACK_SCRATCH_MAX = 4096  # scratch arrays up to this many float64 (32 KiB) live on the stack
+MAX_UNROLLED_RANK = 64  # up to this rank the token is a tuple (r x r scratch <= 32 KiB)
+
+RankToken = tuple[float, ...] | np.ndarray
 
 
-def rank_token(r: int) -> tuple[float, ...]:
-    """A tuple of ``r`` zeros: the argument that carries the rank into the kernels' types."""
-    return (0.0,) * r
+def rank_token(r: int) -> RankToken:
+    """The argument that carries the rank ``r`` into the kernels: ``r`` zeros, as a tuple (its
+    type holds ``r``) up to :data:`MAX_UNROLLED_RANK`, as an array above."""
+    return (0.0,) * r if r <= MAX_UNROLLED_RANK else np.zeros(r)
 
 
 def _stack_array_intrinsic(nd: int):
@@ -67,32 +72,32 @@ _stack_vector = _stack_array_intrinsic(1)
 _stack_matrix = _stack_array_intrinsic(2)
 
 
-def scratch_vector(token: tuple[float, ...]) -> np.ndarray:
+def scratch_vector(token: RankToken) -> np.ndarray:
     """An uninitialized length-``r`` ``float64`` work array, on the stack inside kernels."""
     return np.empty(len(token))
 
 
-def scratch_matrix(token: tuple[float, ...]) -> np.ndarray:
+def scratch_matrix(token: RankToken) -> np.ndarray:
     """An uninitialized ``r x r`` ``float64`` work array, on the stack inside kernels."""
     return np.empty((len(token), len(token)))
 
 
 @overload(scratch_vector, inline="always")
 def _scratch_vector(token):
-    if token.count <= STACK_SCRATCH_MAX:
+    if isinstance(token, types.UniTuple):
         return lambda token: _stack_vector(token)
     return lambda token: np.empty(len(token))
 
 
 @overload(scratch_matrix, inline="always")
 def _scratch_matrix(token):
-    if token.count**2 <= STACK_SCRATCH_MAX:
+    if isinstance(token, types.UniTuple):
         return lambda token: _stack_matrix(token)
     return lambda token: np.empty((len(token), len(token)))
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def dot(a: np.ndarray, b: np.ndarray, token: tuple[float, ...]) -> float:
+def dot(a: np.ndarray, b: np.ndarray, token: RankToken) -> float:
     """Inner product of two length-``r`` arrays."""
     s = 0.0
     for k in range(len(token)):
@@ -101,7 +106,7 @@ def dot(a: np.ndarray, b: np.ndarray, token: tuple[float, ...]) -> float:
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def mirror_upper(A: np.ndarray, token: tuple[float, ...]) -> None:
+def mirror_upper(A: np.ndarray, token: RankToken) -> None:
     """Copy the upper triangle of the ``r x r`` array ``A`` onto its lower triangle."""
     for a in range(len(token)):
         for c in range(a):
@@ -117,7 +122,7 @@ def normal_equations(
     X: np.ndarray,
     A: np.ndarray,
     b: np.ndarray,
-    token: tuple[float, ...],
+    token: RankToken,
 ) -> None:
     """``A = sum_q x_q x_q^T`` and ``b = sum_q values[q] x_q``, ``x_q = X[idx[q]]``, q in group g.
 
@@ -145,7 +150,7 @@ def normal_equations(
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def gram_fro(X: np.ndarray, token: tuple[float, ...]) -> float:
+def gram_fro(X: np.ndarray, token: RankToken) -> float:
     """``|| X^T X ||_F`` of a ``(k, r)`` array, without forming anything larger than ``r x r``."""
     r = len(token)
     G = scratch_matrix(token)
@@ -166,7 +171,7 @@ def gram_fro(X: np.ndarray, token: tuple[float, ...]) -> float:
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def fro_norm(A: np.ndarray, token: tuple[float, ...]) -> float:
+def fro_norm(A: np.ndarray, token: RankToken) -> float:
     """Frobenius norm of an ``r x r`` array."""
     total = 0.0
     for a in range(len(token)):
@@ -177,7 +182,7 @@ def fro_norm(A: np.ndarray, token: tuple[float, ...]) -> float:
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
 def quad_gradient(
-    A: np.ndarray, b: np.ndarray, x: np.ndarray, g: np.ndarray, token: tuple[float, ...]
+    A: np.ndarray, b: np.ndarray, x: np.ndarray, g: np.ndarray, token: RankToken
 ) -> None:
     """``g = A x - b`` for ``r x r`` ``A``."""
     r = len(token)
@@ -199,7 +204,7 @@ def residual_sums(
     scale: float,
     lo: float,
     hi: float,
-    token: tuple[float, ...],
+    token: RankToken,
 ) -> tuple[float, float, float]:
     """Sums over all ratings of the prediction ``U[t] . V[j]``.
 
@@ -232,7 +237,7 @@ def residual_sums(
 
 @numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def predict_pairs(
-    users: np.ndarray, items: np.ndarray, U: np.ndarray, V: np.ndarray, token: tuple[float, ...]
+    users: np.ndarray, items: np.ndarray, U: np.ndarray, V: np.ndarray, token: RankToken
 ) -> np.ndarray:
     """``U[users[k]] . V[items[k]]`` for every pair ``k`` (rows of width ``r``)."""
     out = np.empty(users.shape[0])
