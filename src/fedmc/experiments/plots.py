@@ -10,6 +10,7 @@ and the same runs give the same PNG bytes.
 from __future__ import annotations
 
 import io
+import textwrap
 from pathlib import Path
 
 from matplotlib.axes import Axes
@@ -83,7 +84,10 @@ def save_figure(path: Path, panels: list[Panel], title: str,
                 styles: dict[str, tuple[str, str]]) -> None:
     """Panels side by side under ``title``, written as a PNG to ``path``."""
     width, height = PANEL_SIZE
-    fig = Figure(figsize=(width * len(panels), height + 0.5), dpi=DPI)
+    # wrap a long title to the figure's width (about 10 characters per inch at this size)
+    lines = textwrap.wrap(title, width=max(30, int(10 * width * len(panels)))) or [""]
+    title = "\n".join(lines)
+    fig = Figure(figsize=(width * len(panels), height + 0.3 + 0.2 * len(lines)), dpi=DPI)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (spec, groups) in zip(axes, panels, strict=True):
         draw_panel(ax, spec, groups, styles)
