@@ -197,9 +197,11 @@ def _local_updates(
                  token)
         _w_steps(g_client[c], g_client[c + 1], g_item, g_ptr, g_row, g_vals, row0, row1, U,
                  W[c], Y[c], V, n_inner, beta, p, per_row, token)
-        for j in range(n):  # (13)
-            for k in range(r):
-                Y[c, j, k] += beta * (W[c, j, k] - V[j, k])
+        Yc = Y[c].reshape(n * r)  # (13), over the flat n x r arrays
+        Wc = W[c].reshape(n * r)
+        Vf = V.reshape(n * r)
+        for q in range(n * r):
+            Yc[q] += beta * (Wc[q] - Vf[q])
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
@@ -281,13 +283,16 @@ class Upload:
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
 def _fold_uploads(clients, W, Y, beta, contrib, total):
     """Replace each uploading client's ``beta W_i + Y_i`` in the running sum ``total``."""
-    n, r = total.shape
+    size = total.size
+    flat_total = total.reshape(size)
     for c in clients:
-        for j in range(n):
-            for k in range(r):
-                new = beta * W[c, j, k] + Y[c, j, k]
-                total[j, k] += new - contrib[c, j, k]
-                contrib[c, j, k] = new
+        Wc = W[c].reshape(size)
+        Yc = Y[c].reshape(size)
+        old = contrib[c].reshape(size)
+        for q in range(size):
+            new = beta * Wc[q] + Yc[q]
+            flat_total[q] += new - old[q]
+            old[q] = new
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
