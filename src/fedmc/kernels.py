@@ -23,6 +23,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
+SUM_BLOCKS = 64  # parallel sums over ratings: fixed blocks, so results do not depend on threads
 MAX_UNROLLED_RANK = 64  # up to this rank the token is a tuple (r x r scratch <= 32 KiB)
 
 RankToken = tuple[float, ...] | np.ndarray
@@ -210,27 +211,32 @@ def residual_sums(
 
     Returns ``(sum z-residual^2, sum residual^2, sum |residual|)``: the first on the normalized
     scale, the other two on the original scale after mapping the prediction back
-    (``z * scale + mean``) and clipping it to ``[lo, hi]``. Per-row partial sums make the result
-    independent of thread scheduling.
+    (``z * scale + mean``) and clipping it to ``[lo, hi]``. The rows are cut into
+    ``SUM_BLOCKS`` blocks of about equal numbers of ratings, each summed in order: the result
+    does not depend on the number of threads or their scheduling.
     """
     m = indptr.shape[0] - 1
-    part = np.zeros((m, 3))
-    for t in numba.prange(m):
-        u = U[t]
+    ends = np.searchsorted(indptr, np.linspace(0, indptr[m], SUM_BLOCKS + 1))
+    ends[0] = 0
+    ends[SUM_BLOCKS] = m
+    part = np.zeros((SUM_BLOCKS, 3))
+    for k in numba.prange(SUM_BLOCKS):
         s0 = 0.0
         s1 = 0.0
         s2 = 0.0
-        for q in range(indptr[t], indptr[t + 1]):
-            z = dot(u, V[indices[q]], token)
-            rz = z - values[q]
-            s0 += rz * rz
-            pred = min(max(z * scale + mean, lo), hi)
-            e = pred - (values[q] * scale + mean)
-            s1 += e * e
-            s2 += abs(e)
-        part[t, 0] = s0
-        part[t, 1] = s1
-        part[t, 2] = s2
+        for t in range(ends[k], ends[k + 1]):
+            u = U[t]
+            for q in range(indptr[t], indptr[t + 1]):
+                z = dot(u, V[indices[q]], token)
+                rz = z - values[q]
+                s0 += rz * rz
+                pred = min(max(z * scale + mean, lo), hi)
+                e = pred - (values[q] * scale + mean)
+                s1 += e * e
+                s2 += abs(e)
+        part[k, 0] = s0
+        part[k, 1] = s1
+        part[k, 2] = s2
     tot = part.sum(axis=0)
     return tot[0], tot[1], tot[2]
 
