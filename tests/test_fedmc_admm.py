@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize, minimize_scalar
 
-from fedmc.algorithms.fedmc_admm import FedMCADMM, Upload, _u_steps, _w_steps
+from fedmc.algorithms.fedmc_admm import FedMCADMM, Upload, _rated_once, _u_steps, _w_steps
 from fedmc.kernels import rank_token
 from fedmc.prox import Regularizer
 from tests.conftest import tiny_federated
@@ -187,6 +187,26 @@ def reference_algorithm_1(M, mask, blocks, U0, V0, schedule, *, N, beta, reg_u, 
             V[ones_v, :] = 1.0
     return np.vstack(U), V
 
+
+
+@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize("n_inner", [1, 3, 10])
+@pytest.mark.parametrize("zero_row", [False, True])
+def test_rated_once_closed_form_equals_the_iterated_steps(per_row, n_inner, zero_row):
+    """A column rated by one user: the closed form against ``N`` plain steps of (15)."""
+    rng = np.random.default_rng(n_inner)
+    r, p, beta, a_client, m = 4, 7, 0.6, 0.9, 1.3
+    x = np.zeros(r) if zero_row else rng.normal(size=r)
+    v, y, w0 = rng.normal(size=(3, r))
+    a = (x @ x) / p if per_row else a_client
+    M = (a * np.eye(r) - np.outer(x, x) / p) / (a + beta)
+    k = (beta * v + m * x / p - y) / (a + beta)
+    w_ref = w0.copy()
+    for _ in range(n_inner):
+        w_ref = M @ w_ref + k
+    w = w0.copy()
+    _rated_once(x, m, v, y, w, a_client, beta, p, n_inner, per_row, rank_token(r))
+    np.testing.assert_allclose(w, w_ref, rtol=1e-12, atol=1e-12)
 
 @pytest.mark.parametrize(
     ("opts", "rank", "shape"),

@@ -146,6 +146,11 @@ def _w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_i
         j = g_item[g]
         _relax_unrated(Wc, Yc, V, next_j, j, c_n, beta)
         next_j = j + 1
+        if g_ptr[g + 1] - g_ptr[g] == 1:  # a third of the columns on ML-1M
+            q = g_ptr[g]
+            _rated_once(U[g_row[q]], g_vals[q], V[j], Yc[j], Wc[j], a_client, beta, p, n_inner,
+                        per_row, token)
+            continue
         normal_equations(g_ptr, g_row, g_vals, g, U, B, cv, token)
         a = fro_norm(B, token) / p if per_row else a_client
         inv = 1.0 / (a + beta)
@@ -166,6 +171,46 @@ def _w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_i
         for e in range(r):
             Wc[j, e] = w[e]
     _relax_unrated(Wc, Yc, V, next_j, n, c_n, beta)
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def _rated_once(x, m, v, y, w, a_client, beta, p, n_inner, per_row, token):
+    """``N`` steps of (15) in closed form on a column rated by one user row ``x`` (rating
+    ``m``).
+
+    Then ``B = x x^T`` and ``c = m x``, so ``M = rho I - sigma x x^T`` with
+    ``rho = a / (a + beta)``, ``sigma = 1 / (p (a + beta))``: ``M`` scales by ``rho`` across
+    ``x`` and by ``lam = rho - sigma |x|^2`` along it. Hence
+    ``w_N = rho^N w + S(rho) k + [(lam^N - rho^N) x.w + (S(lam) - S(rho)) x.k] x / |x|^2``
+    with ``S(z) = sum_{t<N} z^t`` — the ``N`` affine steps of :func:`_w_steps` without the
+    ``r x r`` matrix.
+    """
+    r = len(token)
+    xx = dot(x, x, token)
+    a = xx / p if per_row else a_client  # ||x x^T||_F = |x|^2
+    inv = 1.0 / (a + beta)
+    rho = a * inv
+    lam = rho - xx / p * inv
+    rho_n = 1.0
+    lam_n = 1.0
+    s_rho = 0.0
+    s_lam = 0.0
+    for _ in range(n_inner):
+        s_rho += rho_n
+        s_lam += lam_n
+        rho_n *= rho
+        lam_n *= lam
+    xw = 0.0
+    xk = 0.0
+    for e in range(r):
+        k = (beta * v[e] + m * x[e] / p - y[e]) * inv
+        xw += x[e] * w[e]
+        xk += x[e] * k
+        w[e] = rho_n * w[e] + s_rho * k
+    if xx > 0.0:
+        coef = ((lam_n - rho_n) * xw + (s_lam - s_rho) * xk) / xx
+        for e in range(r):
+            w[e] += coef * x[e]
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
