@@ -216,8 +216,12 @@ def residual_sums(
     does not depend on the number of threads or their scheduling.
     """
     m = indptr.shape[0] - 1
-    ends = np.searchsorted(indptr, np.linspace(0, indptr[m], SUM_BLOCKS + 1))
-    ends[0] = 0
+    ends = np.empty(SUM_BLOCKS + 1, dtype=np.int64)  # block k is rows ends[k]:ends[k + 1]
+    t = 0
+    for k in range(SUM_BLOCKS + 1):
+        while t < m and indptr[t] < indptr[m] * k // SUM_BLOCKS:
+            t += 1
+        ends[k] = t
     ends[SUM_BLOCKS] = m
     part = np.zeros((SUM_BLOCKS, 3))
     for k in numba.prange(SUM_BLOCKS):
