@@ -194,6 +194,21 @@ def quad_gradient(
         g[a] = s
 
 
+@numba.njit(cache=True)
+def _rating_blocks(indptr: np.ndarray) -> np.ndarray:
+    """Row ranges ``ends[k]:ends[k+1]`` of ``SUM_BLOCKS`` blocks with about equal numbers of
+    ratings (a row is never split)."""
+    m = indptr.shape[0] - 1
+    ends = np.empty(SUM_BLOCKS + 1, dtype=np.int64)
+    row = 0
+    for k in range(SUM_BLOCKS):
+        while row < m and indptr[row] < indptr[m] * k // SUM_BLOCKS:
+            row += 1
+        ends[k] = row
+    ends[SUM_BLOCKS] = m
+    return ends
+
+
 @numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def residual_sums(
     indptr: np.ndarray,
@@ -215,14 +230,7 @@ def residual_sums(
     ``SUM_BLOCKS`` blocks of about equal numbers of ratings, each summed in order: the result
     does not depend on the number of threads or their scheduling.
     """
-    m = indptr.shape[0] - 1
-    ends = np.empty(SUM_BLOCKS + 1, dtype=np.int64)  # block k is rows ends[k]:ends[k + 1]
-    t = 0
-    for k in range(SUM_BLOCKS + 1):
-        while t < m and indptr[t] < indptr[m] * k // SUM_BLOCKS:
-            t += 1
-        ends[k] = t
-    ends[SUM_BLOCKS] = m
+    ends = _rating_blocks(indptr)
     part = np.zeros((SUM_BLOCKS, 3))
     for k in numba.prange(SUM_BLOCKS):
         s0 = 0.0

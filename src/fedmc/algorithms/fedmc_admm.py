@@ -144,7 +144,7 @@ def _w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_i
     next_j = 0
     for g in range(g0, g1):
         j = g_item[g]
-        _relax_unrated(Wc, Yc, V, next_j, j, c_n, beta)
+        _relax_unrated(Wc, Yc, V, next_j, j, c_n, beta, token)
         next_j = j + 1
         if g_ptr[g + 1] - g_ptr[g] == 1:  # a third of the columns on ML-1M
             q = g_ptr[g]
@@ -170,7 +170,7 @@ def _w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_i
                 w[e] = w_new[e]
         for e in range(r):
             Wc[j, e] = w[e]
-    _relax_unrated(Wc, Yc, V, next_j, n, c_n, beta)
+    _relax_unrated(Wc, Yc, V, next_j, n, c_n, beta, token)
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
@@ -214,10 +214,10 @@ def _rated_once(x, m, v, y, w, a_client, beta, p, n_inner, per_row, token):
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def _relax_unrated(Wc, Yc, V, j0, j1, c_n, beta):
+def _relax_unrated(Wc, Yc, V, j0, j1, c_n, beta, token):
     """``N`` steps of (15) in closed form on the unrated columns ``j0:j1``."""
     for j in range(j0, j1):
-        for e in range(Wc.shape[1]):
+        for e in range(len(token)):
             Wc[j, e] = c_n * Wc[j, e] + (1.0 - c_n) * (V[j, e] - Yc[j, e] / beta)
 
 
@@ -405,7 +405,6 @@ def _check_memory(data: FederatedData, cfg: FedMCADMMConfig) -> None:
             f"{data.n_clients} clients need {need / 2**30:.1f} GiB, but only "
             f"{avail / 2**30:.1f} GiB is free; use fewer clients (--clients) or a lower rank"
         )
-
 
 
 class FedMCADMM(FactorModel):
