@@ -52,8 +52,8 @@ def _normal_equations_upper(F, cols, values, x_fixed, Y_fixed, A, b):
     ``y_q = values[q] - x_fixed . Y_fixed[cols[q]]`` (the fixed columns' share moved over).
 
     ``F[cols]`` is first gathered into a ``(k, d)`` copy, so that every entry of ``A`` and ``b``
-    is a dot product of contiguous vectors (about three times faster than the rank-one updates
-    of :func:`fedmc.kernels.normal_equations`).
+    is a dot product of contiguous vectors (ALS rows are long: all of a user's or an item's
+    ratings), unlike :func:`fedmc.kernels.normal_equations`, whose groups are short.
     """
     k = F.shape[1]
     d = cols.shape[0]
