@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fedmc.algorithms.felb import Felb, FelbMU
-from fedmc.boolean import BooleanFederatedData, load_boolean
-from fedmc.boolean.baselines import aggregated_bmf
+from fedmc.algorithms.felb.algorithm import Felb, FelbMU
+from fedmc.algorithms.felb.baselines import aggregated_bmf
+from fedmc.data.boolean import BooleanFederatedData, load_boolean
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REAL_SETS = {

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from fedmc import FedMCADMM, load_federated
-from fedmc.sampling import UniformSampler
+from fedmc.sim.sampling import UniformSampler
 
 PAPER = dict(rank=5, inner=10, lam=1e-6, gamma=1e-6, beta=1e4, init_scale=2e-4,
              steps="paper", biases=False, clip=False)

@@ -21,7 +21,7 @@ import numpy as np
 
 from fedmc.algorithms import get_algorithm
 from fedmc.pipeline import DataSettings, federate, load_ratings
-from fedmc.sampling import UniformSampler
+from fedmc.sim.sampling import UniformSampler
 
 
 def parse_value(text: str):

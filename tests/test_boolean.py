@@ -9,16 +9,21 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fedmc.boolean import BooleanFederatedData, load_boolean
-from fedmc.boolean.baselines import aggregate, aggregated_bmf, grecond
-from fedmc.boolean.blocks import ClientBlocks
-from fedmc.boolean.dp import UploadPrivacy, clip_uploads, gaussian_sigma, laplace_scale
-from fedmc.boolean.io import binarize_ratings, read_binary, read_dense_binary, read_transactions
-from fedmc.boolean.metrics import boolean_counts, squared_loss
-from fedmc.boolean.prox import binarize, elb_regularizer, prox_elb, prox_proximity
-from fedmc.boolean.synthetic import synthetic_tiles
+from fedmc.algorithms.felb.baselines import aggregate, aggregated_bmf, grecond
+from fedmc.algorithms.felb.blocks import ClientBlocks
+from fedmc.algorithms.felb.metrics import boolean_counts, squared_loss
+from fedmc.algorithms.felb.prox import binarize, elb_regularizer, prox_elb, prox_proximity
 from fedmc.data import Ratings
+from fedmc.data.boolean import BooleanFederatedData, load_boolean
+from fedmc.data.boolean.io import (
+    binarize_ratings,
+    read_binary,
+    read_dense_binary,
+    read_transactions,
+)
+from fedmc.data.boolean.synthetic import synthetic_tiles
 from fedmc.errors import ConfigError, DataError
+from fedmc.privacy.local import UploadPrivacy, clip_uploads, gaussian_sigma, laplace_scale
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

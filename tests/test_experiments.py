@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from fedmc.cli_experiment import register
+from fedmc.cli.experiment import register
 from fedmc.errors import ConfigError, FedMCError
 from fedmc.experiments import expand, load_preset, preset_names, run_experiment
 from fedmc.experiments.config import PaperValue, TableSpec, parse_experiment, with_overrides

@@ -12,7 +12,7 @@ from fedmc.algorithms.fedmavg_poster import FedMAvgPoster, WithReplacementSample
 from fedmc.api import load_federated
 from fedmc.pipeline import DataSettings
 from fedmc.runner import RunSettings, execute
-from fedmc.sampling import UniformSampler
+from fedmc.sim.sampling import UniformSampler
 from tests.conftest import tiny_federated
 
 

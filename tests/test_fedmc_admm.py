@@ -8,8 +8,8 @@ import pytest
 from scipy.optimize import minimize, minimize_scalar
 
 from fedmc.algorithms.fedmc_admm import FedMCADMM, Upload, _rated_once, _u_steps, _w_steps
-from fedmc.kernels import rank_token
-from fedmc.prox import Regularizer
+from fedmc.core.kernels import rank_token
+from fedmc.core.prox import Regularizer
 from tests.conftest import tiny_federated
 
 PAPER = {"steps": "paper", "biases": False}  # Algorithm 1 as published (defaults are ours)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedmc.algorithms.felb import Felb, FelbMU
-from fedmc.boolean import BooleanFederatedData, load_boolean
-from fedmc.boolean.prox import prox_elb, prox_proximity
-from fedmc.engine import run
+from fedmc.algorithms.felb.algorithm import Felb, FelbMU
+from fedmc.algorithms.felb.prox import prox_elb, prox_proximity
+from fedmc.data.boolean import BooleanFederatedData, load_boolean
 from fedmc.errors import DataError
-from fedmc.sampling import UniformSampler
+from fedmc.sim.engine import run
+from fedmc.sim.sampling import UniformSampler
 
 
 def _reference_round(A_blocks, U, U_prev, V_hat, cfg, lam_t, mu):

@@ -10,7 +10,7 @@ import numba
 import numpy as np
 import pytest
 
-from fedmc.kernels import (
+from fedmc.core.kernels import (
     MAX_UNROLLED_RANK,
     fro_norm,
     gram_fro,

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from fedmc.errors import ConfigError
-from fedmc.privacy import LaplaceMechanism
+from fedmc.privacy.laplace import LaplaceMechanism
 
 
 def test_epsilon_is_two_delta_over_s():

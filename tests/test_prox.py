@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
+from fedmc.core.prox import REG_KINDS, Regularizer
 from fedmc.errors import ConfigError
-from fedmc.prox import REG_KINDS, Regularizer
 
 finite = st.floats(-5, 5, allow_nan=False)
 

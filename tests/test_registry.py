@@ -18,7 +18,7 @@ from _httpserver import Route, serve
 from conftest import require_shared_data
 from typer.testing import CliRunner
 
-from fedmc.cli_data import data_app, describe_ratings
+from fedmc.cli.data import data_app, describe_ratings
 from fedmc.data import registry
 from fedmc.data.cache import CACHE_FOLDER, cache_key, load_cached
 from fedmc.data.registry import (

@@ -90,9 +90,9 @@ def federate(ratings: Ratings, settings: DataSettings) -> FederatedData:
 def load_boolean_data(settings: DataSettings):
     """Boolean data for Felb-type algorithms: a 0/1 file, binarized ratings, or synthetic tiles.
 
-    Returns a :class:`fedmc.boolean.BooleanFederatedData` split by rows over the clients.
+    Returns a :class:`fedmc.data.boolean.BooleanFederatedData` split by rows over the clients.
     """
-    from fedmc.boolean import SYNTHETIC, load_boolean
+    from fedmc.data.boolean import SYNTHETIC, load_boolean
 
     if settings.binarize is not None and settings.ratings is None and settings.dataset is None:
         raise ConfigError("--binarize needs --ratings FILE or a rating --dataset")

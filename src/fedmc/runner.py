@@ -25,14 +25,14 @@ import scipy
 from pydantic import BaseModel, ConfigDict, Field
 
 import fedmc
-from fedmc import engine
 from fedmc.algorithms import get_algorithm
 from fedmc.algorithms.base import FederatedAlgorithm
 from fedmc.data import FederatedData
-from fedmc.engine import History, RoundCallback
 from fedmc.errors import ConfigError
 from fedmc.pipeline import DataSettings, federate, load_boolean_data, load_ratings
-from fedmc.sampling import BernoulliSampler, DropoutSampler, UniformSampler
+from fedmc.sim import engine
+from fedmc.sim.engine import History, RoundCallback
+from fedmc.sim.sampling import BernoulliSampler, DropoutSampler, UniformSampler
 
 
 class RunSettings(BaseModel):

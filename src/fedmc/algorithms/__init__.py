@@ -12,8 +12,8 @@ _REGISTRY: dict[str, str] = {
     "fedmavg": "fedmc.algorithms.fedmavg:FedMAvg",
     "fedmavg-poster": "fedmc.algorithms.fedmavg_poster:FedMAvgPoster",
     "als": "fedmc.algorithms.als:ALS",
-    "felb": "fedmc.algorithms.felb:Felb",
-    "felb-mu": "fedmc.algorithms.felb:FelbMU",
+    "felb": "fedmc.algorithms.felb.algorithm:Felb",
+    "felb-mu": "fedmc.algorithms.felb.algorithm:FelbMU",
     "rfrec": "fedmc.algorithms.rfrec:RFRec",
     "rfrecf": "fedmc.algorithms.rfrec:RFRecF",
 }

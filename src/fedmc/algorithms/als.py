@@ -31,8 +31,8 @@ from pydantic import Field
 
 from fedmc.algorithms.base import Communication
 from fedmc.algorithms.factor_model import FactorConfig, FactorModel
+from fedmc.core.prox import Regularizer
 from fedmc.data.federated import CSR, FederatedData
-from fedmc.prox import Regularizer
 
 
 class ALSConfig(FactorConfig):
@@ -53,7 +53,7 @@ def _normal_equations_upper(F, cols, values, x_fixed, Y_fixed, A, b):
 
     ``F[cols]`` is first gathered into a ``(k, d)`` copy, so that every entry of ``A`` and ``b``
     is a dot product of contiguous vectors (ALS rows are long: all of a user's or an item's
-    ratings), unlike :func:`fedmc.kernels.normal_equations`, whose groups are short.
+    ratings), unlike :func:`fedmc.core.kernels.normal_equations`, whose groups are short.
     """
     k = F.shape[1]
     d = cols.shape[0]

@@ -9,7 +9,7 @@ An algorithm module keeps two sides apart, as a real federation must:
 
 In simulation both sides live in one process and the client side processes the whole batch of
 sampled clients at once (stacked arrays, one kernel call); the class below glues the two
-sides into one round. The engine (``fedmc.engine``) samples clients, calls :meth:`round`,
+sides into one round. The engine (``fedmc.sim.engine``) samples clients, calls :meth:`round`,
 evaluates every few rounds and records the history.
 """
 
@@ -40,7 +40,7 @@ class AlgorithmConfig(BaseModel):
 
 
 class FederatedAlgorithm(ABC):
-    """Base class of the algorithms run by the engine (:mod:`fedmc.engine`).
+    """Base class of the algorithms run by the engine (:mod:`fedmc.sim.engine`).
 
     Subclasses declare ``name`` (the ``--algorithm`` value) and ``Config`` (a pydantic model of
     their hyper-parameters). ``__init__`` only validates and stores the parameters, as in
@@ -71,10 +71,10 @@ class FederatedAlgorithm(ABC):
     ) -> FederatedAlgorithm:
         """Train for ``rounds`` rounds with ``active`` clients per round (all when omitted).
 
-        Sets ``history_`` (a :class:`fedmc.engine.History`) and returns ``self``.
+        Sets ``history_`` (a :class:`fedmc.sim.engine.History`) and returns ``self``.
         """
-        from fedmc import engine
-        from fedmc.sampling import UniformSampler
+        from fedmc.sim import engine
+        from fedmc.sim.sampling import UniformSampler
 
         if sampler is None:
             sampler = UniformSampler(data.n_clients, active or data.n_clients)

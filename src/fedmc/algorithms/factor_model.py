@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedmc.algorithms.base import AlgorithmConfig, FederatedAlgorithm
+from fedmc.core.kernels import predict_pairs, rank_token, residual_sums
+from fedmc.core.prox import Regularizer
 from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
-from fedmc.kernels import predict_pairs, rank_token, residual_sums
-from fedmc.prox import Regularizer
 
 
 @dataclass(frozen=True)

@@ -46,15 +46,15 @@ from pydantic import Field
 
 from fedmc.algorithms.base import Communication
 from fedmc.algorithms.factor_model import FactorConfig, FactorLayout, FactorModel
-from fedmc.data.federated import FederatedData
-from fedmc.kernels import (
+from fedmc.core.kernels import (
     normal_equations,
     quad_gradient,
     rank_token,
     scratch_matrix,
     scratch_vector,
 )
-from fedmc.prox import Regularizer, prox_scalar
+from fedmc.core.prox import Regularizer, prox_scalar
+from fedmc.data.federated import FederatedData
 
 BYTES = 8  # float64 payload
 
@@ -97,8 +97,8 @@ def _u_gradient_steps(indptr, indices, values, row0, row1, U, V, n_steps, c, lam
     """``n_steps`` steps ``U_i <- P(U_i - [P_Omega_i(U_i V - M_i) V^T + lam U_i] / c)``.
 
     The gradient of row ``t`` is ``(A_t + lam I) u_t - b_t``
-    (:func:`fedmc.kernels.normal_equations`), so rows are stepped one at a time. ``P`` is
-    the projection ``proj`` (packed :class:`fedmc.prox.Regularizer` of an indicator kind, or
+    (:func:`fedmc.core.kernels.normal_equations`), so rows are stepped one at a time. ``P`` is
+    the projection ``proj`` (packed :class:`fedmc.core.prox.Regularizer` of an indicator kind, or
     ``none``) followed by setting column ``ones_col`` to 1 (when ``>= 0``).
     """
     r = len(token)
@@ -124,7 +124,7 @@ def _w_gradient_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, V, n_
 
     The client's ratings come grouped by item (groups ``g0:g1`` of
     :class:`~fedmc.data.federated.ItemMajor`); column ``j``'s data gradient is
-    ``B_j w_j - c_j`` (:func:`fedmc.kernels.normal_equations`). A column the client did not
+    ``B_j w_j - c_j`` (:func:`fedmc.core.kernels.normal_equations`). A column the client did not
     rate only shrinks, ``w <- (1 - gamma/d)^n_steps w``, applied in closed form. If ``d = 0``
     (``U_i = 0`` and ``shift = 0``) the step is undefined and ``W`` stays ``V``.
     """

@@ -25,7 +25,7 @@ the defaults (2 and 5) take the classical step ``1/L_H`` and the factor 5 of sec
 Mapping onto the engine: the engine's ``clients`` array of a round is ``A^s``. With
 :class:`WithReplacementSampler` it is a sorted multiset drawn with replacement (``omega_p = 1/p``)
 and a client drawn twice counts twice in the average; with the engine's
-:class:`fedmc.sampling.UniformSampler` it is ``m`` distinct clients, and ``(1/m) sum`` is still an
+:class:`fedmc.sim.sampling.UniformSampler` it is ``m`` distinct clients, and ``(1/m) sum`` is still an
 unbiased estimate of ``sum_p omega_p W_p``. The ``W`` steps of clients outside ``A^s`` are
 skipped: their result is never uploaded and ``W_p`` restarts from ``W^{s+1}``, so skipping them
 changes nothing. The ``U`` steps of all clients are computed, so a round costs a pass over all
@@ -42,9 +42,9 @@ from pydantic import Field
 
 from fedmc.algorithms.base import Communication
 from fedmc.algorithms.fedmavg import FedMAvg, ModelAveragingConfig
+from fedmc.core.prox import Regularizer
 from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
-from fedmc.prox import Regularizer
 
 
 class FedMAvgPosterConfig(ModelAveragingConfig):

@@ -33,9 +33,7 @@ from pydantic import Field
 
 from fedmc.algorithms.base import Communication
 from fedmc.algorithms.factor_model import FactorConfig, FactorLayout, FactorModel
-from fedmc.data.federated import FederatedData
-from fedmc.errors import ConfigError
-from fedmc.kernels import (
+from fedmc.core.kernels import (
     dot,
     fro_norm,
     gram_fro,
@@ -45,7 +43,9 @@ from fedmc.kernels import (
     scratch_matrix,
     scratch_vector,
 )
-from fedmc.prox import RegKind, Regularizer, prox_scalar
+from fedmc.core.prox import RegKind, Regularizer, prox_scalar
+from fedmc.data.federated import FederatedData
+from fedmc.errors import ConfigError
 
 BYTES = 8  # float64 payload
 
@@ -76,7 +76,7 @@ class FedMCADMMConfig(FactorConfig):
     clip: bool = True
 
     def regularizers(self) -> tuple[Regularizer, Regularizer]:
-        """``(R_i, R)`` as :class:`fedmc.prox.Regularizer` objects."""
+        """``(R_i, R)`` as :class:`fedmc.core.prox.Regularizer` objects."""
         common = {"ratio": self.l1_ratio, "lo": self.box_lo, "hi": self.box_hi}
         return (
             Regularizer(self.reg_u, self.lam, **common),
@@ -92,7 +92,7 @@ def _u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col,
     """(14) for every user row of one client: ``N`` prox-gradient steps with ``W_i`` fixed.
 
     ``f_i`` is a sum over rows, each quadratic in its ``u_t`` with gradient ``A_t u_t - b_t``
-    (:func:`fedmc.kernels.normal_equations`), so the ``N`` steps are taken row by row.
+    (:func:`fedmc.core.kernels.normal_equations`), so the ``N`` steps are taken row by row.
     """
     r = len(token)
     A = scratch_matrix(token)
@@ -124,7 +124,7 @@ def _w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_i
 
     The client's ratings come grouped by item (groups ``g0:g1`` of an
     :class:`~fedmc.data.federated.ItemMajor` layout). Column ``j``'s gradient is
-    ``B_j w_j - c_j`` (:func:`fedmc.kernels.normal_equations`), and for fixed ``B_j``
+    ``B_j w_j - c_j`` (:func:`fedmc.core.kernels.normal_equations`), and for fixed ``B_j``
     each step of (15) is the affine map ``w <- M w + k`` with
     ``M = (a I - B_j / p) / (a + beta)``, ``k = (beta v_j + c_j / p - y_j) / (a + beta)``.
     Columns the client did not rate have a zero gradient: their ``N`` steps are

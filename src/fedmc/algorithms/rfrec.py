@@ -24,7 +24,7 @@ users and its own copy ``V_(i)`` of the item matrix. Problem (5) is
 
 Names follow the paper: ``alpha`` (step), ``lam`` (lambda, weight of psi), ``lam_u``
 (lambda_u), ``p``; the LDP mechanism of Eq. (9) takes ``delta`` and ``s``
-(:class:`fedmc.privacy.LaplaceMechanism`).
+(:class:`fedmc.privacy.laplace.LaplaceMechanism`).
 
 Participation (dropped devices, Table 3): the engine's ``clients`` are the clients whose upload
 reaches the server in a round. Every client still takes its local step ("clients can continue
@@ -54,10 +54,10 @@ from pydantic import Field, model_validator
 
 from fedmc.algorithms.base import Communication
 from fedmc.algorithms.factor_model import FactorConfig, FactorLayout, FactorModel
+from fedmc.core.kernels import dot, rank_token, residual_sums
+from fedmc.core.prox import Regularizer
 from fedmc.data.federated import FederatedData
-from fedmc.kernels import dot, rank_token, residual_sums
-from fedmc.privacy import LaplaceMechanism
-from fedmc.prox import Regularizer
+from fedmc.privacy.laplace import LaplaceMechanism
 
 BYTES = 8  # float64 payload
 ADAM_BETAS = (0.9, 0.999)  # torch defaults, as in the authors' notebooks
@@ -297,7 +297,7 @@ class RFRecClients:
 
         The server only averages, so the batch hands over the sum (as a secure-aggregation
         channel would); with LDP the sum of the clients' independent noise is drawn exactly in
-        distribution (:meth:`fedmc.privacy.LaplaceMechanism.perturb_sum`).
+        distribution (:meth:`fedmc.privacy.laplace.LaplaceMechanism.perturb_sum`).
         """
         total = _clipped_sum(clients, self.slot_ptr, self.slot_item, self.V_loc, self.Z,
                              self.delta)

@@ -161,7 +161,7 @@ def _resolve_dataset(
 
 def generated_names() -> tuple[str, ...]:
     """Data sets that are generated, not read: always present."""
-    from fedmc.boolean import SYNTHETIC
+    from fedmc.data.boolean import SYNTHETIC
     from fedmc.data.registry import SYNTHETIC_NAMES
 
     return (*SYNTHETIC_NAMES, SYNTHETIC)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from fedmc.boolean.data import BooleanFederatedData
+from fedmc.data.boolean.data import BooleanFederatedData
 
 DENSE_MAX_DENSITY = 0.05
 DENSE_MAX_ENTRIES = 2**27

@@ -11,10 +11,10 @@ from typing import Literal
 
 import numpy as np
 
-from fedmc.algorithms.felb import Felb
-from fedmc.boolean.data import BooleanFederatedData
-from fedmc.boolean.metrics import boolean_metrics
-from fedmc.boolean.prox import binarize
+from fedmc.algorithms.felb.algorithm import Felb
+from fedmc.algorithms.felb.metrics import boolean_metrics
+from fedmc.algorithms.felb.prox import binarize
+from fedmc.data.boolean.data import BooleanFederatedData
 
 Aggregation = Literal["average", "majority", "or"]
 LocalMethod = Literal["elbmf", "grecond"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedmc.boolean.data import BooleanFederatedData
-from fedmc.boolean.io import Missing, binarize_ratings, read_binary
-from fedmc.boolean.synthetic import synthetic_tiles
+from fedmc.data.boolean.data import BooleanFederatedData
+from fedmc.data.boolean.io import Missing, binarize_ratings, read_binary
+from fedmc.data.boolean.synthetic import synthetic_tiles
 from fedmc.data.ratings import Ratings
 from fedmc.errors import ConfigError
 

@@ -21,7 +21,7 @@ a dense fractional background, which made the factors collapse to zero at 40% XO
 
 One engine round is one synchronization. All sampled clients are processed together: their
 factors are stacked as ``(s, n_max, k)`` and ``(s, k, m)`` arrays
-(:class:`fedmc.boolean.blocks.ClientBlocks`). The readings of the paper's gaps are options
+(:class:`fedmc.algorithms.felb.blocks.ClientBlocks`). The readings of the paper's gaps are options
 with the defaults of ``docs/felb.md`` (spec sections 2 and 6).
 """
 
@@ -33,12 +33,12 @@ import numpy as np
 from pydantic import Field
 
 from fedmc.algorithms.base import AlgorithmConfig, Communication, FederatedAlgorithm
-from fedmc.boolean.blocks import ClientBlocks
-from fedmc.boolean.data import BooleanFederatedData
-from fedmc.boolean.dp import AccountantKind, ClipKind, MechanismKind, UploadPrivacy
-from fedmc.boolean.metrics import boolean_metrics, squared_loss
-from fedmc.boolean.prox import Clamp, binarize, elb_regularizer, prox_elb, prox_proximity
+from fedmc.algorithms.felb.blocks import ClientBlocks
+from fedmc.algorithms.felb.metrics import boolean_metrics, squared_loss
+from fedmc.algorithms.felb.prox import Clamp, binarize, elb_regularizer, prox_elb, prox_proximity
+from fedmc.data.boolean.data import BooleanFederatedData
 from fedmc.errors import ConfigError, DataError
+from fedmc.privacy.local import AccountantKind, ClipKind, MechanismKind, UploadPrivacy
 
 BYTES_PER_FLOAT = 8
 

@@ -23,7 +23,7 @@ from fedmc.errors import ConfigError
 
 
 class Sampler(Protocol):
-    """Anything that draws the clients of a round (see :mod:`fedmc.sampling`)."""
+    """Anything that draws the clients of a round (see :mod:`fedmc.sim.sampling`)."""
 
     n_clients: int
 

@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from fedmc.cli_data import data_app
-from fedmc.cli_experiment import register as register_experiment_commands
+from fedmc.cli.data import data_app
+from fedmc.cli.experiment import register as register_experiment_commands
 from fedmc.errors import ConfigError, FedMCError
 
 app = typer.Typer(
