@@ -17,6 +17,7 @@ from functools import cached_property
 import numba
 import numpy as np
 
+from fedmc.core.protocol import FederationInfo
 from fedmc.data.normalize import Normalizer
 from fedmc.data.ratings import Ratings
 from fedmc.errors import DataError
@@ -39,6 +40,15 @@ class CSR:
         """Row (user) index of every stored rating."""
         n_rows = len(self.indptr) - 1
         return np.repeat(np.arange(n_rows, dtype=np.int32), np.diff(self.indptr))
+
+    def row_block(self, rows: slice) -> CSR:
+        """The rows ``rows`` (a contiguous slice) as a CSR of their own (copies)."""
+        q0, q1 = self.indptr[rows.start], self.indptr[rows.stop]
+        return CSR(
+            indptr=self.indptr[rows.start : rows.stop + 1] - q0,
+            indices=self.indices[q0:q1].copy(),
+            values=self.values[q0:q1].copy(),
+        )
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,32 @@ class FederatedData:
     def client_of_row(self) -> np.ndarray:
         """Client of every federated row."""
         return np.repeat(np.arange(self.n_clients, dtype=np.int32), np.diff(self.client_ptr))
+
+    def client_rows(self, client: int) -> slice:
+        """The federated rows of ``client``'s users."""
+        return slice(int(self.client_ptr[client]), int(self.client_ptr[client + 1]))
+
+    def client_shard(self, client: int) -> FederatedData:
+        """What ``client`` holds itself: its users' training and test ratings, as a federation
+        of one client (the other clients' rows are not in it).
+
+        The item indices, the normalizer and the rating range are shared set-up information.
+        """
+        rows = self.client_rows(client)
+        return FederatedData(
+            train=self.train.row_block(rows),
+            test=self.test.row_block(rows),
+            client_ptr=np.array([0, rows.stop - rows.start], dtype=np.int64),
+            n_items=self.n_items,
+            user_index=self.user_index[rows],
+            normalizer=self.normalizer,
+            value_range=self.value_range,
+            name=self.name,
+        )
+
+    def federation_info(self) -> FederationInfo:
+        """The facts every party of this federation knows before training."""
+        return FederationInfo(self.n_clients, self.n_items, self.normalizer, self.value_range)
 
     @classmethod
     def build(

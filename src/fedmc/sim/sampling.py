@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -69,7 +70,7 @@ class DropoutSampler:
     server aggregates over the clients that remain.
     """
 
-    base: UniformSampler | BernoulliSampler
+    base: UniformSampler | BernoulliSampler | WithReplacementSampler
     rate: float
 
     def __post_init__(self) -> None:
@@ -85,3 +86,62 @@ class DropoutSampler:
         """Sorted ids of the drawn clients that did not drop out."""
         drawn = self.base.sample(rng)
         return drawn[rng.random(len(drawn)) >= self.rate]
+
+
+SamplingKind = Literal["uniform", "bernoulli", "replacement"]
+
+
+@dataclass(frozen=True)
+class WithReplacementSampler:
+    """``m`` draws with replacement, uniform over ``n_clients`` (``omega_p = 1/p`` in the
+    FedMAvg poster). Returns a sorted multiset; a client drawn twice uploads once and counts
+    twice in the sum."""
+
+    n_clients: int
+    m: int
+
+    def __post_init__(self) -> None:
+        if self.n_clients < 1 or self.m < 1:
+            raise ConfigError(f"need n_clients >= 1 and m >= 1, got {self.n_clients}, {self.m}")
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """Sorted client ids of one round, repeats included."""
+        return np.sort(rng.integers(0, self.n_clients, size=self.m)).astype(np.int64)
+
+
+def make_sampler(
+    n_clients: int,
+    active: int | None = None,
+    sampling: SamplingKind = "uniform",
+    participation: float | None = None,
+    dropout: float = 0.0,
+):
+    """The client sampler of a run.
+
+    Parameters
+    ----------
+    n_clients
+        ``p``.
+    active
+        Clients per round: the fixed size of uniform sampling (all when None), the number of
+        draws with replacement, and the default ``participation = active / p`` of Bernoulli
+        sampling.
+    sampling
+        ``uniform`` (``active`` distinct clients), ``bernoulli`` (each client independently
+        with probability ``participation``) or ``replacement`` (``active`` draws).
+    dropout
+        Share of the drawn clients that drop out of a round (:class:`DropoutSampler`).
+    """
+    count = n_clients if active is None else active
+    if sampling == "bernoulli":
+        prob = participation or min(count, n_clients) / n_clients
+        sampler = BernoulliSampler(np.full(n_clients, prob))
+    elif sampling == "replacement":
+        sampler = WithReplacementSampler(n_clients, count)
+    elif sampling == "uniform":
+        if count > n_clients:
+            raise ConfigError(f"--active {count} exceeds the {n_clients} clients")
+        sampler = UniformSampler(n_clients, count)
+    else:
+        raise ConfigError(f"unknown sampling {sampling!r}: use uniform|bernoulli|replacement")
+    return DropoutSampler(sampler, dropout) if dropout > 0 else sampler

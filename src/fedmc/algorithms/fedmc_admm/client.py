@@ -1,0 +1,105 @@
+"""The client side of FedMC-ADMM: private ratings and ``U_i, W_i, Y_i``; steps 4(a)-(c) of
+Algorithm 1 (``fedmc-admm.md``).
+
+A client uploads the change of ``beta W_i + Y_i`` since its last upload: the server's
+variable (16) depends on the clients only through ``sum_i (beta W_i + Y_i)``, so summed changes
+keep that total exact without the server ever holding one client's ``W_i`` or ``Y_i``. A
+client's ``W_i, Y_i`` change only when it computes and uploads, so the change is taken against
+the state the step starts from and nothing more is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
+from fedmc.algorithms.fedmc_admm.kernels import initial_duals, local_updates
+from fedmc.core.factors import error_sums
+from fedmc.core.kernels import rank_token
+from fedmc.core.protocol import FederationInfo, InitialDraws, Message
+from fedmc.core.uploads import Stacked, Uploads
+from fedmc.data.federated import FederatedData
+
+UPLOAD = "delta"  # the change of beta W_i + Y_i
+
+
+@dataclass
+class ClientState:
+    """The private variables of a batch of clients (one, or all of them in simulation).
+
+    ``U``: the batch's user rows ``(rows, r)``; ``W``, ``Y``: ``(clients, n, r)``, item-major
+    (``W[c]`` is the transpose of the paper's ``W_i``); ``n_clients``: ``p``.
+    """
+
+    U: np.ndarray
+    W: np.ndarray
+    Y: np.ndarray
+    n_clients: int
+
+
+def init_clients(cfg: FedMCADMMConfig, shard: FederatedData, draws: InitialDraws,
+                 info: FederationInfo) -> ClientState:
+    """``U_i^0`` from the client's draws; ``W_i, Y_i`` are set by the set-up exchange."""
+    shape = (shard.n_clients, info.n_items, cfg.layout.width)
+    return ClientState(np.array(draws.rows["U"]), np.zeros(shape), np.zeros(shape),
+                       info.n_clients)
+
+
+def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState, msg: Message,
+                compute: np.ndarray, upload: np.ndarray) -> tuple[ClientState, Uploads]:
+    """Set-up: ``W_i^0 = V^0`` and ``Y_i^0``; a round: steps 4(a)-(c) given ``V^k``.
+
+    Every client that computes uploads (``compute`` equals ``upload``).
+    """
+    if msg.phase == "setup":
+        return _setup(cfg, shard, state, msg.arrays["V"], compute, upload)
+    tr = shard.train
+    im = shard.item_major
+    reg_u = cfg.regularizers()[0]
+    V = msg.arrays["V"]
+    delta = np.empty((len(compute), *V.shape))
+    local_updates(
+        compute, shard.client_ptr, tr.indptr, tr.indices, tr.values,
+        (im.client_ptr, im.item, im.ptr, im.row, im.values), state.U, state.W, state.Y, V,
+        cfg.inner, cfg.beta, state.n_clients, reg_u.params, cfg.layout.ones_col_u,
+        cfg.steps == "per-row", rank_token(V.shape[1]), delta,
+    )
+    return state, {UPLOAD: Stacked(V.shape, dense=delta)}
+
+
+def _setup(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState, V0: np.ndarray,
+           compute: np.ndarray, upload: np.ndarray) -> tuple[ClientState, Uploads]:
+    """``W_i^0 = V^0``, ``Y_i^0 = -(1/n) grad_V f_i(U_i^0, W_i^0)`` (the input line of
+    Algorithm 1; zero with ``dual_init="zeros"``). The server starts from
+    ``sum_i beta W_i^0 = p beta V^0``, so the upload is ``Y_i^0``."""
+    state.W[compute] = V0
+    state.Y[compute] = 0.0
+    if cfg.dual_init == "paper":
+        tr = shard.train
+        initial_duals(compute, shard.client_ptr, tr.indptr, tr.indices, tr.values, state.U,
+                      state.W, state.Y, 1.0 / V0.shape[0], rank_token(V0.shape[1]))
+    if len(upload) == 0:
+        return state, {}
+    return state, {UPLOAD: Stacked(V0.shape, dense=_rows(state.Y, upload))}
+
+
+def _rows(X: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``X[positions]``, as a view when the positions are one contiguous run."""
+    if len(positions) and positions[-1] - positions[0] == len(positions) - 1:
+        return X[positions[0] : positions[-1] + 1]
+    return X[positions]
+
+
+def evaluate(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState,
+             model: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """Error, regularizer and sparsity sums of the batch under the published ``V``."""
+    return error_sums(shard, state.U, model["V"], cfg.clip_range(shard.value_range),
+                      cfg.regularizers()[0], cfg.layout)
+
+
+def user_factors(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState) -> np.ndarray:
+    """The batch's ``U`` rows (simulation only: they never leave a client)."""
+    return state.U

@@ -1,0 +1,222 @@
+"""Numba kernels of FedMC-ADMM (Algorithm 1 of ``fedmc-admm.md``): the client's steps (13)-(15)
+over a batch of clients, the initial duals and the server's prox (16).
+
+Storage is item-major: ``W[c]`` and ``Y[c]`` are ``(n, r)``, the transposes of the paper's
+``W_i, Y_i``; ``c`` is a client's position in the batch the kernels are handed.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from fedmc.core.kernels import (
+    dot,
+    fro_norm,
+    gram_fro,
+    normal_equations,
+    quad_gradient,
+    scratch_matrix,
+    scratch_vector,
+)
+from fedmc.core.prox import prox_scalar
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col, per_row, token):
+    """(14) for every user row of one client: ``N`` prox-gradient steps with ``W_i`` fixed.
+
+    ``f_i`` is a sum over rows, each quadratic in its ``u_t`` with gradient ``A_t u_t - b_t``
+    (:func:`fedmc.core.kernels.normal_equations`), so the ``N`` steps are taken row by row.
+    """
+    r = len(token)
+    A = scratch_matrix(token)
+    b = scratch_vector(token)
+    g = scratch_vector(token)
+    u = scratch_vector(token)
+    L_client = 0.0 if per_row else gram_fro(Wc, token)  # ||W_i W_i^T||_F
+    for t in range(row0, row1):
+        normal_equations(indptr, indices, values, t, Wc, A, b, token)
+        L = fro_norm(A, token) if per_row else L_client
+        if L == 0.0:  # no curvature and a zero gradient: the step is the prox of R_i alone
+            L = 1e-300
+        for a in range(r):
+            u[a] = U[t, a]
+        for _ in range(n_inner):
+            quad_gradient(A, b, u, g, token)
+            for a in range(r):
+                u[a] = prox_scalar(u[a] - g[a] / L, 1.0 / L, reg)
+            if ones_col >= 0:
+                u[ones_col] = 1.0
+        for a in range(r):
+            U[t, a] = u[a]
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_inner, beta, p,
+             per_row, token):
+    """(15): ``N`` linearized steps on ``W_i`` with ``U_i^{k+1}`` fixed.
+
+    The client's ratings come grouped by item (groups ``g0:g1`` of an
+    :class:`~fedmc.data.federated.ItemMajor` layout). Column ``j``'s gradient is
+    ``B_j w_j - c_j`` (:func:`fedmc.core.kernels.normal_equations`), and for fixed ``B_j``
+    each step of (15) is the affine map ``w <- M w + k`` with
+    ``M = (a I - B_j / p) / (a + beta)``, ``k = (beta v_j + c_j / p - y_j) / (a + beta)``.
+    Columns the client did not rate have a zero gradient: their ``N`` steps are
+    ``w <- c w + (1 - c)(v - y / beta)``, ``c = a / (a + beta)``, applied in closed form. The
+    cost is that of the client's ratings plus one pass over the ``n`` items.
+    """
+    n = Wc.shape[0]
+    r = len(token)
+    a_client = 0.0 if per_row else gram_fro(U[row0:row1], token) / p  # ||U_i^T U_i||_F / p
+    c_n = (a_client / (a_client + beta)) ** n_inner  # 0 in per-row mode (no curvature)
+    B = scratch_matrix(token)
+    cv = scratch_vector(token)
+    M = scratch_matrix(token)
+    kv = scratch_vector(token)
+    w = scratch_vector(token)
+    w_new = scratch_vector(token)
+    next_j = 0
+    for g in range(g0, g1):
+        j = g_item[g]
+        relax_unrated(Wc, Yc, V, next_j, j, c_n, beta, token)
+        next_j = j + 1
+        if g_ptr[g + 1] - g_ptr[g] == 1:  # a third of the columns on ML-1M
+            q = g_ptr[g]
+            rated_once(U[g_row[q]], g_vals[q], V[j], Yc[j], Wc[j], a_client, beta, p, n_inner,
+                        per_row, token)
+            continue
+        normal_equations(g_ptr, g_row, g_vals, g, U, B, cv, token)
+        a = fro_norm(B, token) / p if per_row else a_client
+        inv = 1.0 / (a + beta)
+        for e in range(r):
+            for f in range(r):
+                M[e, f] = -B[e, f] / p * inv
+            M[e, e] += a * inv
+            kv[e] = (beta * V[j, e] + cv[e] / p - Yc[j, e]) * inv
+            w[e] = Wc[j, e]
+        for _ in range(n_inner):
+            for e in range(r):
+                acc = kv[e]
+                for f in range(r):
+                    acc += M[e, f] * w[f]
+                w_new[e] = acc
+            for e in range(r):
+                w[e] = w_new[e]
+        for e in range(r):
+            Wc[j, e] = w[e]
+    relax_unrated(Wc, Yc, V, next_j, n, c_n, beta, token)
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def rated_once(x, m, v, y, w, a_client, beta, p, n_inner, per_row, token):
+    """``N`` steps of (15) in closed form on a column rated by one user row ``x`` (rating
+    ``m``).
+
+    Then ``B = x x^T`` and ``c = m x``, so ``M = rho I - sigma x x^T`` with
+    ``rho = a / (a + beta)``, ``sigma = 1 / (p (a + beta))``: ``M`` scales by ``rho`` across
+    ``x`` and by ``lam = rho - sigma |x|^2`` along it. Hence
+    ``w_N = rho^N w + S(rho) k + [(lam^N - rho^N) x.w + (S(lam) - S(rho)) x.k] x / |x|^2``
+    with ``S(z) = sum_{t<N} z^t`` — the ``N`` affine steps of :func:`w_steps` without the
+    ``r x r`` matrix.
+    """
+    r = len(token)
+    xx = dot(x, x, token)
+    a = xx / p if per_row else a_client  # ||x x^T||_F = |x|^2
+    inv = 1.0 / (a + beta)
+    rho = a * inv
+    lam = rho - xx / p * inv
+    rho_n = 1.0
+    lam_n = 1.0
+    s_rho = 0.0
+    s_lam = 0.0
+    for _ in range(n_inner):
+        s_rho += rho_n
+        s_lam += lam_n
+        rho_n *= rho
+        lam_n *= lam
+    xw = 0.0
+    xk = 0.0
+    for e in range(r):
+        k = (beta * v[e] + m * x[e] / p - y[e]) * inv
+        xw += x[e] * w[e]
+        xk += x[e] * k
+        w[e] = rho_n * w[e] + s_rho * k
+    if xx > 0.0:
+        coef = ((lam_n - rho_n) * xw + (s_lam - s_rho) * xk) / xx
+        for e in range(r):
+            w[e] += coef * x[e]
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def relax_unrated(Wc, Yc, V, j0, j1, c_n, beta, token):
+    """``N`` steps of (15) in closed form on the unrated columns ``j0:j1``."""
+    for j in range(j0, j1):
+        for e in range(len(token)):
+            Wc[j, e] = c_n * Wc[j, e] + (1.0 - c_n) * (V[j, e] - Yc[j, e] / beta)
+
+
+@numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
+def local_updates(
+    clients, client_ptr, indptr, indices, values, cols, U, W, Y, V, n_inner, beta, p, reg,
+    ones_col, per_row, token, delta,
+):
+    """Steps 4(a)-(c) of Algorithm 1 for the clients at positions ``clients``, in parallel.
+
+    ``cols`` is the item-major layout ``(client_ptr, item, ptr, row, values)`` of the same
+    ratings (:class:`~fedmc.data.federated.ItemMajor`). ``delta[s]`` receives the change of
+    ``beta W_i + Y_i`` of client ``clients[s]``, its upload:
+    ``beta (W^+ - W) + (Y^+ - Y) = beta (2 W^+ - W - V)`` by (13).
+    """
+    g_client, g_item, g_ptr, g_row, g_vals = cols
+    n, r = V.shape
+    Vf = V.reshape(n * r)
+    for s in numba.prange(clients.shape[0]):
+        c = clients[s]
+        row0 = client_ptr[c]
+        row1 = client_ptr[c + 1]
+        Wc = W[c].reshape(n * r)
+        Yc = Y[c].reshape(n * r)
+        D = delta[s].reshape(n * r)
+        for q in range(n * r):
+            D[q] = -beta * Wc[q]
+        u_steps(indptr, indices, values, row0, row1, U, W[c], n_inner, reg, ones_col, per_row,
+                token)
+        w_steps(g_client[c], g_client[c + 1], g_item, g_ptr, g_row, g_vals, row0, row1, U,
+                W[c], Y[c], V, n_inner, beta, p, per_row, token)
+        for q in range(n * r):  # (13) and the upload, over the flat n x r arrays
+            step = beta * (Wc[q] - Vf[q])
+            Yc[q] += step
+            D[q] += beta * Wc[q] + step
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def initial_duals(clients, client_ptr, indptr, indices, values, U, W, Y, scale, token):
+    """``Y_i^0 = Y_i - scale * grad_V f_i(U_i^0, W_i^0)`` for the clients at positions
+    ``clients`` (input of Algorithm 1, with ``Y_i = 0`` on entry).
+
+    ``grad_V f_i`` is accumulated from the residuals, ``sum_t (u_t . w_j - m_tj) u_t``: one
+    pass at ``O(r)`` per rating.
+    """
+    r = len(token)
+    for c in clients:  # once per run; a serial loop compiles much faster than a prange
+        Wc = W[c]
+        Yc = Y[c]
+        for t in range(client_ptr[c], client_ptr[c + 1]):
+            u = U[t]
+            for q in range(indptr[t], indptr[t + 1]):
+                j = indices[q]
+                res = dot(u, Wc[j], token) - values[q]
+                for e in range(r):
+                    Yc[j, e] -= scale * res * u[e]
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def server_prox(total, scale, step, params, ones_col):
+    """(16): ``V = prox_{step R}(total * scale)``, with column ``ones_col`` fixed to 1."""
+    n, r = total.shape
+    V = np.empty((n, r))
+    for j in range(n):
+        for k in range(r):
+            V[j, k] = 1.0 if k == ones_col else prox_scalar(total[j, k] * scale, step, params)
+    return V

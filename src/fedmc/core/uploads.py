@@ -1,0 +1,166 @@
+"""What clients upload and the only thing the server is handed: the sum of the uploads.
+
+A client step returns, for every uploading client of its batch, a set of named arrays (an
+:data:`Uploads` mapping of name to :class:`Stacked`). The driver, and only the driver, adds
+them up with :func:`sum_uploads`, which is the one place a :class:`Summed` is made. Server steps
+take a :class:`Summed`; they never see a single client's upload. That is exactly what secure
+aggregation reveals (the cohort's sum), and it is where central differential privacy adds its
+noise (:meth:`Summed.with_arrays`).
+
+A batch of ``s`` clients contributes to one named array of shape ``shape`` in one of three
+forms, whichever is cheapest for the algorithm:
+
+* ``dense``: an ``(s, *shape)`` array, row ``k`` is client ``k``'s upload. It may be a
+  broadcast view (stride 0 along the first axis) when every client of the batch uploads the
+  same array, e.g. the columns that all RFRec clients share; the sum is then one
+  multiplication.
+* ``rows``: a :class:`RowPatch`, sparse rows (client ``k`` adds ``values[q]`` to row
+  ``index[q]``, ``q`` in ``ptr[k]:ptr[k+1]``), e.g. the rated items of a one-user client;
+* both: the rows are added to the dense part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+
+BYTES_PER_NUMBER = 8  # payload accounting: float64 values, indices counted as one number each
+
+
+@dataclass(frozen=True)
+class RowPatch:
+    """Sparse row additions of a batch: client ``k`` adds ``values[q]`` to row ``index[q]`` of
+    its upload for ``q`` in ``ptr[k]:ptr[k+1]`` (rows distinct within a client)."""
+
+    ptr: np.ndarray  # int64, s + 1
+    index: np.ndarray  # int64, one per stored row
+    values: np.ndarray  # (nnz, *row_shape)
+
+    @property
+    def n_clients(self) -> int:
+        """Number of clients ``s`` in the batch."""
+        return len(self.ptr) - 1
+
+
+@dataclass(frozen=True)
+class Stacked:
+    """One named upload of each client of a batch, before summation (module docstring)."""
+
+    shape: tuple[int, ...]
+    dense: np.ndarray | None = None
+    rows: RowPatch | None = None
+
+    def __post_init__(self) -> None:
+        if self.dense is None and self.rows is None:
+            raise ValueError("an upload needs a dense part, rows, or both")
+        if self.dense is not None and self.dense.shape[1:] != tuple(self.shape):
+            raise ValueError(f"dense part {self.dense.shape} does not stack {self.shape}")
+        if self.dense is not None and self.rows is not None:
+            if self.rows.n_clients != self.dense.shape[0]:
+                raise ValueError("dense part and rows cover different numbers of clients")
+
+    @property
+    def n_clients(self) -> int:
+        """Number of clients ``s`` in the batch."""
+        return self.dense.shape[0] if self.dense is not None else self.rows.n_clients
+
+    def nbytes(self) -> int:
+        """Bytes the batch's clients send for this array: each its dense array if there is one
+        (the rows then only modify it), else its sparse rows and their indices."""
+        if self.dense is not None:
+            return self.n_clients * int(np.prod(self.shape, dtype=np.int64)) * BYTES_PER_NUMBER
+        rows = self.rows
+        width = int(np.prod(rows.values.shape[1:], dtype=np.int64))
+        return len(rows.index) * (width + 1) * BYTES_PER_NUMBER
+
+    def weighted_sum(self, weights: np.ndarray) -> np.ndarray:
+        """``sum_k weights[k] * upload_k`` as one ``shape`` array."""
+        total = np.zeros(self.shape)
+        if self.dense is not None:
+            if self.dense.strides[0] == 0:  # every client uploads the same array
+                total += weights.sum() * self.dense[0]
+            else:
+                total += np.tensordot(weights, self.dense, axes=1)
+        if self.rows is not None:
+            rows = self.rows
+            flat = total.reshape(self.shape[0], -1)
+            _scatter_rows(flat, rows.ptr, rows.index, rows.values.reshape(len(rows.index), -1),
+                          weights.astype(np.float64))
+        return total
+
+
+Uploads = Mapping[str, Stacked]
+"""The uploads of a batch of clients: named arrays, each stacked over the batch."""
+
+
+@numba.njit(cache=True)
+def _scatter_rows(total, ptr, index, values, weights):
+    """``total[index[q]] += weights[k] values[q]`` for the rows ``q`` of every client ``k``."""
+    width = total.shape[1]
+    for k in range(ptr.shape[0] - 1):
+        w = weights[k]
+        for q in range(ptr[k], ptr[k + 1]):
+            row = index[q]
+            for e in range(width):
+                total[row, e] += w * values[q, e]
+
+
+_SUMMED_BY_DRIVER = object()
+
+
+@dataclass(frozen=True)
+class Summed:
+    """The sum over a cohort of clients of each named upload, and the cohort's size.
+
+    Only :func:`sum_uploads` makes one (from clients' uploads) and only :meth:`with_arrays`
+    derives one (e.g. to add central noise): a server step that takes a ``Summed`` is handed a
+    cohort sum by construction.
+    """
+
+    arrays: Mapping[str, np.ndarray]
+    count: int
+    _origin: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._origin is not _SUMMED_BY_DRIVER:
+            raise TypeError("a Summed is made only by fedmc.core.uploads.sum_uploads")
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.arrays[name]
+
+    def with_arrays(self, arrays: Mapping[str, np.ndarray]) -> Summed:
+        """The same cohort with post-processed sums (noise added, say)."""
+        return Summed(dict(arrays), self.count, _SUMMED_BY_DRIVER)
+
+
+def sum_uploads(
+    batches: Sequence[tuple[Uploads, np.ndarray]], shapes: Mapping[str, tuple[int, ...]]
+) -> Summed:
+    """Add up the uploads of every batch, each client weighted by its multiplicity.
+
+    Parameters
+    ----------
+    batches
+        ``(uploads, weights)`` pairs: the uploads of a batch of ``s`` clients and how many times
+        each counts (1, or more when a client was drawn more than once).
+    shapes
+        Name and shape of every upload the algorithm sends: a name no client sent sums to zero
+        (a round in which no client uploaded).
+    """
+    total = {name: np.zeros(shape) for name, shape in shapes.items()}
+    count = 0
+    for uploads, weights in batches:
+        if set(uploads) != set(shapes):
+            raise ValueError(f"uploads {sorted(uploads)} differ from the declared {sorted(shapes)}")
+        for name, stacked in uploads.items():
+            total[name] += stacked.weighted_sum(weights)
+        count += int(weights.sum())
+    return Summed(total, count, _SUMMED_BY_DRIVER)
+
+
+def upload_nbytes(uploads: Uploads) -> int:
+    """Bytes sent by the clients of one batch (each client once, whatever its multiplicity)."""
+    return sum(stacked.nbytes() for stacked in uploads.values())

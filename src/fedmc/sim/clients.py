@@ -1,0 +1,122 @@
+"""Where the clients of a simulation live, and how a message reaches them.
+
+Both populations run the algorithm's own client step (:mod:`fedmc.core.protocol`) and return
+the uploads unsummed; the caller adds them up. They differ only in how clients are grouped:
+
+* :class:`BatchedClients`: every client in one stacked state, so a message is one call of the
+  client step over all the clients it names (one Numba kernel): the fast simulation.
+* :class:`PerClientClients`: every client in its own state, built from its own shard, and one
+  call per client with a batch of one: the reference that the conformance suite
+  (:mod:`fedmc.testing`) holds the batched simulation to, and the shape a real federation has.
+
+These classes are the only code that touches client state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws, Message
+from fedmc.core.uploads import Uploads
+
+Batch = tuple[Uploads, np.ndarray]  # the uploads of a batch and each client's multiplicity
+
+
+class ClientPopulation(Protocol):
+    """The clients of a simulation."""
+
+    def run(self, msg: Message) -> list[Batch]:
+        """Run the client step of the clients ``msg`` names; their uploads, unsummed."""
+        ...
+
+    def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """Every client's evaluation sums under the published ``model``, added up."""
+        ...
+
+    def user_factors(self) -> np.ndarray:
+        """All user factors in federated row order (simulation only)."""
+        ...
+
+
+def _multiplicities(msg: Message) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct uploading clients and how many times each counts."""
+    ids, counts = np.unique(msg.upload, return_counts=True)
+    return ids.astype(np.int64), counts
+
+
+class BatchedClients:
+    """All clients in one stacked state; a message is one client step over its clients."""
+
+    def __init__(self, algorithm: Algorithm, cfg: Any, data: Any, draws: InitialDraws,
+                 info: FederationInfo) -> None:
+        self.algorithm = algorithm
+        self.cfg = cfg
+        self.shard = data
+        self.state = algorithm.init_clients(cfg, data, draws, info)
+
+    def run(self, msg: Message) -> list[Batch]:
+        """One client step over ``msg.compute`` (client ids are positions in the stack)."""
+        if len(msg.compute) == 0:
+            return []
+        uploaders, counts = _multiplicities(msg)
+        self.state, uploads = self.algorithm.client_step(
+            self.cfg, self.shard, self.state, msg, msg.compute.astype(np.int64), uploaders
+        )
+        return [(uploads, counts)] if len(uploaders) else []
+
+    def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """One evaluation call over every client."""
+        return dict(self.algorithm.evaluate(self.cfg, self.shard, self.state, model))
+
+    def user_factors(self) -> np.ndarray:
+        """The stacked state's user factors."""
+        return self.algorithm.user_factors(self.cfg, self.shard, self.state)
+
+
+class PerClientClients:
+    """Every client with its own shard and state; a message is a loop over its clients."""
+
+    def __init__(self, algorithm: Algorithm, cfg: Any, data: Any, draws: InitialDraws,
+                 info: FederationInfo) -> None:
+        self.algorithm = algorithm
+        self.cfg = cfg
+        self.shards = [data.client_shard(c) for c in range(data.n_clients)]
+        self.states = [
+            algorithm.init_clients(
+                cfg, shard, draws.take(np.array([c]), data.client_rows(c)), info
+            )
+            for c, shard in enumerate(self.shards)
+        ]
+
+    def run(self, msg: Message) -> list[Batch]:
+        """The client step of each client of ``msg.compute``, one at a time."""
+        uploaders, counts = _multiplicities(msg)
+        weight = dict(zip(uploaders.tolist(), counts.tolist(), strict=True))
+        me = np.zeros(1, dtype=np.int64)
+        out = []
+        for c in msg.compute.tolist():
+            up = me if c in weight else me[:0]
+            self.states[c], uploads = self.algorithm.client_step(
+                self.cfg, self.shards[c], self.states[c], msg, me, up
+            )
+            if len(up):
+                out.append((uploads, np.array([weight[c]])))
+        return out
+
+    def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """Each client's sums, added up in client order."""
+        total: dict[str, float] = {}
+        for shard, state in zip(self.shards, self.states, strict=True):
+            for key, value in self.algorithm.evaluate(self.cfg, shard, state, model).items():
+                total[key] = total.get(key, 0.0) + value
+        return total
+
+    def user_factors(self) -> np.ndarray:
+        """Every client's user factors, stacked in client order."""
+        return np.concatenate([
+            self.algorithm.user_factors(self.cfg, shard, state)
+            for shard, state in zip(self.shards, self.states, strict=True)
+        ])

@@ -1,0 +1,53 @@
+"""The history of a run: one row per evaluated round, written as ``history.csv``."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass
+class History:
+    """One row per evaluated round (round 0 is the initial model)."""
+
+    rows: list[dict[str, float]] = field(default_factory=list)
+
+    def append(self, row: dict[str, float]) -> None:
+        """Add a row."""
+        self.rows.append(row)
+
+    @property
+    def columns(self) -> list[str]:
+        """Column names in first-seen order."""
+        seen: dict[str, None] = {}
+        for row in self.rows:
+            seen.update(dict.fromkeys(row))
+        return list(seen)
+
+    def column(self, name: str) -> np.ndarray:
+        """One column as an array (NaN where a row lacks it)."""
+        return np.array([row.get(name, math.nan) for row in self.rows], dtype=float)
+
+    def last(self, name: str) -> float:
+        """The latest value of a column."""
+        return float(self.rows[-1][name])
+
+    def to_csv(self, path: str | Path) -> None:
+        """Write as CSV (the ``history.csv`` of the run contract)."""
+        cols = self.columns
+        with open(path, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=cols, restval="")
+            writer.writeheader()
+            for row in self.rows:
+                writer.writerow({k: _fmt(v) for k, v in row.items()})
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def _fmt(v: float) -> str | float:
+    return repr(float(v)) if isinstance(v, float | np.floating) else v
