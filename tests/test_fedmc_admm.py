@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize, minimize_scalar
 
-from fedmc.algorithms.fedmc_admm import FedMCADMM, Upload, _rated_once, _u_steps, _w_steps
+from fedmc.algorithms.fedmc_admm import ALGORITHM, FedMCADMM, FedMCADMMConfig
+from fedmc.algorithms.fedmc_admm.kernels import rated_once, u_steps, w_steps
 from fedmc.core.kernels import rank_token
 from fedmc.core.prox import Regularizer
+from fedmc.sim.loop import simulate
 from tests.conftest import tiny_federated
 
 PAPER = {"steps": "paper", "biases": False}  # Algorithm 1 as published (defaults are ours)
@@ -49,7 +51,7 @@ def test_u_step_solves_subproblem_14(kind):
     reg = Regularizer(kind, 0.3)
     U = U0.copy()
     tr = data.train
-    _u_steps(tr.indptr, tr.indices, tr.values, 0, 6, U, Wc, 1, reg.params, -1, False,
+    u_steps(tr.indptr, tr.indices, tr.values, 0, 6, U, Wc, 1, reg.params, -1, False,
              rank_token(r))
     # (14) with W = Wc^T: <grad, U> + L/2 ||U - U0||^2 + R(U), L = ||W W^T||_F
     G = (mask * (U0 @ Wc.T - M)) @ Wc
@@ -73,7 +75,7 @@ def test_w_step_solves_subproblem_15(per_row):
     V = rng.normal(size=(5, r))
     W = W0.copy()
     im = data.item_major
-    _w_steps(im.client_ptr[0], im.client_ptr[1], im.item, im.ptr, im.row, im.values, 0, 6, U, W,
+    w_steps(im.client_ptr[0], im.client_ptr[1], im.item, im.ptr, im.row, im.values, 0, 6, U, W,
              Y, V, 1, beta, p, per_row, rank_token(r))
     grad = (U.T @ (mask * (U @ W0.T - M))).T  # (n, r)
     if per_row:  # one Lipschitz constant per item column
@@ -88,52 +90,69 @@ def test_w_step_solves_subproblem_15(per_row):
     assert np.allclose(W, brute_smooth(obj, W0), atol=1e-6)
 
 
+class FixedSchedule:
+    """A sampler that replays a list of client sets."""
+
+    def __init__(self, n_clients, schedule):
+        self.n_clients = n_clients
+        self.schedule = list(schedule)
+
+    def sample(self, rng):
+        return np.asarray(self.schedule.pop(0), dtype=np.int64)
+
+
+def run(data, schedule, seed=0, **params):
+    """FedMC-ADMM on ``data`` with the rounds' client sets given by ``schedule``."""
+    cfg = FedMCADMMConfig(**params)
+    return cfg, simulate(ALGORITHM, cfg, data, FixedSchedule(data.n_clients, schedule),
+                         len(schedule), seed)
+
+
 @pytest.mark.parametrize("kind", ["l2", "l1", "none", "box"])
 def test_server_step_solves_subproblem_16(kind):
+    """(16) from the summed changes of ``beta W_i + Y_i``: the total the server keeps is
+    ``sum_i (beta W_i + Y_i)`` (kept by the clients), and ``V`` minimizes (16) given it."""
     data, _, _ = tiny_federated(m=9, n=4, p=3)
-    model = FedMCADMM(rank=2, reg_v=kind, gamma=0.4, beta=1.3, box_lo=-0.2, box_hi=0.3, **PAPER)
-    model.setup(data, np.random.default_rng(0))
-    server = model.server_
-    rng = np.random.default_rng(3)
-    Ws = rng.normal(size=(3, 4, 2))
-    Ys = rng.normal(size=(3, 4, 2))
-    clients = np.array([0, 1, 2])
-    V = server.aggregate(Upload(clients, Ws, Ys))
-    reg = Regularizer(kind, 0.4, lo=-0.2, hi=0.3)
     beta = 1.3
+    cfg, sim = run(data, [[0, 2], [1]], rank=2, reg_v=kind, gamma=0.4, beta=beta, box_lo=-0.2,
+                   box_hi=0.3, **PAPER)
+    state = sim.clients.state
+    Ws, Ys = state.W, state.Y
+    np.testing.assert_allclose(sim.server.total, (beta * Ws + Ys).sum(axis=0), atol=1e-12)
+    reg = Regularizer(kind, 0.4, lo=-0.2, hi=0.3)
     # (16) is separable by entry: sum_i [-Y_i v + beta/2 (W_i - v)^2] + R(v)
     expected = brute_separable(
         lambda k, z: sum(-Ys[i].flat[k] * z + beta / 2 * (Ws[i].flat[k] - z) ** 2
                          for i in range(3)) + reg.value(np.array([z])),
-        V.shape,
+        sim.server.V.shape,
         search_bounds(reg),
     )
-    assert np.allclose(V, expected, atol=1e-6)
+    assert np.allclose(sim.server.V, expected, atol=1e-6)
 
 
 def test_closed_forms_66_to_68_literally():
     """The l2 case equals the paper's formulas (66)-(68) written out."""
     data, M, mask = tiny_federated(m=8, n=6, p=2)
-    model = FedMCADMM(rank=3, lam=0.2, gamma=0.1, beta=2.0, inner=1, init_scale=1.0, **PAPER)
-    model.setup(data, np.random.default_rng(5))
-    U0 = model.U_.copy()
-    W0 = model.clients_.W[0].T.copy()  # r x n
-    Y0 = model.clients_.Y[0].T.copy()
-    V0 = model.V_.T.copy()
-    model.round(np.array([0]), np.random.default_rng(0))
+    params = dict(rank=3, lam=0.2, gamma=0.1, beta=2.0, inner=1, init_scale=1.0, **PAPER)
+    cfg, before = run(data, [], seed=5, **params)
+    U0 = before.clients.state.U.copy()
+    W0 = before.clients.state.W[0].T.copy()  # r x n
+    Y0 = before.clients.state.Y[0].T.copy()
+    V0 = before.server.V.T.copy()
+    Y_other = before.clients.state.Y[1].T
+    W_other = before.clients.state.W[1].T
+    _, sim = run(data, [[0]], seed=5, **params)
     rows = slice(0, 4)
     Ui, Mi, Pi = U0[rows], M[rows], mask[rows]
     L_W = np.linalg.norm(W0 @ W0.T)
     U1 = (Ui * L_W - (Pi * (Ui @ W0 - Mi)) @ W0.T) / (L_W + 0.2)  # (66)
-    assert np.allclose(model.U_[rows], U1)
+    assert np.allclose(sim.clients.state.U[rows], U1)
     L_U, p, beta = np.linalg.norm(U1.T @ U1), 2, 2.0
     W1 = (L_U / p * W0 + beta * V0 - U1.T @ (Pi * (U1 @ W0 - Mi)) / p - Y0) / (L_U / p + beta)
-    assert np.allclose(model.clients_.W[0].T, W1)  # (67)
+    assert np.allclose(sim.clients.state.W[0].T, W1)  # (67)
     Y1 = Y0 + beta * (W1 - V0)
-    W_other = model.clients_.W[1].T
-    Y_other = model.clients_.Y[1].T
     V1 = (beta * W1 + Y1 + beta * W_other + Y_other) / (p * beta + 0.1)  # (68)
-    assert np.allclose(model.V_.T, V1)
+    assert np.allclose(sim.server.V.T, V1)
 
 
 # ------------------------------------------------------ plain per-client loop (Algorithm 1)
@@ -205,7 +224,7 @@ def test_rated_once_closed_form_equals_the_iterated_steps(per_row, n_inner, zero
     for _ in range(n_inner):
         w_ref = M @ w_ref + k
     w = w0.copy()
-    _rated_once(x, m, v, y, w, a_client, beta, p, n_inner, per_row, rank_token(r))
+    rated_once(x, m, v, y, w, a_client, beta, p, n_inner, per_row, rank_token(r))
     np.testing.assert_allclose(w, w_ref, rtol=1e-12, atol=1e-12)
 
 @pytest.mark.parametrize(
@@ -221,45 +240,46 @@ def test_rated_once_closed_form_equals_the_iterated_steps(per_row, n_inner, zero
 )
 def test_batched_engine_equals_per_client_loop(opts, rank, shape):
     data, M, mask = tiny_federated(*shape, p=5, density=0.45, seed=4)
-    model = FedMCADMM(rank=rank, inner=3, beta=0.8, lam=0.05, gamma=0.02, init_scale=1.0,
-                      **opts)
-    model.setup(data, np.random.default_rng(11))
-    U0, V0 = model.U_.copy(), model.V_.T.copy()
-    schedule = [np.array(s) for s in ([0, 3], [1, 2, 4], [3], [0, 1, 2, 3, 4], [2, 4])]
-    for S in schedule:
-        model.round(S, np.random.default_rng(0))
-    cfg = model.config
+    params = dict(rank=rank, inner=3, beta=0.8, lam=0.05, gamma=0.02, init_scale=1.0, **opts)
+    schedule = [[0, 3], [1, 2, 4], [3], [0, 1, 2, 3, 4], [2, 4]]
+    cfg, start = run(data, [], seed=11, **params)
+    U0, V0 = start.clients.state.U.copy(), start.server.V.T.copy()
+    _, sim = run(data, schedule, seed=11, **params)
     reg_u, reg_v = cfg.regularizers()
-    layout = model.layout_
+    layout = cfg.layout
     blocks = [slice(data.client_ptr[c], data.client_ptr[c + 1]) for c in range(5)]
     U_ref, V_ref = reference_algorithm_1(
-        M, mask, blocks, U0, V0, schedule, N=3, beta=0.8, reg_u=reg_u, reg_v=reg_v,
-        per_row=cfg.steps == "per-row", dual_init=cfg.dual_init,
+        M, mask, blocks, U0, V0, [np.array(s) for s in schedule], N=3, beta=0.8, reg_u=reg_u,
+        reg_v=reg_v, per_row=cfg.steps == "per-row", dual_init=cfg.dual_init,
         ones_u=layout.ones_col_u, ones_v=layout.ones_col_v,
     )
-    assert np.allclose(model.U_, U_ref, atol=1e-10, rtol=0)
-    assert np.allclose(model.V_.T, V_ref, atol=1e-10, rtol=0)
+    assert np.allclose(sim.clients.state.U, U_ref, atol=1e-10, rtol=0)
+    assert np.allclose(sim.server.V.T, V_ref, atol=1e-10, rtol=0)
 
 
 def test_same_seed_same_history(tiny):
-    a = FedMCADMM(rank=2, init_scale=1.0, beta=1.0).fit(tiny, rounds=5, active=2, seed=3)
-    b = FedMCADMM(rank=2, init_scale=1.0, beta=1.0).fit(tiny, rounds=5, active=2, seed=3)
-    c = FedMCADMM(rank=2, init_scale=1.0, beta=1.0).fit(tiny, rounds=5, active=2, seed=4)
+    def fit(seed):
+        return FedMCADMM(rank=2, init_scale=1.0, beta=1.0, rounds=5, active=2,
+                         random_state=seed).fit(tiny)
+
+    a, b, c = fit(3), fit(3), fit(4)
     for col in ("objective", "test_rmse", "bytes_up"):
         assert np.array_equal(a.history_.column(col), b.history_.column(col))
     assert not np.array_equal(a.history_.column("objective"), c.history_.column("objective"))
 
 
 def test_objective_decreases_with_full_participation(tiny):
-    model = FedMCADMM(rank=2, init_scale=0.5, beta=1.0, lam=0.1, gamma=0.1)
-    model.fit(tiny, rounds=30)
+    model = FedMCADMM(rank=2, init_scale=0.5, beta=1.0, lam=0.1, gamma=0.1, rounds=30)
+    model.fit(tiny)
     obj = model.history_.column("objective")
     assert obj[-1] < 0.5 * obj[0]
 
 
-def test_refuses_a_run_that_cannot_fit_in_memory(tiny, monkeypatch):
-    from fedmc.errors import ConfigError
-
-    monkeypatch.setattr("fedmc.algorithms.fedmc_admm.available_memory", lambda: 1024)
-    with pytest.raises(ConfigError, match="GiB"):
-        FedMCADMM(rank=2).setup(tiny, np.random.default_rng(0))
+def test_bytes_count_the_deltas_and_v():
+    """Set-up: ``V^0`` down and ``Y_i^0`` up for every client; a round: ``V^k`` down and one
+    change of ``beta W_i + Y_i`` up per sampled client."""
+    data, _, _ = tiny_federated(m=12, n=9, p=3)
+    model = FedMCADMM(rank=2, biases=False, rounds=2, active=2).fit(data)
+    size = 9 * 2 * 8
+    assert model.history_.column("bytes_up").tolist() == [3 * size, 5 * size, 7 * size]
+    assert model.history_.column("bytes_down").tolist() == [3 * size, 5 * size, 7 * size]

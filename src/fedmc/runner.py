@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numba
 import numpy as np
@@ -26,13 +26,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import fedmc
 from fedmc.algorithms import get_algorithm
-from fedmc.algorithms.base import FederatedAlgorithm
 from fedmc.data import FederatedData
-from fedmc.errors import ConfigError
+from fedmc.estimator import Estimator
 from fedmc.pipeline import DataSettings, federate, load_boolean_data, load_ratings
-from fedmc.sim import engine
-from fedmc.sim.engine import History, RoundCallback
-from fedmc.sim.sampling import BernoulliSampler, DropoutSampler, UniformSampler
+from fedmc.sim.history import History
+from fedmc.sim.loop import RoundCallback
+from fedmc.sim.sampling import SamplingKind
 
 
 class RunSettings(BaseModel):
@@ -43,7 +42,7 @@ class RunSettings(BaseModel):
     algorithm: str = "fedmc-admm"
     rounds: int = Field(100, ge=0)
     active: int | None = Field(10, ge=1, description="clients per round (uniform sampling)")
-    sampling: Literal["uniform", "bernoulli"] = "uniform"
+    sampling: SamplingKind = "uniform"
     participation: float | None = Field(
         None, gt=0, le=1, description="p_i of every client for Bernoulli sampling"
     )
@@ -56,24 +55,11 @@ class RunSettings(BaseModel):
 class RunResult:
     """What a run produced."""
 
-    model: FederatedAlgorithm
+    model: Estimator
     data: FederatedData | Any
     history: History
     summary: dict[str, Any]
     config: dict[str, Any]
-
-
-def make_sampler(settings: RunSettings, n_clients: int):
-    """The client sampler the settings ask for."""
-    if settings.sampling == "bernoulli":
-        prob = settings.participation or min(settings.active or n_clients, n_clients) / n_clients
-        sampler = BernoulliSampler(np.full(n_clients, prob))
-    else:
-        active = n_clients if settings.active is None else settings.active
-        if active > n_clients:
-            raise ConfigError(f"--active {active} exceeds the {n_clients} clients")
-        sampler = UniformSampler(n_clients, active)
-    return DropoutSampler(sampler, settings.dropout) if settings.dropout > 0 else sampler
 
 
 def execute(
@@ -86,7 +72,12 @@ def execute(
     """Load data, build the algorithm, run it; nothing is written here."""
     started = time.perf_counter()
     algo_cls = get_algorithm(run.algorithm)
-    model = algo_cls(**params)  # validate parameters before any loading
+    cfg = algo_cls.Config(**params)  # validate parameters before any loading
+    settings = {"rounds": run.rounds, "active": run.active, "sampling": run.sampling,
+                "participation": run.participation, "dropout": run.dropout,
+                "eval_every": run.eval_every, "random_state": run.seed}
+    model = algo_cls(**cfg.model_dump(),
+                     **{k: v for k, v in settings.items() if k in algo_cls.run_params})
     if algo_cls.data_kind == "boolean":
         data = load_boolean_data(data_settings)
         stats = {"rows": data.shape[0], "columns": data.shape[1], "density": data.density}
@@ -99,10 +90,9 @@ def execute(
             "train_ratings": data.train.nnz,
             "test_ratings": data.test.nnz,
         }
-    sampler = make_sampler(run, data.n_clients)
     load_seconds = time.perf_counter() - started
-    history = engine.run(model, data, sampler, run.rounds, run.seed, run.eval_every, callback)
-    model.history_ = history
+    model.fit_with_progress(data, callback)
+    history = model.history_
     final = history.rows[-1]
     summary = {
         **{k: v for k, v in final.items()},
@@ -113,7 +103,7 @@ def execute(
     }
     config = {
         "algorithm": run.algorithm,
-        "params": model.get_params(),
+        "params": cfg.model_dump(mode="json"),
         "run": run.model_dump(mode="json"),
         "data": {**data_settings.model_dump(mode="json"), **stats,
                  "normalizer": vars(data.normalizer) if hasattr(data, "normalizer") else None},

@@ -1,11 +1,15 @@
-"""Federated algorithms, each one module on the shared engine, looked up by name."""
+"""The algorithms, one package each on the shared protocol (ALS: one centralized module),
+looked up by name."""
 
 from __future__ import annotations
 
 from importlib import import_module
+from typing import TYPE_CHECKING
 
-from fedmc.algorithms.base import FederatedAlgorithm
 from fedmc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fedmc.estimator import Estimator
 
 _REGISTRY: dict[str, str] = {
     "fedmc-admm": "fedmc.algorithms.fedmc_admm:FedMCADMM",
@@ -24,8 +28,9 @@ def algorithm_names() -> list[str]:
     return list(_REGISTRY)
 
 
-def get_algorithm(name: str) -> type[FederatedAlgorithm]:
-    """The algorithm class registered under ``name``."""
+def get_algorithm(name: str) -> type[Estimator]:
+    """The estimator class registered under ``name`` (its ``algorithm`` attribute holds the
+    protocol functions of a federated algorithm; ALS has none)."""
     try:
         module, cls = _REGISTRY[name].split(":")
     except KeyError:

@@ -2,7 +2,7 @@
 federated methods are judged against at the same rank and split).
 
 The federation is ignored: all training ratings are used in every sweep, nothing is
-communicated. With the bias layout of :mod:`fedmc.algorithms.factor_model`
+communicated. With the bias layout of :mod:`fedmc.core.factors`
 (``U = [u | b_user | 1]``, ``V = [v | 1 | b_item]``) the model is ``u_t . v_j + b_t + b_j`` and
 ALS minimizes
 
@@ -18,21 +18,26 @@ row solves its ``(r+1) x (r+1)`` ridge problem (normal equations)
 
 with the item bias ``b_j`` (the fixed columns' share) moved to the target, then every item
 column does the same with the roles swapped. Rows are independent, so each half-sweep is one
-Numba kernel parallel over rows. After ``sweeps`` sweeps (default 15, chosen on a validation
-split of the ML-1M training ratings, see ``docs/fedmavg.md``) later rounds leave the model as it
-is.
+Numba kernel parallel over rows. It runs ``sweeps`` sweeps (default 15, chosen on a validation
+split of the ML-1M training ratings, see ``docs/fedmavg.md``); its history has one row per
+sweep. ALS is not a federated algorithm: it stays outside the protocol of
+:mod:`fedmc.core.protocol` and only shares the data layout, the factor layout and the metrics.
 """
 
 from __future__ import annotations
+
+import time
 
 import numba
 import numpy as np
 from pydantic import Field
 
-from fedmc.algorithms.base import Communication
-from fedmc.algorithms.factor_model import FactorConfig, FactorModel
+from fedmc.core.factors import FactorConfig, error_sums, factor_metrics, uniform_draws
 from fedmc.core.prox import Regularizer
 from fedmc.data.federated import CSR, FederatedData
+from fedmc.estimator import Estimator, FactorPredictions
+from fedmc.sim.history import History
+from fedmc.sim.loop import RoundCallback
 
 
 class ALSConfig(FactorConfig):
@@ -136,74 +141,90 @@ def ridge_rows(indptr, indices, values, F, X_fixed, Y_fixed, lam, weighted, X):
         X[t] = b
 
 
-class ALS(FactorModel):
+class ALS(FactorPredictions, Estimator):
     """Centralized biased matrix factorization by alternating least squares.
+
+    Learned attributes: ``U_`` (users in federated row order), ``V_`` (items), ``user_index_``,
+    ``history_`` (one row per sweep; ``round`` counts sweeps).
 
     Examples
     --------
     >>> from fedmc.api import load_federated
     >>> data = load_federated("synthetic", clients=20)
-    >>> model = ALS().fit(data, rounds=10)
+    >>> model = ALS(sweeps=10).fit(data)
     >>> model.history_.last("test_rmse") < 1.0
     True
     """
 
     name = "als"
     Config = ALSConfig
-    config: ALSConfig
+    run_params = {"eval_every": 1, "random_state": 0}
 
-    def setup(self, data: FederatedData, rng: np.random.Generator) -> Communication:
-        """Initial factors and the item-major copy of the training ratings."""
-        self.init_factors(data, rng)
+    def fit_with_progress(self, data: FederatedData, callback: RoundCallback | None = None,
+                          ) -> ALS:
+        """Run the sweeps on all training ratings, calling ``callback(sweep, row or None)``.
+
+        The initial factors are drawn as the federated algorithms draw theirs (same seed,
+        same ``U^0, V^0``).
+        """
+        cfg = self.config_ = self.make_config()
+        self.info_ = info = data.federation_info()
+        init_seq = np.random.SeedSequence(self.random_state).spawn(2)[0]
+        draws = uniform_draws(cfg, data, np.random.default_rng(init_seq))
+        U, V = np.array(draws.rows["U"]), np.array(draws.server["V"])
         tr = data.train
-        self.by_user_ = tr
         order = np.argsort(tr.indices, kind="stable")  # by item, then by user row
         counts = np.bincount(tr.indices, minlength=data.n_items)
-        self.by_item_ = CSR(
+        by_item = CSR(
             indptr=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
             indices=tr.rows()[order],
             values=np.ascontiguousarray(tr.values[order]),
         )
-        self.sweeps_ = 0
-        return Communication()
+        layout = cfg.layout
+        history = History()
+        seconds = 0.0
+
+        def record(k: int) -> dict[str, float]:
+            none = Regularizer("none")
+            sums = error_sums(data, U, V, cfg.clip_range(info.value_range), none, layout)
+            row: dict[str, float] = {"round": k, **factor_metrics(sums, V, info, none, layout)}
+            row["objective"] = 0.5 * sums["sse_z"] + self._penalty(U, V, tr, by_item)
+            row.update(sweeps=float(k), bytes_up=0, bytes_down=0, seconds=seconds, clients=0)
+            history.append(row)
+            return row
+
+        record(0)
+        for k in range(1, cfg.sweeps + 1):
+            t0 = time.perf_counter()
+            self._half_sweep(U, V, layout.free_mask_u(), tr)
+            self._half_sweep(V, U, layout.free_mask_v(), by_item)
+            seconds += time.perf_counter() - t0
+            row = record(k) if (k % self.eval_every == 0 or k == cfg.sweeps) else None
+            if callback is not None:
+                callback(k, row)
+        self.U_, self.V_, self.history_ = U, V, history
+        self.user_index_ = np.asarray(data.user_index)
+        return self
 
     def _half_sweep(self, X: np.ndarray, Y: np.ndarray, free: np.ndarray, R: CSR) -> None:
         """Solve for ``X[:, free]`` with ``Y`` fixed on the ratings ``R`` (rows of ``X``)."""
         fixed = ~free
         F = np.ascontiguousarray(Y[:, free])
         out = np.empty((len(X), F.shape[1]))
-        cfg = self.config
+        cfg = self.config_
         ridge_rows(R.indptr, R.indices, R.values, F, np.ascontiguousarray(X[:, fixed]),
                    np.ascontiguousarray(Y[:, fixed]), cfg.lam, cfg.weighted, out)
         X[:, free] = out
 
-    def round(self, clients: np.ndarray, rng: np.random.Generator) -> Communication:
-        """One sweep (users, then items) unless ``sweeps`` are done; ``clients`` are ignored."""
-        if self.sweeps_ >= self.config.sweeps:
-            return Communication()
-        layout = self.layout_
-        self._half_sweep(self.U_, self.V_, layout.free_mask_u(), self.by_user_)
-        self._half_sweep(self.V_, self.U_, layout.free_mask_v(), self.by_item_)
-        self.sweeps_ += 1
-        return Communication()
-
-    def evaluate(self, data: FederatedData) -> dict[str, float]:
-        """The ALS objective (module docstring), errors, sparsity and the sweeps done."""
-        none = Regularizer("none")
-        out = self.factor_metrics(data, none, none)  # objective = 1/2 SSE / p here
-        out["objective"] = out["objective"] * data.n_clients + self._penalty()
-        out["sweeps"] = float(self.sweeps_)
-        return out
-
-    def _penalty(self) -> float:
+    def _penalty(self, U: np.ndarray, V: np.ndarray, by_user: CSR, by_item: CSR) -> float:
         """``lam/2 (sum_t w_t ||U[t, free]||^2 + sum_j w_j ||V[j, free]||^2)``."""
-        cfg = self.config
+        cfg = self.config_
+        layout = cfg.layout
         total = 0.0
-        for X, free, R in (
-            (self.U_, self.layout_.free_mask_u(), self.by_user_),
-            (self.V_, self.layout_.free_mask_v(), self.by_item_),
-        ):
+        for X, free, R in ((U, layout.free_mask_u(), by_user), (V, layout.free_mask_v(),
+                                                                 by_item)):
             sq = np.sum(X[:, free] ** 2, axis=1)
             w = np.diff(R.indptr) if cfg.weighted else np.ones(len(X))
             total += float(w @ sq)
         return 0.5 * cfg.lam * total
+

@@ -33,7 +33,7 @@ from rich.progress import (
 from fedmc.errors import FedMCError
 from fedmc.experiments.expand import RunSpec
 from fedmc.experiments.store import run_dir
-from fedmc.sim.engine import RoundCallback
+from fedmc.sim.loop import RoundCallback
 
 ERROR_FILE = "error.txt"
 PR_SET_PDEATHSIG = 1  # prctl(2)

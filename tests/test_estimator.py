@@ -1,0 +1,63 @@
+"""The scikit-learn conventions of the estimators: parameters in ``__init__`` only, explicit
+signatures, ``get_params``/``set_params``, cloning, learned attributes ending in ``_``, and a
+fitted model that keeps no ratings."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from fedmc.algorithms import algorithm_names, get_algorithm
+from fedmc.algorithms.fedmc_admm import FedMCADMM
+from tests.conftest import tiny_federated
+
+
+@pytest.mark.parametrize("name", algorithm_names())
+def test_signature_lists_every_parameter_explicitly(name):
+    cls = get_algorithm(name)
+    params = inspect.signature(cls).parameters
+    assert set(params) == set(cls().get_params())
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
+    assert "random_state" in params and "eval_every" in params
+    for field, info in cls.Config.model_fields.items():
+        assert params[field].default == info.default
+
+
+@pytest.mark.parametrize("name", algorithm_names())
+def test_clone_gives_equal_parameters_and_init_stores_only(name):
+    cls = get_algorithm(name)
+    est = cls(random_state=7)
+    copy = clone(est)
+    assert copy is not est and copy.get_params() == est.get_params()
+    assert not [k for k in vars(est) if k.endswith("_")]  # nothing learned before fit
+
+
+def test_set_params_and_unknown_names():
+    est = FedMCADMM().set_params(rank=3, rounds=2)
+    assert est.rank == 3 and est.rounds == 2
+    assert repr(est) == "FedMCADMM(rank=3, rounds=2)"
+    with pytest.raises(TypeError, match="unknown parameter"):
+        FedMCADMM(rnk=3)
+    with pytest.raises(ValueError, match="no parameter"):
+        est.set_params(rnk=3)
+
+
+def test_bad_values_fail_at_fit_not_init():
+    data = tiny_federated()[0]
+    est = FedMCADMM(beta=-1.0)
+    with pytest.raises(ValueError, match="beta"):
+        est.fit(data)
+
+
+def test_fitted_model_keeps_factors_not_ratings():
+    data = tiny_federated()[0]
+    est = FedMCADMM(rank=2, rounds=3).fit(data)
+    for value in vars(est).values():
+        assert value is not data and value is not data.train
+    arrays = [v for v in vars(est).values() if isinstance(v, np.ndarray)]
+    assert not any(np.shares_memory(a, data.train.values) for a in arrays)
+    pred = est.predict([0, 1], [3, 4])
+    assert pred.shape == (2,) and np.all(np.isfinite(pred))
