@@ -66,21 +66,18 @@ def als_cpu_time(seeds: list[int]) -> None:
     """Train ALS with its defaults in-process: wall and CPU seconds of the training only."""
     from fedmc.algorithms.als import ALS as ALSModel
     from fedmc.pipeline import DataSettings, federate, load_ratings
-    from fedmc.sim import engine
-    from fedmc.sim.sampling import UniformSampler
 
     print(f"\n## ALS training only, in-process ({numba.get_num_threads()} Numba threads)")
     for seed in seeds:
         settings = DataSettings(dataset="ml-1m", seed=seed)
         data = federate(load_ratings(settings), settings)
-        model = ALSModel()
-        sampler = UniformSampler(data.n_clients, 10)
-        engine.run(ALSModel(), data, sampler, 1, seed, 1)  # load the compiled kernels
+        ALSModel(sweeps=1, random_state=seed).fit(data)  # load the compiled kernels
+        model = ALSModel(random_state=seed, eval_every=100)
         wall, cpu = time.perf_counter(), time.process_time()
-        history = engine.run(model, data, sampler, 100, seed, eval_every=100)
+        history = model.fit(data).history_
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         print(f"    seed {seed}: test RMSE {history.last('test_rmse'):.4f}, "
-              f"train {history.last('seconds'):.2f} s wall (engine), {wall:.2f} s wall and "
+              f"train {history.last('seconds'):.2f} s wall (sweeps), {wall:.2f} s wall and "
               f"{cpu:.2f} s CPU with one evaluation, load average {os.getloadavg()[0]:.1f}")
 
 

@@ -21,7 +21,6 @@ import numpy as np
 
 from fedmc.algorithms import get_algorithm
 from fedmc.pipeline import DataSettings, federate, load_ratings
-from fedmc.sim.sampling import UniformSampler
 
 
 def parse_value(text: str):
@@ -65,9 +64,9 @@ def main() -> None:
         results = []
         t0 = time.perf_counter()
         for seed, data in datas.items():
-            model = cls(**params)
-            model.fit(data, rounds=at[-1], sampler=UniformSampler(data.n_clients, args.active),
-                      seed=seed, eval_every=min(at))
+            model = cls(**params, rounds=at[-1], active=args.active, random_state=seed,
+                        eval_every=min(at))
+            model.fit(data)
             rounds = model.history_.column("round")
             rmse = model.history_.column("test_rmse")
             results.append([rmse[rounds == k][0] for k in at])
