@@ -39,16 +39,16 @@ def als_objective(M, mask, U, V, lam, weighted, free_u, free_v):
 @pytest.mark.parametrize("weighted", [False, True])
 def test_sweep_equals_dense_ridge_solves(biases, weighted):
     data, M, mask = tiny_federated(m=14, n=9, p=3, density=0.4, seed=2)
-    model = ALS(rank=3, lam=0.7, weighted=weighted, biases=biases, init_scale=1.0)
-    model.setup(data, np.random.default_rng(0))
-    U0, V0 = model.U_.copy(), model.V_.copy()
-    model.round(np.array([0]), np.random.default_rng(0))
-    free_u, free_v = model.layout_.free_mask_u(), model.layout_.free_mask_v()
-    U, V = dense_sweep(M, mask, U0, V0, 0.7, weighted, free_u, free_v)
+    params = dict(rank=3, lam=0.7, weighted=weighted, biases=biases, init_scale=1.0)
+    start = ALS(**params, sweeps=0).fit(data)
+    model = ALS(**params, sweeps=1).fit(data)
+    layout = model.config_.layout
+    free_u, free_v = layout.free_mask_u(), layout.free_mask_v()
+    U, V = dense_sweep(M, mask, start.U_, start.V_, 0.7, weighted, free_u, free_v)
     assert np.abs(model.U_ - U).max() < 1e-10
     assert np.abs(model.V_ - V).max() < 1e-10
     expected = als_objective(M, mask, U, V, 0.7, weighted, free_u, free_v)
-    assert model.evaluate(data)["objective"] == pytest.approx(expected, rel=1e-10)
+    assert model.history_.last("objective") == pytest.approx(expected, rel=1e-10)
 
 
 def test_ridge_rows_empty_row_fixed_share_and_solution():
@@ -66,14 +66,12 @@ def test_ridge_rows_empty_row_fixed_share_and_solution():
     assert np.allclose(X[2], np.linalg.solve(Fr.T @ Fr + 1.5 * np.eye(3), Fr.T @ yr), atol=1e-12)
 
 
-def test_objective_never_increases_and_sweeps_stop():
+def test_objective_never_increases_and_runs_its_sweeps_only():
     data, _, _ = tiny_federated(m=30, n=12, p=3, density=0.5, seed=3)
-    model = ALS(rank=3, lam=0.5, sweeps=6)
-    model.fit(data, rounds=9, seed=1)
+    model = ALS(rank=3, lam=0.5, sweeps=6, random_state=1).fit(data)
     obj = model.history_.column("objective")
     assert np.all(np.diff(obj[1:]) <= 1e-12 * obj[1:-1])  # exact block minimization
-    assert np.array_equal(model.history_.column("sweeps"), np.minimum(np.arange(10), 6))
-    assert np.all(obj[6:] == obj[6])  # rounds past `sweeps` change nothing
+    assert np.array_equal(model.history_.column("sweeps"), np.arange(7))
     assert model.history_.last("bytes_up") == 0 == model.history_.last("bytes_down")
 
 
@@ -81,7 +79,7 @@ def test_same_seed_same_history():
     data = load_federated("synthetic", clients=20)
     runs = []
     for _ in range(2):
-        model = ALS(rank=4).fit(data, rounds=5, seed=2)
+        model = ALS(rank=4, sweeps=5, random_state=2).fit(data)
         runs.append([{k: v for k, v in row.items() if k != "seconds"}
                      for row in model.history_.rows])
     assert runs[0] == runs[1]

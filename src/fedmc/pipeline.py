@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedmc.data import FederatedData, Normalizer, Ratings, partition_users
+from fedmc.data import FederatedData, Ratings, partition_users
 from fedmc.data.loaders import load_ratings_file
 from fedmc.data.normalize import NormalizeKind
 from fedmc.data.partition import PartitionKind
 from fedmc.data.registry import load_dataset
-from fedmc.data.split import random_split, user_holdout_split
+from fedmc.data.split import random_test_mask, user_holdout_test_mask
 from fedmc.errors import ConfigError
 
 DEFAULT_DATASET = "synthetic"
@@ -71,20 +72,19 @@ def _column_ref(text: str) -> str | int:
 def federate(ratings: Ratings, settings: DataSettings) -> FederatedData:
     """Split into train/test, partition users into clients, normalize on training ratings.
 
-    Pass the ratings without keeping another reference when memory matters: the source arrays
-    are released as soon as the split has copied them.
+    Pass the ratings without keeping another reference when memory matters: the federated
+    layout is built straight from them (:meth:`FederatedData.from_split`), and they are
+    released when this returns.
     """
     n_users = ratings.n_users
     if settings.partition != "user" and settings.clients > n_users:
         raise ConfigError(f"{settings.clients} clients but the data has only {n_users} users")
-    splitter = random_split if settings.split == "random" else user_holdout_split
-    train, test = splitter(ratings, settings.test_fraction, settings.seed)
-    del ratings
-    if train.n_ratings == 0:
+    test_mask = random_test_mask if settings.split == "random" else user_holdout_test_mask
+    is_test = test_mask(ratings, settings.test_fraction, settings.seed)
+    if np.all(is_test):
         raise ConfigError("the training split is empty")
     client_of_user = partition_users(n_users, settings.clients, settings.partition, settings.seed)
-    normalizer = Normalizer.fit(train.values, settings.normalize)
-    return FederatedData.build(train, test, client_of_user, normalizer)
+    return FederatedData.from_split(ratings, is_test, client_of_user, settings.normalize)
 
 
 def load_boolean_data(settings: DataSettings):

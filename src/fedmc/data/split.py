@@ -8,10 +8,8 @@ from fedmc.data.ratings import Ratings
 from fedmc.errors import ConfigError
 
 
-def random_split(
-    ratings: Ratings, test_fraction: float = 0.2, seed: int = 0
-) -> tuple[Ratings, Ratings]:
-    """Split ratings uniformly at random: ``round(test_fraction * n)`` go to the test set.
+def random_test_mask(ratings: Ratings, test_fraction: float = 0.2, seed: int = 0) -> np.ndarray:
+    """Which ratings a uniformly random split holds out: ``round(test_fraction * n)`` of them.
 
     Parameters
     ----------
@@ -22,8 +20,7 @@ def random_split(
     seed
         Seed of the permutation; the same seed gives the same split.
     """
-    if not 0.0 <= test_fraction < 1.0:
-        raise ConfigError(f"test fraction must lie in [0, 1), got {test_fraction}")
+    _check_fraction(test_fraction)
     rng = np.random.default_rng(seed)
     n = ratings.n_ratings
     n_test = int(round(test_fraction * n))
@@ -31,19 +28,38 @@ def random_split(
     rng.shuffle(order)
     is_test = np.zeros(n, dtype=bool)
     is_test[order[:n_test]] = True
-    del order
+    return is_test
+
+
+def random_split(
+    ratings: Ratings, test_fraction: float = 0.2, seed: int = 0
+) -> tuple[Ratings, Ratings]:
+    """``(train, test)`` of :func:`random_test_mask`."""
+    is_test = random_test_mask(ratings, test_fraction, seed)
     return ratings.subset(~is_test), ratings.subset(is_test)
 
 
 def user_holdout_split(
     ratings: Ratings, test_fraction: float = 0.2, seed: int = 0
 ) -> tuple[Ratings, Ratings]:
+    """``(train, test)`` of :func:`user_holdout_test_mask`."""
+    is_test = user_holdout_test_mask(ratings, test_fraction, seed)
+    return ratings.subset(~is_test), ratings.subset(is_test)
+
+
+def _check_fraction(test_fraction: float) -> None:
+    if not 0.0 <= test_fraction < 1.0:
+        raise ConfigError(f"test fraction must lie in [0, 1), got {test_fraction}")
+
+
+def user_holdout_test_mask(
+    ratings: Ratings, test_fraction: float = 0.2, seed: int = 0
+) -> np.ndarray:
     """Hold out ``floor(test_fraction * d_u)`` ratings of every user ``u`` with ``d_u`` ratings.
 
     Every user keeps at least one training rating, so each user can be fitted.
     """
-    if not 0.0 <= test_fraction < 1.0:
-        raise ConfigError(f"test fraction must lie in [0, 1), got {test_fraction}")
+    _check_fraction(test_fraction)
     rng = np.random.default_rng(seed)
     n = ratings.n_ratings
     # random order within users: sort by (user, random key)
@@ -55,4 +71,4 @@ def user_holdout_split(
     n_test_user = np.minimum(np.floor(test_fraction * counts), np.maximum(counts - 1, 0))
     is_test = np.zeros(n, dtype=bool)
     is_test[order] = rank_in_user < n_test_user[users_sorted]
-    return ratings.subset(~is_test), ratings.subset(is_test)
+    return is_test
