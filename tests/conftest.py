@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fedmc.data import FederatedData, Normalizer, Ratings
+
+# The command line runs a rank without compiled specialized kernels on the generic ones and
+# compiles the others in a background process (fedmc.precompile): tests compile in the
+# foreground, so no process outlives them and results do not depend on what was compiled.
+os.environ.setdefault("FEDMC_KERNELS", "specialized")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -157,3 +157,30 @@ def test_boolean_algorithms_run_from_the_command_line(monkeypatch, capsys, tmp_p
     code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "felb", "--ratings",
                           ratings_csv, "--clients", 4, "--out", tmp_path / "f4", "-q")
     assert code == 2 and "binarize" in err
+
+
+def test_new_rank_runs_on_generic_kernels_then_on_compiled_ones(monkeypatch, capsys, tmp_path,
+                                                                 ratings_csv):
+    """A rank whose specialized kernels are not compiled runs on the generic ones (no
+    foreground compilation) and says so; once compiled, the same run uses the specialized ones
+    and agrees to rounding; compile time is reported apart from training time."""
+    from fedmc import precompile
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("FEDMC_KERNELS", "auto")
+    monkeypatch.setattr(precompile, "compile_in_background", lambda a, p: calls.append((a, p)))
+    calls: list = []
+    args = ["run", "--ratings", ratings_csv, "--clients", 4, "--rounds", 3, "--rank", 3, "-q"]
+    code, _, err = invoke(monkeypatch, capsys, *args, "--out", tmp_path / "a")
+    assert code == 0, err
+    first = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert first["kernels"] == "generic"
+    assert calls == [("fedmc-admm", first["params"])]
+    precompile.compile_now(*calls[0])
+    code, _, err = invoke(monkeypatch, capsys, *args, "--out", tmp_path / "b")
+    assert code == 0, err
+    assert json.loads((tmp_path / "b" / "config.json").read_text())["kernels"] == "specialized"
+    assert len(calls) == 1
+    a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in "ab")
+    assert b["test_rmse"] == pytest.approx(a["test_rmse"], rel=1e-9)
+    assert a["compile_seconds"] >= 0 and a["train_seconds"] >= 0

@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numba
 import numpy as np
@@ -25,7 +25,10 @@ import scipy
 from pydantic import BaseModel, ConfigDict, Field
 
 import fedmc
+from fedmc import precompile
 from fedmc.algorithms import get_algorithm
+from fedmc.core.compile_time import compile_seconds
+from fedmc.core.kernels import use_generic_kernels
 from fedmc.data import FederatedData
 from fedmc.estimator import Estimator
 from fedmc.pipeline import DataSettings, federate, load_boolean_data, load_ratings
@@ -68,11 +71,23 @@ def execute(
     params: dict[str, Any],
     callback: RoundCallback | None = None,
     progress_download: bool = False,
+    kernels: Literal["specialized", "auto"] = "specialized",
 ) -> RunResult:
-    """Load data, build the algorithm, run it; nothing is written here."""
+    """Load data, build the algorithm, run it; nothing is written here.
+
+    ``kernels="auto"`` runs a rank whose specialized kernels are not compiled yet on the
+    generic kernels instead of compiling them first (:mod:`fedmc.precompile`; the caller may
+    then compile them in the background: ``RunResult.config["kernels"]`` says which ran).
+    """
     started = time.perf_counter()
+    compiled_before = compile_seconds()
     algo_cls = get_algorithm(run.algorithm)
     cfg = algo_cls.Config(**params)  # validate parameters before any loading
+    width = precompile.token_width(algo_cls, cfg)
+    generic = (kernels == "auto" and width is not None
+               and not precompile.is_compiled(run.algorithm, width))
+    if width is not None:
+        use_generic_kernels(width, generic)
     settings = {"rounds": run.rounds, "active": run.active, "sampling": run.sampling,
                 "participation": run.participation, "dropout": run.dropout,
                 "eval_every": run.eval_every, "random_state": run.seed}
@@ -92,12 +107,15 @@ def execute(
         }
     load_seconds = time.perf_counter() - started
     model.fit_with_progress(data, callback)
+    if width is not None and not generic:
+        precompile.mark_compiled(run.algorithm, width)
     history = model.history_
     final = history.rows[-1]
     summary = {
         **{k: v for k, v in final.items()},
         "data_seconds": load_seconds,
         "train_seconds": final["seconds"],
+        "compile_seconds": compile_seconds() - compiled_before,
         "total_seconds": time.perf_counter() - started,
         "peak_memory_mb": peak_memory_mb(),
     }
@@ -108,6 +126,7 @@ def execute(
         "data": {**data_settings.model_dump(mode="json"), **stats,
                  "normalizer": vars(data.normalizer) if hasattr(data, "normalizer") else None},
         "versions": versions(),
+        "kernels": "generic" if generic else "specialized",
     }
     return RunResult(model, data, history, summary, config)
 

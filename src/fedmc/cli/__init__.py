@@ -5,6 +5,7 @@ Errors in the user's input exit with status 2 and a one-line reason on stderr.
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -123,6 +124,7 @@ def run(
     With no options: FedMC-ADMM on the embedded synthetic data, offline, in seconds.
     """
     from fedmc.pipeline import DataSettings
+    from fedmc.precompile import compile_in_background
     from fedmc.runner import RunSettings, execute, write_outputs
 
     named = {
@@ -149,11 +151,14 @@ def run(
     label = f"{algorithm} on {data_settings.source}"
     with _progress(quiet, rounds, label) as callback:
         result = execute(run_settings, data_settings, params, callback,
-                         progress_download=not quiet)
+                         progress_download=not quiet,
+                         kernels=os.environ.get("FEDMC_KERNELS", "auto"))
     target = out_dir or Path("runs") / (
         f"{datetime.now():%Y%m%d-%H%M%S}-{algorithm}-{data_settings.source}"
     )
     write_outputs(target, result)
+    if result.config["kernels"] == "generic":
+        compile_in_background(algorithm, result.config["params"])
     if not quiet:
         _summary_table(result.summary, label)
     err.print(f"wrote {target}/config.json, history.csv, summary.json")

@@ -29,10 +29,27 @@ MAX_UNROLLED_RANK = 64  # up to this rank the token is a tuple (r x r scratch <=
 RankToken = tuple[float, ...] | np.ndarray
 
 
+_GENERIC_WIDTHS: set[int] = set()  # widths this process runs on the generic kernels
+
+
 def rank_token(r: int) -> RankToken:
     """The argument that carries the rank ``r`` into the kernels: ``r`` zeros, as a tuple (its
-    type holds ``r``) up to :data:`MAX_UNROLLED_RANK`, as an array above."""
-    return (0.0,) * r if r <= MAX_UNROLLED_RANK else np.zeros(r)
+    type holds ``r``) up to :data:`MAX_UNROLLED_RANK`, as an array above (or when
+    :func:`use_generic_kernels` asked for the generic kernels at this ``r``)."""
+    if r <= MAX_UNROLLED_RANK and r not in _GENERIC_WIDTHS:
+        return (0.0,) * r
+    return np.zeros(r)
+
+
+def use_generic_kernels(r: int, generic: bool = True) -> None:
+    """Run rank ``r`` on the generic kernels (array token: compiled once for every rank) instead
+    of the ones specialized for ``r`` (compiled per rank, faster). The command line does this
+    for a rank whose specialized kernels are not compiled yet (:mod:`fedmc.precompile`). The
+    two agree to rounding (the compiler may order a sum differently)."""
+    if generic:
+        _GENERIC_WIDTHS.add(r)
+    else:
+        _GENERIC_WIDTHS.discard(r)
 
 
 def _stack_array_intrinsic(nd: int):

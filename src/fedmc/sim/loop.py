@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from fedmc.core.compile_time import compile_seconds
 from fedmc.core.protocol import Algorithm, FederationInfo, Message
 from fedmc.core.uploads import Summed, sum_uploads, upload_nbytes
 from fedmc.errors import ConfigError
@@ -83,6 +84,23 @@ class _Server:
         return summed.with_arrays(arrays)
 
 
+class _TrainingClock:
+    """Seconds of training so far, without the time Numba spent compiling kernels in them
+    (the first run at a new rank compiles; that is reported on its own, not as training)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.start()
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter()
+        self._c0 = compile_seconds()
+
+    def stop(self) -> None:
+        elapsed = time.perf_counter() - self._t0
+        self.seconds += elapsed - (compile_seconds() - self._c0)
+
+
 def simulate(
     algorithm: Algorithm,
     cfg: Any,
@@ -120,8 +138,8 @@ def simulate(
     -------
     Simulation
         The history has rows with ``round``, the algorithm's metrics, cumulative
-        ``bytes_up``/``bytes_down``, ``seconds`` (cumulative training time, evaluation
-        excluded) and ``clients`` (clients sampled in that round).
+        ``bytes_up``/``bytes_down``, ``seconds`` (cumulative training time; evaluation and
+        kernel compilation excluded) and ``clients`` (clients sampled in that round).
     """
     if rounds < 0:
         raise ConfigError(f"rounds must be >= 0, got {rounds}")
@@ -136,7 +154,7 @@ def simulate(
     info = data.federation_info()
     history = History()
 
-    start = time.perf_counter()
+    clock = _TrainingClock()
     draws = algorithm.draws(cfg, data, np.random.default_rng(init_seq))
     clients = population(algorithm, cfg, data, draws, info)
     server = _Server(algorithm, cfg, info, algorithm.init_server(cfg, info, draws.server),
@@ -144,22 +162,22 @@ def simulate(
     setup = algorithm.setup(cfg, server.state, info)
     if setup is not None:
         server.exchange(setup)
-    train_seconds = time.perf_counter() - start
+    clock.stop()
 
     def record(k: int, n_clients: int) -> dict[str, float]:
         sums = clients.evaluate(algorithm.model(cfg, server.state))
         row: dict[str, float] = {"round": k, **algorithm.metrics(cfg, server.state, sums, info)}
         row.update(bytes_up=server.bytes_up, bytes_down=server.bytes_down,
-                   seconds=train_seconds, clients=n_clients)
+                   seconds=clock.seconds, clients=n_clients)
         history.append(row)
         return row
 
     record(0, 0)
     for k in range(1, rounds + 1):
-        t0 = time.perf_counter()
+        clock.start()
         sampled = sampler.sample(server.rng)
         server.exchange(algorithm.message(cfg, server.state, k, sampled, server.rng))
-        train_seconds += time.perf_counter() - t0
+        clock.stop()
         row = record(k, len(sampled)) if (k % eval_every == 0 or k == rounds) else None
         if callback is not None:
             callback(k, row)
