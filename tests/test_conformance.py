@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from fedmc.algorithms.fedmavg import ALGORITHM as FEDMAVG
+from fedmc.algorithms.fedmavg import POSTER as FEDMAVG_POSTER
 from fedmc.algorithms.fedmc_admm import ALGORITHM as FEDMC_ADMM
 from fedmc.sim.sampling import make_sampler
 from fedmc.testing import assert_drivers_agree, assert_server_sees_only_sums
@@ -14,6 +16,14 @@ CASES = [
     (FEDMC_ADMM, {"rank": 2, "inner": 3, "beta": 0.8, "lam": 0.05, "gamma": 0.02}, {}),
     (FEDMC_ADMM, {"rank": 2, "steps": "paper", "biases": False, "reg_u": "l1", "reg_v": "l1",
                   "dual_init": "zeros"}, {"sampling": "bernoulli", "participation": 0.5}),
+    (FEDMC_ADMM, {"rank": 3, "biases": True}, {"dropout": 0.3, "active": 4}),
+    (FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}, {}),
+    (FEDMAVG, {"rank": 2, "u_update": "sampled", "biases": True},
+     {"sampling": "bernoulli", "participation": 0.3}),
+    (FEDMAVG_POSTER, {"rank": 2, "q_hat": 4, "constraint": "nonneg"},
+     {"sampling": "replacement", "active": 4}),
+    (FEDMAVG_POSTER, {"rank": 2, "constraint": "box", "box_hi": 0.5, "biases": True},
+     {"dropout": 0.3, "active": 4}),
 ]
 
 

@@ -7,12 +7,16 @@ import numpy as np
 import pytest
 
 from fedmc.algorithms import get_algorithm
-from fedmc.algorithms.fedmavg import FedMAvg, gram_lambda_max
-from fedmc.algorithms.fedmavg_poster import FedMAvgPoster, WithReplacementSampler
+from fedmc.algorithms.fedmavg import ALGORITHM, POSTER, FedMAvg, FedMAvgConfig
+from fedmc.algorithms.fedmavg.client import step_c
+from fedmc.algorithms.fedmavg.config import FedMAvgPosterConfig
+from fedmc.algorithms.fedmavg.kernels import gram_lambda_max
 from fedmc.api import load_federated
 from fedmc.pipeline import DataSettings
 from fedmc.runner import RunSettings, execute
-from fedmc.sim.sampling import UniformSampler
+from fedmc.sim.loop import simulate
+from fedmc.sim.sampling import WithReplacementSampler
+from fedmc.testing import ScheduledSampler
 from tests.conftest import tiny_federated
 
 
@@ -84,6 +88,18 @@ def blocks_of(data):
 SCHEDULE = ([0, 3], [1, 2, 4], [3], [0, 1, 2, 3, 4], [2, 4])
 
 
+def run(algorithm, config, data, schedule, seed=11):
+    """``algorithm`` on ``data`` with the rounds' clients given by ``schedule``."""
+    return simulate(algorithm, config, data, ScheduledSampler(data.n_clients, schedule),
+                    len(schedule), seed)
+
+
+def start(algorithm, config, data, seed=11):
+    """``U^0`` (rows) and ``V^0`` (``r x n``) of a run."""
+    sim = run(algorithm, config, data, [], seed)
+    return sim.clients.state.U.copy(), sim.server.V.T.copy()
+
+
 @pytest.mark.parametrize(
     "opts",
     [
@@ -95,21 +111,17 @@ SCHEDULE = ([0, 3], [1, 2, 4], [3], [0, 1, 2, 3, 4], [2, 4])
 )
 def test_section_5_2_batched_equals_per_client_loop(opts):
     data, M, mask = tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)
-    params = {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02, "init_scale": 1.0, **opts}
-    model = FedMAvg(**params)
-    model.setup(data, np.random.default_rng(11))
-    U0, V0 = model.U_.copy(), model.V_.T.copy()
-    rng = np.random.default_rng(0)
-    for S in SCHEDULE:
-        model.round(np.array(S, dtype=np.int64), rng)
-    cfg = model.config
+    cfg = FedMAvgConfig(**{"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02, "init_scale": 1.0,
+                           **opts})
+    U0, V0 = start(ALGORITHM, cfg, data)
+    sim = run(ALGORITHM, cfg, data, SCHEDULE)
     U, V = reference_section_5_2(
         M, mask, blocks_of(data), U0, V0, SCHEDULE, Q=cfg.inner, lam=cfg.lam, gamma=cfg.gamma,
         gamma1=cfg.gamma1, gamma2=cfg.gamma2, u_all=cfg.u_update == "all",
-        ones_u=model.layout_.ones_col_u, ones_v=model.layout_.ones_col_v,
+        ones_u=cfg.layout.ones_col_u, ones_v=cfg.layout.ones_col_v,
     )
-    assert np.abs(model.U_ - U).max() < 1e-10
-    assert np.abs(model.V_.T - V).max() < 1e-10
+    assert np.abs(sim.clients.state.U - U).max() < 1e-10
+    assert np.abs(sim.server.V.T - V).max() < 1e-10
 
 
 def test_step_constants():
@@ -118,11 +130,10 @@ def test_step_constants():
     X = rng.normal(size=(7, 3))
     assert gram_lambda_max(X) == pytest.approx(lambda_max(X.T @ X), rel=1e-12)
     assert gram_lambda_max(X[:0]) == 0.0
-    data, _, _ = tiny_federated()
-    model = FedMAvg(rank=2, lam=0.3, gamma1=3.0)
-    model.setup(data, rng)
-    expected = 1.5 * (lambda_max(model.V_.T @ model.V_) + 0.3)
-    assert model.clients_.step_c(model.V_) == pytest.approx(expected, rel=1e-12)
+    V = rng.normal(size=(9, 2))
+    expected = 1.5 * (lambda_max(V.T @ V) + 0.3)
+    assert step_c(FedMAvgConfig(rank=2, lam=0.3, gamma1=3.0), V) == pytest.approx(expected,
+                                                                                   rel=1e-12)
 
 
 POSTER_SCHEDULE = ([0, 0, 3], [1, 2, 4], [3, 3, 3], [0, 1, 2, 3, 4], [2])
@@ -138,59 +149,50 @@ POSTER_SCHEDULE = ([0, 0, 3], [1, 2, 4], [3, 3, 3], [0, 1, 2, 3, 4], [2])
 )
 def test_poster_batched_equals_per_client_loop(opts):
     data, M, mask = tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)
-    params = {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02, "init_scale": 1.0,
-              "q_hat": 4, **opts}
-    model = FedMAvgPoster(**params)
-    model.setup(data, np.random.default_rng(11))
-    U0, V0 = model.U_.copy(), model.V_.T.copy()
-    rng = np.random.default_rng(0)
-    for A in POSTER_SCHEDULE:
-        model.round(np.array(A, dtype=np.int64), rng)
-    cfg = model.config
+    cfg = FedMAvgPosterConfig(**{"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02,
+                                 "init_scale": 1.0, "q_hat": 4, **opts})
+    U0, V0 = start(POSTER, cfg, data)
+    sim = run(POSTER, cfg, data, POSTER_SCHEDULE)
     lo, hi = {"none": (-np.inf, np.inf), "nonneg": (0.0, np.inf),
               "box": (cfg.box_lo, cfg.box_hi)}[cfg.constraint]
     U, V = reference_poster(
         M, mask, blocks_of(data), U0, V0, POSTER_SCHEDULE, Q1=cfg.inner, q_hat=cfg.q_hat,
         lam=cfg.lam, gamma=cfg.gamma, gamma1=cfg.gamma1, gamma2=cfg.gamma2,
         project=lambda X: np.clip(X, lo, hi),
-        ones_u=model.layout_.ones_col_u, ones_v=model.layout_.ones_col_v,
+        ones_u=cfg.layout.ones_col_u, ones_v=cfg.layout.ones_col_v,
     )
-    assert np.abs(model.U_ - U).max() < 1e-10
-    assert np.abs(model.V_.T - V).max() < 1e-10
-    assert model.evaluate(data)["q2"] == cfg.q_hat // len(POSTER_SCHEDULE) + 1
+    assert np.abs(sim.clients.state.U - U).max() < 1e-10
+    assert np.abs(sim.server.V.T - V).max() < 1e-10
+    assert sim.history.last("q2") == cfg.q_hat // len(POSTER_SCHEDULE) + 1
 
 
 def test_poster_setup_projects_the_initial_factors():
     data, _, _ = tiny_federated()
-    model = FedMAvgPoster(rank=2, constraint="box", box_lo=0.0, box_hi=0.3, init_scale=1.0)
-    model.setup(data, np.random.default_rng(0))
-    for X in (model.U_, model.V_):
+    cfg = FedMAvgPosterConfig(rank=2, constraint="box", box_lo=0.0, box_hi=0.3, init_scale=1.0)
+    for X in start(POSTER, cfg, data, seed=0):
         assert X.min() >= 0.0 and X.max() <= 0.3
 
 
 def test_communication_per_round():
     data, _, _ = tiny_federated(m=15, n=8, p=5)
     size = 8 * 2 * 8  # n * r * 8 bytes
-    rng = np.random.default_rng(0)
-    clients = np.array([1, 3])
     for u_update, down in (("all", 5), ("sampled", 2)):
-        model = FedMAvg(rank=2, u_update=u_update)
-        assert model.setup(data, rng).bytes_down == 0  # V^0 goes out with the first round
-        comm = model.round(clients, rng)
-        assert (comm.bytes_up, comm.bytes_down) == (2 * size, down * size)
-    poster = FedMAvgPoster(rank=2)
-    poster.setup(data, rng)
-    comm = poster.round(np.array([3, 3, 4]), rng)  # two distinct uploaders, broadcast to all
-    assert (comm.bytes_up, comm.bytes_down) == (2 * size, 5 * size)
+        sim = run(ALGORITHM, FedMAvgConfig(rank=2, u_update=u_update), data, [[1, 3]])
+        up_bytes, down_bytes = sim.history.column("bytes_up"), sim.history.column("bytes_down")
+        assert (up_bytes[0], down_bytes[0]) == (0, 0)  # V^0 goes out with the first round
+        assert (up_bytes[1], down_bytes[1]) == (2 * size, down * size)
+    # two distinct uploaders (client 3 drawn twice), V broadcast to all
+    sim = run(POSTER, FedMAvgPosterConfig(rank=2), data, [[3, 3, 4]])
+    assert sim.history.last("bytes_up") == 2 * size
+    assert sim.history.last("bytes_down") == 5 * size
 
 
 def test_empty_round_keeps_v():
     data, _, _ = tiny_federated()
-    model = FedMAvg(rank=2)
-    model.setup(data, np.random.default_rng(0))
-    V = model.V_.copy()
-    model.round(np.array([], dtype=np.int64), np.random.default_rng(0))
-    assert np.array_equal(model.V_, V)
+    cfg = FedMAvgConfig(rank=2)
+    _, V0 = start(ALGORITHM, cfg, data, seed=0)
+    sim = run(ALGORITHM, cfg, data, [[]], seed=0)
+    assert np.array_equal(sim.server.V.T, V0)
 
 
 def test_with_replacement_sampler():
@@ -204,7 +206,7 @@ def test_same_seed_same_history(name):
     data = load_federated("synthetic", clients=20)
     runs = []
     for _ in range(2):
-        model = get_algorithm(name)(rank=4).fit(data, rounds=6, active=5, seed=3)
+        model = get_algorithm(name)(rank=4, rounds=6, active=5, random_state=3).fit(data)
         runs.append([{k: v for k, v in row.items() if k != "seconds"}
                      for row in model.history_.rows])
     assert runs[0] == runs[1]
@@ -212,9 +214,7 @@ def test_same_seed_same_history(name):
 
 def test_fedmavg_decreases_objective_on_synthetic():
     data = load_federated("synthetic", clients=20)
-    model = FedMAvg(rank=5, init_scale=0.1).fit(
-        data, rounds=30, sampler=UniformSampler(20, 5), seed=0
-    )
+    model = FedMAvg(rank=5, init_scale=0.1, rounds=30, active=5).fit(data)
     obj = model.history_.column("objective")
     assert obj[-1] < 0.8 * obj[0]
 

@@ -12,6 +12,7 @@ from fedmc.algorithms.fedmc_admm.kernels import rated_once, u_steps, w_steps
 from fedmc.core.kernels import rank_token
 from fedmc.core.prox import Regularizer
 from fedmc.sim.loop import simulate
+from fedmc.testing import ScheduledSampler
 from tests.conftest import tiny_federated
 
 PAPER = {"steps": "paper", "biases": False}  # Algorithm 1 as published (defaults are ours)
@@ -90,21 +91,10 @@ def test_w_step_solves_subproblem_15(per_row):
     assert np.allclose(W, brute_smooth(obj, W0), atol=1e-6)
 
 
-class FixedSchedule:
-    """A sampler that replays a list of client sets."""
-
-    def __init__(self, n_clients, schedule):
-        self.n_clients = n_clients
-        self.schedule = list(schedule)
-
-    def sample(self, rng):
-        return np.asarray(self.schedule.pop(0), dtype=np.int64)
-
-
 def run(data, schedule, seed=0, **params):
     """FedMC-ADMM on ``data`` with the rounds' client sets given by ``schedule``."""
     cfg = FedMCADMMConfig(**params)
-    return cfg, simulate(ALGORITHM, cfg, data, FixedSchedule(data.n_clients, schedule),
+    return cfg, simulate(ALGORITHM, cfg, data, ScheduledSampler(data.n_clients, schedule),
                          len(schedule), seed)
 
 

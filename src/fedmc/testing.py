@@ -26,6 +26,19 @@ from fedmc.sim.loop import Simulation, simulate
 IGNORED_COLUMNS = ("seconds",)
 
 
+class ScheduledSampler:
+    """A sampler that replays given client sets, one per round (for tests that compare with a
+    transcription of a paper's pseudo-code on a fixed schedule)."""
+
+    def __init__(self, n_clients: int, schedule: Iterable[Iterable[int]]) -> None:
+        self.n_clients = n_clients
+        self.schedule = [np.sort(np.asarray(s, dtype=np.int64)) for s in schedule]
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """The next client set."""
+        return self.schedule.pop(0)
+
+
 def assert_same_history(a: History, b: History, rtol: float = 1e-10, atol: float = 1e-10,
                         ignore: Iterable[str] = IGNORED_COLUMNS) -> None:
     """Every column of ``a`` and ``b`` (but ``ignore``) agrees within ``rtol``/``atol``."""

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 _REGISTRY: dict[str, str] = {
     "fedmc-admm": "fedmc.algorithms.fedmc_admm:FedMCADMM",
     "fedmavg": "fedmc.algorithms.fedmavg:FedMAvg",
-    "fedmavg-poster": "fedmc.algorithms.fedmavg_poster:FedMAvgPoster",
+    "fedmavg-poster": "fedmc.algorithms.fedmavg:FedMAvgPoster",
     "als": "fedmc.algorithms.als:ALS",
     "felb": "fedmc.algorithms.felb.algorithm:Felb",
     "felb-mu": "fedmc.algorithms.felb.algorithm:FelbMU",
