@@ -8,6 +8,8 @@ import pytest
 from fedmc.algorithms.fedmavg import ALGORITHM as FEDMAVG
 from fedmc.algorithms.fedmavg import POSTER as FEDMAVG_POSTER
 from fedmc.algorithms.fedmc_admm import ALGORITHM as FEDMC_ADMM
+from fedmc.algorithms.rfrec import ALGORITHM as RFREC
+from fedmc.algorithms.rfrec import ALGORITHM_F as RFRECF
 from fedmc.sim.sampling import make_sampler
 from fedmc.testing import assert_drivers_agree, assert_server_sees_only_sums
 from tests.conftest import tiny_federated
@@ -24,6 +26,13 @@ CASES = [
      {"sampling": "replacement", "active": 4}),
     (FEDMAVG_POSTER, {"rank": 2, "constraint": "box", "box_hi": 0.5, "biases": True},
      {"dropout": 0.3, "active": 4}),
+    (RFREC, {"rank": 2, "optimizer": "gd", "alpha": 0.01, "lam": 2.0, "lam_u": 0.1}, {}),
+    (RFREC, {"rank": 2, "delta": 0.3, "s": 0.1}, {"sampling": "bernoulli",
+                                                  "participation": 0.5}),
+    (RFREC, {"rank": 2}, {"dropout": 0.3, "active": 5}),
+    (RFRECF, {"rank": 2, "p": 0.4}, {}),
+    (RFRECF, {"rank": 2, "optimizer": "gd", "alpha": 0.01, "average_step": "plain",
+              "delta": 0.2, "s": 0.05}, {"dropout": 0.2, "active": 5}),
 ]
 
 

@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 from fedmc.algorithms import get_algorithm
-from fedmc.algorithms.rfrec import RFRec, RFRecF
+from fedmc.algorithms.rfrec import ALGORITHM, ALGORITHM_F, RFRec, RFRecF
+from fedmc.algorithms.rfrec.client import dense
+from fedmc.sim.loop import simulate
+from fedmc.testing import ScheduledSampler
 from tests.conftest import tiny_federated
 
 # ------------------------------------------------------- dense transcription of the paper
@@ -105,10 +108,25 @@ def dense_algorithm2(
     return U, V_bar, V, comm
 
 
-def start(cls, data, seed=0, **params):
-    model = cls(rank=2, **params)
-    model.setup(data, np.random.default_rng(seed))
-    return model, model.U_.copy(), model.V_.copy()
+def run(algorithm, data, schedule, seed=0, **params):
+    """``algorithm`` (rank 2) on ``data`` with the rounds' participants given by
+    ``schedule``."""
+    cfg = algorithm.Config(rank=2, **params)
+    return simulate(algorithm, cfg, data, ScheduledSampler(data.n_clients, schedule),
+                    len(schedule), seed)
+
+
+def start(algorithm, data, seed=0, **params):
+    """``U^0`` and ``V̄^0`` of a run."""
+    sim = run(algorithm, data, [], seed, **params)
+    return sim.clients.state.U.copy(), sim.server.V_bar.copy()
+
+
+def server_coins(seed, rounds, p):
+    """RFRecF's coins: the server's stream's uniform draws, one per round (a scheduled sampler
+    draws nothing)."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
+    return [int(rng.random() < p) for _ in range(rounds)]
 
 
 def random_participants(n, rounds, seed, drop=0.4):
@@ -127,20 +145,18 @@ def test_rfrec_matches_dense_algorithm1(m, p, delta, optimizer):
     data, R, mask = tiny_federated(m=m, n=9, p=p)
     params = dict(alpha=0.03, lam=2.0, lam_u=0.1, init_scale=0.5, delta=delta,
                   optimizer=optimizer)
-    model, U0, V0 = start(RFRec, data, **params)
+    U0, V0 = start(ALGORITHM, data, **params)
     participants = random_participants(data.n_clients, 15, seed=3)
-    rng = np.random.default_rng(0)
-    for S in participants:
-        model.round(S, rng)
+    sim = run(ALGORITHM, data, participants, **params)
     U, V_bar, V = dense_algorithm1(
         data, R, mask, U0, V0, 0.03, 2.0, 0.1, participants,
         np.inf if delta is None else delta, optimizer == "adam",
     )
-    assert np.allclose(model.U_, U, rtol=0, atol=1e-10)
-    assert np.allclose(model.V_, V_bar, rtol=0, atol=1e-10)
-    for i in range(data.n_clients):
-        assert np.allclose(model.clients_.dense(i), V[i], rtol=0, atol=1e-10)
-    assert model.evaluate(data)["comm_rounds"] == 2 * len(participants)
+    assert np.allclose(sim.clients.state.U, U, rtol=0, atol=1e-10)
+    assert np.allclose(sim.server.V_bar, V_bar, rtol=0, atol=1e-10)
+    for i in range(data.n_clients):  # Adam's division by sqrt(v) amplifies rounding
+        assert np.allclose(dense(sim.clients.state, i), V[i], rtol=0, atol=1e-9)
+    assert sim.history.last("comm_rounds") == 2 * len(participants)
 
 
 @pytest.mark.parametrize(("m", "p"), [(12, 3), (12, 12)])
@@ -153,51 +169,49 @@ def test_rfrecf_matches_dense_algorithm2(m, p, optimizer, average_step):
     data, R, mask = tiny_federated(m=m, n=9, p=p)
     params = dict(alpha=0.02, lam=3.0, lam_u=0.1, p=0.4, init_scale=0.5, optimizer=optimizer,
                   average_step=average_step)
-    model, U0, V0 = start(RFRecF, data, **params)
+    U0, V0 = start(ALGORITHM_F, data, **params)
     participants = random_participants(data.n_clients, 40, seed=4)
-    for S in participants:
-        model.round(S, np.random.default_rng(len(S)))
-    coins = [int(np.random.default_rng(len(S)).random() < 0.4) for S in participants]
+    sim = run(ALGORITHM_F, data, participants, **params)
+    coins = server_coins(0, len(participants), 0.4)
     assert 0 < sum(coins) < len(coins)
     U, V_bar, V, comm = dense_algorithm2(
         data, R, mask, U0, V0, 0.02, 3.0, 0.1, 0.4, participants, coins,
         optimizer == "adam", average_step == "optimizer",
     )
-    assert np.allclose(model.U_, U, rtol=0, atol=1e-10)
-    assert np.allclose(model.V_, V_bar, rtol=0, atol=1e-10)
+    tol = 1e-9  # Adam's division by sqrt(v) amplifies rounding
+    assert np.allclose(sim.clients.state.U, U, rtol=0, atol=tol)
+    assert np.allclose(sim.server.V_bar, V_bar, rtol=0, atol=tol)
     for i in range(data.n_clients):
-        assert np.allclose(model.clients_.dense(i), V[i], rtol=0, atol=1e-10)
-    assert model.evaluate(data)["comm_rounds"] == comm
+        assert np.allclose(dense(sim.clients.state, i), V[i], rtol=0, atol=tol)
+    assert sim.history.last("comm_rounds") == comm
 
 
 def test_objective_is_problem_5_on_the_local_models():
     data, R, mask = tiny_federated(m=12, n=9, p=4)
-    model, _, _ = start(RFRec, data, alpha=0.03, lam=2.0, lam_u=0.3, init_scale=0.5)
-    rng = np.random.default_rng(0)
-    for _ in range(5):
-        model.round(np.arange(4), rng)
+    sim = run(ALGORITHM, data, [np.arange(4)] * 5, alpha=0.03, lam=2.0, lam_u=0.3,
+              init_scale=0.5)
+    U, V_bar = sim.clients.state.U, sim.server.V_bar
     ptr = data.client_ptr
     f = psi = 0.0
     for i in range(4):
         rows = slice(ptr[i], ptr[i + 1])
-        V_i = model.clients_.dense(i)
-        f += np.sum((mask[rows] * (R[rows] - model.U_[rows] @ V_i.T)) ** 2)
-        f += 0.3 * np.sum(model.U_[rows] ** 2)
-        psi += 0.5 * np.sum((V_i - model.V_) ** 2)
-    assert model.evaluate(data)["objective"] == pytest.approx(f + 2.0 * psi, rel=1e-12)
+        V_i = dense(sim.clients.state, i)
+        f += np.sum((mask[rows] * (R[rows] - U[rows] @ V_i.T)) ** 2)
+        f += 0.3 * np.sum(U[rows] ** 2)
+        psi += 0.5 * np.sum((V_i - V_bar) ** 2)
+    assert sim.history.last("objective") == pytest.approx(f + 2.0 * psi, rel=1e-12)
 
 
 def test_storage_is_one_row_per_rated_client_item_pair():
     data, _, mask = tiny_federated(m=12, n=9, p=3)
-    model, _, _ = start(RFRec, data)
-    c = model.clients_
+    c = run(ALGORITHM, data, []).clients.state
     pairs = {(i, j) for i in range(3) for j in np.flatnonzero(mask[data.client_ptr[i]:
                                                                    data.client_ptr[i + 1]].any(0))}
     assert c.V_loc.shape == (len(pairs), 2)
     assert {(i, int(c.slot_item[s])) for i in range(3)
             for s in range(c.slot_ptr[i], c.slot_ptr[i + 1])} == pairs
     one_user, _, _ = tiny_federated(m=12, n=9, p=12)
-    assert start(RFRec, one_user)[0].clients_.V_loc.shape[0] == one_user.train.nnz
+    assert run(ALGORITHM, one_user, []).clients.state.V_loc.shape[0] == one_user.train.nnz
 
 
 @pytest.mark.parametrize("p", [0.2, 0.5, 0.8])
@@ -208,25 +222,21 @@ def test_rfrecf_communication_rounds_match_lemma_3_9(p):
     T, runs = 60, 200
     counts = np.empty(runs)
     for seed in range(runs):
-        model, _, _ = start(RFRecF, data, seed=seed, p=p)
-        rng = np.random.default_rng(seed)
-        for _ in range(T):
-            model.round(np.arange(2), rng)
-        counts[seed] = model.comm_rounds_
+        counts[seed] = run(ALGORITHM_F, data, [np.arange(2)] * T, seed, p=p).server.comm_rounds
     tol = 4.0 * counts.std(ddof=1) / np.sqrt(runs)
     assert abs(counts.mean() - (p + 2 * p * (1 - p) * (T - 1))) < tol
     assert abs(counts.mean() - 2 * p * (1 - p) * T) < tol + abs(p - 2 * p * (1 - p))
 
 
 def test_history_columns_and_ldp_epsilon(tiny):
-    model = get_algorithm("rfrec")(rank=2, delta=0.2, s=0.04).fit(tiny, rounds=3)
+    model = get_algorithm("rfrec")(rank=2, delta=0.2, s=0.04, rounds=3).fit(tiny)
     h = model.history_
     assert list(h.column("comm_rounds")) == [0, 2, 4, 6]
     assert h.last("epsilon") == pytest.approx(10.0)
     assert np.isfinite(h.last("test_rmse"))
-    model = get_algorithm("rfrecf")(rank=2).fit(tiny, rounds=3)
+    model = get_algorithm("rfrecf")(rank=2, rounds=3).fit(tiny)
     assert "epsilon" not in model.history_.columns
-    cfg = model.config
+    cfg = model.config_
     assert (cfg.alpha, cfg.lam, cfg.lam_u, cfg.p) == (0.01, 100.0, 10.0, 0.5)
     assert (cfg.optimizer, cfg.average_step) == ("adam", "optimizer")
 
@@ -235,20 +245,21 @@ def test_ldp_noise_reaches_the_average_with_the_right_variance():
     """Server average of n noisy uploads = mean of the clipped ones + noise of variance
     2 s^2 / n per entry (the quantity used in the proof of Corollary 3.7)."""
     data, _, _ = tiny_federated(m=12, n=9, p=12)
-    model, _, _ = start(RFRec, data, delta=0.2, s=0.5)
-    c = model.clients_
+    c = run(ALGORITHM, data, [], delta=0.2, s=0.5).clients.state
     S = np.arange(12)
-    clean = np.mean([np.clip(c.dense(i), -0.2, 0.2) for i in S], axis=0)
+    clean = np.mean([np.clip(dense(c, i), -0.2, 0.2) for i in S], axis=0)
+    mechanism = ALGORITHM.Config(delta=0.2, s=0.5).mechanism()
     rng = np.random.default_rng(1)
-    noise = np.array([c.upload(S, rng) / 12 - clean for _ in range(400)])
+    noise = np.array([mechanism.perturb_sum(12 * clean, 12, rng) / 12 - clean
+                      for _ in range(400)])
     assert abs(noise.mean()) < 4 * np.sqrt(2 * 0.25 / 12 / noise.size)
     assert noise.var() == pytest.approx(2 * 0.25 / 12, rel=0.05)
 
 
 def test_config_validation():
     with pytest.raises(ValueError, match="biases"):
-        RFRec(biases=True)
+        RFRec(biases=True).make_config()
     with pytest.raises(ValueError, match="delta"):
-        RFRec(s=0.1)
+        RFRec(s=0.1).make_config()
     with pytest.raises(ValueError):
-        RFRecF(p=1.0)
+        RFRecF(p=1.0).make_config()

@@ -124,11 +124,11 @@ def _copy_uploads(uploads: Uploads) -> Uploads:
 
 def assert_server_sees_only_sums(algorithm: Algorithm, cfg: Any, data: Any,
                                  make_sampler: Callable[[], Any], rounds: int = 4,
-                                 seed: int = 0, noise_free: bool = True) -> None:
-    """Every server step is handed a :class:`Summed` whose arrays are the (multiplicity-
-    weighted) sums of the uploads of the exchange's clients, and whose count is the number of
-    uploads; with ``noise_free`` (no local noise configured) the sums must match exactly up to
-    rounding."""
+                                 seed: int = 0) -> None:
+    """Every server step is handed a :class:`Summed` whose count is the number of uploads and,
+    unless the algorithm adds local noise (then the sum carries it), whose arrays are the
+    (multiplicity-weighted) sums of the exchange's uploads, up to rounding."""
+    noise_free = not algorithm.local_noise(cfg, data.federation_info())
     records, _ = record_boundary(algorithm, cfg, data, make_sampler, rounds, seed,
                                  driver="per-client")
     for rec in records:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
@@ -135,7 +135,7 @@ class InitialDraws:
         )
 
 
-class NoiseOnSum:
+class NoiseOnSum(Protocol):
     """Noise that every uploading client adds to its upload (local DP), simulated on the sum.
 
     ``perturb_sum(total, n, rng)`` returns ``total`` plus the sum of ``n`` clients' noise, with
@@ -144,7 +144,7 @@ class NoiseOnSum:
 
     def perturb_sum(self, total: Array, n: int, rng: np.random.Generator) -> Array:
         """``total`` plus ``n`` independent noise draws."""
-        raise NotImplementedError
+        ...
 
 
 def _no_setup(cfg: Any, server: Any, info: FederationInfo) -> Message | None:
