@@ -25,9 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from fedmc.algorithms.felb.algorithm import Felb, FelbMU
+from fedmc.algorithms.felb import ALGORITHM, ALGORITHM_MU, FelbConfig, FelbMUConfig
 from fedmc.algorithms.felb.baselines import aggregated_bmf
 from fedmc.data.boolean import BooleanFederatedData, load_boolean
+from fedmc.sim.loop import simulate
+from fedmc.sim.sampling import UniformSampler
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REAL_SETS = {
@@ -51,16 +53,15 @@ GRECOND_MAX_COLS = 200
 METRICS = ("f1", "f1_signal", "rmsd", "rmsd_sum", "seconds")
 
 
-def run_felb(algo: Felb, data: BooleanFederatedData, rounds: int, seed: int) -> dict[str, float]:
-    """Train for ``rounds`` synchronizations with all clients; final metrics and seconds."""
-    rng = np.random.default_rng(seed)
-    start = time.perf_counter()
-    algo.setup(data, rng)
-    everyone = np.arange(data.n_clients)
-    for _ in range(rounds):
-        algo.round(everyone, rng)
-    seconds = time.perf_counter() - start
-    return {**algo.evaluate(data), "seconds": seconds}
+def run_felb(cfg: FelbConfig, data: BooleanFederatedData, rounds: int,
+             seed: int) -> dict[str, float]:
+    """Train for ``rounds`` synchronizations with all clients, one random stream for the
+    initial draws and the noise; final metrics and training seconds."""
+    algorithm = ALGORITHM_MU if cfg.multiplicative else ALGORITHM
+    sampler = UniformSampler(data.n_clients, data.n_clients)
+    sim = simulate(algorithm, cfg, data, sampler, rounds, np.random.default_rng(seed),
+                   eval_every=max(rounds, 1))
+    return {**sim.history.rows[-1]}
 
 
 def run_baseline(
@@ -76,8 +77,8 @@ def methods(args: argparse.Namespace, k: int, m: int) -> dict[str, Callable]:
     """Every method of a comparison as ``name -> f(data, seed) -> metrics``."""
     felb = dict(rank=k, local_steps=args.b, **dict(kv.split("=", 1) for kv in args.set))
     out: dict[str, Callable] = {
-        "Felb": lambda d, s: run_felb(Felb(**felb), d, args.rounds, s),
-        "Felb-MU": lambda d, s: run_felb(FelbMU(**felb), d, args.rounds, s),
+        "Felb": lambda d, s: run_felb(FelbConfig(**felb), d, args.rounds, s),
+        "Felb-MU": lambda d, s: run_felb(FelbMUConfig(**felb), d, args.rounds, s),
         "Elbmf^v": lambda d, s: run_baseline(d, k, "elbmf", s),
     }
     if m <= GRECOND_MAX_COLS or args.command == "noise":
@@ -170,7 +171,7 @@ def cmd_dp(args: argparse.Namespace) -> dict:
                     cols=args.cols,
                     tiles=args.rank,
                 )
-                algo = FelbMU(
+                cfg = FelbMUConfig(
                     rank=args.rank,
                     local_steps=args.b,
                     dp=mech,
@@ -179,9 +180,9 @@ def cmd_dp(args: argparse.Namespace) -> dict:
                     dp_clip=clip,
                     dp_theta=args.theta if clip == "frobenius" else None,
                 )
-                rows.append(run_felb(algo, data, args.rounds, trial))
+                rows.append(run_felb(cfg, data, args.rounds, trial))
             s = summarize(rows)
-            scale = algo.privacy_.scale
+            scale = cfg.privacy(args.rank, args.cols).scale
             composed = rows[0]["dp_epsilon"]
             result[f"{mech}-{clip}-{eps:g}"] = {**s, "scale": scale, "composed": composed}
             print(
@@ -206,12 +207,12 @@ def cmd_scale(args: argparse.Namespace) -> dict:
             tiles=args.rank,
             seed=0,
         )
-        for cls in (Felb, FelbMU):
-            s = run_felb(cls(rank=args.rank, local_steps=args.b), data, args.rounds, 0)
+        for name, config in (("felb", FelbConfig), ("felb-mu", FelbMUConfig)):
+            s = run_felb(config(rank=args.rank, local_steps=args.b), data, args.rounds, 0)
             per_round = s["seconds"] / args.rounds
-            result[f"{cls.name}-{C}"] = {**s, "per_round": per_round}
+            result[f"{name}-{C}"] = {**s, "per_round": per_round}
             print(
-                f"| {C} | {500 * C} | {cls.name} | {per_round:.3f} | {per_round / C * 1e3:.2f} ms "
+                f"| {C} | {500 * C} | {name} | {per_round:.3f} | {per_round / C * 1e3:.2f} ms "
                 f"| {s['f1_signal']:.3f} |"
             )
     return result

@@ -3,13 +3,17 @@ handed cohort sums only (``fedmc.testing``)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fedmc.algorithms.fedmavg import ALGORITHM as FEDMAVG
 from fedmc.algorithms.fedmavg import POSTER as FEDMAVG_POSTER
 from fedmc.algorithms.fedmc_admm import ALGORITHM as FEDMC_ADMM
+from fedmc.algorithms.felb import ALGORITHM as FELB
+from fedmc.algorithms.felb import ALGORITHM_MU as FELB_MU
 from fedmc.algorithms.rfrec import ALGORITHM as RFREC
 from fedmc.algorithms.rfrec import ALGORITHM_F as RFRECF
+from fedmc.data.boolean import BooleanFederatedData
 from fedmc.sim.sampling import make_sampler
 from fedmc.testing import assert_drivers_agree, assert_server_sees_only_sums
 from tests.conftest import tiny_federated
@@ -33,6 +37,13 @@ CASES = [
     (RFRECF, {"rank": 2, "p": 0.4}, {}),
     (RFRECF, {"rank": 2, "optimizer": "gd", "alpha": 0.01, "average_step": "plain",
               "delta": 0.2, "s": 0.05}, {"dropout": 0.2, "active": 5}),
+    (FELB, {"rank": 2, "local_steps": 3}, {}),
+    (FELB, {"rank": 2, "init": "independent", "rate_counter": "local_step", "sharpen": 0.5,
+            "sharpen_after": 1, "server_step": "inverse_clients"}, {"active": 3}),
+    (FELB, {"rank": 2, "dp": "laplace", "dp_clip": "elementwise", "dp_theta": 0.5}, {}),
+    (FELB_MU, {"rank": 2, "local_steps": 3}, {"active": 3}),
+    (FELB_MU, {"rank": 2, "dp": "gaussian", "dp_clip": "frobenius"}, {"dropout": 0.3}),
+    (FELB_MU, {"rank": 2, "dp": "gaussian", "dp_clip": "none", "sharpen": 0.0}, {}),
 ]
 
 
@@ -42,8 +53,20 @@ def _case_id(case) -> str:
 
 
 @pytest.fixture(scope="module")
-def data():
+def ratings():
     return tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)[0]
+
+
+@pytest.fixture(scope="module")
+def boolean():
+    A = (np.random.default_rng(0).random((23, 12)) < 0.3).astype(np.uint8)
+    return BooleanFederatedData.build(A, 5, seed=1)
+
+
+@pytest.fixture
+def data(request, ratings, boolean):
+    algorithm = request.getfixturevalue("case")[0]
+    return boolean if algorithm.data_kind == "boolean" else ratings
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
@@ -51,7 +74,7 @@ def test_batched_driver_equals_per_client_driver(case, data):
     algorithm, params, run = case
     cfg = algorithm.Config(**params)
     assert_drivers_agree(algorithm, cfg, data,
-                         lambda: make_sampler(data.n_clients, **{"active": 2, **run}), rounds=6)
+                         lambda: make_sampler(data.n_clients, **{"active": 4, **run}), rounds=6)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
@@ -59,4 +82,4 @@ def test_server_step_is_handed_only_cohort_sums(case, data):
     algorithm, params, run = case
     cfg = algorithm.Config(**params)
     assert_server_sees_only_sums(algorithm, cfg, data,
-                                 lambda: make_sampler(data.n_clients, **{"active": 2, **run}))
+                                 lambda: make_sampler(data.n_clients, **{"active": 4, **run}))

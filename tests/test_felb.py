@@ -5,12 +5,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedmc.algorithms.felb.algorithm import Felb, FelbMU
+from fedmc.algorithms.felb import ALGORITHM, ALGORITHM_MU, Felb, FelbMU
+from fedmc.algorithms.felb.client import _gradient_step
+from fedmc.algorithms.felb.config import FelbConfig, FelbMUConfig
 from fedmc.algorithms.felb.prox import prox_elb, prox_proximity
 from fedmc.data.boolean import BooleanFederatedData, load_boolean
 from fedmc.errors import DataError
-from fedmc.sim.engine import run
-from fedmc.sim.sampling import UniformSampler
+from fedmc.sim.loop import simulate
+from fedmc.testing import ScheduledSampler
+
+VARIANTS = [(ALGORITHM, FelbConfig), (ALGORITHM_MU, FelbMUConfig)]
+
+
+def run(variant, data, schedule, seed=7, **params):
+    """Felb or Felb-MU on ``data`` with the rounds' clients given by ``schedule``."""
+    algorithm, config = variant
+    return simulate(algorithm, config(**params), data,
+                    ScheduledSampler(data.n_clients, schedule), len(schedule), seed)
 
 
 def _reference_round(A_blocks, U, U_prev, V_hat, cfg, lam_t, mu):
@@ -54,58 +65,53 @@ def _reference_round(A_blocks, U, U_prev, V_hat, cfg, lam_t, mu):
     return uploads
 
 
-@pytest.mark.parametrize("cls", [Felb, FelbMU])
+@pytest.mark.parametrize("variant", VARIANTS, ids=["felb", "felb-mu"])
 @pytest.mark.parametrize("density", [0.3, 0.02])  # dense and block-sparse layouts
 @pytest.mark.parametrize("sharpen", [0.0, 0.5])
-def test_batched_clients_equal_a_per_client_loop(cls, density, sharpen):
+def test_batched_clients_equal_a_per_client_loop(variant, density, sharpen):
     rng = np.random.default_rng(0)
     A = (rng.random((47, 60)) < density).astype(np.uint8)
     data = BooleanFederatedData.build(A, 5, seed=1)  # sizes 10, 10, 9, 9, 9: padding
-    algo = cls(
-        rank=3, local_steps=4, gamma=0.5, beta=0.05, lam=0.3, sharpen=sharpen, sharpen_after=0
-    )
-    algo.setup(data, np.random.default_rng(7))
-    assert algo.blocks_.dense == (density > 0.05)
-    cfg = algo.config
+    params = dict(rank=3, local_steps=4, gamma=0.5, beta=0.05, lam=0.3, sharpen=sharpen,
+                  sharpen_after=0)
+    cfg = variant[1](**params)
+    start = run(variant, data, [], **params)
+    assert start.clients.state.all_blocks.dense == (density > 0.05)
     blocks = [data.block(c).toarray() for c in range(5)]
-    U = [algo.U_[c, : len(b)].copy() for c, b in enumerate(blocks)]
+    U = [start.clients.state.U[c, : len(b)].copy() for c, b in enumerate(blocks)]
     U_prev = [u.copy() for u in U]
-    V_hat = algo.V_hat_.copy()
-    for r in range(3):
-        uploads = _reference_round(blocks, U, U_prev, V_hat, cfg, algo.lam_t(), cls is FelbMU)
-        V_hat = prox_elb(np.mean(uploads, axis=0), cfg.kappa, algo.lam_t(), cfg.clamp)
-        algo.round(np.arange(5), np.random.default_rng(r))
-        np.testing.assert_allclose(algo.V_hat_, V_hat, atol=1e-10)
+    V_hat = start.server.V_hat.copy()
+    for r in range(1, 4):
+        lam_t = cfg.lam_t(0, r - 1)
+        uploads = _reference_round(blocks, U, U_prev, V_hat, cfg, lam_t, cfg.multiplicative)
+        V_hat = prox_elb(np.mean(uploads, axis=0), cfg.kappa, lam_t, cfg.clamp)
+        sim = run(variant, data, [np.arange(5)] * r, **params)
+        np.testing.assert_allclose(sim.server.V_hat, V_hat, atol=1e-10)
         for c, b in enumerate(blocks):
-            np.testing.assert_allclose(algo.U_[c, : len(b)], U[c], atol=1e-10)
-            np.testing.assert_array_equal(algo.U_[c, len(b) :], 0.0)
+            np.testing.assert_allclose(sim.clients.state.U[c, : len(b)], U[c], atol=1e-10)
+            np.testing.assert_array_equal(sim.clients.state.U[c, len(b) :], 0.0)
 
 
 def test_felb_mu_gradient_step_is_the_lee_seung_update():
     rng = np.random.default_rng(3)
     A, U, V = rng.random((8, 6)), rng.random((8, 2)) + 0.1, rng.random((2, 6)) + 0.1
-    mu = FelbMU(rank=2)
+    mu = FelbMUConfig(rank=2)
     VVt = (V @ V.T)[None]
-    step, eta = mu._gradient_step(U[None], U[None] @ VVt, (A @ V.T)[None], VVt)
+    step, eta = _gradient_step(mu, U[None], U[None] @ VVt, (A @ V.T)[None], VVt)
     np.testing.assert_allclose(step[0], U * (A @ V.T) / (U @ V @ V.T), rtol=1e-9)
     np.testing.assert_allclose(eta[0], U / (U @ V @ V.T), rtol=1e-9)
     UtU = (U.T @ U)[None]
-    step, _ = mu._gradient_step(V[None], UtU @ V[None], (U.T @ A)[None], UtU)
+    step, _ = _gradient_step(mu, V[None], UtU @ V[None], (U.T @ A)[None], UtU)
     np.testing.assert_allclose(step[0], V * (U.T @ A) / (U.T @ U @ V), rtol=1e-9)
 
 
 @pytest.mark.parametrize("cls", [Felb, FelbMU])
 def test_factors_become_binary_as_lambda_grows(cls):
     data = load_boolean("synthetic-boolean", noise=0.1, n_clients=4, rows=200, cols=60, tiles=3)
-    algo = cls(rank=3, rate=1.5, rate_counter="local_step")
-    rng = np.random.default_rng(0)
-    algo.setup(data, rng)
-    gaps = []
-    for _ in range(12):
-        algo.round(np.arange(4), rng)
-        gaps.append(algo.evaluate(data)["integrality_gap"])
-    U, V_hat = algo.factors()
-    assert gaps[-1] < 1e-8 < gaps[0]
+    model = cls(rank=3, rate=1.5, rate_counter="local_step", rounds=12).fit(data)
+    gaps = model.history_.column("integrality_gap")
+    U, V_hat = model.factors()
+    assert gaps[-1] < 1e-8 < gaps[1]
     assert np.all(np.minimum(abs(U), abs(U - 1)) < 1e-6)
     assert np.all(np.minimum(abs(V_hat), abs(V_hat - 1)) < 1e-6)
 
@@ -113,22 +119,15 @@ def test_factors_become_binary_as_lambda_grows(cls):
 def test_lambda_schedule_counters():
     data = load_boolean("synthetic-boolean", n_clients=2, rows=20, cols=10, tiles=2)
     for counter, t in (("local_step", 6), ("round", 2)):
-        algo = Felb(rank=2, local_steps=3, rate_counter=counter, lam=0.1, rate=1.05)
-        rng = np.random.default_rng(0)
-        algo.setup(data, rng)
-        algo.round(np.arange(2), rng)
-        algo.round(np.arange(2), rng)
-        assert np.isclose(algo.lam_t(), 0.1 * 1.05**t)
-    capped = Felb(rank=2, rate=1e9, lam_max=1e3, rate_counter="local_step")
-    capped.setup(data, rng)
-    capped.round(np.arange(2), rng)
-    assert capped.lam_t() == pytest.approx(1e3)
+        model = Felb(rank=2, local_steps=3, rate_counter=counter, lam=0.1, rate=1.05, rounds=2)
+        assert np.isclose(model.fit(data).history_.last("lambda_t"), 0.1 * 1.05**t)
+    capped = Felb(rank=2, rate=1e9, lam_max=1e3, rate_counter="local_step", rounds=1)
+    assert capped.fit(data).history_.last("lambda_t") == pytest.approx(1e3)
 
 
-def test_engine_run_records_the_history_columns():
+def test_history_columns():
     data = load_boolean("synthetic-boolean", noise=0.1, n_clients=4, rows=200, cols=50, tiles=3)
-    algo = FelbMU(rank=3, dp="gaussian", dp_epsilon=1.0)
-    hist = run(algo, data, UniformSampler(4, 4), rounds=3, seed=0)
+    hist = FelbMU(rank=3, dp="gaussian", dp_epsilon=1.0, rounds=3).fit(data).history_
     for col in ("loss", "rmsd", "f1", "f1_signal", "integrality_gap", "bytes_up", "seconds"):
         assert col in hist.columns
     eps = hist.column("dp_epsilon")
@@ -138,29 +137,24 @@ def test_engine_run_records_the_history_columns():
 
 def test_partial_participation_touches_only_the_sampled_clients():
     data = load_boolean("synthetic-boolean", n_clients=5, rows=100, cols=30, tiles=2)
-    algo = Felb(rank=2)
-    rng = np.random.default_rng(0)
-    algo.setup(data, rng)
-    U0 = algo.U_.copy()
-    comm = algo.round(np.array([1, 3]), rng)
-    changed = [not np.array_equal(U0[c], algo.U_[c]) for c in range(5)]
+    U0 = run(VARIANTS[0], data, [], seed=0, rank=2).clients.state.U
+    sim = run(VARIANTS[0], data, [[1, 3]], seed=0, rank=2)
+    changed = [not np.array_equal(U0[c], sim.clients.state.U[c]) for c in range(5)]
     assert changed == [False, True, False, True, False]
-    assert comm.bytes_up == 2 * 2 * 30 * 8
+    assert sim.history.last("bytes_up") == 2 * 2 * 30 * 8
 
 
 def test_felb_recovers_clean_tiles():
     data = load_boolean("synthetic-boolean", noise=0.0, n_clients=4, rows=400, cols=100, tiles=3)
-    algo = FelbMU(rank=3)
-    rng = np.random.default_rng(0)
-    algo.setup(data, rng)
-    for _ in range(40):
-        algo.round(np.arange(4), rng)
-    assert algo.evaluate(data)["f1_signal"] > 0.9
+    model = FelbMU(rank=3, rounds=40).fit(data)
+    assert model.history_.last("f1_signal") > 0.9
 
 
 def test_felb_refuses_rating_data():
+    from tests.conftest import tiny_federated
+
     with pytest.raises(DataError, match="Boolean"):
-        Felb().setup(object(), np.random.default_rng(0))
+        Felb(rounds=1).fit(tiny_federated()[0])
 
 
 def test_sharpened_target_is_the_hamming_loss_on_binary_factors():
@@ -182,7 +176,6 @@ def test_sharpen_keeps_tiles_at_high_noise():
     )
     f1 = {}
     for c in (0.0, 1.0):
-        algo = FelbMU(rank=4, sharpen=c, sharpen_after=10)
-        history = run(algo, data, UniformSampler(4, 4), rounds=30, seed=0)
-        f1[c] = history.last("f1_signal")
+        model = FelbMU(rank=4, sharpen=c, sharpen_after=10, rounds=30).fit(data)
+        f1[c] = model.history_.last("f1_signal")
     assert f1[1.0] > f1[0.0] + 0.1

@@ -16,8 +16,8 @@ _REGISTRY: dict[str, str] = {
     "fedmavg": "fedmc.algorithms.fedmavg:FedMAvg",
     "fedmavg-poster": "fedmc.algorithms.fedmavg:FedMAvgPoster",
     "als": "fedmc.algorithms.als:ALS",
-    "felb": "fedmc.algorithms.felb.algorithm:Felb",
-    "felb-mu": "fedmc.algorithms.felb.algorithm:FelbMU",
+    "felb": "fedmc.algorithms.felb:Felb",
+    "felb-mu": "fedmc.algorithms.felb:FelbMU",
     "rfrec": "fedmc.algorithms.rfrec:RFRec",
     "rfrecf": "fedmc.algorithms.rfrec:RFRecF",
 }

@@ -104,11 +104,20 @@ class UploadPrivacy:
         return laplace_scale(self.epsilon, self.sensitivity)
 
     def privatize(self, V: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Clipped and noised uploads ``clip(V_c) + N_c`` for the stacked ``V`` ``(s, k, m)``."""
-        clipped = clip_uploads(V, self.clip, self.theta)
+        """Clipped and noised uploads ``clip(V_c) + N_c`` for the stacked ``V`` ``(s, k, m)``:
+        what each client sends."""
+        return clip_uploads(V, self.clip, self.theta) + self._noise((len(V), *self.shape), rng)
+
+    def perturb_sum(self, total: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``total`` (the sum of ``n`` clipped uploads) plus the ``n`` clients' noise, drawn as
+        :meth:`privatize` draws it: the simulation of the clients' noise on the server's sum
+        (:class:`fedmc.core.protocol.NoiseOnSum`)."""
+        return total + self._noise((n, *self.shape), rng).sum(axis=0)
+
+    def _noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         if self.mechanism == "gaussian":
-            return clipped + rng.normal(0.0, self.scale, size=V.shape)
-        return clipped + rng.laplace(0.0, self.scale, size=V.shape)
+            return rng.normal(0.0, self.scale, size=shape)
+        return rng.laplace(0.0, self.scale, size=shape)
 
     def composed_epsilon(self, n_syncs: int, accountant: AccountantKind = "rdp") -> float:
         """Epsilon at ``delta`` of one client after ``n_syncs`` noisy uploads (not in the paper)."""

@@ -107,7 +107,7 @@ def simulate(
     data: Any,
     sampler: Sampler,
     rounds: int,
-    seed: int = 0,
+    seed: int | np.random.Generator = 0,
     eval_every: int = 1,
     callback: RoundCallback | None = None,
     driver: Driver = "batched",
@@ -125,7 +125,8 @@ def simulate(
     rounds
         Number of rounds ``K``.
     seed
-        Seed of the initial draws and the server's stream.
+        Seed of the initial draws and the server's stream (two independent streams); or one
+        generator that serves as both, in that order (how the Felb benchmarks were recorded).
     eval_every
         Evaluate after every ``eval_every`` rounds (and always after the last one).
     callback
@@ -150,15 +151,18 @@ def simulate(
             f"the sampler draws from {sampler.n_clients} clients, the data has {data.n_clients}"
         )
     population = {"batched": BatchedClients, "per-client": PerClientClients}[driver]
-    init_seq, server_seq = np.random.SeedSequence(seed).spawn(2)
+    if isinstance(seed, np.random.Generator):
+        init_rng = server_rng = seed
+    else:
+        init_rng, server_rng = map(np.random.default_rng, np.random.SeedSequence(seed).spawn(2))
     info = data.federation_info()
     history = History()
 
     clock = _TrainingClock()
-    draws = algorithm.draws(cfg, data, np.random.default_rng(init_seq))
+    draws = algorithm.draws(cfg, data, init_rng)
     clients = population(algorithm, cfg, data, draws, info)
     server = _Server(algorithm, cfg, info, algorithm.init_server(cfg, info, draws.server),
-                     clients, np.random.default_rng(server_seq))
+                     clients, server_rng)
     setup = algorithm.setup(cfg, server.state, info)
     if setup is not None:
         server.exchange(setup)

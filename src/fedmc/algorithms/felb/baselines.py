@@ -11,7 +11,8 @@ from typing import Literal
 
 import numpy as np
 
-from fedmc.algorithms.felb.algorithm import Felb
+from fedmc.algorithms.felb import client, server
+from fedmc.algorithms.felb.config import FelbConfig
 from fedmc.algorithms.felb.metrics import boolean_metrics
 from fedmc.algorithms.felb.prox import binarize
 from fedmc.data.boolean.data import BooleanFederatedData
@@ -88,22 +89,16 @@ def local_factors(
     and independent random starts; ``"grecond"``: :func:`grecond` on every client.
     """
     if method == "elbmf":
-        local = Felb(
-            rank=k,
-            kappa=0.01,
-            lam=0.01,
-            rate=1.02,
-            rate_counter="local_step",
-            beta=0.01,
-            gamma=0.0,
-            sharpen=0.0,
-            init="independent",
-            local_steps=elbmf_steps,
-        )
-        local.setup(data, rng)
-        V = local.client_round(np.arange(data.n_clients), rng)
-        U, _ = local.factors()
-        return binarize(U), binarize(V)
+        cfg = FelbConfig(rank=k, kappa=0.01, lam=0.01, rate=1.02, rate_counter="local_step",
+                         beta=0.01, gamma=0.0, sharpen=0.0, init="independent",
+                         local_steps=elbmf_steps)
+        info = data.federation_info()
+        draws = server.draws(cfg, data, rng)
+        state = client.init_clients(cfg, data, draws, info)
+        everyone = np.arange(data.n_clients, dtype=np.int64)
+        msg = server.message(cfg, server.init_server(cfg, info, draws.server), 1, everyone, rng)
+        state, uploads = client.client_step(cfg, data, state, msg, everyone, everyone)
+        return binarize(client.factors(state)), binarize(uploads[client.UPLOAD].dense)
     pairs = [grecond(data.block(c).toarray(), k) for c in range(data.n_clients)]
     return np.concatenate([u for u, _ in pairs]), np.stack([v for _, v in pairs])
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from fedmc.core.protocol import FederationInfo
 from fedmc.data.partition import PartitionKind, partition_users
 from fedmc.errors import DataError
 
@@ -67,7 +68,27 @@ class BooleanFederatedData:
 
     def block(self, c: int) -> sp.csr_matrix:
         """Client ``c``'s private rows ``A_c``."""
-        return self.A[self.client_ptr[c] : self.client_ptr[c + 1]]
+        return self.A[self.client_rows(c)]
+
+    def client_rows(self, client: int) -> slice:
+        """The federated rows of ``client``."""
+        return slice(int(self.client_ptr[client]), int(self.client_ptr[client + 1]))
+
+    def client_shard(self, client: int) -> BooleanFederatedData:
+        """What ``client`` holds itself: its rows (and their signal), as a federation of one
+        client."""
+        rows = self.client_rows(client)
+        return BooleanFederatedData(
+            A=self.A[rows],
+            client_ptr=np.array([0, rows.stop - rows.start], dtype=np.int64),
+            row_index=self.row_index[rows],
+            signal=None if self.signal is None else self.signal[rows],
+            name=self.name,
+        )
+
+    def federation_info(self) -> FederationInfo:
+        """The facts every party knows before training: the clients and the ``m`` columns."""
+        return FederationInfo(self.n_clients, self.shape[1])
 
     def top_items(self, n_items: int) -> BooleanFederatedData:
         """The same rows restricted to the ``n_items`` most frequent columns (a subsample).
