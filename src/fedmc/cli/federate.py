@@ -10,6 +10,7 @@ protocol and algorithm options (their signatures are built from ``run``'s). See
 from __future__ import annotations
 
 import inspect
+import json
 import shutil
 import signal
 import tempfile
@@ -94,36 +95,24 @@ _LOCAL_EXTRAS = [
 
 def _local(settings: tuple[Any, Any, dict[str, Any]], kw: dict[str, Any],
            progress: Callable[..., Any], summary: Callable[..., None]) -> None:
-    from fedmc.flower.app import write_app, write_run_config
-    from fedmc.flower.local import LocalFederation
+    from fedmc.flower.local import run_local
     from fedmc.flower.settings import FederatedRun
-    from fedmc.flower.split import write_split
 
     run_settings, data_settings, params = settings
-    out = kw["out_dir"].resolve()
+    run = FederatedRun(run_settings, params, kw["secagg"], kw["timeout"], out=kw["out_dir"])
     work = kw["work"] or Path(tempfile.mkdtemp(prefix="fedmc-federate-"))
     work.mkdir(parents=True, exist_ok=True)
+    label = f"{run_settings.algorithm} on {data_settings.source}, federated"
     try:
-        run = FederatedRun(run_settings, params, kw["secagg"], kw["timeout"],
-                           (work / "split" / "manifest.json").resolve(), out)
-        run.config()  # bad parameters fail before anything starts
-        write_split(data_settings, work / "split")
-        run_config = write_run_config(work / "run.toml", run.run_config())
-        label = f"{run_settings.algorithm} on {data_settings.source}, federated"
-        with LocalFederation(work, work / "split", kw["stock_nodes"]) as fed, \
-                progress(kw["quiet"], run_settings.rounds, label) as callback:
-            fed.start()
-            run_id = fed.submit(write_app(work / "app"), run_config)
-            fed.wait(run_id, out / "progress.jsonl",
-                     None if callback is None else lambda e: _report(e, callback))
+        with progress(kw["quiet"], run_settings.rounds, label) as callback:
+            run_local(run, data_settings, work, kw["stock_nodes"],
+                      None if callback is None else lambda e, _: _report(e, callback))
     finally:
         if kw["work"] is None:
             shutil.rmtree(work, ignore_errors=True)
     if not kw["quiet"]:
-        import json
-
-        summary(json.loads((out / "summary.json").read_text()), label)
-    typer.echo(f"wrote {out}/config.json, history.csv, summary.json", err=True)
+        summary(json.loads((kw["out_dir"] / "summary.json").read_text()), label)
+    typer.echo(f"wrote {kw['out_dir']}/config.json, history.csv, summary.json", err=True)
 
 
 def _report(event: dict[str, Any], callback: Callable[[int, dict | None], None]) -> None:

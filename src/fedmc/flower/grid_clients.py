@@ -36,7 +36,7 @@ from fedmc.flower.wire import (
     unpack_sums,
     unpack_uploads,
 )
-from fedmc.sim.clients import Exchange
+from fedmc.sim.clients import Exchange, carried_out
 
 Shapes = Mapping[str, tuple[int, ...]]
 
@@ -116,11 +116,8 @@ class GridClients:
         for c in included:
             self.last_included[c] = number
         self._end(number, msg, included)
-        keep = np.array(included, dtype=np.int64)
-        done = msg if len(included) == len(np.unique(msg.compute)) else Message(
-            msg.round, msg.phase, msg.compute[np.isin(msg.compute, keep)],
-            msg.upload[np.isin(msg.upload, keep)], msg.arrays, msg.flags)
-        return Exchange(summed, nbytes, done, noised=True)
+        return Exchange(summed, nbytes, carried_out(msg, np.array(included, dtype=np.int64)),
+                        noised=True)
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
         """Every client's evaluation sums under ``model``, added up (in client order)."""

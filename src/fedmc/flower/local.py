@@ -9,6 +9,7 @@ period), also on Ctrl-C or failure.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -23,7 +24,10 @@ from types import TracebackType
 from typing import Any
 
 from fedmc.errors import FedMCError
-from fedmc.flower.split import client_files
+from fedmc.flower.app import write_app, write_run_config
+from fedmc.flower.settings import FederatedRun
+from fedmc.flower.split import client_files, write_split
+from fedmc.pipeline import DataSettings
 
 GRACE = 5.0
 START_TIMEOUT = 60.0
@@ -208,6 +212,25 @@ class LocalFederation:
                 time.sleep(0.1)
         raise FederationError(f"the SuperLink did not start; see "
                               f"{self.work / 'logs' / 'superlink.log'}")
+
+
+def run_local(run: FederatedRun, data: DataSettings, work: Path, stock_nodes: bool = False,
+              on_event: Callable[[dict[str, Any], LocalFederation], None] | None = None,
+              ) -> None:
+    """Split ``data`` into ``work/split``, start a local deployment, run ``run`` on it and
+    stop every process; ``on_event`` gets every line of the server's ``progress.jsonl`` with
+    the federation (to report progress, or to kill and restart nodes in a test)."""
+    split = work / "split"
+    run = dataclasses.replace(run, manifest=(split / "manifest.json").resolve(),
+                              out=run.out.resolve())
+    run.config()  # bad parameters fail before anything starts
+    write_split(data, split)
+    run_config = write_run_config(work / "run.toml", run.run_config())
+    with LocalFederation(work, split, stock_nodes) as fed:
+        fed.start()
+        run_id = fed.submit(write_app(work / "app"), run_config)
+        fed.wait(run_id, run.out / "progress.jsonl",
+                 None if on_event is None else (lambda event: on_event(event, fed)))
 
 
 def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:

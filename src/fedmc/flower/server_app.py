@@ -6,8 +6,9 @@ by summed client sums), with :class:`fedmc.flower.grid_clients.GridClients` as t
 population. It writes the files of ``fedmc run``'s contract into the run configuration's
 ``out`` folder: ``config.json``, ``history.csv`` (with two more columns: ``participants``,
 the clients whose replies the round's sum included, and ``lost``, the clients asked in the
-round whose replies were not included, evaluation included) and ``summary.json``; and, while
-it runs, ``progress.jsonl`` (one line per exchange and per evaluated round).
+round whose replies were not included, evaluation included) and ``summary.json``; also
+``model.npz`` (the published model, e.g. the item factors ``V``) and, while it runs,
+``progress.jsonl`` (one line per exchange and per evaluated round).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
@@ -61,6 +63,7 @@ def serve(grid: Grid, run: FederatedRun) -> History:
                "total_seconds": time.perf_counter() - started,
                "peak_memory_mb": peak_memory_mb()}
     write_outputs(run.out, RunResult(None, None, sim.history, summary, _config(run, manifest)))
+    np.savez(run.out / "model.npz", **algorithm.model(cfg, sim.server))
     progress.write({"event": "done"})
     return sim.history
 

@@ -55,6 +55,15 @@ class Exchange:
     noised: bool = False
 
 
+def carried_out(msg: Message, included: np.ndarray) -> Message:
+    """``msg`` as it was carried out when only the clients ``included`` answered: ``compute``
+    and ``upload`` keep those clients (``msg`` itself when every client answered)."""
+    if np.isin(msg.compute, included).all():
+        return msg
+    return Message(msg.round, msg.phase, msg.compute[np.isin(msg.compute, included)],
+                   msg.upload[np.isin(msg.upload, included)], msg.arrays, msg.flags)
+
+
 class ClientPopulation(Protocol):
     """The clients of a run."""
 
