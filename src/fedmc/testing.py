@@ -98,9 +98,10 @@ class ReplayClients(PerClientClients):
         return super().exchange(carried_out(msg, self.included[msg.round]), shapes)
 
 
-def participants(history: History) -> dict[int, list[int]]:
-    """The clients each round of a federation's history included."""
-    return {int(row["round"]): [int(float(c)) for c in str(row.get("participants", "")).split()]
+def client_ids(history: History, column: str = "participants") -> dict[int, list[int]]:
+    """The clients a federation's history lists in ``column`` for each round (``participants``:
+    those the round's sum included; ``lost``: those asked whose replies were not included)."""
+    return {int(row["round"]): [int(float(c)) for c in str(row.get(column, "")).split()]
             for row in history.rows}
 
 
