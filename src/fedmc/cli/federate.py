@@ -39,14 +39,21 @@ def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., 
     local_params = [p for name, p in options.items() if name != "out_dir"]
 
     def split(**kw: Any) -> None:
-        """Write one ratings file per client (and its held-out ratings) and the manifest:
-        the files a real deployment hands out."""
+        """Write one ratings file per client (and its held-out ratings), the manifest, and
+        the Flower app with a run configuration: the files a real deployment hands out."""
+        from fedmc.flower.app import write_app, write_run_config
+        from fedmc.flower.settings import RUN_CONFIG_DEFAULTS
         from fedmc.flower.split import write_split
 
         _, data_settings, _ = resolve({**_defaults(options), **kw})
-        manifest = write_split(data_settings, kw["out"])
-        typer.echo(f"wrote {kw['out']}/manifest.json and {manifest.n_clients} clients' files "
-                   f"under {kw['out']}/clients", err=True)
+        out = kw["out"].resolve()
+        manifest = write_split(data_settings, out)
+        write_app(out / "app")
+        write_run_config(out / "run.toml", {**RUN_CONFIG_DEFAULTS, "seed": kw["seed"],
+                                            "active": min(10, manifest.n_clients),
+                                            "manifest": str(out / "manifest.json")})
+        typer.echo(f"wrote {out}/manifest.json, {manifest.n_clients} clients' files under "
+                   f"{out}/clients, the app in {out}/app and {out}/run.toml", err=True)
 
     def local(**kw: Any) -> None:
         """Train with a real deployment on this machine: a SuperLink and one SuperNode per

@@ -93,13 +93,14 @@ def _config(run: FederatedRun, manifest: Manifest) -> dict[str, Any]:
 
 
 class _Progress:
-    """``progress.jsonl``: one JSON line per exchange and per evaluated round."""
+    """``progress.jsonl``: one JSON line per exchange and per round, with its wall time."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         path.write_text("")
 
     def write(self, event: dict[str, Any]) -> None:
+        event["time"] = time.time()
         with open(self.path, "a") as fh:
             fh.write(json.dumps(event, default=float) + "\n")
 
