@@ -57,7 +57,7 @@ class Party:
     def step(self, envelope: Envelope) -> tuple[Uploads, int]:
         """Settle the previous exchange, run the client step on the message, keep the new
         state pending; the uploads (local noise added) and this client's multiplicity."""
-        self.store.decide(envelope.included)
+        self.store.decide(envelope.included_of(self.client))
         msg = envelope.message
         weight = int(np.count_nonzero(msg.upload == self.client))
         me = np.zeros(1, dtype=np.int64)
@@ -69,7 +69,7 @@ class Party:
 
     def evaluate(self, envelope: Envelope) -> dict[str, float]:
         """Settle the previous exchange; the evaluation sums under the message's model."""
-        self.store.decide(envelope.included)
+        self.store.decide(envelope.included_of(self.client))
         return dict(self.algorithm.evaluate(self.cfg, self.shard, self.store.committed,
                                             envelope.message.arrays))
 

@@ -17,7 +17,7 @@ client's place again.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +30,6 @@ from fedmc.core.uploads import sum_uploads, upload_nbytes
 from fedmc.errors import ConfigError
 from fedmc.flower.transport import good_replies, send_and_receive
 from fedmc.flower.wire import (
-    NO_EXCHANGE,
     Envelope,
     pack_message,
     unpack_sums,
@@ -140,9 +139,11 @@ class GridClients:
         """Not available: user factors never leave the clients."""
         raise ConfigError("in a federation the user factors stay on the clients")
 
-    def envelope(self, number: int, msg: Message, client: int, **extra: object) -> Envelope:
-        """The exchange as ``client`` receives it."""
-        return Envelope(number, msg, self.last_included.get(client, NO_EXCHANGE), extra)
+    def envelope(self, number: int, msg: Message, clients: Iterable[int],
+                 **extra: object) -> Envelope:
+        """The exchange as ``clients`` receive it."""
+        return Envelope(number, msg, {c: self.last_included[c] for c in clients
+                                      if c in self.last_included}, extra)
 
     def nodes(self, clients: np.ndarray) -> dict[int, int]:
         """The node of each of ``clients`` that has one (others are lost for this exchange)."""
@@ -154,9 +155,9 @@ class GridClients:
         """A plain exchange: the replies' contents by client."""
         nodes = self.nodes(msg.compute)
         client_of = {node: c for c, node in nodes.items()}
-        out = [FlowerMessage(pack_message(self.envelope(number, msg, c)), dst_node_id=node,
-                             message_type=kind, group_id=str(msg.round))
-               for c, node in nodes.items()]
+        content = pack_message(self.envelope(number, msg, nodes))
+        out = [FlowerMessage(content, dst_node_id=node, message_type=kind,
+                             group_id=str(msg.round)) for node in nodes.values()]
         replies = good_replies(send_and_receive(self.grid, out, self.timeout))
         return {client_of[node]: m.content for node, m in replies.items()}
 

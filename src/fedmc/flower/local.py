@@ -81,7 +81,8 @@ class LocalFederation:
         home.mkdir(parents=True, exist_ok=True)
         (self.work / "logs").mkdir(exist_ok=True)
         self.env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
-                    "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.05"}
+                    "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.05",
+                    "FLWR_LOG_LEVEL": "WARNING"}
 
     def __enter__(self) -> LocalFederation:
         return self

@@ -33,7 +33,7 @@ from flwr.supernode.fleet_http_connection import http_request_response
 
 from fedmc.errors import ConfigError
 
-POLL = 0.02
+POLL = 0.1
 LONGEST_POLL = 0.5
 
 

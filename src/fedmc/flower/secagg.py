@@ -211,9 +211,9 @@ class SecureSum:
         for _ in range(ATTEMPTS):
             nodes = clients.nodes(members)
             client_of = {node: c for c, node in nodes.items()}
-            instructions = {node: _fitins(clients.envelope(number, msg, c, kind=kind,
-                                                           exponents=exponents))
-                            for c, node in nodes.items()}
+            fitins = _fitins(clients.envelope(number, msg, nodes, kind=kind,
+                                              exponents=exponents))
+            instructions = dict.fromkeys(nodes.values(), fitins)
             mean, results = (None, []) if len(nodes) < 2 else secure_mean(
                 PromptGrid(clients.grid), instructions, self.timeout)
             if mean is None:

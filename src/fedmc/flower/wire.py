@@ -3,8 +3,10 @@
 Server to client (every exchange): an ``ArrayRecord`` ``"arrays"`` (the message's arrays) and
 a ``ConfigRecord`` ``"fedmc"`` whose ``"header"`` is a JSON text (:class:`Envelope`): the
 exchange number, the round, the phase, the flags, the message's ``compute``/``upload`` client
-lists and the last exchange of the recipient that the server included in a sum (how a client
-learns whether to commit its pending state, :mod:`fedmc.flower.client_state`). Client to
+lists and, for every recipient, its last exchange that the server included in a sum (how a
+client learns whether to commit its pending state, :mod:`fedmc.flower.client_state`). Every
+recipient gets the same records, so Flower stores and pushes them once per exchange (its
+objects are content-addressed): only the message envelopes differ. Client to
 server: an ``ArrayRecord`` ``"uploads"`` (each upload of a batch of one: its dense part and/or
 rows) or a ``ConfigRecord`` ``"sums"`` (evaluation). Secure aggregation carries the same
 header and arrays in its legacy records (:mod:`fedmc.flower.secagg`).
@@ -38,16 +40,20 @@ class Envelope:
     message
         The protocol message (its arrays travel separately).
     included
-        The last exchange of the recipient whose reply the server included
-        (:data:`NO_EXCHANGE` if none).
+        For each recipient, its last exchange whose reply the server included (clients
+        missing from it: :data:`NO_EXCHANGE`).
     extra
         Anything else the exchange needs (secure aggregation's scales, say).
     """
 
     exchange: int
     message: Message
-    included: int = NO_EXCHANGE
+    included: Mapping[int, int] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def included_of(self, client: int) -> int:
+        """The last exchange of ``client`` that the server included."""
+        return self.included.get(client, NO_EXCHANGE)
 
     def header(self) -> str:
         """Everything but the arrays, as JSON."""
@@ -56,7 +62,8 @@ class Envelope:
             "exchange": self.exchange, "round": m.round, "phase": m.phase,
             "compute": m.compute.tolist(), "upload": m.upload.tolist(),
             "flags": {k: float(v) for k, v in m.flags.items()},
-            "arrays": sorted(m.arrays), "included": self.included, "extra": dict(self.extra),
+            "arrays": sorted(m.arrays), "included": {str(c): e for c, e in self.included.items()},
+            "extra": dict(self.extra),
         })
 
     @classmethod
@@ -67,7 +74,8 @@ class Envelope:
                       compute=np.asarray(h["compute"], dtype=np.int64),
                       upload=np.asarray(h["upload"], dtype=np.int64),
                       arrays=dict(arrays), flags=h["flags"])
-        return cls(h["exchange"], msg, h["included"], h["extra"])
+        return cls(h["exchange"], msg, {int(c): e for c, e in h["included"].items()},
+                   h["extra"])
 
     def array_names(self) -> list[str]:
         """The names of the message's arrays in the order they travel."""
