@@ -140,7 +140,7 @@ def node(
     auth_key: Annotated[Path | None, typer.Option(
         help="This node's private key (OpenSSH, EC) for SuperNode authentication.")] = None,
     poll: Annotated[float, typer.Option(help="Seconds between polls right after a message "
-                                        "(the interval grows while idle).")] = 0.02,
+                                        "(the interval grows while idle).")] = 0.1,
 ) -> None:
     """Serve one client to a SuperLink, its ClientApp kept in this process."""
     from fedmc.flower.node import run_node

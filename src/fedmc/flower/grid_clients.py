@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from flwr.app import Message as FlowerMessage
@@ -36,6 +37,9 @@ from fedmc.flower.wire import (
     unpack_uploads,
 )
 from fedmc.sim.clients import Exchange, carried_out
+
+if TYPE_CHECKING:
+    from fedmc.flower.secagg import SecureSum
 
 Shapes = Mapping[str, tuple[int, ...]]
 
@@ -79,7 +83,7 @@ class GridClients:
     grid: Grid
     n_clients: int
     timeout: float
-    secure: object | None = None
+    secure: SecureSum | None = None
     on_exchange: Callable[[int, int, str, list[int]], None] | None = None
     log: list[Record] = field(default_factory=list)
     node_of: dict[int, int] = field(default_factory=dict)

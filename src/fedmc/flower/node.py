@@ -5,8 +5,9 @@ Flower's ``flower-supernode`` starts a fresh ``flwr-clientapp`` process for ever
 idle, polls the SuperLink every 3 s. This node speaks the same Fleet API with Flower's own
 connection code (registration, heartbeats, TLS, node authentication) but keeps the ClientApp
 loaded between messages and polls with a short interval that grows while it is idle (from
-``--poll`` up to ``--longest-poll``). The ClientApp is the same either way, so a node may also
-be a stock ``flower-supernode`` (slower; its state survives through the state folder).
+``--poll`` after a message up to half a second). The ClientApp is the same either way, so a
+node may also be a stock ``flower-supernode`` (slower; its state survives through the state
+folder).
 """
 
 from __future__ import annotations
