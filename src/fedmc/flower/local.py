@@ -82,7 +82,9 @@ class LocalFederation:
         (self.work / "logs").mkdir(exist_ok=True)
         self.env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
                     "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.05",
-                    "FLWR_LOG_LEVEL": "WARNING"}
+                    "FLWR_LOG_LEVEL": "WARNING",  # Flower's commands beside this Python first:
+                    "PATH": os.pathsep.join([str(Path(sys.executable).parent),
+                                             os.environ.get("PATH", "")])}
 
     def __enter__(self) -> LocalFederation:
         return self
