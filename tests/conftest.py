@@ -54,3 +54,18 @@ def require_shared_data(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} not present (licensed data is not part of the repository)")
     return path
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--slow", action="store_true",
+                     help="also run the tests marked slow (CI leaves them out)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked slow run only with ``--slow``."""
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

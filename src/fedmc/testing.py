@@ -3,9 +3,11 @@
 An algorithm written against :mod:`fedmc.core.protocol` must give the same history whichever
 driver runs it: the batched simulation (all clients stacked), the per-client reference loop
 (one client at a time, each with its own shard and state) and, where it is installed, a real
-federation. And its server step must be handed cohort sums only. The functions below check
-both; ``tests/test_conformance.py`` applies them to every registered algorithm, and a new
-algorithm or driver joins by being added there.
+federation (``fedmc.flower``, whose history adds the columns :data:`FEDERATION_COLUMNS`). A
+federation that lost clients must equal a :func:`replay` of the run with the clients each
+exchange included. And its server step must be handed cohort sums only. The functions below
+check all this; ``tests/test_conformance.py`` and ``tests/test_flower*.py`` apply them, and a
+new algorithm or driver joins by being added there.
 
 >>> from fedmc.testing import assert_drivers_agree
 """
@@ -13,17 +15,21 @@ algorithm or driver joins by being added there.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from fedmc.core.protocol import Algorithm, Message
 from fedmc.core.uploads import Summed, Uploads
+from fedmc.sim.clients import Exchange, PerClientClients, carried_out
 from fedmc.sim.history import History
 from fedmc.sim.loop import Simulation, simulate
 
 IGNORED_COLUMNS = ("seconds",)
+FEDERATION_COLUMNS = ("participants", "lost")
+"""Columns a federation's history adds: the clients each round's sum included, and the
+clients lost in the round."""
 
 
 class ScheduledSampler:
@@ -40,14 +46,16 @@ class ScheduledSampler:
 
 
 def assert_same_history(a: History, b: History, rtol: float = 1e-10, atol: float = 1e-10,
-                        ignore: Iterable[str] = IGNORED_COLUMNS) -> None:
-    """Every column of ``a`` and ``b`` (but ``ignore``) agrees within ``rtol``/``atol``."""
+                        ignore: Iterable[str] = IGNORED_COLUMNS + FEDERATION_COLUMNS,
+                        columns: Iterable[str] | None = None) -> None:
+    """Every column of ``a`` and ``b`` (but ``ignore``; only ``columns`` when given) agrees
+    within ``rtol``/``atol``."""
     skip = set(ignore)
-    assert a.columns == b.columns, f"columns differ: {a.columns} vs {b.columns}"
+    cols_a = [c for c in a.columns if c not in skip]
+    assert cols_a == [c for c in b.columns if c not in skip], \
+        f"columns differ: {a.columns} vs {b.columns}"
     assert len(a) == len(b), f"{len(a)} rows vs {len(b)}"
-    for col in a.columns:
-        if col in skip:
-            continue
+    for col in cols_a if columns is None else columns:
         np.testing.assert_allclose(a.column(col), b.column(col), rtol=rtol, atol=atol,
                                    equal_nan=True, err_msg=f"column {col!r}")
 
@@ -74,6 +82,34 @@ def assert_drivers_agree(algorithm: Algorithm, cfg: Any, data: Any,
             np.testing.assert_allclose(m0[name], m1[name], rtol=rtol, atol=atol,
                                        err_msg=f"published {name!r}")
     return sims
+
+
+class ReplayClients(PerClientClients):
+    """The per-client reference loop in which every exchange of round ``k`` includes only the
+    clients ``included[k]`` (what a federation's history lists as the round's participants):
+    a federation that lost clients must equal this replay."""
+
+    def __init__(self, included: Mapping[int, Iterable[int]], *args: Any) -> None:
+        super().__init__(*args)
+        self.included = {k: np.array(sorted(v), dtype=np.int64) for k, v in included.items()}
+
+    def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]]) -> Exchange:
+        """Run ``msg`` with its round's included clients only."""
+        return super().exchange(carried_out(msg, self.included[msg.round]), shapes)
+
+
+def client_ids(history: History, column: str = "participants") -> dict[int, list[int]]:
+    """The clients a federation's history lists in ``column`` for each round (``participants``:
+    those the round's sum included; ``lost``: those asked whose replies were not included)."""
+    return {int(row["round"]): [int(float(c)) for c in str(row.get(column, "")).split()]
+            for row in history.rows}
+
+
+def replay(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable[[], Any],
+           rounds: int, seed: int, included: Mapping[int, Iterable[int]]) -> Simulation:
+    """:func:`fedmc.sim.loop.simulate` with :class:`ReplayClients`, evaluating every round."""
+    return simulate(algorithm, cfg, data, make_sampler(), rounds, seed, 1,
+                    driver=lambda *args: ReplayClients(included, *args))
 
 
 @dataclasses.dataclass

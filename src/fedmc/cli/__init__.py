@@ -123,31 +123,10 @@ def run(
 
     With no options: FedMC-ADMM on the embedded synthetic data, offline, in seconds.
     """
-    from fedmc.pipeline import DataSettings
     from fedmc.precompile import compile_in_background
-    from fedmc.runner import RunSettings, execute, write_outputs
+    from fedmc.runner import execute, write_outputs
 
-    named = {
-        "rank": rank, "inner": inner, "reg_u": reg_u, "lam": lam, "reg_v": reg_v,
-        "gamma": gamma, "beta": beta, "init_scale": init_scale, "steps": steps,
-        "biases": biases, "clip": clip,
-    }
-    params = {k: v for k, v in named.items() if v is not None}
-    params.update(_parse_params(param or []))
-    data_settings = DataSettings(
-        dataset=dataset, ratings=ratings,
-        columns=tuple(columns.split(",")) if columns else None,
-        data_dir=data_dir, duplicates=duplicates, clients=clients, partition=partition,
-        split=split, test_fraction=test_fraction, normalize=normalize, binary=binary,
-        binarize=binarize, noise=noise, seed=seed,
-    )
-    if columns and len(data_settings.columns or ()) != 3:
-        raise ConfigError(f"--columns needs three names, got {columns!r}")
-    run_settings = RunSettings(
-        algorithm=algorithm, rounds=rounds,
-        active=_active(active, clients, partition), sampling=sampling,
-        participation=participation, dropout=dropout, eval_every=eval_every, seed=seed,
-    )
+    run_settings, data_settings, params = resolve_options(locals())
     label = f"{algorithm} on {data_settings.source}"
     with _progress(quiet, rounds, label) as callback:
         result = execute(run_settings, data_settings, params, callback,
@@ -162,6 +141,37 @@ def run(
     if not quiet:
         _summary_table(result.summary, label)
     err.print(f"wrote {target}/config.json, history.csv, summary.json")
+
+
+def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """``fedmc run``'s options (by name) as run settings, data settings and the algorithm's
+    parameters; commands that take the same options (``fedmc federate``) share it."""
+    from fedmc.pipeline import DataSettings
+    from fedmc.runner import RunSettings
+
+    o = options
+    named = {k: o[k] for k in ("rank", "inner", "reg_u", "lam", "reg_v", "gamma", "beta",
+                               "init_scale", "steps", "biases", "clip")}
+    params = {k: v for k, v in named.items() if v is not None}
+    params.update(_parse_params(o["param"] or []))
+    columns = o["columns"]
+    data_settings = DataSettings(
+        dataset=o["dataset"], ratings=o["ratings"],
+        columns=tuple(columns.split(",")) if columns else None,
+        data_dir=o["data_dir"], duplicates=o["duplicates"], clients=o["clients"],
+        partition=o["partition"], split=o["split"], test_fraction=o["test_fraction"],
+        normalize=o["normalize"], binary=o["binary"], binarize=o["binarize"], noise=o["noise"],
+        seed=o["seed"],
+    )
+    if columns and len(data_settings.columns or ()) != 3:
+        raise ConfigError(f"--columns needs three names, got {columns!r}")
+    run_settings = RunSettings(
+        algorithm=o["algorithm"], rounds=o["rounds"],
+        active=_active(o["active"], o["clients"], o["partition"]), sampling=o["sampling"],
+        participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
+        seed=o["seed"],
+    )
+    return run_settings, data_settings, params
 
 
 def _active(text: str | None, clients: int, partition: str) -> int | None:
@@ -239,6 +249,15 @@ def _summary_table(summary: dict, label: str) -> None:
             text = str(value)
         table.add_row(key, text)
     out.print(table)
+
+
+def _register_federate() -> None:
+    from fedmc.cli.federate import register
+
+    register(app, run, resolve_options, _progress, _summary_table)
+
+
+_register_federate()
 
 
 def _fail(reason: str, code: int = 2) -> None:

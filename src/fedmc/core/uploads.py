@@ -115,9 +115,10 @@ _SUMMED_BY_DRIVER = object()
 class Summed:
     """The sum over a cohort of clients of each named upload, and the cohort's size.
 
-    Only :func:`sum_uploads` makes one (from clients' uploads) and only :meth:`with_arrays`
-    derives one (e.g. to add central noise): a server step that takes a ``Summed`` is handed a
-    cohort sum by construction.
+    Only :func:`sum_uploads` makes one (from clients' uploads), or :func:`secure_sum` (from
+    what a secure aggregation protocol returns), and only :meth:`with_arrays` derives one (e.g.
+    to add central noise): a server step that takes a ``Summed`` is handed a cohort sum by
+    construction.
     """
 
     arrays: Mapping[str, np.ndarray]
@@ -159,6 +160,12 @@ def sum_uploads(
             total[name] += stacked.weighted_sum(weights)
         count += int(weights.sum())
     return Summed(total, count, _SUMMED_BY_DRIVER)
+
+
+def secure_sum(arrays: Mapping[str, np.ndarray], count: int) -> Summed:
+    """The cohort sum as a secure aggregation protocol returns it: the protocol, not the
+    driver, added up the ``count`` uploads (``fedmc.flower.secagg``)."""
+    return Summed(dict(arrays), count, _SUMMED_BY_DRIVER)
 
 
 def upload_nbytes(uploads: Uploads) -> int:

@@ -1,7 +1,9 @@
 """Where the clients of a simulation live, and how a message reaches them.
 
 Both populations run the algorithm's own client step (:mod:`fedmc.core.protocol`) and return
-the uploads unsummed; the caller adds them up. They differ only in how clients are grouped:
+the uploads unsummed (:meth:`run`); :meth:`exchange` adds them up for the server loop
+(:mod:`fedmc.sim.loop`), which sees only the :class:`Exchange`. They differ only in how
+clients are grouped:
 
 * :class:`BatchedClients`: every client in one stacked state, so a message is one call of the
   client step over all the clients it names (one Numba kernel): the fast simulation.
@@ -9,27 +11,64 @@ the uploads unsummed; the caller adds them up. They differ only in how clients a
   call per client with a batch of one: the reference that the conformance suite
   (:mod:`fedmc.testing`) holds the batched simulation to, and the shape a real federation has.
 
-These classes are the only code that touches client state.
+These classes are the only code that touches client state. A real federation is a third
+population behind the same :class:`ClientPopulation` interface (``fedmc.flower``): its
+clients live in other processes, some replies may never come, and with secure aggregation the
+server receives only the sum.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws, Message
-from fedmc.core.uploads import Uploads
+from fedmc.core.uploads import Summed, Uploads, sum_uploads, upload_nbytes
 
 Batch = tuple[Uploads, np.ndarray]  # the uploads of a batch and each client's multiplicity
 
 
-class ClientPopulation(Protocol):
-    """The clients of a simulation."""
+@dataclass(frozen=True)
+class Exchange:
+    """What one message brought back to the server.
 
-    def run(self, msg: Message) -> list[Batch]:
-        """Run the client step of the clients ``msg`` names; their uploads, unsummed."""
+    Attributes
+    ----------
+    summed
+        The cohort sum of the uploads that arrived.
+    bytes_up
+        Bytes the clients sent.
+    message
+        The message as it was carried out: ``compute`` and ``upload`` hold only the clients
+        whose replies were included (the message itself when none was lost).
+    noised
+        True when the clients added their local noise themselves (a real federation); a
+        simulation adds it to the sum instead.
+    """
+
+    summed: Summed
+    bytes_up: int
+    message: Message
+    noised: bool = False
+
+
+def carried_out(msg: Message, included: np.ndarray) -> Message:
+    """``msg`` as it was carried out when only the clients ``included`` answered: ``compute``
+    and ``upload`` keep those clients (``msg`` itself when every client answered)."""
+    if np.isin(msg.compute, included).all():
+        return msg
+    return Message(msg.round, msg.phase, msg.compute[np.isin(msg.compute, included)],
+                   msg.upload[np.isin(msg.upload, included)], msg.arrays, msg.flags)
+
+
+class ClientPopulation(Protocol):
+    """The clients of a run."""
+
+    def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]]) -> Exchange:
+        """Deliver ``msg``; the sum of the uploads of the declared ``shapes`` that came back."""
         ...
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
@@ -47,7 +86,21 @@ def _multiplicities(msg: Message) -> tuple[np.ndarray, np.ndarray]:
     return ids.astype(np.int64), counts
 
 
-class BatchedClients:
+class SimulatedClients:
+    """A population in this process: every client named by a message answers."""
+
+    def run(self, msg: Message) -> list[Batch]:
+        """Run the client step of the clients ``msg`` names; their uploads, unsummed."""
+        raise NotImplementedError
+
+    def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]]) -> Exchange:
+        """:meth:`run` and the sum of the uploads."""
+        batches = self.run(msg)
+        return Exchange(sum_uploads(batches, shapes),
+                        sum(upload_nbytes(uploads) for uploads, _ in batches), msg)
+
+
+class BatchedClients(SimulatedClients):
     """All clients in one stacked state; a message is one client step over its clients."""
 
     def __init__(self, algorithm: Algorithm, cfg: Any, data: Any, draws: InitialDraws,
@@ -76,7 +129,7 @@ class BatchedClients:
         return self.algorithm.user_factors(self.cfg, self.shard, self.state)
 
 
-class PerClientClients:
+class PerClientClients(SimulatedClients):
     """Every client with its own shard and state; a message is a loop over its clients."""
 
     def __init__(self, algorithm: Algorithm, cfg: Any, data: Any, draws: InitialDraws,

@@ -45,8 +45,22 @@ class History:
             for row in self.rows:
                 writer.writerow({k: _fmt(v) for k, v in row.items()})
 
+    @classmethod
+    def read_csv(cls, path: str | Path) -> History:
+        """Read a ``history.csv`` (numbers as floats, other values as text)."""
+        with open(path, newline="") as fh:
+            return cls([{k: _parse(v) for k, v in row.items() if v != ""}
+                        for row in csv.DictReader(fh)])
+
     def __len__(self) -> int:
         return len(self.rows)
+
+
+def _parse(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _fmt(v: float) -> str | float:

@@ -21,14 +21,18 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from fedmc.core.compile_time import compile_seconds
-from fedmc.core.protocol import Algorithm, FederationInfo, Message
-from fedmc.core.uploads import Summed, sum_uploads, upload_nbytes
+from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws, Message
+from fedmc.core.uploads import Summed
 from fedmc.errors import ConfigError
 from fedmc.sim.clients import BatchedClients, ClientPopulation, PerClientClients
 from fedmc.sim.history import History
 
 RoundCallback = Callable[[int, dict[str, float] | None], None]
 Driver = Literal["batched", "per-client"]
+PopulationFactory = Callable[[Algorithm, Any, Any, InitialDraws, FederationInfo],
+                             ClientPopulation]
+"""Builds the clients of a run from ``(algorithm, cfg, data, draws, info)``, as the classes of
+:mod:`fedmc.sim.clients` do."""
 
 
 class Sampler(Protocol):
@@ -67,12 +71,13 @@ class _Server:
         self.bytes_down = 0
 
     def exchange(self, msg: Message) -> None:
-        """Send ``msg``, sum what comes back, run the server step on the sum."""
-        batches = self.clients.run(msg)
-        summed = self._noised(sum_uploads(batches, self.shapes))
-        self.bytes_up += sum(upload_nbytes(uploads) for uploads, _ in batches)
+        """Send ``msg``, take the sum of what comes back, run the server step on the sum (with
+        the message as it was carried out: only the clients whose replies were included)."""
+        done = self.clients.exchange(msg, self.shapes)
+        summed = done.summed if done.noised else self._noised(done.summed)
+        self.bytes_up += done.bytes_up
         self.bytes_down += len(msg.recipients) * msg.nbytes
-        self.state = self.algorithm.server_step(self.cfg, self.state, summed, msg)
+        self.state = self.algorithm.server_step(self.cfg, self.state, summed, done.message)
 
     def _noised(self, summed: Summed) -> Summed:
         """The sum with the noise its clients would have added (local DP), if any."""
@@ -110,7 +115,7 @@ def simulate(
     seed: int | np.random.Generator = 0,
     eval_every: int = 1,
     callback: RoundCallback | None = None,
-    driver: Driver = "batched",
+    driver: Driver | PopulationFactory = "batched",
 ) -> Simulation:
     """Run ``rounds`` rounds of ``algorithm`` with settings ``cfg`` on ``data``.
 
@@ -132,8 +137,9 @@ def simulate(
     callback
         Called after each round with ``(round, row or None)``; for progress display.
     driver
-        ``"batched"`` (all clients stacked, the fast path) or ``"per-client"`` (the reference
-        loop over clients).
+        ``"batched"`` (all clients stacked, the fast path), ``"per-client"`` (the reference
+        loop over clients), or a factory of another population (a real federation:
+        ``fedmc.flower``).
 
     Returns
     -------
@@ -150,7 +156,8 @@ def simulate(
         raise ConfigError(
             f"the sampler draws from {sampler.n_clients} clients, the data has {data.n_clients}"
         )
-    population = {"batched": BatchedClients, "per-client": PerClientClients}[driver]
+    population = (driver if callable(driver)
+                  else {"batched": BatchedClients, "per-client": PerClientClients}[driver])
     if isinstance(seed, np.random.Generator):
         init_rng = server_rng = seed
     else:

@@ -1,0 +1,154 @@
+"""``fedmc federate``: a real federation on Flower (``fedmc[flower]``).
+
+``split`` writes the files a deployment hands out, ``local`` runs a whole deployment on this
+machine (a SuperLink and one SuperNode per client, separate processes) and ``node`` serves
+one client to a SuperLink anywhere. ``split`` and ``local`` take ``fedmc run``'s data,
+protocol and algorithm options (their signatures are built from ``run``'s). See
+``docs/federation.md``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+import signal
+import tempfile
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+federate_app = typer.Typer(no_args_is_help=True, add_completion=False,
+                           pretty_exceptions_enable=False)
+SPLIT_OPTIONS = ("dataset", "ratings", "columns", "data_dir", "duplicates", "normalize",
+                 "split", "test_fraction", "clients", "partition", "seed")
+FLOWER = "Federation"
+
+
+def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., Any],
+             progress: Callable[..., Any], summary: Callable[..., None]) -> None:
+    """Add ``fedmc federate`` to ``app``, with ``run``'s options on ``split`` and ``local``
+    (``resolve`` turns them into settings; ``progress`` and ``summary`` display a run)."""
+    hints = typing.get_type_hints(run, include_extras=True)
+    options = {name: p.replace(annotation=hints[name])
+               for name, p in inspect.signature(run).parameters.items()}
+    split_params = [options[name] for name in SPLIT_OPTIONS]
+    local_params = [p for name, p in options.items() if name != "out_dir"]
+
+    def split(**kw: Any) -> None:
+        """Write one ratings file per client (and its held-out ratings), the manifest, and
+        the Flower app with a run configuration: the files a real deployment hands out."""
+        from fedmc.flower.app import write_app, write_run_config
+        from fedmc.flower.settings import RUN_CONFIG_DEFAULTS
+        from fedmc.flower.split import write_split
+
+        _, data_settings, _ = resolve({**_defaults(options), **kw})
+        out = kw["out"].resolve()
+        manifest = write_split(data_settings, out)
+        write_app(out / "app")
+        write_run_config(out / "run.toml", {**RUN_CONFIG_DEFAULTS, "seed": kw["seed"],
+                                            "active": min(10, manifest.n_clients),
+                                            "manifest": str(out / "manifest.json")})
+        typer.echo(f"wrote {out}/manifest.json, {manifest.n_clients} clients' files under "
+                   f"{out}/clients, the app in {out}/app and {out}/run.toml", err=True)
+
+    def local(**kw: Any) -> None:
+        """Train with a real deployment on this machine: a SuperLink and one SuperNode per
+        client as separate processes; writes config.json, history.csv, summary.json."""
+        _local(resolve(kw), kw, progress, summary)
+
+    out_required = inspect.Parameter(
+        "out", inspect.Parameter.KEYWORD_ONLY,
+        annotation=Annotated[Path, typer.Option("--out", help="Folder for the files.")])
+    split.__signature__ = inspect.Signature(split_params + [out_required])
+    local.__signature__ = inspect.Signature(local_params + _LOCAL_EXTRAS)
+    federate_app.command("split")(split)
+    federate_app.command("local")(local)
+    app.add_typer(federate_app, name="federate",
+                  help="A real federation on Flower: split the data, run a local deployment, "
+                       "serve a node.")
+
+
+def _defaults(options: dict[str, inspect.Parameter]) -> dict[str, Any]:
+    return {name: p.default for name, p in options.items()}
+
+
+def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                             default=default)
+
+
+_LOCAL_EXTRAS = [
+    _option("out_dir", Annotated[Path, typer.Option(
+        "--out", help="Output folder of config.json, history.csv, summary.json.")],
+        Path("runs/federated")),
+    _option("secagg", Annotated[bool, typer.Option(
+        "--secagg", help="Sum every upload and evaluation with SecAgg+.",
+        rich_help_panel=FLOWER)], False),
+    _option("timeout", Annotated[float, typer.Option(
+        help="Seconds to wait for the replies of one exchange.", rich_help_panel=FLOWER)],
+        120.0),
+    _option("stock_nodes", Annotated[bool, typer.Option(
+        "--stock-nodes", help="Flower's flower-supernode (a ClientApp process per message) "
+        "instead of fedmc federate node.", rich_help_panel=FLOWER)], False),
+    _option("work", Annotated[Path | None, typer.Option(
+        help="Keep the deployment's files (split, logs, node state) here; default: a "
+        "temporary folder, removed.", rich_help_panel=FLOWER)], None),
+]
+
+
+def _local(settings: tuple[Any, Any, dict[str, Any]], kw: dict[str, Any],
+           progress: Callable[..., Any], summary: Callable[..., None]) -> None:
+    from fedmc.flower.local import run_local
+    from fedmc.flower.settings import FederatedRun
+
+    run_settings, data_settings, params = settings
+    run = FederatedRun(run_settings, params, kw["secagg"], kw["timeout"], out=kw["out_dir"])
+    work = kw["work"] or Path(tempfile.mkdtemp(prefix="fedmc-federate-"))
+    work.mkdir(parents=True, exist_ok=True)
+    label = f"{run_settings.algorithm} on {data_settings.source}, federated"
+    try:
+        with progress(kw["quiet"], run_settings.rounds, label) as callback:
+            run_local(run, data_settings, work, kw["stock_nodes"],
+                      None if callback is None else lambda e, _: _report(e, callback))
+    finally:
+        if kw["work"] is None:
+            shutil.rmtree(work, ignore_errors=True)
+    if not kw["quiet"]:
+        summary(json.loads((kw["out_dir"] / "summary.json").read_text()), label)
+    typer.echo(f"wrote {kw['out_dir']}/config.json, history.csv, summary.json", err=True)
+
+
+def _report(event: dict[str, Any], callback: Callable[[int, dict | None], None]) -> None:
+    if event["event"] == "round":
+        callback(event["round"], event["row"])
+
+
+@federate_app.command("node")
+def node(
+    superlink: Annotated[str, typer.Option(help="The SuperLink's HOST:PORT.")],
+    node_config: Annotated[str, typer.Option(help="This client's settings: 'client=ID "
+                                             "manifest=\"PATH\" ratings=\"PATH\" "
+                                             "[test=\"PATH\"] [columns=\"u,i,r\"] "
+                                             "state=\"DIR\"'.")],
+    root_certificates: Annotated[Path | None, typer.Option(
+        help="CA certificate of the SuperLink's TLS certificate (without it: insecure).")]
+        = None,
+    auth_key: Annotated[Path | None, typer.Option(
+        help="This node's private key (OpenSSH, EC) for SuperNode authentication.")] = None,
+    poll: Annotated[float, typer.Option(help="Seconds between polls right after a message "
+                                        "(the interval grows while idle).")] = 0.1,
+) -> None:
+    """Serve one client to a SuperLink, its ClientApp kept in this process."""
+    from fedmc.flower.node import run_node
+
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    run_node(superlink, node_config, root_certificates=root_certificates,
+             auth_key=auth_key, poll=poll)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)

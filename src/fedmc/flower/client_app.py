@@ -1,0 +1,146 @@
+"""The ClientApp: one client of the federation, holding only its own ratings.
+
+Its node configuration (``flower-supernode --node-config`` or ``fedmc federate node``) names
+the client and its files::
+
+    client=3 manifest="/data/manifest.json" ratings="/data/client-0003.csv"
+    test="/data/client-0003.test.csv" state="/var/lib/fedmc/client-3"
+
+(``test`` and ``columns``, e.g. ``columns="user_id,movie_id,stars"``, are optional). The run
+configuration (:mod:`fedmc.flower.settings`) names the algorithm, its parameters and the seed.
+
+Message types: ``query`` (the client's id: the server knows clients by this id, not by
+Flower's node id, which changes when a node restarts), ``train.step`` (the algorithm's client
+step on the message; the reply is the client's uploads), ``evaluate`` (the client's
+evaluation sums under the published model) and ``train`` (the same two inside SecAgg+,
+:mod:`fedmc.flower.secagg`). Every step and evaluation first settles the pending state of the
+client's previous exchange (:mod:`fedmc.flower.client_state`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Message, RecordDict
+from flwr.client.mod import secaggplus_mod
+from flwr.clientapp import ClientApp
+
+from fedmc.core.protocol import Algorithm, FederationInfo
+from fedmc.core.uploads import Stacked, Uploads
+from fedmc.data.federated import FederatedData
+from fedmc.errors import ConfigError
+from fedmc.flower import secagg
+from fedmc.flower.client_state import StateStore
+from fedmc.flower.manifest import Manifest, Population
+from fedmc.flower.settings import FederatedRun
+from fedmc.flower.shard import load_shard
+from fedmc.flower.wire import Envelope, pack_sums, pack_uploads, unpack_message
+
+app = ClientApp(mods=[secaggplus_mod])
+
+
+@dataclass
+class Party:
+    """What one client holds in one run: its shard, its settings and its state store."""
+
+    client: int
+    algorithm: Algorithm
+    cfg: Any
+    info: FederationInfo
+    shard: FederatedData
+    store: StateStore
+
+    def step(self, envelope: Envelope) -> tuple[Uploads, int]:
+        """Settle the previous exchange, run the client step on the message, keep the new
+        state pending; the uploads (local noise added) and this client's multiplicity."""
+        self.store.decide(envelope.included_of(self.client))
+        msg = envelope.message
+        weight = int(np.count_nonzero(msg.upload == self.client))
+        me = np.zeros(1, dtype=np.int64)
+        state, uploads = self.algorithm.client_step(self.cfg, self.shard,
+                                                    self.store.working_copy(), msg, me,
+                                                    me if weight else me[:0])
+        self.store.propose(envelope.exchange, state)
+        return self._noised(uploads), weight
+
+    def evaluate(self, envelope: Envelope) -> dict[str, float]:
+        """Settle the previous exchange; the evaluation sums under the message's model."""
+        self.store.decide(envelope.included_of(self.client))
+        return dict(self.algorithm.evaluate(self.cfg, self.shard, self.store.committed,
+                                            envelope.message.arrays))
+
+    def _noised(self, uploads: Uploads) -> Uploads:
+        """The algorithm's local noise added by this client itself (its local DP)."""
+        noise = self.algorithm.local_noise(self.cfg, self.info)
+        if not noise:
+            return uploads
+        rng = np.random.default_rng()
+        return {name: Stacked(s.shape, dense=(noise[name].perturb_sum(
+            s.weighted_sum(np.ones(1)), 1, rng) if name in noise else
+            s.weighted_sum(np.ones(1)))[None]) for name, s in uploads.items()}
+
+
+_PARTIES: dict[tuple[int, int], Party] = {}
+
+
+def party(context: Context) -> Party:
+    """This node's client in this run (built on first use; kept while the process lives)."""
+    node = context.node_config
+    try:
+        client = int(node["client"])
+    except (KeyError, ValueError):
+        raise ConfigError("the node configuration needs client=ID (an integer)") from None
+    key = (context.run_id, client)
+    if key not in _PARTIES:
+        _PARTIES[key] = _make_party(client, node, FederatedRun.from_run_config(
+            dict(context.run_config)), str(context.run_id))
+    return _PARTIES[key]
+
+
+def _make_party(client: int, node: Mapping[str, Any], run: FederatedRun, run_id: str) -> Party:
+    for key in ("manifest", "ratings", "state"):
+        if key not in node:
+            raise ConfigError(f"the node configuration of client {client} needs {key}=PATH")
+    manifest = Manifest.read(str(node["manifest"]))
+    columns = tuple(str(node["columns"]).split(",")) if node.get("columns") else None
+    shard = load_shard(manifest, client, Path(str(node["ratings"])),
+                       Path(str(node["test"])) if node.get("test") else None, columns)
+    algorithm, cfg, info = run.algorithm, run.config(), manifest.federation_info()
+    store = StateStore(Path(str(node["state"])), run_id)
+    if store.committed is None:  # this client's slice of the population's initial draws
+        init_seq = np.random.SeedSequence(run.run.seed).spawn(2)[0]
+        draws = algorithm.draws(cfg, Population(manifest), np.random.default_rng(init_seq))
+        own = draws.take(np.array([client]), manifest.rows_of(client))
+        store.start(algorithm.init_clients(cfg, shard, own, info))
+    return Party(client, algorithm, cfg, info, shard, store)
+
+
+@app.query()
+def hello(msg: Message, context: Context) -> Message:
+    """The client's stable id."""
+    return Message(RecordDict({"client": ConfigRecord({"id": party(context).client})}),
+                   reply_to=msg)
+
+
+@app.train("step")
+def step(msg: Message, context: Context) -> Message:
+    """The client step of a plain exchange."""
+    uploads, _ = party(context).step(unpack_message(msg.content))
+    return Message(pack_uploads(uploads), reply_to=msg)
+
+
+@app.evaluate()
+def evaluate(msg: Message, context: Context) -> Message:
+    """The evaluation sums of a plain exchange."""
+    return Message(pack_sums(party(context).evaluate(unpack_message(msg.content))),
+                   reply_to=msg)
+
+
+@app.train()
+def secure(msg: Message, context: Context) -> Message:
+    """A client step or an evaluation inside SecAgg+ (its masked-vector stage)."""
+    return secagg.contribute(msg, party(context))

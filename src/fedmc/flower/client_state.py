@@ -1,0 +1,106 @@
+"""A client's private state, committed in two phases and kept on the node's disk.
+
+A client step makes a *pending* state; it becomes the *committed* state only when the server
+confirms that the exchange's sum included this client's reply: every message names the last
+exchange of its recipient that the server included, and the pending state is committed if it
+belongs to that exchange and dropped otherwise (exchanges are numbered in increasing order and
+a client has at most one pending state, so this one number decides). A reply lost on the way,
+a client dropped by secure aggregation, or a node killed mid-exchange therefore never leaves
+client and server out of step: the pending state is dropped and the client goes on from the
+state the server's sums reflect.
+
+Both states are written to ``FOLDER/committed.pkl`` and ``FOLDER/pending.pkl`` (atomically,
+before the reply leaves), so a node restarted after a crash resumes where the server believes
+it is. The files name the run they belong to; a folder left by another run starts afresh.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from fedmc.errors import ConfigError
+from fedmc.flower.wire import NO_EXCHANGE
+
+
+class StateStore:
+    """The committed state and at most one pending state of one client of one run.
+
+    Parameters
+    ----------
+    folder
+        The node's state folder (its node configuration's ``state``).
+    run
+        The run's identity; files of another run are ignored and replaced.
+    """
+
+    def __init__(self, folder: Path, run: str) -> None:
+        self.folder = folder
+        self.run = run
+        folder.mkdir(parents=True, exist_ok=True)
+        self._committed = self._read("committed")
+        pending = self._read("pending")
+        self._pending: tuple[int, Any] | None = pending
+
+    @property
+    def committed(self) -> Any:
+        """The committed state (None before the first commit)."""
+        return self._committed
+
+    @property
+    def pending_exchange(self) -> int:
+        """The exchange whose result is pending, or :data:`NO_EXCHANGE`."""
+        return NO_EXCHANGE if self._pending is None else self._pending[0]
+
+    def start(self, state: Any) -> None:
+        """Commit the initial state (when there is none yet)."""
+        if self._committed is None:
+            self._committed = state
+            self._write("committed", state)
+
+    def working_copy(self) -> Any:
+        """A copy of the committed state for a client step to change."""
+        return copy.deepcopy(self._committed)
+
+    def propose(self, exchange: int, state: Any) -> None:
+        """Keep ``state`` as the pending result of ``exchange`` (on disk before returning)."""
+        if self._pending is not None:
+            raise ConfigError(f"exchange {exchange} arrived before exchange "
+                              f"{self._pending[0]} was decided")
+        self._pending = (exchange, state)
+        self._write("pending", self._pending)
+
+    def decide(self, included: int) -> None:
+        """Commit the pending state if it belongs to ``included``, the client's last exchange
+        that the server included in a sum; drop it otherwise."""
+        if self._pending is None:
+            return
+        if self._pending[0] == included:
+            self._committed = self._pending[1]
+            self._write("committed", self._committed)
+        self._pending = None
+        (self.folder / "pending.pkl").unlink(missing_ok=True)
+
+    def _read(self, name: str) -> Any:
+        path = self.folder / f"{name}.pkl"
+        if not path.exists():
+            return None
+        with open(path, "rb") as fh:
+            run, value = pickle.load(fh)
+        return value if run == self.run else None
+
+    def _write(self, name: str, value: Any) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=self.folder)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump((self.run, value), fh, protocol=pickle.HIGHEST_PROTOCOL)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.folder / f"{name}.pkl")
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

@@ -1,0 +1,189 @@
+"""The clients of a real federation, as the server loop (:mod:`fedmc.sim.loop`) sees them.
+
+:class:`GridClients` is a client population (:class:`fedmc.sim.clients.ClientPopulation`)
+whose clients are ClientApps on SuperNodes: an exchange sends the message to the nodes of the
+clients it names and waits up to ``timeout`` seconds for their replies. Plain exchanges sum
+the uploads that came back (:func:`fedmc.core.uploads.sum_uploads`, in client order, so a
+federation without losses reproduces the simulation's sums bit for bit); secure ones get only
+the sum from SecAgg+ (:mod:`fedmc.flower.secagg`). A client whose reply did not come is left
+out: the server step is handed the message as it was carried out, and the client drops the
+state it computed (:mod:`fedmc.flower.client_state`).
+
+Clients are known by the id in their node configuration: nodes that appear on the SuperLink
+are asked for it (``query``), so a node restarted under a new Flower node id takes its
+client's place again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+from flwr.app import Message as FlowerMessage
+from flwr.app import RecordDict
+from flwr.serverapp import Grid
+
+from fedmc.core.protocol import Message
+from fedmc.core.uploads import sum_uploads, upload_nbytes
+from fedmc.errors import ConfigError
+from fedmc.flower.transport import good_replies, send_and_receive
+from fedmc.flower.wire import (
+    Envelope,
+    pack_message,
+    unpack_sums,
+    unpack_uploads,
+)
+from fedmc.sim.clients import Exchange, carried_out
+
+if TYPE_CHECKING:
+    from fedmc.flower.secagg import SecureSum
+
+Shapes = Mapping[str, tuple[int, ...]]
+
+
+@dataclass
+class Record:
+    """One exchange as it happened: who was asked, who was included."""
+
+    exchange: int
+    round: int
+    phase: str
+    asked: list[int]
+    included: list[int]
+
+    @property
+    def lost(self) -> list[int]:
+        """Clients asked whose replies were not included."""
+        return sorted(set(self.asked) - set(self.included))
+
+
+@dataclass
+class GridClients:
+    """Clients behind a Flower Grid (module docstring).
+
+    Parameters
+    ----------
+    grid
+        The ServerApp's grid.
+    n_clients
+        ``p``: client ids are ``0 .. p-1``.
+    timeout
+        Seconds to wait for the replies of one exchange.
+    secure
+        Sums uploads and evaluations with SecAgg+ when given (:class:`fedmc.flower.secagg.
+        SecureSum`).
+    on_exchange
+        Called with every exchange's number, round, phase and clients before it is sent
+        (progress reports).
+    """
+
+    grid: Grid
+    n_clients: int
+    timeout: float
+    secure: SecureSum | None = None
+    on_exchange: Callable[[int, int, str, list[int]], None] | None = None
+    log: list[Record] = field(default_factory=list)
+    node_of: dict[int, int] = field(default_factory=dict)
+    last_included: dict[int, int] = field(default_factory=dict)
+    _asked: set[int] = field(default_factory=set)
+    _round: int = 0
+
+    def connect(self, wait: float) -> None:
+        """Wait until every client's node has answered (at most ``wait`` seconds)."""
+        deadline = time.monotonic() + wait
+        while len(self.node_of) < self.n_clients:
+            self._refresh()
+            if len(self.node_of) == self.n_clients:
+                break
+            if time.monotonic() > deadline:
+                missing = sorted(set(range(self.n_clients)) - set(self.node_of))
+                raise ConfigError(f"clients {missing} did not join within {wait:g} s")
+            time.sleep(0.2)
+
+    def exchange(self, msg: Message, shapes: Shapes) -> Exchange:
+        """Send ``msg`` to its clients; the sum of the uploads that came back."""
+        number = self._begin(msg.round, msg.phase, msg.compute)
+        if self.secure is not None and len(msg.upload):
+            summed, included, nbytes = self.secure.exchange(self, number, msg, shapes)
+        else:
+            replies = self._send(number, msg, "train.step")
+            included = sorted(replies)
+            weight = dict(zip(*np.unique(msg.upload, return_counts=True), strict=True))
+            batches = [(unpack_uploads(replies[c], shapes), np.array([weight[c]]))
+                       for c in included if c in weight]
+            summed = sum_uploads(batches, shapes)
+            nbytes = sum(upload_nbytes(uploads) for uploads, _ in batches)
+        for c in included:
+            self.last_included[c] = number
+        self._end(number, msg, included)
+        return Exchange(summed, nbytes, carried_out(msg, np.array(included, dtype=np.int64)),
+                        noised=True)
+
+    def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """Every client's evaluation sums under ``model``, added up (in client order)."""
+        everyone = np.arange(self.n_clients, dtype=np.int64)
+        msg = Message(self._round, "evaluate", everyone, everyone[:0], dict(model))
+        number = self._begin(msg.round, msg.phase, everyone)
+        if self.secure is not None:
+            total, included = self.secure.evaluate(self, number, msg)
+        else:
+            replies = self._send(number, msg, "evaluate")
+            included = sorted(replies)
+            total: dict[str, float] = {}
+            for c in included:
+                for key, value in unpack_sums(replies[c]).items():
+                    total[key] = total.get(key, 0.0) + value
+        self._end(number, msg, included)
+        return total
+
+    def user_factors(self) -> np.ndarray:
+        """Not available: user factors never leave the clients."""
+        raise ConfigError("in a federation the user factors stay on the clients")
+
+    def envelope(self, number: int, msg: Message, clients: Iterable[int],
+                 **extra: object) -> Envelope:
+        """The exchange as ``clients`` receive it."""
+        return Envelope(number, msg, {c: self.last_included[c] for c in clients
+                                      if c in self.last_included}, extra)
+
+    def nodes(self, clients: np.ndarray) -> dict[int, int]:
+        """The node of each of ``clients`` that has one (others are lost for this exchange)."""
+        self._refresh()
+        return {int(c): self.node_of[int(c)] for c in np.unique(clients)
+                if int(c) in self.node_of}
+
+    def _send(self, number: int, msg: Message, kind: str) -> dict[int, RecordDict]:
+        """A plain exchange: the replies' contents by client."""
+        nodes = self.nodes(msg.compute)
+        client_of = {node: c for c, node in nodes.items()}
+        content = pack_message(self.envelope(number, msg, nodes))
+        out = [FlowerMessage(content, dst_node_id=node, message_type=kind,
+                             group_id=str(msg.round)) for node in nodes.values()]
+        replies = good_replies(send_and_receive(self.grid, out, self.timeout))
+        return {client_of[node]: m.content for node, m in replies.items()}
+
+    def _refresh(self) -> None:
+        """Ask nodes that appeared since the last look which client they are."""
+        new = [n for n in self.grid.get_node_ids() if n not in self._asked]
+        if not new:
+            return
+        self._asked.update(new)
+        ask = [FlowerMessage(RecordDict(), dst_node_id=n, message_type="query") for n in new]
+        for node, reply in good_replies(send_and_receive(self.grid, ask, self.timeout)).items():
+            client = int(reply.content.config_records["client"]["id"])
+            if 0 <= client < self.n_clients:
+                self.node_of[client] = node  # the newest node of a client wins
+
+    def _begin(self, round_: int, phase: str, clients: np.ndarray) -> int:
+        number = len(self.log)
+        self._round = round_
+        if self.on_exchange is not None:
+            self.on_exchange(number, round_, phase, sorted(set(clients.tolist())))
+        return number
+
+    def _end(self, number: int, msg: Message, included: list[int]) -> None:
+        self.log.append(Record(number, msg.round, msg.phase,
+                               sorted(set(msg.compute.tolist())), list(included)))

@@ -1,0 +1,245 @@
+"""``fedmc federate local``: a real deployment on this machine.
+
+A SuperLink and one SuperNode per client, each a separate process in a session of its own,
+on free localhost ports, insecure, with a private ``FLWR_HOME``; the run is submitted with
+``flwr run`` and followed through the server's ``progress.jsonl``. Every process started here
+is stopped when the federation closes (SIGTERM to its process group, SIGKILL after a grace
+period), also on Ctrl-C or failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from fedmc.errors import FedMCError
+from fedmc.flower.app import write_app, write_run_config
+from fedmc.flower.settings import FederatedRun
+from fedmc.flower.split import client_files, write_split
+from fedmc.pipeline import DataSettings
+
+GRACE = 5.0
+START_TIMEOUT = 60.0
+
+
+class FederationError(FedMCError):
+    """A local deployment did not start or its run failed."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node_config(split: Path, client: int, state: Path) -> str:
+    """The ``--node-config`` of ``client`` for the files of ``fedmc federate split``."""
+    train, test = client_files(split, client)
+    parts = [f"client={client}", f'manifest="{split / "manifest.json"}"',
+             f'ratings="{train}"', f'state="{state}"']
+    if test.exists():
+        parts.append(f'test="{test}"')
+    return " ".join(parts)
+
+
+class LocalFederation:
+    """A SuperLink and SuperNodes on this machine (module docstring).
+
+    Parameters
+    ----------
+    work
+        A folder for ``FLWR_HOME``, the logs (``logs/``) and the nodes' state (``state/``).
+    split
+        The files of ``fedmc federate split``.
+    stock_nodes
+        Run Flower's ``flower-supernode`` (a new ClientApp process per message) instead of
+        ``fedmc federate node``.
+    """
+
+    def __init__(self, work: Path, split: Path, stock_nodes: bool = False) -> None:
+        self.work = work.resolve()
+        self.split = split.resolve()
+        self.stock_nodes = stock_nodes
+        self.n_clients = len(json.loads((self.split / "manifest.json").read_text())
+                             ["client_rows"]) - 1
+        self.port = 0
+        self.processes: dict[str, subprocess.Popen] = {}
+        home = self.work / "flwr-home"
+        home.mkdir(parents=True, exist_ok=True)
+        (self.work / "logs").mkdir(exist_ok=True)
+        self.env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
+                    "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.05",
+                    "FLWR_LOG_LEVEL": "WARNING",  # Flower's commands beside this Python first:
+                    "PATH": os.pathsep.join([str(Path(sys.executable).parent),
+                                             os.environ.get("PATH", "")])}
+
+    def __enter__(self) -> LocalFederation:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    @property
+    def address(self) -> str:
+        """The SuperLink's ``HOST:PORT``."""
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Start the SuperLink and every node; return once the SuperLink answers."""
+        self.port = free_port()
+        (self.work / "flwr-home" / "config.toml").write_text(
+            f'[superlink]\ndefault = "local"\n\n[superlink.local]\n'
+            f'address = "{self.address}"\ninsecure = true\n')
+        self.spawn("superlink", ["flower-superlink", "--insecure", "--host", "127.0.0.1",
+                                 "--port", str(self.port),
+                                 "--disable-runtime-dependency-installation"])
+        self._wait_healthy()
+        for c in range(self.n_clients):
+            self.start_node(c)
+
+    def start_node(self, client: int) -> None:
+        """Start (or restart) the node of ``client``."""
+        config = node_config(self.split, client, self.work / "state" / f"client-{client}")
+        if self.stock_nodes:
+            cmd = ["flower-supernode", "--insecure", "--superlink", self.address,
+                   "--port", str(free_port()), "--node-config", config]
+        else:
+            cmd = [sys.executable, "-m", "fedmc", "federate", "node", "--superlink",
+                   self.address, "--node-config", config]
+        self.spawn(f"node-{client}", cmd)
+
+    def spawn(self, name: str, cmd: list[str]) -> subprocess.Popen:
+        """Start ``cmd`` in a session of its own, its output in ``logs/NAME.log``."""
+        log = open(self.work / "logs" / f"{name}.log", "ab")
+        try:
+            proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            log.close()
+        self.processes[name] = proc
+        return proc
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one process (and its children), as a crash would."""
+        proc = self.processes.pop(name)
+        _signal_group(proc, signal.SIGKILL)
+        proc.wait()
+
+    def submit(self, app: Path, run_config: Path) -> int:
+        """``flwr run``: the run's id."""
+        done = self._flwr(["run", str(app), "local", "--run-config", str(run_config),
+                           "--format", "json"])
+        run_id = done.get("run-id")
+        if not done.get("success") or run_id is None:
+            raise FederationError(f"flwr run failed: {done}")
+        return int(run_id)
+
+    def wait(self, run_id: int, progress: Path,
+             on_event: Callable[[dict[str, Any]], None] | None = None,
+             check_every: float = 5.0) -> None:
+        """Follow ``progress`` until the run is done (``on_event`` gets every new line);
+        raise if the run fails or a node or the SuperLink exits."""
+        seen = 0
+        next_check = time.monotonic() + check_every
+        while True:
+            lines = progress.read_text().splitlines() if progress.exists() else []
+            for line in lines[seen:]:
+                event = json.loads(line)
+                if on_event is not None:
+                    on_event(event)
+                if event["event"] == "done":
+                    return
+            seen = len(lines)
+            if time.monotonic() > next_check:
+                self._check(run_id)
+                next_check = time.monotonic() + check_every
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop every process started here: SIGTERM, then SIGKILL after a grace period."""
+        for proc in self.processes.values():
+            _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + GRACE
+        for proc in self.processes.values():
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+        self.processes.clear()
+
+    def _check(self, run_id: int) -> None:
+        superlink = self.processes["superlink"]
+        if superlink.poll() is not None:
+            raise FederationError(f"the SuperLink exited ({superlink.returncode}); see "
+                                  f"{self.work / 'logs' / 'superlink.log'}")
+        runs = self._flwr(["ls", "local", "--run-id", str(run_id), "--format", "json"])
+        status = runs["runs"][0]["status"] if runs.get("runs") else "unknown"
+        if status.startswith("finished") and status != "finished:completed":
+            details = runs["runs"][0].get("status-details", "")
+            raise FederationError(f"run {run_id} {status}: {details}")
+
+    def _flwr(self, args: list[str]) -> dict[str, Any]:
+        done = subprocess.run(["flwr", *args], env=self.env, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=120)
+        text = done.stdout[done.stdout.find("{"):]
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise FederationError(f"flwr {args[0]} failed: {done.stdout}{done.stderr}") from None
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.processes["superlink"].poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(f"http://{self.address}/health", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise FederationError(f"the SuperLink did not start; see "
+                              f"{self.work / 'logs' / 'superlink.log'}")
+
+
+def run_local(run: FederatedRun, data: DataSettings, work: Path, stock_nodes: bool = False,
+              on_event: Callable[[dict[str, Any], LocalFederation], None] | None = None,
+              ) -> None:
+    """Split ``data`` into ``work/split``, start a local deployment, run ``run`` on it and
+    stop every process; ``on_event`` gets every line of the server's ``progress.jsonl`` with
+    the federation (to report progress, or to kill and restart nodes in a test)."""
+    split = work / "split"
+    run = dataclasses.replace(run, manifest=(split / "manifest.json").resolve(),
+                              out=run.out.resolve())
+    run.config()  # bad parameters fail before anything starts
+    write_split(data, split)
+    run_config = write_run_config(work / "run.toml", run.run_config())
+    with LocalFederation(work, split, stock_nodes) as fed:
+        fed.start()
+        run_id = fed.submit(write_app(work / "app"), run_config)
+        fed.wait(run_id, run.out / "progress.jsonl",
+                 None if on_event is None else (lambda event: on_event(event, fed)))
+
+
+def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:
+    """Send ``sig`` to the process group of ``proc`` (the session it leads: its children
+    too, even after ``proc`` itself has exited)."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

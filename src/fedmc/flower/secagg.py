@@ -1,0 +1,263 @@
+"""Secure aggregation: every upload and every evaluation summed by SecAgg+, so the server
+learns only cohort sums.
+
+Flower's SecAgg+ (``SecAggPlusWorkflow`` on the server, ``secaggplus_mod`` on the clients)
+sums integer vectors under pairwise and private masks, in four exchanges (setup, share keys,
+collect masked vectors, unmask). It takes floats through fixed-point quantization: a value in
+``[-clip, clip]`` becomes an integer in ``[0, T]``, rounded stochastically, and values outside
+are clipped without a word. Here nothing is clipped silently:
+
+* every named array (an upload, or one evaluation sum) is scaled by its own power of two
+  ``2^-e`` before quantization with ``clip = 1``, so it needs ``|x| < 2^e``;
+* each client adds to the secure vector, per name, a flag (its values exceed the range) and a
+  one-hot histogram of the binary exponent of its largest magnitude; their sums reveal how
+  many clients overflowed and how large the cohort's values are, nothing else;
+* if any client overflowed, the sum is thrown away and the exchange is repeated with the
+  exponents the histograms show (clients redo the step from their committed state); the next
+  exchange of the same name starts from the cohort's largest exponent plus one.
+
+Precision: with ``T = 2^30`` a quantum is ``2^(e-29)``, at most ``2^-27`` (7.5e-9) of the
+largest value in the cohort (``2^(e-1) <= max |x| < 2^e`` after an adjustment, ``e`` one
+more than that exponent); each client's stochastic rounding errs by less than one quantum,
+so an entry of a sum of ``n`` uploads is within ``n * 2^(e-29)`` of the exact sum (typically
+``sqrt(n)/2`` quanta). The modulus is a power of two above ``n (T + 1)``.
+
+Dropouts: the stock workflow aborts the round when a node is lost in its first two stages
+("Not enough shares to recover secret"): its unmask stage still expects secret shares of
+nodes that never shared their keys, and would remove pairwise masks with them that no one
+added. :class:`RobustSecAggPlusWorkflow` forgets such nodes after each of those stages, so a
+node lost at any stage only leaves the sum (a node lost in the unmask stage stays in it: its
+masked vector arrived and the others hold its shares).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import flwr.compat.common.recorddict_compat as compat
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.common import (
+    Code,
+    FitIns,
+    FitRes,
+    Status,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
+from flwr.server.compat.legacy_context import LegacyContext
+from flwr.server.workflow import SecAggPlusWorkflow
+from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
+from flwr.server.workflow.constant import Key as WorkflowKey
+from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
+
+from fedmc.core.protocol import Message as ProtocolMessage
+from fedmc.core.uploads import Summed, secure_sum
+from fedmc.errors import ConfigError
+from fedmc.flower.transport import PromptGrid
+from fedmc.flower.wire import Envelope
+
+if TYPE_CHECKING:
+    from fedmc.flower.client_app import Party
+    from fedmc.flower.grid_clients import GridClients
+
+QUANTIZATION = 2**30  # the largest power of two the stock quantizer's int32 holds
+CLIP = 1.0
+LOWEST_EXPONENT = -100
+EXPONENTS = 200  # histogram buckets: exponent LOWEST_EXPONENT + b for b >= 1; b = 0: all zero
+ATTEMPTS = 3
+
+
+class RobustSecAggPlusWorkflow(SecAggPlusWorkflow):
+    """SecAgg+ that survives the loss of a node at any stage (module docstring)."""
+
+    def setup_stage(self, grid: Any, context: LegacyContext, state: WorkflowState) -> bool:
+        """The stock setup stage, then forget the nodes that did not answer it."""
+        if not super().setup_stage(grid, context, state) and not state.nid_to_neighbours:
+            return False  # nothing was sent: fewer than two clients
+        return self._forget_lost(state)
+
+    def share_keys_stage(self, grid: Any, context: LegacyContext,
+                         state: WorkflowState) -> bool:
+        """The stock share-keys stage (whose threshold check still counts the lost nodes),
+        then forget the nodes that shared no keys."""
+        super().share_keys_stage(grid, context, state)
+        return self._forget_lost(state)
+
+    def _forget_lost(self, state: WorkflowState) -> bool:
+        """Nodes outside ``active_node_ids`` never shared keys: no one masked with them, so
+        the unmask stage must neither ask for their shares nor remove masks with them."""
+        alive = set(state.active_node_ids)
+        state.sampled_node_ids = alive
+        state.nid_to_neighbours = {nid: nbrs & alive for nid, nbrs in
+                                   state.nid_to_neighbours.items() if nid in alive}
+        return self._check_threshold(state)
+
+
+@dataclass(frozen=True)
+class _Node:
+    """The stand-in of a legacy ``ClientProxy``: the workflow only reads ``node_id``."""
+
+    node_id: int
+
+
+@dataclass
+class _Strategy:
+    """The two strategy methods the workflow calls: hand out the prepared instructions, and
+    keep the aggregate with the nodes it came from."""
+
+    instructions: dict[int, FitIns]
+    mean: list[np.ndarray] | None = None
+    results: list[tuple[_Node, FitRes]] = field(default_factory=list)
+
+    def configure_fit(self, server_round: int, parameters: Any,
+                      client_manager: Any) -> list[tuple[_Node, FitIns]]:
+        return [(_Node(node), fitins) for node, fitins in self.instructions.items()]
+
+    def aggregate_fit(self, server_round: int, results: list[tuple[_Node, FitRes]],
+                      failures: list[Any]) -> tuple[None, dict]:
+        self.results = results
+        if results:
+            self.mean = parameters_to_ndarrays(results[0][1].parameters)
+        return None, {}
+
+
+def secure_mean(grid: Any, instructions: dict[int, FitIns], timeout: float | None,
+                workflow: type[SecAggPlusWorkflow] = RobustSecAggPlusWorkflow,
+                ) -> tuple[list[np.ndarray] | None, list[tuple[int, FitRes]]]:
+    """One SecAgg+ round over the nodes of ``instructions`` (every weight 1): the mean of the
+    vectors that were included (None when the round failed) and each included node's
+    ``FitRes`` (its metrics are in clear; its parameters are the aggregate)."""
+    strategy = _Strategy(instructions)
+    state = RecordDict({MAIN_CONFIGS_RECORD: ConfigRecord({WorkflowKey.CURRENT_ROUND: 0}),
+                        MAIN_PARAMS_RECORD: ArrayRecord()})
+    context = LegacyContext(Context(0, 0, {}, state, {}), strategy=strategy)
+    n = len(instructions)
+    modulus = 1 << (QUANTIZATION.bit_length() + n.bit_length() + 1)  # > n (T + 1)
+    workflow(num_shares=1.0, reconstruction_threshold=0.5, max_weight=1.0, clipping_range=CLIP,
+             quantization_range=QUANTIZATION, modulus_range=modulus,
+             timeout=timeout)(grid, context)
+    return strategy.mean, [(node.node_id, res) for node, res in strategy.results]
+
+
+def encode(values: Mapping[str, np.ndarray | float],
+           exponents: Mapping[str, int]) -> tuple[list[np.ndarray], list[str]]:
+    """A client's secure vector: each named array scaled by ``2^-e``, then one overflow flag
+    and one exponent histogram per name (module docstring); and the names in order."""
+    names = sorted(values)
+    vector, flags = [], np.zeros(len(names))
+    histogram = np.zeros((len(names), EXPONENTS))
+    for i, name in enumerate(names):
+        x = np.atleast_1d(np.asarray(values[name], dtype=np.float64)).ravel()
+        largest = float(np.max(np.abs(x))) if x.size else 0.0
+        if not math.isfinite(largest):
+            raise ConfigError(f"upload {name!r} is not finite")
+        e = exponents.get(name, 0)
+        vector.append(np.ldexp(x, -e))
+        flags[i] = float(largest >= 2.0**e)
+        histogram[i, _bucket(largest)] = 1.0
+    return [*vector, flags, histogram], names
+
+
+def _bucket(largest: float) -> int:
+    """Histogram bucket of a client's largest magnitude (0: all zero)."""
+    if largest == 0.0:
+        return 0
+    return int(np.clip(math.frexp(largest)[1] - LOWEST_EXPONENT, 1, EXPONENTS - 1))
+
+
+def _exponents(histogram: np.ndarray, names: list[str]) -> dict[str, int]:
+    """One more than the largest exponent each name's histogram shows."""
+    out = {}
+    for name, counts in zip(names, histogram, strict=True):
+        seen = np.flatnonzero(np.rint(counts) > 0)
+        if len(seen) and seen[-1] > 0:
+            out[name] = int(seen[-1]) + LOWEST_EXPONENT + 1
+    return out
+
+
+class SecureSum:
+    """The secure exchanges of :class:`fedmc.flower.grid_clients.GridClients`: client steps
+    whose uploads, and evaluations whose sums, only SecAgg+ adds up."""
+
+    def __init__(self, n_clients: int, timeout: float) -> None:
+        if n_clients < 2:
+            raise ConfigError("secure aggregation needs at least 2 clients")
+        self.timeout = timeout
+        self.exponents: dict[str, dict[str, int]] = {"step": {}, "evaluate": {}}
+
+    def exchange(self, clients: GridClients, number: int, msg: ProtocolMessage,
+                 shapes: Mapping[str, tuple[int, ...]]) -> tuple[Summed, list[int], int]:
+        """A client step of ``msg``'s uploaders: the sum, the included clients, bytes up."""
+        sums, included, nbytes = self._run(clients, number, msg, np.unique(msg.upload), "step")
+        weight = dict(zip(*np.unique(msg.upload, return_counts=True), strict=True))
+        arrays = {name: sums[name].reshape(shape) if name in sums else np.zeros(shape)
+                  for name, shape in shapes.items()}
+        return secure_sum(arrays, int(sum(weight[c] for c in included))), included, nbytes
+
+    def evaluate(self, clients: GridClients, number: int,
+                 msg: ProtocolMessage) -> tuple[dict[str, float], list[int]]:
+        """Every client's evaluation: the summed sums and the included clients."""
+        sums, included, _ = self._run(clients, number, msg, msg.compute, "evaluate")
+        return {name: float(v[0]) for name, v in sums.items()}, included
+
+    def _run(self, clients: GridClients, number: int, msg: ProtocolMessage,
+             members: np.ndarray, kind: str) -> tuple[dict[str, np.ndarray], list[int], int]:
+        exponents = self.exponents[kind]
+        for _ in range(ATTEMPTS):
+            nodes = clients.nodes(members)
+            client_of = {node: c for c, node in nodes.items()}
+            fitins = _fitins(clients.envelope(number, msg, nodes, kind=kind,
+                                              exponents=exponents))
+            instructions = dict.fromkeys(nodes.values(), fitins)
+            mean, results = (None, []) if len(nodes) < 2 else secure_mean(
+                PromptGrid(clients.grid), instructions, self.timeout)
+            if mean is None:
+                return {}, [], 0
+            names = json.loads(str(results[0][1].metrics["names"]))
+            total = [a * len(results) for a in mean]
+            flags, histogram = total[len(names)], total[len(names) + 1]
+            exponents.update(_exponents(histogram, names))
+            if np.rint(flags).max(initial=0) == 0:
+                sums = {name: np.ldexp(total[i], exponents_used(results[0][1], name))
+                        for i, name in enumerate(names)}
+                included = sorted(client_of[node] for node, _ in results)
+                size = sum(a.size for a in mean)
+                return sums, included, 8 * size * len(results)
+        raise ConfigError(f"exchange {number}: uploads still exceed the secure aggregation "
+                          f"range after {ATTEMPTS} attempts")
+
+
+def exponents_used(result: FitRes, name: str) -> int:
+    """The exponent a client scaled ``name`` with (reported in clear with its vector)."""
+    return int(json.loads(str(result.metrics["exponents"])).get(name, 0))
+
+
+def _fitins(envelope: Envelope) -> FitIns:
+    arrays = [envelope.message.arrays[name] for name in envelope.array_names()]
+    return FitIns(ndarrays_to_parameters(arrays), {"header": envelope.header()})
+
+
+def contribute(msg: Message, party: Party) -> Message:
+    """A client's answer in the masked-vector stage: its step's uploads (times its
+    multiplicity) or its evaluation sums, as a secure vector."""
+    fitins = compat.recorddict_to_fitins(msg.content, keep_input=True)
+    header = str(fitins.config["header"])
+    names = json.loads(header)["arrays"]
+    arrays = dict(zip(names, parameters_to_ndarrays(fitins.parameters), strict=True))
+    envelope = Envelope.from_header(header, arrays)
+    exponents = envelope.extra["exponents"]
+    if envelope.extra["kind"] == "step":
+        uploads, weight = party.step(envelope)
+        values = {name: weight * s.weighted_sum(np.ones(1)) for name, s in uploads.items()}
+    else:
+        values = party.evaluate(envelope)
+    vector, order = encode(values, exponents)
+    used = {name: exponents.get(name, 0) for name in order}
+    fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(vector), 1,
+                    {"names": json.dumps(order), "exponents": json.dumps(used)})
+    return Message(compat.fitres_to_recorddict(fitres, keep_input=True), reply_to=msg)

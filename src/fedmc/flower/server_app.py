@@ -1,0 +1,112 @@
+"""The ServerApp: the server loop of ``fedmc run`` over real clients.
+
+It runs :func:`fedmc.sim.loop.simulate` itself, the same loop as a simulation (sampling with
+the server's stream, the algorithm's message, the server step on the cohort sum, evaluation
+by summed client sums), with :class:`fedmc.flower.grid_clients.GridClients` as the client
+population. It writes the files of ``fedmc run``'s contract into the run configuration's
+``out`` folder: ``config.json``, ``history.csv`` (with two more columns: ``participants``,
+the clients whose replies the round's sum included, and ``lost``, the clients asked in the
+round whose replies were not included, evaluation included) and ``summary.json``; also
+``model.npz`` (the published model, e.g. the item factors ``V``) and, while it runs,
+``progress.jsonl`` (one line per exchange and per evaluated round).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import Context
+from flwr.serverapp import Grid, ServerApp
+
+from fedmc.flower.grid_clients import GridClients, Record
+from fedmc.flower.manifest import Manifest, Population
+from fedmc.flower.secagg import SecureSum
+from fedmc.flower.settings import FederatedRun
+from fedmc.runner import RunResult, peak_memory_mb, versions, write_outputs
+from fedmc.sim.history import History
+from fedmc.sim.loop import simulate
+from fedmc.sim.sampling import make_sampler
+
+app = ServerApp()
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    """Run the federation described by the run configuration."""
+    serve(grid, FederatedRun.from_run_config(dict(context.run_config)))
+
+
+def serve(grid: Grid, run: FederatedRun) -> History:
+    """Train with the clients behind ``grid``; write the run files; the history."""
+    started = time.perf_counter()
+    manifest = Manifest.read(run.manifest)
+    algorithm, cfg = run.algorithm, run.config()
+    settings = run.run
+    sampler = make_sampler(manifest.n_clients, settings.active, settings.sampling,
+                           settings.participation, settings.dropout)
+    run.out.mkdir(parents=True, exist_ok=True)
+    progress = _Progress(run.out / "progress.jsonl")
+    secure = SecureSum(manifest.n_clients, run.timeout) if run.secagg else None
+    clients = GridClients(grid, manifest.n_clients, run.timeout, secure, progress.exchange)
+    clients.connect(run.timeout)
+    progress.write({"event": "connected", "seconds": time.perf_counter() - started})
+    sim = simulate(algorithm, cfg, Population(manifest), sampler, settings.rounds,
+                   settings.seed, settings.eval_every, progress.round,
+                   driver=lambda *_: clients)
+    _mark_participants(sim.history, clients.log)
+    final = sim.history.rows[-1]
+    summary = {**final, "train_seconds": final["seconds"],
+               "total_seconds": time.perf_counter() - started,
+               "peak_memory_mb": peak_memory_mb()}
+    write_outputs(run.out, RunResult(None, None, sim.history, summary, _config(run, manifest)))
+    np.savez(run.out / "model.npz", **algorithm.model(cfg, sim.server))
+    progress.write({"event": "done"})
+    return sim.history
+
+
+def _mark_participants(history: History, log: list[Record]) -> None:
+    """Add ``participants`` and ``lost`` (client ids, space-separated) to every row."""
+    for row in history.rows:
+        records = [r for r in log if r.round == row["round"]]
+        sums = [r for r in records if r.phase != "evaluate"]
+        row["participants"] = " ".join(map(str, sums[-1].included)) if sums else ""
+        row["lost"] = " ".join(map(str, sorted({c for r in records for c in r.lost})))
+
+
+def _config(run: FederatedRun, manifest: Manifest) -> dict[str, Any]:
+    import flwr
+
+    return {
+        "algorithm": run.run.algorithm,
+        "params": run.config().model_dump(mode="json"),
+        "run": run.run.model_dump(mode="json"),
+        "data": {**manifest.source, "users": manifest.n_users, "items": manifest.n_items,
+                 "normalizer": vars(manifest.normalizer)},
+        "federation": {"secagg": run.secagg, "timeout": run.timeout,
+                       "manifest": str(run.manifest)},
+        "versions": {**versions(), "flwr": flwr.__version__},
+    }
+
+
+class _Progress:
+    """``progress.jsonl``: one JSON line per exchange and per round, with its wall time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.write_text("")
+
+    def write(self, event: dict[str, Any]) -> None:
+        event["time"] = time.time()
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(event, default=float) + "\n")
+
+    def exchange(self, number: int, round_: int, phase: str, clients: list[int]) -> None:
+        self.write({"event": "exchange", "exchange": number, "round": round_, "phase": phase,
+                    "clients": clients})
+
+    def round(self, k: int, row: dict[str, float] | None) -> None:
+        self.write({"event": "round", "round": k, "row": row})

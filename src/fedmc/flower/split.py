@@ -1,0 +1,77 @@
+"""``fedmc federate split``: the files a real deployment hands out.
+
+``DIR/manifest.json`` (the public facts, :mod:`fedmc.flower.manifest`) and, for every client
+``c``, ``DIR/clients/client-C.csv`` (its users' training ratings) and, when it has any,
+``DIR/clients/client-C.test.csv`` (its users' held-out ratings; clients evaluate on their own
+held-out ratings, so the test split travels with them). Columns are ``user,item,rating`` with
+the source's raw ids and ratings. The split, partition and normalization are exactly those of
+``fedmc run`` with the same data settings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from fedmc.data.federated import CSR, FederatedData
+from fedmc.flower.manifest import Manifest
+from fedmc.pipeline import DataSettings, federate, load_ratings
+
+HEADER = "user,item,rating\n"
+
+
+def client_files(folder: Path, client: int) -> tuple[Path, Path]:
+    """Where the split puts ``client``'s training and held-out ratings."""
+    stem = folder / "clients" / f"client-{client:04d}"
+    return stem.with_suffix(".csv"), stem.with_suffix(".test.csv")
+
+
+def write_split(settings: DataSettings, out: Path) -> Manifest:
+    """Load and split the data of ``settings`` as ``fedmc run`` does; write the files."""
+    ratings = load_ratings(settings)
+    ids = (_ids(ratings.user_ids, ratings.n_users), _ids(ratings.item_ids, ratings.n_items))
+    data = federate(ratings, settings)  # what fedmc run trains on (normalized values)
+    original = federate(ratings, settings.model_copy(update={"normalize": "none"}))
+    del ratings
+    (out / "clients").mkdir(parents=True, exist_ok=True)
+    users = ids[0][original.user_index]
+    for c in range(data.n_clients):
+        train_path, test_path = client_files(out, c)
+        rows = data.client_rows(c)
+        _write_ratings(train_path, original.train, rows, users, ids[1])
+        test_path.unlink(missing_ok=True)
+        if original.test.indptr[rows.stop] > original.test.indptr[rows.start]:
+            _write_ratings(test_path, original.test, rows, users, ids[1])
+    manifest = _manifest(data, ids[1], settings)
+    manifest.write(out / "manifest.json")
+    return manifest
+
+
+def _ids(raw: np.ndarray | None, n: int) -> np.ndarray:
+    """Raw ids, or the dense indices when the source has none."""
+    return np.arange(n) if raw is None else np.asarray(raw)
+
+
+def _write_ratings(path: Path, csr: CSR, rows: slice, users: np.ndarray,
+                   items: np.ndarray) -> None:
+    """The ratings of ``rows`` in row order, each row's ratings in stored order: a client
+    that reads the file back gets the same order, hence bit-identical sums."""
+    q0, q1 = int(csr.indptr[rows.start]), int(csr.indptr[rows.stop])
+    row_of = np.repeat(np.arange(rows.start, rows.stop), np.diff(csr.indptr[rows.start:
+                                                                            rows.stop + 1]))
+    lines = [f"{u},{i},{v!r}" for u, i, v in zip(users[row_of].tolist(),
+                                                 items[csr.indices[q0:q1]].tolist(),
+                                                 csr.values[q0:q1].tolist(), strict=True)]
+    path.write_text(HEADER + "\n".join(lines) + "\n")
+
+
+def _manifest(data: FederatedData, item_ids: np.ndarray, settings: DataSettings) -> Manifest:
+    return Manifest(
+        name=data.name,
+        client_rows=data.client_ptr,
+        item_ids=item_ids,
+        normalizer=data.normalizer,
+        value_range=data.value_range,
+        source=settings.model_dump(mode="json"),
+    )

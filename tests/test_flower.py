@@ -1,0 +1,125 @@
+"""fedmc.flower: the split files, the client's two-phase state, the wire format, and one real
+federation (a SuperLink and three SuperNodes as processes) against the simulation."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+from fedmc.algorithms.fedmc_admm import ALGORITHM as FEDMC_ADMM  # noqa: E402
+from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
+from fedmc.flower.client_state import StateStore  # noqa: E402
+from fedmc.flower.local import run_local  # noqa: E402
+from fedmc.flower.manifest import Manifest  # noqa: E402
+from fedmc.flower.settings import FederatedRun  # noqa: E402
+from fedmc.flower.shard import load_shard  # noqa: E402
+from fedmc.flower.split import client_files, write_split  # noqa: E402
+from fedmc.flower.wire import NO_EXCHANGE, pack_uploads, unpack_uploads  # noqa: E402
+from fedmc.pipeline import DataSettings, federate, load_ratings  # noqa: E402
+from fedmc.runner import RunSettings  # noqa: E402
+from fedmc.sim.history import History  # noqa: E402
+from fedmc.sim.loop import simulate  # noqa: E402
+from fedmc.sim.sampling import make_sampler  # noqa: E402
+from fedmc.testing import assert_same_history  # noqa: E402
+
+PARAMS = {"rank": 3}
+
+
+def ratings_file(folder: Path, users: int = 40, items: int = 25, seed: int = 0) -> Path:
+    """A small CSV of ratings 1..5 with string user ids (every user rates a few items)."""
+    rng = np.random.default_rng(seed)
+    lines = ["user_id,item_id,stars"]
+    for u in range(users):
+        for i in rng.choice(items, size=rng.integers(3, 12), replace=False):
+            lines.append(f"u{u:03d},{100 + i},{rng.integers(1, 6)}")
+    path = folder / "ratings.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def data_settings(path: Path, clients: int = 3) -> DataSettings:
+    return DataSettings(ratings=path, columns=("user_id", "item_id", "stars"), clients=clients)
+
+
+def test_split_files_rebuild_the_simulation_shards_bit_for_bit(tmp_path):
+    settings = data_settings(ratings_file(tmp_path))
+    write_split(settings, tmp_path / "split")
+    manifest = Manifest.read(tmp_path / "split" / "manifest.json")
+    data = federate(load_ratings(settings), settings)
+    assert manifest.n_clients == 3 and manifest.n_items == data.n_items
+    for c in range(3):
+        train, test = client_files(tmp_path / "split", c)
+        shard = load_shard(manifest, c, train, test if test.exists() else None)
+        ref = data.client_shard(c)
+        for a, b in ((shard.train, ref.train), (shard.test, ref.test)):
+            np.testing.assert_array_equal(a.indptr, b.indptr)
+            np.testing.assert_array_equal(a.indices, b.indices)
+            np.testing.assert_array_equal(a.values, b.values)
+        assert shard.normalizer == ref.normalizer and shard.value_range == ref.value_range
+
+
+def test_pending_state_is_committed_only_when_the_server_included_it(tmp_path):
+    store = StateStore(tmp_path, run="r1")
+    store.start({"x": 0})
+    store.propose(3, {"x": 1})
+    store.decide(NO_EXCHANGE)  # the server did not include exchange 3: dropped
+    assert store.committed == {"x": 0} and store.pending_exchange == NO_EXCHANGE
+    store.propose(5, {"x": 2})
+    resumed = StateStore(tmp_path, run="r1")  # a node restarted before the decision
+    assert resumed.pending_exchange == 5
+    resumed.decide(5)
+    assert resumed.committed == {"x": 2}
+    assert StateStore(tmp_path, run="r1").committed == {"x": 2}
+    assert StateStore(tmp_path, run="another run").committed is None
+
+
+def test_uploads_travel_dense_and_sparse():
+    dense = Stacked((4, 2), dense=np.arange(8.0).reshape(1, 4, 2))
+    rows = Stacked((4, 2), rows=RowPatch(np.array([0, 2]), np.array([1, 3]),
+                                         np.array([[1.0, 2.0], [3.0, 4.0]])))
+    back = unpack_uploads(pack_uploads({"a": dense, "b": rows}), {"a": (4, 2), "b": (4, 2)})
+    for name, s in (("a", dense), ("b", rows)):
+        np.testing.assert_array_equal(back[name].weighted_sum(np.ones(1)),
+                                      s.weighted_sum(np.ones(1)))
+        assert back[name].nbytes() == s.nbytes()
+
+
+def simulated(settings: DataSettings, run: RunSettings, params: dict) -> History:
+    data = federate(load_ratings(settings), settings)
+    sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)
+    cfg = FEDMC_ADMM.Config(**params)
+    return simulate(FEDMC_ADMM, cfg, data, sampler, run.rounds, run.seed, 1).history
+
+
+def federated(tmp_path: Path, settings: DataSettings, run: RunSettings, params: dict,
+              on_event=None, **flags) -> tuple[History, Path]:
+    out = tmp_path / "out"
+    started: list[int] = []
+
+    def watch(event, fed):
+        started.extend(p.pid for p in fed.processes.values() if p.pid not in started)
+        if on_event is not None:
+            on_event(event, fed)
+
+    run_local(FederatedRun(run, params, out=out, **flags), settings, tmp_path / "work",
+              on_event=watch)
+    for pid in started:  # every process started is gone, with its process group
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)
+    return History.read_csv(out / "history.csv"), out
+
+
+@pytest.mark.federation
+def test_three_nodes_two_rounds_give_the_simulations_history(tmp_path):
+    settings = data_settings(ratings_file(tmp_path))
+    run = RunSettings(rounds=2, active=2, seed=0)
+    history, out = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
+    assert_same_history(history, simulated(settings, run, PARAMS), rtol=1e-9, atol=1e-9)
+    assert [row["lost"] for row in history.rows if "lost" in row] == []
+    assert {"config.json", "history.csv", "summary.json", "model.npz"} <= {
+        p.name for p in out.iterdir()}
