@@ -82,6 +82,11 @@ class FederatedData:
         ``client_ptr[c]:client_ptr[c+1]``.
     user_index
         For every federated row, the user's dense index in the source ``Ratings``.
+    user_ids
+        For every federated row, the user's raw id (as in the source file).
+    item_ids
+        For every item column, its raw id: the item vocabulary a fitted model maps raw ids
+        with.
     normalizer
         The map from original ratings to the normalized scale the algorithms train on.
     value_range
@@ -93,6 +98,8 @@ class FederatedData:
     client_ptr: np.ndarray
     n_items: int
     user_index: np.ndarray
+    user_ids: np.ndarray
+    item_ids: np.ndarray
     normalizer: Normalizer
     value_range: tuple[float, float] = (-np.inf, np.inf)
     name: str = "ratings"
@@ -131,7 +138,8 @@ class FederatedData:
         """What ``client`` holds itself: its users' training and test ratings, as a federation
         of one client (the other clients' rows are not in it).
 
-        The item indices, the normalizer and the rating range are shared set-up information.
+        The item indices and raw item ids, the normalizer and the rating range are shared
+        set-up information.
         """
         rows = self.client_rows(client)
         return FederatedData(
@@ -140,6 +148,8 @@ class FederatedData:
             client_ptr=np.array([0, rows.stop - rows.start], dtype=np.int64),
             n_items=self.n_items,
             user_index=self.user_index[rows],
+            user_ids=self.user_ids[rows],
+            item_ids=self.item_ids,
             normalizer=self.normalizer,
             value_range=self.value_range,
             name=self.name,
@@ -240,10 +250,18 @@ class _Rows:
             client_ptr=self.client_ptr,
             n_items=source.n_items,
             user_index=self.user_index,
+            user_ids=_raw_ids(source.user_ids, source.n_users)[self.user_index],
+            item_ids=_raw_ids(source.item_ids, source.n_items),
             normalizer=normalizer,
             value_range=value_range,
             name=source.name,
         )
+
+
+def _raw_ids(ids: np.ndarray | None, n: int) -> np.ndarray:
+    """The raw ids of a vocabulary of ``n``; ratings built from dense indices alone (no raw
+    ids) use the indices as ids."""
+    return np.arange(n, dtype=np.int64) if ids is None else np.asarray(ids)
 
 
 def _csr(r: Ratings, mask: np.ndarray, want: bool, row_of_user: np.ndarray,
