@@ -20,7 +20,9 @@ import numpy as np
 from fedmc.core.factors import FactorLayout
 from fedmc.core.factors import predict as predict_factors
 from fedmc.core.protocol import Algorithm, FederationInfo
-from fedmc.errors import ConfigError
+from fedmc.core.ranking import ranking_metrics, ranking_sums
+from fedmc.data.vocabulary import checked_indices
+from fedmc.errors import ConfigError, DataError
 from fedmc.sim.history import History
 from fedmc.sim.loop import RoundCallback, Simulation, simulate
 from fedmc.sim.sampling import make_sampler
@@ -44,6 +46,7 @@ class Estimator:
     the changed ones and an explicit ``__init__`` signature; a subclass sets ``Config`` (its
     hyper-parameters) and ``run_params`` (the run's)."""
 
+    name: ClassVar[str]  # the ``--algorithm`` value
     Config: ClassVar[type]
     run_params: ClassVar[dict[str, Any]] = {}
     data_kind: ClassVar[str] = "ratings"  # or "boolean": the data ``fit`` takes
@@ -51,6 +54,7 @@ class Estimator:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "algorithm" in cls.__dict__:
+            cls.name = cls.algorithm.name
             cls.Config = cls.algorithm.Config
             cls.data_kind = cls.algorithm.data_kind
         if "Config" not in cls.__dict__ and "algorithm" not in cls.__dict__:
@@ -147,17 +151,47 @@ class FederatedEstimator(Estimator):
 
 
 class FactorPredictions:
-    """``predict`` for fitted ``U V^T`` models: needs ``U_`` (rows), ``V_``, ``user_index_``
-    (source user of every row), ``config_`` and ``info_``."""
+    """``predict`` and ranking metrics for fitted ``U V^T`` models: needs ``U_`` (rows),
+    ``V_``, ``user_index_`` (source user of every row), ``config_`` and ``info_``; a subclass
+    sets the index maps with :meth:`_keep_index_maps`.
+
+    :class:`fedmc.model.FactorModel` turns a fitted estimator into the saved model, which
+    predicts and recommends by raw ids.
+    """
+
+    def _keep_index_maps(self, data: Any) -> None:
+        """Keep the index maps of the training data (never its ratings): ``user_index_``,
+        ``user_ids_`` (raw id of every row of ``U_``), ``item_ids_`` (of every row of ``V_``)
+        and the data's name, ``data_name_``."""
+        self.user_index_ = np.asarray(data.user_index)
+        self.data_name_: str = data.name
+        self.user_ids_ = np.asarray(data.user_ids)
+        self.item_ids_ = np.asarray(data.item_ids)
 
     def predict(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         """Predicted ratings on the original scale for dense (user, item) indices of the
-        source ``Ratings``."""
-        row_of_user = np.empty(len(self.user_index_), dtype=np.int64)
-        row_of_user[self.user_index_] = np.arange(len(self.user_index_))
-        rows = row_of_user[np.asarray(users, dtype=np.int64)]
+        source ``Ratings``.
+
+        Raises
+        ------
+        fedmc.errors.DataError
+            An index that is not an integer or lies outside the data's users or items.
+        """
+        n_users, n_items = len(self.user_index_), len(self.V_)
+        users = checked_indices(users, n_users, "user")
+        items = checked_indices(items, n_items, "item")
+        if len(users) != len(items):
+            raise DataError(f"{len(users)} users but {len(items)} items: give one per pair")
+        row_of_user = np.empty(n_users, dtype=np.int64)
+        row_of_user[self.user_index_] = np.arange(n_users)
         clip = self.config_.clip_range(self.info_.value_range)
-        return predict_factors(self.U_, self.V_, rows, items, self.info_, clip)
+        return predict_factors(self.U_, self.V_, row_of_user[users], items, self.info_, clip)
+
+    def ranking_metrics(self, data: Any, k: int) -> dict[str, float]:
+        """Precision, recall, NDCG, MAP, hit rate and coverage at ``k`` of every user's top-k
+        list (training items excluded) against the test ratings of ``data``, the data the
+        model was fitted on (:mod:`fedmc.core.ranking`)."""
+        return ranking_metrics(ranking_sums(data, self.U_, self.V_, k), k)
 
 
 class FactorEstimator(FactorPredictions, FederatedEstimator):
@@ -165,12 +199,13 @@ class FactorEstimator(FactorPredictions, FederatedEstimator):
 
     Learned attributes: ``V_`` (items x width, item-major), ``U_`` (users in federated row
     order; in a real federation they stay on the clients), ``user_index_`` (source user of
-    every row), ``layout_``, ``history_``.
+    every row), ``user_ids_`` and ``item_ids_`` (raw ids of the rows of ``U_`` and ``V_``),
+    ``layout_``, ``history_``.
     """
 
     def _learn(self, sim: Simulation, data: Any) -> None:
         super()._learn(sim, data)
         self.V_ = self.model_["V"]
         self.U_ = sim.clients.user_factors()
-        self.user_index_ = np.asarray(data.user_index)
+        self._keep_index_maps(data)
         self.layout_: FactorLayout = self.config_.layout
