@@ -142,11 +142,48 @@ def ridge_rows(indptr, indices, values, F, X_fixed, Y_fixed, lam, weighted, X):
         X[t] = b
 
 
+def half_sweep(X: np.ndarray, Y: np.ndarray, free: np.ndarray, R: CSR, cfg: ALSConfig) -> None:
+    """Solve for ``X[:, free]`` with ``Y`` fixed on the ratings ``R`` (rows of ``X``), in
+    place: every row's ridge problem (:func:`ridge_rows`)."""
+    fixed = ~free
+    F = np.ascontiguousarray(Y[:, free])
+    out = np.empty((len(X), F.shape[1]))
+    ridge_rows(R.indptr, R.indices, R.values, F, np.ascontiguousarray(X[:, fixed]),
+               np.ascontiguousarray(Y[:, fixed]), cfg.lam, cfg.weighted, out)
+    X[:, free] = out
+
+
+def fold_in(cfg: ALSConfig, V: np.ndarray, items: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """A new user's row of ``U`` from the item factors ``V``: the user half-sweep on that
+    user's ratings alone, i.e. the exact solution of its ridge problem with training's
+    ``lam`` and weighting.
+
+    Parameters
+    ----------
+    cfg
+        The settings the model was trained with.
+    V
+        Item factors ``(n, width)``.
+    items, values
+        The user's rated items (dense indices, checked by the caller) and ratings on the
+        normalized scale.
+    """
+    layout = cfg.layout
+    u = np.zeros((1, layout.width))
+    layout.project_u(u)
+    ratings = CSR(indptr=np.array([0, len(items)], dtype=np.int64),
+                  indices=np.asarray(items, dtype=np.int32),
+                  values=np.asarray(values, dtype=np.float64))
+    half_sweep(u, V, layout.free_mask_u(), ratings, cfg)
+    return u[0]
+
+
 class ALS(FactorPredictions, Estimator):
     """Centralized biased matrix factorization by alternating least squares.
 
     Learned attributes: ``U_`` (users in federated row order), ``V_`` (items), ``user_index_``,
-    ``history_`` (one row per sweep; ``round`` counts sweeps).
+    ``user_ids_``, ``item_ids_`` (raw ids of the rows of ``U_`` and ``V_``), ``history_`` (one
+    row per sweep; ``round`` counts sweeps).
 
     Examples
     --------
@@ -197,25 +234,15 @@ class ALS(FactorPredictions, Estimator):
         record(0)
         for k in range(1, cfg.sweeps + 1):
             t0, c0 = time.perf_counter(), compile_seconds()
-            self._half_sweep(U, V, layout.free_mask_u(), tr)
-            self._half_sweep(V, U, layout.free_mask_v(), by_item)
+            half_sweep(U, V, layout.free_mask_u(), tr, cfg)
+            half_sweep(V, U, layout.free_mask_v(), by_item, cfg)
             seconds += time.perf_counter() - t0 - (compile_seconds() - c0)
             row = record(k) if (k % self.eval_every == 0 or k == cfg.sweeps) else None
             if callback is not None:
                 callback(k, row)
         self.U_, self.V_, self.history_ = U, V, history
-        self.user_index_ = np.asarray(data.user_index)
+        self._keep_index_maps(data)
         return self
-
-    def _half_sweep(self, X: np.ndarray, Y: np.ndarray, free: np.ndarray, R: CSR) -> None:
-        """Solve for ``X[:, free]`` with ``Y`` fixed on the ratings ``R`` (rows of ``X``)."""
-        fixed = ~free
-        F = np.ascontiguousarray(Y[:, free])
-        out = np.empty((len(X), F.shape[1]))
-        cfg = self.config_
-        ridge_rows(R.indptr, R.indices, R.values, F, np.ascontiguousarray(X[:, fixed]),
-                   np.ascontiguousarray(Y[:, fixed]), cfg.lam, cfg.weighted, out)
-        X[:, free] = out
 
     def _penalty(self, U: np.ndarray, V: np.ndarray, by_user: CSR, by_item: CSR) -> float:
         """``lam/2 (sum_t w_t ||U[t, free]||^2 + sum_j w_j ||V[j, free]||^2)``."""

@@ -1,0 +1,62 @@
+"""A new user's factor, computed on the user's device from the published item model: the
+client's U-step (14) of Algorithm 1 (``fedmc-admm.md``) run to convergence for one row.
+
+A client that joins after training holds ``V`` (what the server publishes) and its own
+ratings ``m`` on items ``Omega``; with ``W_i = V`` the U-step minimizes
+
+    1/2 ||P_Omega(m - V u)||^2 + R_i(u)        subject to the constraint sets of ``u``
+
+(the all-ones column with biases), the problem every client solves in training. The same
+kernel takes the steps (:func:`~fedmc.algorithms.fedmc_admm.kernels.u_steps`, with the
+configured step bounds and prox of ``R_i``), batch after batch until ``u`` stops moving.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
+from fedmc.algorithms.fedmc_admm.kernels import u_steps
+
+STEPS_PER_CALL = 1000
+MAX_CALLS = 1000
+TOLERANCE = 1e-12  # largest change of an entry over one call, relative to the largest entry
+
+
+def fold_in(cfg: FedMCADMMConfig, V: np.ndarray, items: np.ndarray,
+            values: np.ndarray) -> np.ndarray:
+    """The row ``u`` of a user who rated ``items`` with ``values``, by (14) to convergence.
+
+    Parameters
+    ----------
+    cfg
+        The settings the model was trained with (``R_i``, step bounds, biases).
+    V
+        Item factors ``(n, width)``.
+    items, values
+        The user's rated items (dense indices, checked by the caller) and ratings on the
+        normalized scale.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``u`` in the factor layout (the all-ones column set), starting from zero and stopped
+        when ``STEPS_PER_CALL`` steps change no entry by more than ``TOLERANCE`` relative to
+        the largest (at most ``STEPS_PER_CALL * MAX_CALLS`` steps).
+    """
+    layout = cfg.layout
+    U = np.zeros((1, layout.width))
+    layout.project_u(U)
+    indptr = np.array([0, len(items)], dtype=np.int64)
+    indices = np.asarray(items, dtype=np.int32)
+    values = np.asarray(values, dtype=np.float64)
+    V = np.ascontiguousarray(V, dtype=np.float64)
+    reg = cfg.regularizers()[0].params
+    token = np.zeros(layout.width)  # the generic kernel: one compilation serves every rank
+    for _ in range(MAX_CALLS):
+        before = U[0].copy()
+        u_steps(indptr, indices, values, 0, 1, U, V, STEPS_PER_CALL, reg, layout.ones_col_u,
+                cfg.steps == "per-row", token)
+        if np.max(np.abs(U[0] - before)) <= TOLERANCE * max(1.0, np.max(np.abs(U[0]))):
+            break
+    return U[0]
