@@ -13,6 +13,8 @@ __version__ = "0.1.0"  # the single source of the version (pyproject reads it)
 _LAZY = {
     "FedMCADMM": "fedmc.algorithms.fedmc_admm",
     "load_federated": "fedmc.api",
+    "load_model": "fedmc.model",
+    "FactorModel": "fedmc.model",
     "Ratings": "fedmc.data",
     "FederatedData": "fedmc.data",
 }

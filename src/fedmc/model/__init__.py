@@ -1,0 +1,17 @@
+"""The saved factor model: predict and recommend by raw ids, fold in a new user on the device,
+save and load (``docs/model.md``).
+
+>>> from fedmc import FedMCADMM, load_federated
+>>> from fedmc.model import FactorModel
+>>> data = load_federated("synthetic", clients=20)
+>>> est = FedMCADMM(rank=5, rounds=5, active=5).fit(data)
+>>> model = FactorModel.from_estimator(est)           # what the server publishes
+>>> me = model.fold_in(items=[1, 2, 3], ratings=[5.0, 1.0, 4.0])
+>>> len(model.recommend(me, n=10))
+10
+"""
+
+from fedmc.model.factor_model import FactorModel, NewUser, TopN, load_model
+from fedmc.model.fold_in import fold_in_algorithms, get_fold_in
+
+__all__ = ["FactorModel", "NewUser", "TopN", "fold_in_algorithms", "get_fold_in", "load_model"]

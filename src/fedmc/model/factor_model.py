@@ -1,0 +1,285 @@
+"""The factor model a run publishes: predict and recommend by raw ids, fold in new users.
+
+A :class:`FactorModel` holds what the server of a federation publishes after training (the
+item factors ``V`` with the item biases in their layout column, the normalizer, the rating
+range, the raw item ids, the algorithm and its settings) and, only when asked for in a
+simulation study, the user factors ``U`` with the raw user ids and every user's training items
+(the clients' private property: in a federation they never leave the devices).
+
+Users are named by raw ids (those of the rating file) or given as a :class:`NewUser` from
+:meth:`FactorModel.fold_in`. Every id is checked (:mod:`fedmc.data.vocabulary`) before it
+indexes an array: unknown, negative, out-of-range or non-integer ids raise a
+:class:`~fedmc.errors.DataError` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedmc.core.factors import FactorLayout
+from fedmc.core.ranking import top_n
+from fedmc.data.normalize import Normalizer
+from fedmc.data.vocabulary import IdVocabulary
+from fedmc.errors import ConfigError, DataError
+from fedmc.model.fold_in import get_fold_in
+
+
+@dataclass(frozen=True)
+class NewUser:
+    """A user folded in on the device: its factor row and the items it rated (dense
+    indices, excluded from its recommendations). Nothing of it is sent anywhere."""
+
+    factor: np.ndarray
+    rated: np.ndarray
+
+
+@dataclass(frozen=True)
+class TopN:
+    """A recommendation list, best first: raw item ids and predicted ratings (original
+    scale, clipped as :meth:`FactorModel.predict` clips)."""
+
+    items: np.ndarray
+    ratings: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+@dataclass(frozen=True, eq=False)
+class FactorModel:
+    """A trained ``U V^T`` model with biases, by raw ids.
+
+    Attributes
+    ----------
+    algorithm
+        The ``--algorithm`` name that trained it (it picks the fold-in).
+    params
+        The algorithm's settings (its ``Config`` as JSON values).
+    V
+        Item factors ``(n_items, width)``; with biases, column ``rank + 1`` is the item bias.
+    item_ids
+        Raw id of every row of ``V``.
+    normalizer
+        Map from ratings to the scale the factors predict on.
+    value_range
+        Smallest and largest training rating (predictions are clipped to it when the
+        settings say ``clip``).
+    dataset
+        Name of the training data (a named set such as ``ml-1m`` lets ``fedmc recommend``
+        show titles).
+    fedmc_version
+        The version that trained the model.
+    U, user_ids, rated_ptr, rated_items
+        Only in simulation studies (``--save-user-factors``): user factors ``(n_users,
+        width)``, their raw ids, and each user's training items as a CSR
+        (``rated_items[rated_ptr[t]:rated_ptr[t+1]]``, dense item indices); else None.
+    """
+
+    algorithm: str
+    params: dict[str, Any]
+    V: np.ndarray
+    item_ids: np.ndarray
+    normalizer: Normalizer
+    value_range: tuple[float, float]
+    dataset: str
+    fedmc_version: str
+    U: np.ndarray | None = None
+    user_ids: np.ndarray | None = None
+    rated_ptr: np.ndarray | None = None
+    rated_items: np.ndarray | None = None
+
+    @classmethod
+    def from_estimator(cls, estimator: Any, user_data: Any = None) -> FactorModel:
+        """The model a fitted factor estimator publishes.
+
+        Parameters
+        ----------
+        estimator
+            A fitted :class:`fedmc.estimator.FactorPredictions` estimator (``V_``, ``U_``,
+            ``item_ids_``, ``user_ids_``, ``data_name_``, ``config_``, ``info_``).
+        user_data
+            The :class:`~fedmc.data.FederatedData` it was fitted on, to keep the user factors
+            and each user's training items as well (simulation studies only); None keeps the
+            item model alone, what a federation publishes.
+        """
+        import fedmc
+
+        info = estimator.info_
+        extra: dict[str, np.ndarray] = {}
+        if user_data is not None:
+            if not np.array_equal(np.asarray(user_data.user_ids), estimator.user_ids_):
+                raise DataError("user_data is not the data the estimator was fitted on")
+            extra = {
+                "U": np.array(estimator.U_, dtype=np.float64),
+                "user_ids": np.array(estimator.user_ids_),
+                "rated_ptr": np.array(user_data.train.indptr, dtype=np.int64),
+                "rated_items": np.array(user_data.train.indices, dtype=np.int64),
+            }
+        return cls(
+            algorithm=estimator.name,
+            params=estimator.config_.model_dump(mode="json"),
+            V=np.array(estimator.V_, dtype=np.float64),
+            item_ids=np.array(estimator.item_ids_),
+            normalizer=info.normalizer,
+            value_range=(float(info.value_range[0]), float(info.value_range[1])),
+            dataset=estimator.data_name_,
+            fedmc_version=fedmc.__version__,
+            **extra,
+        )
+
+    # ------------------------------------------------------------------ what it knows
+
+    @cached_property
+    def config(self) -> Any:
+        """The algorithm's validated ``Config``."""
+        from fedmc.algorithms import get_algorithm
+
+        return get_algorithm(self.algorithm).Config(**self.params)
+
+    @property
+    def layout(self) -> FactorLayout:
+        """Column layout of ``V`` (and ``U``)."""
+        return self.config.layout
+
+    @property
+    def clip(self) -> tuple[float, float]:
+        """Where predictions are clipped (the training range with ``clip``, else nowhere)."""
+        return self.config.clip_range(self.value_range)
+
+    @property
+    def item_biases(self) -> np.ndarray:
+        """Each item's bias ``b_j`` on the normalized scale (zeros without biases)."""
+        if not self.layout.biases:
+            return np.zeros(len(self.V))
+        return self.V[:, self.layout.rank + 1].copy()
+
+    @property
+    def has_user_factors(self) -> bool:
+        """Whether the user factors were saved (``--save-user-factors``)."""
+        return self.U is not None
+
+    @cached_property
+    def items(self) -> IdVocabulary:
+        """The raw item ids."""
+        return IdVocabulary(self.item_ids, "item")
+
+    @cached_property
+    def users(self) -> IdVocabulary:
+        """The raw user ids of the saved user factors.
+
+        Raises
+        ------
+        DataError
+            When the user factors were not saved.
+        """
+        if self.user_ids is None:
+            raise DataError("this model has no user factors (they stay on the clients): run "
+                            "with --save-user-factors, or fold the user in from ratings")
+        return IdVocabulary(self.user_ids, "user")
+
+    # ------------------------------------------------------------------ use
+
+    def predict(self, users: Any, items: Any) -> np.ndarray:
+        """Predicted ratings (original scale, clipped) of raw ``(user, item)`` pairs.
+
+        ``users`` is a raw user id or a sequence of them (needs saved user factors), or a
+        :class:`NewUser`; ``items`` a raw item id or a sequence; a single user or item is
+        paired with every entry of the other.
+        """
+        cols = self.items.index(items)
+        if isinstance(users, NewUser):
+            U, rows = users.factor[None, :], np.zeros(1, dtype=np.int64)
+        else:
+            U, rows = self.U, self.users.index(users)
+        if len(rows) != len(cols) and 1 not in (len(rows), len(cols)):
+            raise DataError(f"{len(rows)} users but {len(cols)} items: give one item per "
+                            "user, or one user or one item for all")
+        rows, cols = np.broadcast_arrays(rows, cols)
+        z = np.einsum("ij,ij->i", U[rows], self.V[cols])
+        return np.clip(self.normalizer.inverse(z), *self.clip)
+
+    def recommend(self, user: Any, n: int = 10, exclude_rated: bool = True) -> TopN:
+        """The ``n`` items of highest predicted rating for ``user``.
+
+        Parameters
+        ----------
+        user
+            A raw user id (needs saved user factors) or a :class:`NewUser`.
+        n
+            Length of the list (shorter when fewer items are left).
+        exclude_rated
+            Leave out the items the user rated (in training, or in its fold-in ratings).
+        """
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+            raise ConfigError(f"n must be a positive integer, got {n!r}")
+        if isinstance(user, NewUser):
+            u, rated = user.factor, user.rated
+        else:
+            row = self.users.index(user)
+            if len(row) != 1:
+                raise DataError(f"recommend takes one user, got {len(row)}")
+            t = int(row[0])
+            u, rated = self.U[t], self.rated_items[self.rated_ptr[t] : self.rated_ptr[t + 1]]
+        if not exclude_rated:
+            rated = rated[:0]
+        ptr = np.array([0, len(rated)], dtype=np.int64)
+        best, _ = top_n(u[None, :], self.V, ptr, np.asarray(rated, dtype=np.int64), int(n))
+        best = best[0][best[0] >= 0]
+        z = self.V[best] @ u
+        return TopN(self.item_ids[best], np.clip(self.normalizer.inverse(z), *self.clip))
+
+    def fold_in(self, items: Any, ratings: Any) -> NewUser:
+        """A new user's factor from its own ratings, computed where they are (on the device)
+        with the algorithm's user step and the published ``V`` (:mod:`fedmc.model.fold_in`).
+
+        Parameters
+        ----------
+        items
+            Raw ids of the rated items (distinct).
+        ratings
+            The ratings, on the original scale, one per item.
+        """
+        cols = self.items.index(items)
+        try:
+            values = np.asarray(ratings, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise DataError("ratings must be numbers") from None
+        if len(values) != len(cols):
+            raise DataError(f"{len(cols)} items but {len(values)} ratings")
+        if not np.all(np.isfinite(values)):
+            raise DataError("ratings must be finite numbers")
+        uniq, counts = np.unique(cols, return_counts=True)
+        if np.any(counts > 1):
+            raise DataError(f"item {self.item_ids[uniq[counts > 1][0]]!s} is rated more "
+                            "than once")
+        u = get_fold_in(self.algorithm)(self.config, self.V, cols,
+                                        self.normalizer.transform(values))
+        return NewUser(factor=u, rated=cols)
+
+    # ------------------------------------------------------------------ files
+
+    def save(self, folder: str | Path) -> Path:
+        """Write ``model.npz`` (arrays, ``allow_pickle=False``) and ``model.json``
+        (metadata) into ``folder``; returns the ``model.npz`` path."""
+        from fedmc.model.store import write
+
+        return write(self, Path(folder))
+
+
+def load_model(path: str | Path) -> FactorModel:
+    """The model saved in ``path`` (a run folder, or its ``model.npz``/``model.json``).
+
+    Raises
+    ------
+    DataError
+        A missing or damaged file, shapes or dtypes that do not fit, a format this version
+        cannot read, or settings that do not validate; with a one-line reason.
+    """
+    from fedmc.model.store import read
+
+    return FactorModel(**read(Path(path)))

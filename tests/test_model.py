@@ -1,0 +1,239 @@
+"""The saved model: save -> load -> predict equals the in-memory model, raw ids in and out,
+recommendations without rated items, fold-in, and every bad id or file giving a one-line
+DataError (never a crash)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fedmc.algorithms.als import ALS
+from fedmc.algorithms.fedmc_admm import FedMCADMM
+from fedmc.data import FederatedData, Ratings
+from fedmc.data.split import random_test_mask
+from fedmc.errors import ConfigError, DataError
+from fedmc.model import FactorModel, NewUser, load_model
+
+RAW_USERS = np.arange(40) * 7 + 100  # raw ids 100, 107, ...: never the dense indices
+RAW_ITEMS = np.arange(30) * 3 + 1000
+
+
+def raw_data(seed: int = 0) -> FederatedData:
+    """40 users x 30 items with raw ids unlike their dense indices, 4 clients."""
+    rng = np.random.default_rng(seed)
+    users, items = np.nonzero(rng.random((40, 30)) < 0.4)
+    values = rng.integers(1, 6, len(users)).astype(float)
+    ratings = Ratings.from_raw(RAW_USERS[users], RAW_ITEMS[items], values, name="toy")
+    return FederatedData.from_split(ratings, random_test_mask(ratings, 0.2, 0),
+                                    rng.permutation(np.arange(40) % 4), "zscore")
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    data = raw_data()
+    return {"fedmc-admm": FedMCADMM(rank=3, rounds=4, active=2).fit(data),
+            "als": ALS(rank=3, sweeps=3).fit(data)}, data
+
+
+@pytest.mark.parametrize("name", ["fedmc-admm", "als"])
+@pytest.mark.parametrize("users", [False, True])
+def test_save_load_predict_equals_the_in_memory_model(tmp_path, fitted, name, users):
+    models, data = fitted
+    est = models[name]
+    model = FactorModel.from_estimator(est, data if users else None)
+    model.save(tmp_path)
+    loaded = load_model(tmp_path)
+    assert loaded.algorithm == name and loaded.config == est.config_
+    assert np.array_equal(loaded.V, est.V_) and np.array_equal(loaded.item_ids, RAW_ITEMS)
+    assert loaded.has_user_factors == users
+    if users:
+        rows = np.arange(data.n_users)
+        raw_u = data.user_ids[rows]
+        for raw_i in (RAW_ITEMS[[0, 5, 29]], RAW_ITEMS[[29, 0, 1]]):
+            dense_i = np.searchsorted(RAW_ITEMS, raw_i)
+            got = loaded.predict(raw_u[:3], raw_i)
+            assert np.array_equal(got, model.predict(raw_u[:3], raw_i))
+            assert np.array_equal(got, est.predict(data.user_index[:3], dense_i))
+        a, b = loaded.recommend(raw_u[0]), model.recommend(raw_u[0])
+        assert np.array_equal(a.items, b.items) and np.array_equal(a.ratings, b.ratings)
+    me = loaded.fold_in(RAW_ITEMS[:4], [5, 4, 1, 2])
+    assert np.array_equal(me.factor, model.fold_in(RAW_ITEMS[:4], [5, 4, 1, 2]).factor)
+    with pytest.raises(DataError, match="no user factors") if not users else nullcontext():
+        loaded.predict(data.user_ids[0], RAW_ITEMS[0])
+
+
+def test_the_default_artifact_holds_no_user_data(tmp_path, fitted):
+    models, _ = fitted
+    FactorModel.from_estimator(models["fedmc-admm"]).save(tmp_path)
+    with np.load(tmp_path / "model.npz", allow_pickle=False) as archive:
+        assert sorted(archive.files) == ["V", "item_ids"]
+    meta = json.loads((tmp_path / "model.json").read_text())
+    assert meta["user_factors"] is False and meta["fedmc_version"]
+    assert meta["layout"] == {"rank": 3, "biases": True, "width": 5, "item_bias_column": 4}
+
+
+def test_recommend_excludes_training_items_and_fold_in_ratings(fitted):
+    models, data = fitted
+    model = FactorModel.from_estimator(models["fedmc-admm"], data)
+    for t in range(data.n_users):
+        rated = set(data.item_ids[data.train.indices[data.train.indptr[t]:
+                                                     data.train.indptr[t + 1]]].tolist())
+        top = model.recommend(data.user_ids[t], n=10)
+        assert len(top) == min(10, 30 - len(rated)) and not rated & set(top.items.tolist())
+        assert np.all(np.diff(top.ratings) <= 1e-12)
+        everything = model.recommend(data.user_ids[t], n=30, exclude_rated=False)
+        assert sorted(everything.items.tolist()) == RAW_ITEMS.tolist()
+    me = model.fold_in(RAW_ITEMS[:25], np.full(25, 4.0))
+    top = model.recommend(me, n=10)
+    assert len(top) == 5 and set(top.items.tolist()) == set(RAW_ITEMS[25:].tolist())
+    assert np.allclose(top.ratings, model.predict(me, top.items))
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda m: m.predict([100], [5]), "unknown item id 5"),
+        (lambda m: m.predict([-1], [1000]), "unknown user id -1"),
+        (lambda m: m.predict([10**30], [1000]), "unknown user id"),
+        (lambda m: m.predict([100.5], [1000]), "not an integer"),
+        (lambda m: m.predict(["abc"], [1000]), "not an integer"),
+        (lambda m: m.predict([100, 107], [1000, 1003, 1006]), "2 users but 3 items"),
+        (lambda m: m.recommend(1), "unknown user id 1"),
+        (lambda m: m.recommend(True), "not an integer"),
+        (lambda m: m.recommend([100, 107]), "one user"),
+        (lambda m: m.fold_in([1000, 1000], [3, 4]), "more than once"),
+        (lambda m: m.fold_in([1000], [3, 4]), "1 items but 2 ratings"),
+        (lambda m: m.fold_in([1000], [np.nan]), "finite"),
+        (lambda m: m.fold_in([1000], ["good"]), "numbers"),
+        (lambda m: m.fold_in([[1000]], [3]), "flat sequence"),
+    ],
+)
+def test_bad_ids_give_a_one_line_data_error(fitted, call, needle):
+    models, data = fitted
+    model = FactorModel.from_estimator(models["als"], data)
+    with pytest.raises(DataError) as info:
+        call(model)
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_recommend_needs_a_positive_integer_n(fitted):
+    model = FactorModel.from_estimator(fitted[0]["als"], fitted[1])
+    for n in (0, -3, 2.5, True):
+        with pytest.raises(ConfigError, match="positive integer"):
+            model.recommend(100, n=n)
+
+
+ids = st.one_of(
+    st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12), st.booleans(), st.none(), st.sampled_from(RAW_USERS.tolist()),
+    st.sampled_from(RAW_ITEMS.tolist()),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(user=ids, items=st.lists(ids, min_size=1, max_size=4), n=st.integers(-2, 40))
+def test_random_ids_never_crash(fitted, user, items, n):
+    models, data = fitted
+    model = FactorModel.from_estimator(models["fedmc-admm"], data)
+    try:
+        pred = model.predict(user, items)
+        assert pred.shape == (len(items),) and np.all(np.isfinite(pred))
+    except DataError as exc:
+        assert "\n" not in str(exc)
+    try:
+        top = model.recommend(user, n=n)
+        assert 0 < len(top) <= n and set(top.items.tolist()) <= set(RAW_ITEMS.tolist())
+    except (DataError, ConfigError) as exc:
+        assert "\n" not in str(exc)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(users=st.lists(st.one_of(st.integers(-(2**65), 2**65), st.floats(), st.booleans()),
+                      min_size=1, max_size=3))
+def test_estimator_predict_checks_dense_indices(fitted, users):
+    est = fitted[0]["fedmc-admm"]
+    try:
+        pred = est.predict(users, [0] * len(users))
+        assert np.all(np.isfinite(pred))
+    except DataError as exc:
+        assert "\n" not in str(exc)
+
+
+def test_estimator_predict_refuses_what_used_to_crash(fitted):
+    est = fitted[0]["fedmc-admm"]
+    with pytest.raises(DataError, match="item index 1000000 is out of range"):
+        est.predict([0], [10**6])
+    with pytest.raises(DataError, match="user index -1 is out of range"):
+        est.predict([-1], [0])
+
+
+def test_a_new_user_is_a_new_user(fitted):
+    model = FactorModel.from_estimator(fitted[0]["fedmc-admm"])
+    me = model.fold_in(["1000", 1003], [5, 1])  # integer text reads as the integer id
+    assert isinstance(me, NewUser) and me.rated.tolist() == [0, 1]
+    assert model.predict(me, 1006).shape == (1,)
+
+
+# --------------------------------------------------------------------------- damaged files
+
+
+def damage(folder, what):
+    npz, meta_path = folder / "model.npz", folder / "model.json"
+    meta = json.loads(meta_path.read_text())
+    with np.load(npz, allow_pickle=False) as archive:
+        arrays = dict(archive)
+    if what == "no json":
+        meta_path.unlink()
+    elif what == "bad json":
+        meta_path.write_text("{")
+    elif what == "newer format":
+        meta["format_version"] = 99
+    elif what == "bad params":
+        meta["params"]["beta"] = -1
+    elif what == "unknown algorithm":
+        meta["algorithm"] = "nope"
+    elif what == "shape":
+        arrays["V"] = arrays["V"][:, :-1]
+    elif what == "pickled":
+        np.savez(npz, V=arrays["V"], item_ids=np.array([object()] * len(arrays["V"])))
+        return
+    elif what == "nan":
+        arrays["V"][0, 0] = np.nan
+    elif what == "ones column":
+        arrays["V"][:, 3] = 2.0
+    elif what == "rated outside":
+        arrays["rated_items"][0] = 10**6
+    elif what == "normalizer":
+        meta["normalizer"]["scale"] = 0
+    if what in ("shape", "nan", "ones column", "rated outside"):
+        np.savez(npz, **arrays)
+        meta["arrays"]["V"]["shape"] = list(arrays["V"].shape)
+    if meta_path.exists() and what != "bad json":
+        meta_path.write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    ("what", "needle"),
+    [("no json", "no model.json"), ("bad json", "cannot read"), ("newer format", "version 99"),
+     ("bad params", "do not validate: beta"), ("unknown algorithm", "unknown algorithm"),
+     ("shape", "columns"), ("pickled", "array"), ("nan", "finite"),
+     ("ones column", "all ones"), ("rated outside", "outside"), ("normalizer", "scale")],
+)
+def test_damaged_files_fail_with_one_line(tmp_path, fitted, what, needle):
+    FactorModel.from_estimator(fitted[0]["fedmc-admm"], fitted[1]).save(tmp_path)
+    damage(tmp_path, what)
+    with pytest.raises(DataError) as info:
+        load_model(tmp_path)
+    assert needle in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_missing_model(tmp_path):
+    with pytest.raises(DataError, match="no model.npz"):
+        load_model(tmp_path)
+    with pytest.raises(DataError, match="no such"):
+        load_model(tmp_path / "absent")
