@@ -13,7 +13,7 @@ from fedmc.data.loaders import load_ratings_file
 from fedmc.data.normalize import NormalizeKind
 from fedmc.data.partition import PartitionKind
 from fedmc.data.registry import load_dataset
-from fedmc.data.split import random_test_mask, user_holdout_test_mask
+from fedmc.data.split import fixed_split, random_test_mask, user_holdout_test_mask
 from fedmc.errors import ConfigError
 
 DEFAULT_DATASET = "synthetic"
@@ -26,6 +26,8 @@ class DataSettings(BaseModel):
 
     dataset: str | None = Field(None, description="named data set (default: synthetic)")
     ratings: Path | None = Field(None, description="a CSV/TSV/Parquet file of ratings")
+    train: Path | None = Field(None, description="a file of training ratings (with test)")
+    test: Path | None = Field(None, description="a file of test ratings (with train)")
     columns: tuple[str, str, str] | None = None
     data_dir: Path | None = None
     duplicates: Literal["error", "last", "mean"] = "error"
@@ -43,7 +45,7 @@ class DataSettings(BaseModel):
     @property
     def source(self) -> str:
         """A short label of the data source."""
-        for path in (self.binary, self.ratings):
+        for path in (self.binary, self.ratings, self.train):
             if path is not None:
                 return path.name
         return self.dataset or DEFAULT_DATASET
@@ -54,8 +56,7 @@ def load_ratings(settings: DataSettings, progress: bool = False) -> Ratings:
     if settings.ratings is not None and settings.dataset is not None:
         raise ConfigError("give either --dataset or --ratings, not both")
     if settings.ratings is not None:
-        cols = tuple(_column_ref(c) for c in settings.columns) if settings.columns else None
-        return load_ratings_file(settings.ratings, columns=cols, duplicates=settings.duplicates)
+        return _read_file(settings.ratings, settings)
     return load_dataset(
         settings.dataset or DEFAULT_DATASET,
         data_dir=settings.data_dir,
@@ -65,8 +66,33 @@ def load_ratings(settings: DataSettings, progress: bool = False) -> Ratings:
     )
 
 
+def _read_file(path: Path, settings: DataSettings) -> Ratings:
+    cols = tuple(_column_ref(c) for c in settings.columns) if settings.columns else None
+    return load_ratings_file(path, columns=cols, duplicates=settings.duplicates)
+
+
 def _column_ref(text: str) -> str | int:
     return int(text) if text.isdigit() else text
+
+
+def federated_data(settings: DataSettings, progress: bool = False,
+                   ) -> tuple[FederatedData, dict[str, int]]:
+    """The federated data ``settings`` describe, and notes for ``config.json``.
+
+    A named set or a ratings file is split by ``settings.split`` (:func:`federate`); a
+    training file and a test file (``train``, ``test``) are used as they are, ids mapped
+    with one vocabulary (:func:`fedmc.data.split.fixed_split`, whose counts of dropped test
+    ratings of unseen users and items are the notes).
+    """
+    if settings.train is None and settings.test is None:
+        return federate(load_ratings(settings, progress=progress), settings), {}
+    if settings.train is None or settings.test is None:
+        raise ConfigError("give --train and --test together")
+    if settings.ratings is not None or settings.dataset is not None:
+        raise ConfigError("give either --train/--test or --dataset/--ratings, not both")
+    ratings, is_test, dropped = fixed_split(_read_file(settings.train, settings),
+                                            _read_file(settings.test, settings))
+    return _federate_split(ratings, is_test, settings), dropped
 
 
 def federate(ratings: Ratings, settings: DataSettings) -> FederatedData:
@@ -76,11 +102,17 @@ def federate(ratings: Ratings, settings: DataSettings) -> FederatedData:
     layout is built straight from them (:meth:`FederatedData.from_split`), and they are
     released when this returns.
     """
+    test_mask = random_test_mask if settings.split == "random" else user_holdout_test_mask
+    return _federate_split(ratings, test_mask(ratings, settings.test_fraction, settings.seed),
+                           settings)
+
+
+def _federate_split(ratings: Ratings, is_test: np.ndarray,
+                    settings: DataSettings) -> FederatedData:
+    """Partition users into clients and build the layout of a split given by its test mask."""
     n_users = ratings.n_users
     if settings.partition != "user" and settings.clients > n_users:
         raise ConfigError(f"{settings.clients} clients but the data has only {n_users} users")
-    test_mask = random_test_mask if settings.split == "random" else user_holdout_test_mask
-    is_test = test_mask(ratings, settings.test_fraction, settings.seed)
     if np.all(is_test):
         raise ConfigError("the training split is empty")
     client_of_user = partition_users(n_users, settings.clients, settings.partition, settings.seed)

@@ -1,10 +1,12 @@
-"""Train/test splits: random per rating (the papers' 80/20) and per-user holdout."""
+"""Train/test splits: random per rating (the papers' 80/20), per-user holdout, and a split
+given as two files."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from fedmc.data.ratings import Ratings
+from fedmc.data.vocabulary import IdVocabulary
 from fedmc.errors import ConfigError
 
 
@@ -72,3 +74,38 @@ def user_holdout_test_mask(
     is_test = np.zeros(n, dtype=bool)
     is_test[order] = rank_in_user < n_test_user[users_sorted]
     return is_test
+
+
+def fixed_split(train: Ratings, test: Ratings) -> tuple[Ratings, np.ndarray, dict[str, int]]:
+    """Ratings read from a training file and a test file, as one :class:`Ratings` over the
+    training file's id vocabulary and the mask of the test ratings.
+
+    The test file's raw ids are mapped with the training vocabulary, so an id means the same
+    user or item in both. A test rating whose user or item has no training rating cannot be
+    predicted from the training data (the model has no factor for it): it is dropped, and
+    counted in the returned dict as ``test_dropped_unseen_user`` (the user is unseen) or
+    ``test_dropped_unseen_item`` (the user is known, the item unseen). This is what cornac's
+    ``exclude_unknowns=True`` does; new users are the fold-in's job
+    (:meth:`fedmc.model.FactorModel.fold_in`).
+    """
+    users, user_known = IdVocabulary(train.user_ids, "user").lookup(test.user_ids[test.users])
+    items, item_known = IdVocabulary(train.item_ids, "item").lookup(test.item_ids[test.items])
+    keep = user_known & item_known
+    merged = Ratings(
+        users=np.concatenate((train.users, users[keep].astype(np.int32))),
+        items=np.concatenate((train.items, items[keep].astype(np.int32))),
+        values=np.concatenate((train.values, test.values[keep])),
+        n_users=train.n_users,
+        n_items=train.n_items,
+        user_ids=train.user_ids,
+        item_ids=train.item_ids,
+        name=train.name,
+        meta=train.meta,
+    )
+    is_test = np.zeros(merged.n_ratings, dtype=bool)
+    is_test[train.n_ratings :] = True
+    dropped = {
+        "test_dropped_unseen_user": int(np.count_nonzero(~user_known)),
+        "test_dropped_unseen_item": int(np.count_nonzero(user_known & ~item_known)),
+    }
+    return merged, is_test, dropped
