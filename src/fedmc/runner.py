@@ -2,7 +2,8 @@
 
 ``--out DIR`` receives ``config.json`` (every resolved setting, seed, versions),
 ``history.csv`` (one row per evaluated round) and ``summary.json`` (final metrics, seconds,
-peak memory). Files are written only after the run succeeded, each atomically, so a failed or
+peak memory); a factor-model run adds ``model.npz`` and ``model.json`` (:mod:`fedmc.model`).
+Files are written only after the run succeeded, each atomically, so a failed or
 interrupted run leaves no partial file behind.
 """
 
@@ -30,8 +31,10 @@ from fedmc.algorithms import get_algorithm
 from fedmc.core.compile_time import compile_seconds
 from fedmc.core.kernels import use_generic_kernels
 from fedmc.data import FederatedData
-from fedmc.estimator import Estimator
-from fedmc.pipeline import DataSettings, federate, load_boolean_data, load_ratings
+from fedmc.errors import ConfigError
+from fedmc.estimator import Estimator, FactorPredictions
+from fedmc.model import FactorModel
+from fedmc.pipeline import DataSettings, federated_data, load_boolean_data
 from fedmc.sim.history import History
 from fedmc.sim.loop import RoundCallback
 from fedmc.sim.sampling import SamplingKind
@@ -52,17 +55,24 @@ class RunSettings(BaseModel):
     dropout: float = Field(0.0, ge=0, lt=1, description="share of drawn clients that drop out")
     eval_every: int = Field(1, ge=1)
     seed: int = 0
+    ranking_k: int | None = Field(
+        None, ge=1, description="cut-off K of the ranking metrics added after training"
+    )
+    save_user_factors: bool = Field(
+        False, description="save U, raw user ids and rated items with the model (simulation)"
+    )
 
 
 @dataclass
 class RunResult:
-    """What a run produced."""
+    """What a run produced; ``artifact`` is the saved model of a factor-model run."""
 
     model: Estimator
     data: FederatedData | Any
     history: History
     summary: dict[str, Any]
     config: dict[str, Any]
+    artifact: FactorModel | None = None
 
 
 def execute(
@@ -75,6 +85,10 @@ def execute(
 ) -> RunResult:
     """Load data, build the algorithm, run it; nothing is written here.
 
+    A factor model's run also evaluates its top-``ranking_k`` lists once training is over (the
+    columns are added to the last history row, :mod:`fedmc.core.ranking`) and builds the model
+    artifact (``RunResult.artifact``; user factors only with ``save_user_factors``).
+
     ``kernels="auto"`` runs a rank whose specialized kernels are not compiled yet on the
     generic kernels instead of compiling them first (:mod:`fedmc.precompile`; the caller may
     then compile them in the background: ``RunResult.config["kernels"]`` says which ran).
@@ -83,6 +97,10 @@ def execute(
     compiled_before = compile_seconds()
     algo_cls = get_algorithm(run.algorithm)
     cfg = algo_cls.Config(**params)  # validate parameters before any loading
+    factor_model = issubclass(algo_cls, FactorPredictions)
+    if not factor_model and (run.ranking_k is not None or run.save_user_factors):
+        raise ConfigError(f"--ranking-k and --save-user-factors need a factor model; "
+                          f"{run.algorithm} is not one")
     width = precompile.token_width(algo_cls, cfg)
     generic = (kernels == "auto" and width is not None
                and not precompile.is_compiled(run.algorithm, width))
@@ -97,8 +115,8 @@ def execute(
         data = load_boolean_data(data_settings)
         stats = {"rows": data.shape[0], "columns": data.shape[1], "density": data.density}
     else:
-        data = federate(load_ratings(data_settings, progress=progress_download), data_settings)
-        stats = {
+        data, notes = federated_data(data_settings, progress=progress_download)
+        stats = {**notes,
             "users": data.n_users,
             "items": data.n_items,
             "ratings": data.train.nnz + data.test.nnz,
@@ -110,6 +128,11 @@ def execute(
     if width is not None and not generic:
         precompile.mark_compiled(run.algorithm, width)
     history = model.history_
+    if run.ranking_k is not None:
+        history.rows[-1].update(model.ranking_metrics(data, run.ranking_k))
+    artifact = None
+    if factor_model:
+        artifact = FactorModel.from_estimator(model, data if run.save_user_factors else None)
     final = history.rows[-1]
     summary = {
         **{k: v for k, v in final.items()},
@@ -128,7 +151,7 @@ def execute(
         "versions": versions(),
         "kernels": "generic" if generic else "specialized",
     }
-    return RunResult(model, data, history, summary, config)
+    return RunResult(model, data, history, summary, config, artifact)
 
 
 def peak_memory_mb() -> float:
@@ -150,11 +173,13 @@ def versions() -> dict[str, str]:
 
 
 def write_outputs(out: Path, result: RunResult) -> None:
-    """Write the three files of the run contract into ``out``, each atomically."""
+    """Write the files of the run contract into ``out``, each atomically."""
     out.mkdir(parents=True, exist_ok=True)
     _atomic_write(out / "config.json", lambda p: p.write_text(_json(result.config)))
     _atomic_write(out / "history.csv", result.history.to_csv)
     _atomic_write(out / "summary.json", lambda p: p.write_text(_json(result.summary)))
+    if result.artifact is not None:  # model.npz + model.json (fedmc.model.store)
+        result.artifact.save(out)
 
 
 def _json(obj: Any) -> str:

@@ -1,4 +1,5 @@
-"""The ``fedmc`` command: ``run`` one training, and ``data`` sets.
+"""The ``fedmc`` command: ``run`` one training, ``recommend`` and ``predict`` with its model,
+and ``data`` sets.
 
 Errors in the user's input exit with status 2 and a one-line reason on stderr.
 """
@@ -19,6 +20,7 @@ from rich.table import Table
 
 from fedmc.cli.data import data_app
 from fedmc.cli.experiment import register as register_experiment_commands
+from fedmc.cli.recommend import register as register_model_commands
 from fedmc.errors import ConfigError, FedMCError
 
 app = typer.Typer(
@@ -30,6 +32,7 @@ app = typer.Typer(
 )
 app.add_typer(data_app, name="data", help="List, describe and download data sets.")
 register_experiment_commands(app)
+register_model_commands(app)
 err = Console(stderr=True)
 out = Console()
 
@@ -47,6 +50,10 @@ def run(
                                                 rich_help_panel=DATA)] = None,
     ratings: Annotated[Path | None, typer.Option(help="A CSV/TSV/Parquet file of ratings.",
                                                  rich_help_panel=DATA)] = None,
+    train: Annotated[Path | None, typer.Option(help="A file of training ratings (with --test: "
+                                               "a fixed split).", rich_help_panel=DATA)] = None,
+    test: Annotated[Path | None, typer.Option(help="A file of test ratings (with --train).",
+                                              rich_help_panel=DATA)] = None,
     columns: Annotated[str | None, typer.Option(help="user,item,rating column names or "
                                                 "0-based positions.", rich_help_panel=DATA)] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Data folder (else $FEDMC_DATA, else "
@@ -115,6 +122,12 @@ def run(
                                                     help="Any other algorithm parameter, "
                                                     "KEY=VALUE (repeatable).",
                                                     rich_help_panel=ALGO)] = None,
+    ranking_k: Annotated[int | None, typer.Option(help="Add precision, recall, NDCG, MAP, hit "
+                                                  "rate and coverage at K (after training).",
+                                                  rich_help_panel=PROTO)] = None,
+    save_user_factors: Annotated[bool, typer.Option(
+        "--save-user-factors", help="Save the user factors and rated items with the model "
+        "(simulation studies: in a federation they stay on the clients).")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default "
                                                  "runs/<time>-<algorithm>-<data>).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
@@ -140,7 +153,8 @@ def run(
         compile_in_background(algorithm, result.config["params"])
     if not quiet:
         _summary_table(result.summary, label)
-    err.print(f"wrote {target}/config.json, history.csv, summary.json")
+    model_files = ", model.npz, model.json" if result.artifact is not None else ""
+    err.print(f"wrote {target}/config.json, history.csv, summary.json{model_files}")
 
 
 def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
@@ -156,7 +170,7 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     params.update(_parse_params(o["param"] or []))
     columns = o["columns"]
     data_settings = DataSettings(
-        dataset=o["dataset"], ratings=o["ratings"],
+        dataset=o["dataset"], ratings=o["ratings"], train=o.get("train"), test=o.get("test"),
         columns=tuple(columns.split(",")) if columns else None,
         data_dir=o["data_dir"], duplicates=o["duplicates"], clients=o["clients"],
         partition=o["partition"], split=o["split"], test_fraction=o["test_fraction"],
@@ -169,7 +183,8 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         algorithm=o["algorithm"], rounds=o["rounds"],
         active=_active(o["active"], o["clients"], o["partition"]), sampling=o["sampling"],
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
-        seed=o["seed"],
+        seed=o["seed"], ranking_k=o.get("ranking_k"),
+        save_user_factors=o.get("save_user_factors", False),
     )
     return run_settings, data_settings, params
 

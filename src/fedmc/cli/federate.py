@@ -26,6 +26,9 @@ federate_app = typer.Typer(no_args_is_help=True, add_completion=False,
 SPLIT_OPTIONS = ("dataset", "ratings", "columns", "data_dir", "duplicates", "normalize",
                  "split", "test_fraction", "clients", "partition", "seed")
 FLOWER = "Federation"
+# fedmc run's options a federation does not take: its own --out, a split given as two files,
+# the ranking evaluation and saving the user factors (they stay on the nodes)
+RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors")
 
 
 def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., Any],
@@ -36,7 +39,7 @@ def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., 
     options = {name: p.replace(annotation=hints[name])
                for name, p in inspect.signature(run).parameters.items()}
     split_params = [options[name] for name in SPLIT_OPTIONS]
-    local_params = [p for name, p in options.items() if name != "out_dir"]
+    local_params = [p for name, p in options.items() if name not in RUN_ONLY]
 
     def split(**kw: Any) -> None:
         """Write one ratings file per client (and its held-out ratings), the manifest, and
