@@ -3,6 +3,8 @@ given as two files."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from fedmc.data.ratings import Ratings
@@ -91,16 +93,11 @@ def fixed_split(train: Ratings, test: Ratings) -> tuple[Ratings, np.ndarray, dic
     users, user_known = IdVocabulary(train.user_ids, "user").lookup(test.user_ids[test.users])
     items, item_known = IdVocabulary(train.item_ids, "item").lookup(test.item_ids[test.items])
     keep = user_known & item_known
-    merged = Ratings(
+    merged = replace(
+        train,
         users=np.concatenate((train.users, users[keep].astype(np.int32))),
         items=np.concatenate((train.items, items[keep].astype(np.int32))),
         values=np.concatenate((train.values, test.values[keep])),
-        n_users=train.n_users,
-        n_items=train.n_items,
-        user_ids=train.user_ids,
-        item_ids=train.item_ids,
-        name=train.name,
-        meta=train.meta,
     )
     is_test = np.zeros(merged.n_ratings, dtype=bool)
     is_test[train.n_ratings :] = True
