@@ -77,7 +77,8 @@ class FactorModel:
     U, user_ids, rated_ptr, rated_items
         Only in simulation studies (``--save-user-factors``): user factors ``(n_users,
         width)``, their raw ids, and each user's training items as a CSR
-        (``rated_items[rated_ptr[t]:rated_ptr[t+1]]``, dense item indices); else None.
+        (``rated_items[rated_ptr[t]:rated_ptr[t+1]]``, ``int32`` dense item indices); else
+        None.
     """
 
     algorithm: str
@@ -118,7 +119,7 @@ class FactorModel:
                 "U": np.array(estimator.U_, dtype=np.float64),
                 "user_ids": np.array(estimator.user_ids_),
                 "rated_ptr": np.array(user_data.train.indptr, dtype=np.int64),
-                "rated_items": np.array(user_data.train.indices, dtype=np.int64),
+                "rated_items": np.array(user_data.train.indices, dtype=np.int32),
             }
         return cls(
             algorithm=estimator.name,

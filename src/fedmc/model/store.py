@@ -169,10 +169,10 @@ def _check_arrays(path: Path, a: dict[str, np.ndarray]) -> None:
             np.isfinite(U)):
         raise DataError(f"U must be a finite float64 matrix with {V.shape[1]} columns", path)
     _check_ids(path, a["user_ids"], len(U), "user")
-    if (ptr.dtype != np.int64 or rated.dtype != np.int64 or ptr.shape != (len(U) + 1,)
+    if (ptr.dtype != np.int64 or rated.dtype != np.int32 or ptr.shape != (len(U) + 1,)
             or rated.ndim != 1 or ptr[0] != 0 or ptr[-1] != len(rated)
             or np.any(np.diff(ptr) < 0)):
-        raise DataError("rated_ptr/rated_items are not an int64 CSR over the users", path)
+        raise DataError("rated_ptr/rated_items are not an int64/int32 CSR over the users", path)
     if len(rated) and (rated.min() < 0 or rated.max() >= len(V)):
         raise DataError("rated_items holds an item index outside the items", path)
 
