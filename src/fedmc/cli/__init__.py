@@ -154,7 +154,8 @@ def run(
     if not quiet:
         _summary_table(result.summary, label)
     model_files = ", model.npz, model.json" if result.artifact is not None else ""
-    err.print(f"wrote {target}/config.json, history.csv, summary.json{model_files}")
+    err.print(f"wrote {target}/config.json, history.csv, summary.json{model_files}",
+              soft_wrap=True)
 
 
 def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
