@@ -237,3 +237,13 @@ def test_missing_model(tmp_path):
         load_model(tmp_path)
     with pytest.raises(DataError, match="no such"):
         load_model(tmp_path / "absent")
+
+
+def test_hand_made_users_and_huge_lists_are_checked(fitted):
+    model = FactorModel.from_estimator(fitted[0]["fedmc-admm"])
+    with pytest.raises(DataError, match="must be 5 finite numbers"):
+        model.recommend(NewUser(factor=np.ones(2), rated=np.zeros(0, dtype=np.int64)))
+    with pytest.raises(DataError, match="must be 5 finite numbers"):
+        model.predict(NewUser(factor=np.full(5, np.nan), rated=np.zeros(0)), [1000])
+    me = model.fold_in([1000], [4])
+    assert len(model.recommend(me, n=10**15)) == 29

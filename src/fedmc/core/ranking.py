@@ -140,7 +140,8 @@ def ranking_sums(shard, U: np.ndarray, V: np.ndarray, k: int) -> dict[str, float
     tr, te = shard.train, shard.test
     U = np.ascontiguousarray(U, dtype=np.float64)
     V = np.ascontiguousarray(V, dtype=np.float64)
-    items, _ = top_n(U, V, tr.indptr, tr.indices, k)
+    # a list never holds more than every item, and for k >= n_items every metric is the same
+    items, _ = top_n(U, V, tr.indptr, tr.indices, min(k, max(len(V), 1)))
     per_row = list_metrics(items, te.indptr, te.indices)
     scored = per_row[:, 5] > 0
     sums: dict[str, float | np.ndarray] = {

@@ -194,7 +194,7 @@ class FactorModel:
         """
         cols = self.items.index(items)
         if isinstance(users, NewUser):
-            U, rows = users.factor[None, :], np.zeros(1, dtype=np.int64)
+            U, rows = self._factor(users)[None, :], np.zeros(1, dtype=np.int64)
         else:
             U, rows = self.U, self.users.index(users)
         if len(rows) != len(cols) and 1 not in (len(rows), len(cols)):
@@ -219,7 +219,7 @@ class FactorModel:
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
             raise ConfigError(f"n must be a positive integer, got {n!r}")
         if isinstance(user, NewUser):
-            u, rated = user.factor, user.rated
+            u, rated = self._factor(user), np.asarray(user.rated, dtype=np.int64)
         else:
             row = self.users.index(user)
             if len(row) != 1:
@@ -229,10 +229,19 @@ class FactorModel:
         if not exclude_rated:
             rated = rated[:0]
         ptr = np.array([0, len(rated)], dtype=np.int64)
-        best, _ = top_n(u[None, :], self.V, ptr, np.asarray(rated, dtype=np.int64), int(n))
+        n = min(int(n), len(self.V))
+        best, _ = top_n(u[None, :], self.V, ptr, np.asarray(rated, dtype=np.int64), n)
         best = best[0][best[0] >= 0]
         z = self.V[best] @ u
         return TopN(self.item_ids[best], np.clip(self.normalizer.inverse(z), *self.clip))
+
+    def _factor(self, user: NewUser) -> np.ndarray:
+        """A new user's factor, checked against the model's width."""
+        u = np.asarray(user.factor, dtype=np.float64)
+        if u.shape != (self.V.shape[1],) or not np.all(np.isfinite(u)):
+            raise DataError(f"a user factor must be {self.V.shape[1]} finite numbers; this "
+                            f"one has shape {u.shape}")
+        return u
 
     def fold_in(self, items: Any, ratings: Any) -> NewUser:
         """A new user's factor from its own ratings, computed where they are (on the device)
