@@ -37,6 +37,7 @@ from fedmc.core.factors import FactorConfig, error_sums, factor_metrics, uniform
 from fedmc.core.prox import Regularizer
 from fedmc.data.federated import CSR, FederatedData
 from fedmc.estimator import Estimator, FactorPredictions
+from fedmc.model.fold_in import user_row
 from fedmc.sim.history import History
 from fedmc.sim.loop import RoundCallback
 
@@ -171,10 +172,7 @@ def fold_in(cfg: ALSConfig, V: np.ndarray, items: np.ndarray, values: np.ndarray
     layout = cfg.layout
     u = np.zeros((1, layout.width))
     layout.project_u(u)
-    ratings = CSR(indptr=np.array([0, len(items)], dtype=np.int64),
-                  indices=np.asarray(items, dtype=np.int32),
-                  values=np.asarray(values, dtype=np.float64))
-    half_sweep(u, V, layout.free_mask_u(), ratings, cfg)
+    half_sweep(u, V, layout.free_mask_u(), user_row(items, values), cfg)
     return u[0]
 
 

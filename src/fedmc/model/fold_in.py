@@ -13,7 +13,9 @@ A fold-in is a function ``fold_in(cfg, V, items, values) -> u``:
 
 It solves the same problem the algorithm's clients solve for their own rows in training (same
 regularizer, constraint sets and solver), with ``V`` fixed. Registered by algorithm name here,
-imported on first use.
+imported on first use. Two helpers serve the implementations: :func:`user_row` (the user's
+ratings as a one-row CSR, what the algorithms' row kernels take) and :func:`run_to_convergence`
+(repeat an iterative user step until it stops moving).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from fedmc.data.federated import CSR
 from fedmc.errors import ConfigError
 
 FoldIn = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -55,3 +58,23 @@ def get_fold_in(algorithm: str) -> FoldIn:
             f"{', '.join(fold_in_algorithms())})"
         ) from None
     return getattr(import_module(module), name)
+
+
+def user_row(items: np.ndarray, values: np.ndarray) -> CSR:
+    """One user's ratings as a one-row CSR (``int32`` item indices, ``float64`` values)."""
+    return CSR(indptr=np.array([0, len(items)], dtype=np.int64),
+               indices=np.asarray(items, dtype=np.int32),
+               values=np.asarray(values, dtype=np.float64))
+
+
+def run_to_convergence(steps: Callable[[np.ndarray], None], U: np.ndarray,
+                       max_calls: int = 1000, tolerance: float = 1e-12) -> np.ndarray:
+    """Call ``steps(U)`` (a batch of in-place steps on the one-row ``U``) until a call changes
+    no entry by more than ``tolerance`` relative to the largest entry (at most ``max_calls``
+    calls); returns the row."""
+    for _ in range(max_calls):
+        before = U[0].copy()
+        steps(U)
+        if np.max(np.abs(U[0] - before)) <= tolerance * max(1.0, np.max(np.abs(U[0]))):
+            break
+    return U[0]

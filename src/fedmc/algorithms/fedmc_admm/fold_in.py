@@ -17,10 +17,9 @@ import numpy as np
 
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.kernels import u_steps
+from fedmc.model.fold_in import run_to_convergence, user_row
 
-STEPS_PER_CALL = 1000
-MAX_CALLS = 1000
-TOLERANCE = 1e-12  # largest change of an entry over one call, relative to the largest entry
+STEPS_PER_CALL = 1000  # steps between two looks at the change (run_to_convergence)
 
 
 def fold_in(cfg: FedMCADMMConfig, V: np.ndarray, items: np.ndarray,
@@ -40,23 +39,20 @@ def fold_in(cfg: FedMCADMMConfig, V: np.ndarray, items: np.ndarray,
     Returns
     -------
     numpy.ndarray
-        ``u`` in the factor layout (the all-ones column set), starting from zero and stopped
-        when ``STEPS_PER_CALL`` steps change no entry by more than ``TOLERANCE`` relative to
-        the largest (at most ``STEPS_PER_CALL * MAX_CALLS`` steps).
+        ``u`` in the factor layout (the all-ones column set), from zero, after batches of
+        ``STEPS_PER_CALL`` steps until a batch leaves it unchanged
+        (:func:`fedmc.model.fold_in.run_to_convergence`).
     """
     layout = cfg.layout
     U = np.zeros((1, layout.width))
     layout.project_u(U)
-    indptr = np.array([0, len(items)], dtype=np.int64)
-    indices = np.asarray(items, dtype=np.int32)
-    values = np.asarray(values, dtype=np.float64)
+    R = user_row(items, values)
     V = np.ascontiguousarray(V, dtype=np.float64)
     reg = cfg.regularizers()[0].params
     token = np.zeros(layout.width)  # the generic kernel: one compilation serves every rank
-    for _ in range(MAX_CALLS):
-        before = U[0].copy()
-        u_steps(indptr, indices, values, 0, 1, U, V, STEPS_PER_CALL, reg, layout.ones_col_u,
-                cfg.steps == "per-row", token)
-        if np.max(np.abs(U[0] - before)) <= TOLERANCE * max(1.0, np.max(np.abs(U[0]))):
-            break
-    return U[0]
+
+    def steps(U: np.ndarray) -> None:
+        u_steps(R.indptr, R.indices, R.values, 0, 1, U, V, STEPS_PER_CALL, reg,
+                layout.ones_col_u, cfg.steps == "per-row", token)
+
+    return run_to_convergence(steps, U)
