@@ -191,3 +191,22 @@ def test_acceptance_run_then_recommend_on_ml_100k(tmp_path):
     trained = data.item_ids[data.train.indices[data.train.indptr[row]:
                                                data.train.indptr[row + 1]]]
     assert len(items) == 10 and not set(items) & set(trained.tolist())
+
+
+@pytest.mark.parametrize("algorithm", ["fedmavg", "rfrec"])
+def test_other_factor_models_save_and_rank_but_have_no_fold_in_yet(monkeypatch, capsys,
+                                                                    tmp_path, ratings_csv,  # noqa: F811
+                                                                    algorithm):
+    out = tmp_path / algorithm
+    code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", algorithm, "--ratings",
+                          ratings_csv, "--clients", 4, "--rounds", 2, "--rank", 3,
+                          "--save-user-factors", "--ranking-k", 3, "--out", out, "-q")
+    assert code == 0, err
+    assert "ndcg@3" in json.loads((out / "summary.json").read_text())
+    code, stdout, err = invoke(monkeypatch, capsys, "recommend", out, "--user", 1, "-n", 3,
+                               "--format", "json")
+    assert code == 0 and len(json.loads(stdout)) == 3, err
+    mine = tmp_path / "mine.csv"
+    mine.write_text("item,rating\n1,5\n")
+    code, _, err = invoke(monkeypatch, capsys, "recommend", out, "--ratings", mine)
+    assert code == 2 and f"not available for {algorithm}" in err
