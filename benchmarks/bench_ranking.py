@@ -6,7 +6,8 @@ Run from the repository root with the MovieLens files in ``$FEDMC_DATA``::
     FEDMC_DATA=../shared/data python benchmarks/bench_ranking.py [--seed 0] [--split random]
 
 Every method is trained on the training ratings of the same split (fedmc's pipeline: ML-1M,
-80/20 random split by rating or per-user holdout, 100 clients for the federated method) and
+80/20 random split by rating or per-user holdout; 100 clients, 10 per round, for FedMC-ADMM;
+one user per client, all of them every round, 400 rounds, for RFRec as in ``docs/rfrec.md``) and
 scored by one evaluator, :func:`fedmc.core.ranking.ranking_sums` (LensKit's definitions,
 ``docs/model.md``): each user's top 10 among the items it has not rated in training, against
 its test items. cornac's models are turned into the same ``U V^T`` layout (their biases in the
@@ -23,6 +24,7 @@ import numpy as np
 
 from fedmc.algorithms.als import ALS
 from fedmc.algorithms.fedmc_admm import FedMCADMM
+from fedmc.algorithms.rfrec import RFRec
 from fedmc.api import load_federated
 from fedmc.core.ranking import ranking_metrics, ranking_sums
 from fedmc.data import FederatedData
@@ -84,15 +86,20 @@ def main() -> None:
     counts = np.bincount(data.train.indices, minlength=data.n_items).astype(float)
     record("popularity (most rated in training)", np.ones((data.n_users, 1)), counts[:, None],
            0.0)
-    for label, est in (
+    one_per_client = load_federated("ml-1m", partition="user", split=args.split, seed=args.seed)
+    for label, est, federation in (
         ("fedmc-admm (defaults: rank 8, 100 rounds, 10 of 100 clients)",
-         FedMCADMM(rounds=100, active=10, random_state=args.seed)),
-        ("als (defaults: rank 10, 15 sweeps, centralized)", ALS(random_state=args.seed)),
+         FedMCADMM(rounds=100, active=10, random_state=args.seed), data),
+        ("rfrec (defaults: rank 20, Adam, 400 rounds, every one of 6,040 one-user clients)",
+         RFRec(rounds=400, eval_every=400, random_state=args.seed), one_per_client),
+        ("als (defaults: rank 10, 15 sweeps, centralized)", ALS(random_state=args.seed), data),
     ):
         t0 = time.perf_counter()
-        est.fit(data)
+        est.fit(federation)
         seconds = time.perf_counter() - t0
-        record(label, est.U_, est.V_, seconds, est.history_.last("test_rmse"))
+        metrics = est.ranking_metrics(federation, K)  # the same split; rows in its own order
+        results.append((label, est.history_.last("test_rmse"), metrics, seconds))
+        print(f"done: {label}", flush=True)
     for label, model, biases in (
         ("cornac MF (k=10, 25 epochs SGD, lr 0.01, reg 0.02, biases)",
          MF(k=10, max_iter=25, learning_rate=0.01, lambda_reg=0.02, use_bias=True,
