@@ -165,7 +165,6 @@ def fedmc(*args: str) -> tuple[subprocess.CompletedProcess, float, float]:
 
 
 @pytest.mark.realdata
-@pytest.mark.slow
 def test_acceptance_run_then_recommend_on_ml_100k(tmp_path):
     data_dir = require_shared_data("ml-100k").parent
     out = tmp_path / "D"
