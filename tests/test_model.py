@@ -247,3 +247,22 @@ def test_hand_made_users_and_huge_lists_are_checked(fitted):
         model.predict(NewUser(factor=np.full(5, np.nan), rated=np.zeros(0)), [1000])
     me = model.fold_in([1000], [4])
     assert len(model.recommend(me, n=10**15)) == 29
+
+
+def test_a_real_federation_publishes_the_same_artifact(tmp_path, fitted):
+    """Flower's ServerApp saves the item model the way ``fedmc run`` does (no user data)."""
+    pytest.importorskip("flwr")
+    from types import SimpleNamespace
+
+    from fedmc.flower.server_app import _save_model
+
+    est, data = fitted[0]["fedmc-admm"], fitted[1]
+    manifest = SimpleNamespace(item_ids=data.item_ids, normalizer=data.normalizer,
+                               value_range=data.value_range, name=data.name)
+    _save_model(SimpleNamespace(out=tmp_path), "fedmc-admm", est.config_, {"V": est.V_},
+                manifest)
+    loaded = load_model(tmp_path)
+    me = loaded.fold_in(RAW_ITEMS[:3], [5, 3, 1])
+    want = FactorModel.from_estimator(est)
+    assert np.array_equal(loaded.recommend(me).items, want.recommend(me).items)
+    assert not loaded.has_user_factors

@@ -7,7 +7,8 @@ population. It writes the files of ``fedmc run``'s contract into the run configu
 ``out`` folder: ``config.json``, ``history.csv`` (with two more columns: ``participants``,
 the clients whose replies the round's sum included, and ``lost``, the clients asked in the
 round whose replies were not included, evaluation included) and ``summary.json``; also
-``model.npz`` (the published model, e.g. the item factors ``V``) and, while it runs,
+``model.npz`` (the published model, e.g. the item factors ``V``; for a factor model with
+``model.json``, the artifact of :mod:`fedmc.model`) and, while it runs,
 ``progress.jsonl`` (one line per exchange and per evaluated round).
 """
 
@@ -22,10 +23,12 @@ import numpy as np
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+import fedmc
 from fedmc.flower.grid_clients import GridClients, Record
 from fedmc.flower.manifest import Manifest, Population
 from fedmc.flower.secagg import SecureSum
 from fedmc.flower.settings import FederatedRun
+from fedmc.model import FactorModel
 from fedmc.runner import RunResult, peak_memory_mb, versions, write_outputs
 from fedmc.sim.history import History
 from fedmc.sim.loop import simulate
@@ -63,9 +66,23 @@ def serve(grid: Grid, run: FederatedRun) -> History:
                "total_seconds": time.perf_counter() - started,
                "peak_memory_mb": peak_memory_mb()}
     write_outputs(run.out, RunResult(None, None, sim.history, summary, _config(run, manifest)))
-    np.savez(run.out / "model.npz", **algorithm.model(cfg, sim.server))
+    _save_model(run, algorithm.name, cfg, algorithm.model(cfg, sim.server), manifest)
     progress.write({"event": "done"})
     return sim.history
+
+
+def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.ndarray],
+                manifest: Manifest) -> None:
+    """The published model: for a factor model the artifact ``fedmc run`` writes
+    (``model.npz`` + ``model.json``, :class:`fedmc.model.FactorModel`, no user data), which
+    ``fedmc recommend`` reads; for the others their arrays in ``model.npz``."""
+    if getattr(cfg, "layout", None) is None or set(published) != {"V"}:
+        np.savez(run.out / "model.npz", **published)
+        return
+    FactorModel(algorithm=name, params=cfg.model_dump(mode="json"),
+                V=np.array(published["V"], dtype=np.float64), item_ids=manifest.item_ids,
+                normalizer=manifest.normalizer, value_range=manifest.value_range,
+                dataset=manifest.name, fedmc_version=fedmc.__version__).save(run.out)
 
 
 def _mark_participants(history: History, log: list[Record]) -> None:
