@@ -129,6 +129,15 @@ def test_boolean_runs_refuse_ranking_and_user_factors(monkeypatch, capsys, tmp_p
     assert not (tmp_path / "f").exists()
 
 
+def test_boolean_runs_save_no_model(monkeypatch, capsys, tmp_path):
+    out = tmp_path / "felb"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "felb", "--dataset",
+                          "synthetic-boolean", "--clients", 4, "--rank", 2, "--rounds", 1,
+                          "--out", out, "-q")
+    assert code == 0, err
+    assert (out / "history.csv").exists() and not (out / "model.npz").exists()
+
+
 def test_run_on_train_and_test_files_with_user_split_ranking(monkeypatch, capsys, tmp_path,
                                                             ratings_csv):  # noqa: F811
     lines = ratings_csv.read_text().splitlines()
