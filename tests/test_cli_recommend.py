@@ -202,9 +202,8 @@ def test_acceptance_run_then_recommend_on_ml_100k(tmp_path):
 
 
 @pytest.mark.parametrize("algorithm", ["fedmavg", "rfrec"])
-def test_other_factor_models_save_and_rank_but_have_no_fold_in_yet(monkeypatch, capsys,
-                                                                    tmp_path, ratings_csv,  # noqa: F811
-                                                                    algorithm):
+def test_other_factor_models_save_rank_and_fold_in(monkeypatch, capsys, tmp_path,
+                                                   ratings_csv, algorithm):  # noqa: F811
     out = tmp_path / algorithm
     code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", algorithm, "--ratings",
                           ratings_csv, "--clients", 4, "--rounds", 2, "--rank", 3,
@@ -216,5 +215,7 @@ def test_other_factor_models_save_and_rank_but_have_no_fold_in_yet(monkeypatch, 
     assert code == 0 and len(json.loads(stdout)) == 3, err
     mine = tmp_path / "mine.csv"
     mine.write_text("item,rating\n1,5\n")
-    code, _, err = invoke(monkeypatch, capsys, "recommend", out, "--ratings", mine)
-    assert code == 2 and f"not available for {algorithm}" in err
+    code, stdout, err = invoke(monkeypatch, capsys, "recommend", out, "--ratings", mine, "-n", 3,
+                               "--format", "json")
+    assert code == 0, err
+    assert len(json.loads(stdout)) == 3 and 1 not in [r["item"] for r in json.loads(stdout)]

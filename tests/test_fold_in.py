@@ -11,7 +11,11 @@ from scipy.optimize import minimize
 from fedmc.algorithms.als import ALSConfig
 from fedmc.algorithms.als import fold_in as als_fold_in
 from fedmc.algorithms.fedmc_admm import FedMCADMMConfig
+from fedmc.algorithms.fedmavg import FedMAvgConfig, FedMAvgPosterConfig
+from fedmc.algorithms.fedmavg.fold_in import fold_in as fedmavg_fold_in
 from fedmc.algorithms.fedmc_admm.fold_in import fold_in as admm_fold_in
+from fedmc.algorithms.rfrec import RFRecConfig, RFRecFConfig
+from fedmc.algorithms.rfrec.fold_in import fold_in as rfrec_fold_in
 from fedmc.core.prox import Regularizer
 from fedmc.errors import ConfigError
 from fedmc.model import fold_in_algorithms, get_fold_in
@@ -86,6 +90,26 @@ def test_als_fold_in_is_the_ridge_solution(weighted, biases):
     assert np.allclose(u, brute_force(V, items, z, reg, cfg.layout), atol=1e-10)
 
 
+@pytest.mark.parametrize("config", [FedMAvgConfig, FedMAvgPosterConfig])
+@pytest.mark.parametrize("biases", [True, False])
+def test_fedmavg_fold_in_solves_its_u_step_problem(config, biases):
+    cfg = config(rank=3, biases=biases, lam=0.7)
+    V, items, z = problem(cfg.layout, seed=2)
+    u = fedmavg_fold_in(cfg, V, items, z)
+    assert np.allclose(u, brute_force(V, items, z, Regularizer("l2", 0.7), cfg.layout),
+                       atol=1e-8)
+
+
+@pytest.mark.parametrize("config", [RFRecConfig, RFRecFConfig])
+def test_rfrec_fold_in_minimizes_its_part_of_f_i(config):
+    cfg = config(rank=3, lam_u=0.4)
+    V, items, z = problem(cfg.layout, seed=3)
+    u = rfrec_fold_in(cfg, V, items, z)
+    # ||r||^2 + lam_u ||u||^2 has the minimizer of 1/2 ||r||^2 + lam_u/2 ||u||^2
+    assert np.allclose(u, brute_force(V, items, z, Regularizer("l2", 0.4), cfg.layout),
+                       atol=1e-10)
+
+
 def test_a_user_without_ratings_gets_the_prox_of_zero():
     cfg = FedMCADMMConfig(rank=3)
     V, _, _ = problem(cfg.layout)
@@ -94,7 +118,8 @@ def test_a_user_without_ratings_gets_the_prox_of_zero():
 
 
 def test_registry_names_and_unknown_algorithms():
-    assert {"fedmc-admm", "als"} <= set(fold_in_algorithms())
+    assert {"fedmc-admm", "fedmavg", "fedmavg-poster", "rfrec", "rfrecf", "als"} <= set(
+        fold_in_algorithms())
     assert get_fold_in("als") is als_fold_in
     with pytest.raises(ConfigError, match="not available for felb"):
         get_fold_in("felb")

@@ -33,6 +33,10 @@ FoldIn = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 _REGISTRY: dict[str, str] = {
     "fedmc-admm": "fedmc.algorithms.fedmc_admm.fold_in:fold_in",
+    "fedmavg": "fedmc.algorithms.fedmavg.fold_in:fold_in",
+    "fedmavg-poster": "fedmc.algorithms.fedmavg.fold_in:fold_in",
+    "rfrec": "fedmc.algorithms.rfrec.fold_in:fold_in",
+    "rfrecf": "fedmc.algorithms.rfrec.fold_in:fold_in",
     "als": "fedmc.algorithms.als:fold_in",
 }
 
