@@ -10,9 +10,9 @@ from scipy.optimize import minimize
 
 from fedmc.algorithms.als import ALSConfig
 from fedmc.algorithms.als import fold_in as als_fold_in
-from fedmc.algorithms.fedmc_admm import FedMCADMMConfig
 from fedmc.algorithms.fedmavg import FedMAvgConfig, FedMAvgPosterConfig
 from fedmc.algorithms.fedmavg.fold_in import fold_in as fedmavg_fold_in
+from fedmc.algorithms.fedmc_admm import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.fold_in import fold_in as admm_fold_in
 from fedmc.algorithms.rfrec import RFRecConfig, RFRecFConfig
 from fedmc.algorithms.rfrec.fold_in import fold_in as rfrec_fold_in
