@@ -23,6 +23,11 @@ CASES = [
     (FEDMC_ADMM, {"rank": 2, "steps": "paper", "biases": False, "reg_u": "l1", "reg_v": "l1",
                   "dual_init": "zeros"}, {"sampling": "bernoulli", "participation": 0.5}),
     (FEDMC_ADMM, {"rank": 3, "biases": True}, {"dropout": 0.3, "active": 4}),
+    (FEDMC_ADMM, {"rank": 2, "consensus": "rated"}, {}),
+    (FEDMC_ADMM, {"rank": 2, "consensus": "rated", "dual_init": "paper", "reg_u": "l1"},
+     {"sampling": "bernoulli", "participation": 0.4}, "one-user"),
+    (FEDMC_ADMM, {"rank": 3, "consensus": "rated", "steps": "paper"}, {"dropout": 0.3},
+     "one-user"),
     (FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}, {}),
     (FEDMAVG, {"rank": 2, "u_update": "sampled", "biases": True},
      {"sampling": "bernoulli", "participation": 0.3}),
@@ -48,8 +53,9 @@ CASES = [
 
 
 def _case_id(case) -> str:
-    algorithm, params, run = case
-    return "-".join([algorithm.name, *(f"{k}={v}" for k, v in {**params, **run}.items())])
+    algorithm, params, run = case[:3]
+    return "-".join([algorithm.name, *(f"{k}={v}" for k, v in {**params, **run}.items()),
+                     *case[3:]])
 
 
 @pytest.fixture(scope="module")
@@ -63,15 +69,22 @@ def boolean():
     return BooleanFederatedData.build(A, 5, seed=1)
 
 
+@pytest.fixture(scope="module")
+def one_user():
+    return tiny_federated(m=15, n=8, p=15, density=0.45, seed=4)[0]
+
+
 @pytest.fixture
-def data(request, ratings, boolean):
-    algorithm = request.getfixturevalue("case")[0]
-    return boolean if algorithm.data_kind == "boolean" else ratings
+def data(request, ratings, boolean, one_user):
+    case = request.getfixturevalue("case")
+    if case[0].data_kind == "boolean":
+        return boolean
+    return one_user if case[3:] == ("one-user",) else ratings
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_batched_driver_equals_per_client_driver(case, data):
-    algorithm, params, run = case
+    algorithm, params, run = case[:3]
     cfg = algorithm.Config(**params)
     assert_drivers_agree(algorithm, cfg, data,
                          lambda: make_sampler(data.n_clients, **{"active": 4, **run}), rounds=6)
@@ -79,7 +92,7 @@ def test_batched_driver_equals_per_client_driver(case, data):
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_server_step_is_handed_only_cohort_sums(case, data):
-    algorithm, params, run = case
+    algorithm, params, run = case[:3]
     cfg = algorithm.Config(**params)
     assert_server_sees_only_sums(algorithm, cfg, data,
                                  lambda: make_sampler(data.n_clients, **{"active": 4, **run}))

@@ -273,3 +273,105 @@ def test_bytes_count_the_deltas_and_v():
     size = 9 * 2 * 8
     assert model.history_.column("bytes_up").tolist() == [3 * size, 5 * size, 7 * size]
     assert model.history_.column("bytes_down").tolist() == [3 * size, 5 * size, 7 * size]
+
+
+# ------------------------------------------- consensus on rated items (the cross-device mode)
+
+
+def reference_rated_consensus(M, mask, blocks, U0, V0, schedule, *, N, beta, reg_u, reg_v,
+                              per_row, dual_init, ones_u=-1, ones_v=-1):
+    """The cross-device mode written from its derivation (docs/algorithms.md) with dense
+    ``r x n`` matrices and a Python loop over clients: constraints ``W_ij = V_j`` on rated
+    items only, (14) against ``V^k``, the exact W-step (11), (13), and
+    ``v_j = prox_{R/(beta n_j)}(sum_{i rated j} (beta W_ij + Y_ij) / (beta n_j))``."""
+    p = len(blocks)
+    n = V0.shape[1]
+    U = [U0[b].copy() for b in blocks]
+    Ms = [M[b] for b in blocks]
+    Ps = [mask[b].astype(float) for b in blocks]
+    rated = [P.any(axis=0) for P in Ps]
+    counts = sum(r.astype(float) for r in rated)
+    V = V0.copy()
+    W = [V0.copy() for _ in range(p)]
+    Y = [np.zeros_like(V0) for _ in range(p)]
+    if dual_init == "paper":
+        Y = [-(U[i].T @ (Ps[i] * (U[i] @ W[i] - Ms[i]))) / n * rated[i] for i in range(p)]
+    for S in schedule:
+        for i in S:
+            Ui = U[i]
+            for _ in range(N):  # (14) with V^k
+                G = (Ps[i] * (Ui @ V - Ms[i])) @ V.T
+                if per_row:
+                    L = np.array([np.linalg.norm(V[:, Ps[i][t] > 0] @ V[:, Ps[i][t] > 0].T)
+                                  for t in range(Ui.shape[0])])[:, None]
+                else:
+                    L = np.linalg.norm(V @ V.T)
+                L = np.where(L == 0, 1e-300, L)
+                Ui = np.vectorize(lambda x, s: reg_u.prox(np.array([x]), s)[0])(Ui - G / L, 1 / L)
+                if ones_u >= 0:
+                    Ui[:, ones_u] = 1.0
+            U[i] = Ui
+            for j in np.flatnonzero(rated[i]):  # (11) and (13)
+                raters = Ps[i][:, j] > 0
+                A = Ui[raters].T @ Ui[raters] + beta * np.eye(len(V))
+                w = np.linalg.solve(A, Ui[raters].T @ Ms[i][raters, j] + beta * V[:, j]
+                                    - Y[i][:, j])
+                Y[i][:, j] += beta * (w - V[:, j])
+                W[i][:, j] = w
+        total = sum((beta * W[i] + Y[i]) * rated[i] for i in range(p))
+        z = np.where(counts > 0, total / np.maximum(beta * counts, 1e-300), 0.0)
+        V = np.vstack([[reg_v.prox(np.array([z[a, j]]), 1 / (beta * counts[j]))[0]
+                        if counts[j] else reg_v.prox(np.array([0.0]), 1.0)[0]
+                        for j in range(n)] for a in range(len(V))])
+        if ones_v >= 0:
+            V[ones_v, :] = 1.0
+    return np.vstack(U), V
+
+
+@pytest.mark.parametrize(
+    ("opts", "p"),
+    [
+        ({}, 12),  # one user per client: the cross-device case
+        ({}, 4),  # several users per client: r x r W-steps per rated item
+        ({"dual_init": "paper", "biases": False, "reg_u": "l1", "reg_v": "l1"}, 12),
+        ({"dual_init": "paper", "steps": "paper"}, 4),
+    ],
+)
+def test_rated_consensus_equals_its_dense_transcription(opts, p):
+    data, M, mask = tiny_federated(m=12, n=9, p=p, density=0.45, seed=5)
+    params = dict(rank=2, inner=3, beta=0.7, lam=0.3, gamma=0.4, init_scale=1.0,
+                  consensus="rated", **opts)
+    schedule = [[0, 3], [1, 2], [3], list(range(p)), [2, 3]]
+    cfg, start = run(data, [], seed=2, **params)
+    U0, V0 = start.clients.state.U.copy(), start.server.V.T.copy()
+    _, sim = run(data, schedule, seed=2, **params)
+    reg_u, reg_v = cfg.regularizers()
+    blocks = [slice(data.client_ptr[c], data.client_ptr[c + 1]) for c in range(p)]
+    U_ref, V_ref = reference_rated_consensus(
+        M, mask, blocks, U0, V0, [np.array(s) for s in schedule], N=3, beta=0.7, reg_u=reg_u,
+        reg_v=reg_v, per_row=cfg.steps == "per-row", dual_init=cfg.dual_init,
+        ones_u=cfg.layout.ones_col_u, ones_v=cfg.layout.ones_col_v,
+    )
+    assert np.allclose(sim.clients.state.U, U_ref, atol=1e-10, rtol=0)
+    assert np.allclose(sim.server.V.T, V_ref, atol=1e-10, rtol=0)
+
+
+def test_rated_consensus_state_follows_the_ratings():
+    """Per rating two scalars, per user two rows, and snapshots of V only while some client
+    last saw them; uploads are the rated items' rows."""
+    data, _, _ = tiny_federated(m=12, n=9, p=12, density=0.45, seed=5)
+    _, sim = run(data, [[0, 1], [2], [0, 3]], rank=2, consensus="rated")
+    state = sim.clients.state
+    assert state.one_user and state.e.shape == (data.train.nnz,)
+    assert state.U_prev.shape == state.U.shape
+    live = set(state.snapshots.rounds[state.snapshots.refs > 0].tolist())
+    assert live == {0, 1, 2, 3}  # set-up (never sampled), client 1, client 2, clients 0 and 3
+    _, later = run(data, [[0, 1], [2], [0, 3], list(range(12))], rank=2, consensus="rated")
+    snapshots = later.clients.state.snapshots
+    assert set(snapshots.rounds[snapshots.refs > 0].tolist()) == {4}  # the others were freed
+    rated_items = np.diff(data.train.indptr)
+    width = 4  # rank 2 and the two bias columns
+    up = sim.history.column("bytes_up")
+    setup = rated_items.sum() * ((width + 1) + (1 + 1)) * 8  # contributions and counts
+    assert up[0] == setup
+    assert up[1] - up[0] == rated_items[[0, 1]].sum() * (width + 1) * 8

@@ -34,6 +34,7 @@ from pydantic import Field
 
 from fedmc.core.compile_time import compile_seconds
 from fedmc.core.factors import FactorConfig, error_sums, factor_metrics, uniform_draws
+from fedmc.core.kernels import cholesky_solve_upper
 from fedmc.core.prox import Regularizer
 from fedmc.data.federated import CSR, FederatedData
 from fedmc.estimator import Estimator, FactorPredictions
@@ -89,34 +90,6 @@ def _normal_equations_upper(F, cols, values, x_fixed, Y_fixed, A, b):
             A[a, c] = s
 
 
-@numba.njit(cache=True)
-def _cholesky_solve_upper(A, b):
-    """Solve ``A x = b`` in place (``x`` into ``b``) for symmetric positive definite ``A``
-    given by its upper triangle, which is overwritten by ``R`` with ``A = R^T R``."""
-    k = b.shape[0]
-    for j in range(k):
-        s = A[j, j]
-        for p in range(j):
-            s -= A[p, j] * A[p, j]
-        d = np.sqrt(s)
-        A[j, j] = d
-        for i in range(j + 1, k):
-            s = A[j, i]
-            for p in range(j):
-                s -= A[p, j] * A[p, i]
-            A[j, i] = s / d
-    for i in range(k):  # R^T z = b
-        s = b[i]
-        for p in range(i):
-            s -= A[p, i] * b[p]
-        b[i] = s / A[i, i]
-    for i in range(k - 1, -1, -1):  # R x = z
-        s = b[i]
-        for p in range(i + 1, k):
-            s -= A[i, p] * b[p]
-        b[i] = s / A[i, i]
-
-
 @numba.njit(cache=True, parallel=True)
 def ridge_rows(indptr, indices, values, F, X_fixed, Y_fixed, lam, weighted, X):
     """Row ``t`` of ``X`` solves ``(sum_q F[j_q] F[j_q]^T + lam w_t I) x = sum_q y_q F[j_q]``.
@@ -139,7 +112,7 @@ def ridge_rows(indptr, indices, values, F, X_fixed, Y_fixed, lam, weighted, X):
         reg = lam * count if weighted else lam
         for a in range(k):
             A[a, a] += reg
-        _cholesky_solve_upper(A, b)
+        cholesky_solve_upper(A, b)
         X[t] = b
 
 

@@ -212,6 +212,34 @@ def quad_gradient(
 
 
 @numba.njit(cache=True)
+def cholesky_solve_upper(A: np.ndarray, b: np.ndarray) -> None:
+    """Solve ``A x = b`` in place (``x`` into ``b``) for symmetric positive definite ``A``
+    given by its upper triangle, which is overwritten by ``R`` with ``A = R^T R``."""
+    k = b.shape[0]
+    for j in range(k):
+        s = A[j, j]
+        for p in range(j):
+            s -= A[p, j] * A[p, j]
+        d = np.sqrt(s)
+        A[j, j] = d
+        for i in range(j + 1, k):
+            s = A[j, i]
+            for p in range(j):
+                s -= A[p, j] * A[p, i]
+            A[j, i] = s / d
+    for i in range(k):  # R^T z = b
+        s = b[i]
+        for p in range(i):
+            s -= A[p, i] * b[p]
+        b[i] = s / A[i, i]
+    for i in range(k - 1, -1, -1):  # R x = z
+        s = b[i]
+        for p in range(i + 1, k):
+            s -= A[i, p] * b[p]
+        b[i] = s / A[i, i]
+
+
+@numba.njit(cache=True)
 def _rating_blocks(indptr: np.ndarray) -> np.ndarray:
     """Row ranges ``ends[k]:ends[k+1]`` of ``SUM_BLOCKS`` blocks with about equal numbers of
     ratings (a row is never split)."""

@@ -87,8 +87,8 @@ class Stacked:
         if self.rows is not None:
             rows = self.rows
             flat = total.reshape(self.shape[0], -1)
-            _scatter_rows(flat, rows.ptr, rows.index, rows.values.reshape(len(rows.index), -1),
-                          weights.astype(np.float64))
+            values = rows.values.reshape(len(rows.index), flat.shape[1])
+            _scatter_rows(flat, rows.ptr, rows.index, values, weights.astype(np.float64))
         return total
 
 

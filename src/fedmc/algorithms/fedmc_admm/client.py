@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedmc.algorithms.fedmc_admm import rated
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.kernels import initial_duals, local_updates
 from fedmc.core.factors import error_sums
@@ -41,8 +42,10 @@ class ClientState:
 
 
 def init_clients(cfg: FedMCADMMConfig, shard: FederatedData, draws: InitialDraws,
-                 info: FederationInfo) -> ClientState:
+                 info: FederationInfo) -> ClientState | rated.RatedState:
     """``U_i^0`` from the client's draws; ``W_i, Y_i`` are set by the set-up exchange."""
+    if cfg.consensus == "rated":
+        return rated.init_clients(cfg, shard, draws, info)
     shape = (shard.n_clients, info.n_items, cfg.layout.width)
     return ClientState(np.array(draws.rows["U"]), np.zeros(shape), np.zeros(shape),
                        info.n_clients)
@@ -52,8 +55,11 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState, 
                 compute: np.ndarray, upload: np.ndarray) -> tuple[ClientState, Uploads]:
     """Set-up: ``W_i^0 = V^0`` and ``Y_i^0``; a round: steps 4(a)-(c) given ``V^k``.
 
-    Every client that computes uploads (``compute`` equals ``upload``).
+    Every client that computes uploads (``compute`` equals ``upload``). With consensus on
+    rated items: :func:`fedmc.algorithms.fedmc_admm.rated.client_step`.
     """
+    if cfg.consensus == "rated":
+        return rated.client_step(cfg, shard, state, msg, compute, upload)
     if msg.phase == "setup":
         return _setup(cfg, shard, state, msg.arrays["V"], compute, upload)
     tr = shard.train

@@ -30,6 +30,12 @@ class FedMCADMMConfig(FactorConfig):
     box_lo: float = 0.0
     box_hi: float = 1.0
     steps: Literal["paper", "per-row"] = "per-row"
+    consensus: Literal["all", "rated"] = Field(
+        "all",
+        description="all: W_i = V on every item (Algorithm 1); rated: only on the items a "
+        "client rated, with the exact W-step and U-steps against V^k (the cross-device mode, "
+        "docs/algorithms.md)",
+    )
     dual_init: Literal["paper", "zeros"] = "paper"
     biases: bool = True
     init_scale: float = 0.1

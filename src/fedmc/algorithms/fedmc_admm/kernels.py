@@ -11,6 +11,7 @@ import numba
 import numpy as np
 
 from fedmc.core.kernels import (
+    cholesky_solve_upper,
     dot,
     fro_norm,
     gram_fro,
@@ -219,4 +220,181 @@ def server_prox(total, scale, step, params, ones_col):
     for j in range(n):
         for k in range(r):
             V[j, k] = 1.0 if k == ones_col else prox_scalar(total[j, k] * scale, step, params)
+    return V
+
+
+# ------------------------------------------------- consensus on rated items (cross-device)
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def _group(one_user, g, t0, g_ptr, g_row):
+    """Ratings ``q0:q1`` of group ``g`` (one client's ratings of one item) and the row of its
+    first rating: with one user per client a group is one rating of that user."""
+    if one_user:
+        return g, g + 1, t0
+    return g_ptr[g], g_ptr[g + 1], -1
+
+
+@numba.njit(cache=True)
+def group_rows(clients, client_ptr, indptr, indices, groups, one_user):
+    """Where the groups of ``clients`` go in their upload: ``ptr[k]:ptr[k+1]`` for the ``k``-th
+    client, and the item of every group (the rows of a
+    :class:`~fedmc.core.uploads.RowPatch`)."""
+    g_client, g_item = groups[0], groups[1]
+    ptr = np.zeros(clients.shape[0] + 1, dtype=np.int64)
+    for k in range(clients.shape[0]):
+        c = clients[k]
+        if one_user:
+            ptr[k + 1] = ptr[k] + indptr[client_ptr[c + 1]] - indptr[client_ptr[c]]
+        else:
+            ptr[k + 1] = ptr[k] + g_client[c + 1] - g_client[c]
+    items = np.empty(ptr[-1], dtype=np.int64)
+    for k in range(clients.shape[0]):
+        c = clients[k]
+        g0 = indptr[client_ptr[c]] if one_user else g_client[c]
+        for i in range(ptr[k + 1] - ptr[k]):
+            items[ptr[k] + i] = indices[g0 + i] if one_user else g_item[g0 + i]
+    return ptr, items
+
+
+@numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
+def rated_visits(clients, client_ptr, indptr, indices, values, groups, one_user, U, U_prev, e,
+                 e_prev, V, V_seen, seen, n_inner, beta, reg, ones_col, per_row, token, out0,
+                 delta):
+    """One visit of every client at positions ``clients`` (consensus on rated items).
+
+    Per client: (14) ``N`` prox-gradient steps on its user rows against ``V^k``; the exact
+    W-step (11) on every rated item, ``(sum_t u_t u_t^T + beta I) w = sum_t m_t u_t + beta v_j
+    - y_j``; the dual (13), ``y_j^+ = y_j + beta (w - v_j) = sum_t e_t^+ u_t`` with
+    ``e_t^+ = m_t - u_t . w``; and the upload row of each rated item, the change of
+    ``beta W_ij + Y_ij``: ``beta (v_j - v_j') + 2 y^+ - 3 y + y'`` (``v'``: the ``V`` of the
+    client's last visit, ``V_seen[seen[c]]``; ``y'``: its dual before that visit).
+
+    Duals are kept as one scalar per rating: ``y_j = sum_t e_t u_t`` with the rows ``U`` of
+    the last visit, ``y_j' = sum_t e'_t u'_t`` with ``U_prev``. Groups (one client's ratings
+    of one item) are the ratings themselves with ``one_user``, else ``groups = (client_ptr,
+    item, ptr, row, values)`` of :class:`~fedmc.data.federated.ItemMajor`, in whose order
+    ``e`` is stored; ``delta`` rows follow the groups of ``clients`` in order, from
+    ``out0`` (:func:`group_rows`).
+    """
+    g_client, g_item, g_ptr, g_row, g_vals = groups
+    r = len(token)
+    for k in numba.prange(clients.shape[0]):
+        c = clients[k]
+        t0, t1 = client_ptr[c], client_ptr[c + 1]
+        m = t1 - t0
+        U_old = np.empty((m, r))
+        P_old = np.empty((m, r))
+        for t in range(t0, t1):
+            for a in range(r):
+                U_old[t - t0, a] = U[t, a]
+                P_old[t - t0, a] = U_prev[t, a]
+                U_prev[t, a] = U[t, a]
+        u_steps(indptr, indices, values, t0, t1, U, V, n_inner, reg, ones_col, per_row, token)
+        g0 = indptr[t0] if one_user else g_client[c]
+        g1 = indptr[t1] if one_user else g_client[c + 1]
+        v_old = V_seen[seen[c]]
+        A = scratch_matrix(token)
+        b = scratch_vector(token)
+        y = scratch_vector(token)
+        y2 = scratch_vector(token)
+        for g in range(g0, g1):
+            q0, q1, t_one = _group(one_user, g, t0, g_ptr, g_row)
+            j = indices[g] if one_user else g_item[g]
+            for a in range(r):
+                y[a] = 0.0
+                y2[a] = 0.0
+                b[a] = beta * V[j, a]
+                for f in range(r):
+                    A[a, f] = 0.0
+            for q in range(q0, q1):
+                t = t_one if one_user else g_row[q]
+                m_q = values[q] if one_user else g_vals[q]
+                for a in range(r):
+                    y[a] += e[q] * U_old[t - t0, a]
+                    y2[a] += e_prev[q] * P_old[t - t0, a]
+                    b[a] += m_q * U[t, a]
+                    for f in range(r):
+                        A[a, f] += U[t, a] * U[t, f]
+            for a in range(r):
+                b[a] -= y[a]
+                A[a, a] += beta
+            cholesky_solve_upper(A, b)  # b <- w
+            row = out0[k] + g - g0
+            for a in range(r):
+                y2[a] = y2[a] - 3.0 * y[a] + beta * (V[j, a] - v_old[j, a])
+                y[a] = 0.0  # y^+ from here on
+            for q in range(q0, q1):
+                t = t_one if one_user else g_row[q]
+                m_q = values[q] if one_user else g_vals[q]
+                resid = m_q - dot(U[t], b, token)
+                e_prev[q] = e[q]
+                e[q] = resid
+                for a in range(r):
+                    y[a] += resid * U[t, a]
+            for a in range(r):
+                delta[row, a] = y2[a] + 2.0 * y[a]
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def rated_initial_duals(clients, client_ptr, indptr, indices, values, groups, one_user, U, V,
+                        scale, e, e_prev):
+    """``Y_ij^0 = -scale * grad_{w_j} f_i(U_i^0, V^0)``, the input line of Algorithm 1 on the
+    rated items, as one scalar per rating: ``e_t = scale (m_t - u_t . v_j)``; ``e' = e`` (with
+    ``U_prev = U``), so that ``W^0 = V^0``."""
+    g_client, g_item, g_ptr, g_row, g_vals = groups
+    for c in clients:
+        t0, t1 = client_ptr[c], client_ptr[c + 1]
+        g0 = indptr[t0] if one_user else g_client[c]
+        g1 = indptr[t1] if one_user else g_client[c + 1]
+        for g in range(g0, g1):
+            q0, q1, t_one = _group(one_user, g, t0, g_ptr, g_row)
+            j = indices[g] if one_user else g_item[g]
+            for q in range(q0, q1):
+                t = t_one if one_user else g_row[q]
+                m_q = values[q] if one_user else g_vals[q]
+                e[q] = scale * (m_q - np.dot(U[t], V[j]))
+                e_prev[q] = e[q]
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def rated_contributions(clients, client_ptr, indptr, groups, one_user, U, V, e, beta, items,
+                        out):
+    """Row per group of ``clients`` (items ``items``, :func:`group_rows`):
+    ``beta V_j^0 + Y_ij^0``, their set-up upload."""
+    g_client, g_ptr, g_row = groups[0], groups[2], groups[3]
+    r = V.shape[1]
+    row = 0
+    for c in clients:
+        t0, t1 = client_ptr[c], client_ptr[c + 1]
+        g0 = indptr[t0] if one_user else g_client[c]
+        g1 = indptr[t1] if one_user else g_client[c + 1]
+        for g in range(g0, g1):
+            q0, q1, t_one = _group(one_user, g, t0, g_ptr, g_row)
+            j = items[row]
+            for a in range(r):
+                out[row, a] = beta * V[j, a]
+            for q in range(q0, q1):
+                t = t_one if one_user else g_row[q]
+                for a in range(r):
+                    out[row, a] += e[q] * U[t, a]
+            row += 1
+
+
+@numba.njit(cache=True, fastmath=True, error_model="numpy")
+def item_prox(total, counts, beta, params, ones_col):
+    """The V-step with consensus on rated items: ``v_j = prox_{R/(beta n_j)}(T_j / (beta
+    n_j))`` with ``n_j`` raters (``prox_R(0)`` for an item nobody rated), column ``ones_col``
+    fixed to 1."""
+    n, r = total.shape
+    V = np.empty((n, r))
+    for j in range(n):
+        bn = beta * counts[j]
+        for a in range(r):
+            if a == ones_col:
+                V[j, a] = 1.0
+            elif bn > 0.0:
+                V[j, a] = prox_scalar(total[j, a] / bn, 1.0 / bn, params)
+            else:
+                V[j, a] = prox_scalar(0.0, 1.0, params)
     return V
