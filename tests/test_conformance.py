@@ -15,7 +15,12 @@ from fedmc.algorithms.rfrec import ALGORITHM as RFREC
 from fedmc.algorithms.rfrec import ALGORITHM_F as RFRECF
 from fedmc.data.boolean import BooleanFederatedData
 from fedmc.sim.sampling import make_sampler
-from fedmc.testing import assert_drivers_agree, assert_server_sees_only_sums
+from fedmc.testing import (
+    assert_drivers_agree,
+    assert_same_history,
+    assert_server_sees_only_sums,
+    run_driver,
+)
 from tests.conftest import tiny_federated
 
 CASES = [
@@ -96,3 +101,21 @@ def test_server_step_is_handed_only_cohort_sums(case, data):
     cfg = algorithm.Config(**params)
     assert_server_sees_only_sums(algorithm, cfg, data,
                                  lambda: make_sampler(data.n_clients, **{"active": 4, **run}))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[0].split_batches][:4], ids=_case_id)
+def test_chunked_messages_give_the_same_history(case, data, monkeypatch):
+    """An algorithm whose clients share no batched state may run a large message in chunks
+    (fedmc.sim.clients.CHUNK_RATINGS): same history as one client step over all."""
+    import fedmc.sim.clients
+
+    algorithm, params, run = case[:3]
+    cfg = algorithm.Config(**params)
+
+    def sampler():
+        return make_sampler(data.n_clients, **{"active": 4, **run})
+
+    whole = run_driver(algorithm, cfg, data, sampler, 5, 0, "batched")
+    monkeypatch.setattr(fedmc.sim.clients, "CHUNK_RATINGS", 7)
+    chunked = run_driver(algorithm, cfg, data, sampler, 5, 0, "batched")
+    assert_same_history(whole.history, chunked.history)

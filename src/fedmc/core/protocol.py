@@ -176,6 +176,11 @@ class Algorithm:
     user_factors
         ``(cfg, shard, state) -> array``: the shard's user factors in row order, for
         inspection in simulation (they never leave a client in a federation).
+    split_batches
+        Whether a client step over a batch equals client steps over its parts (no state is
+        shared between the clients of a batched state), so the batched simulation may run a
+        large message in chunks. False when a simulation specialisation shares state (RFRec's
+        common columns).
     """
 
     name: str
@@ -194,6 +199,7 @@ class Algorithm:
     user_factors: Callable[..., Array]
     setup: Callable[..., Message | None] = _no_setup
     local_noise: Callable[..., Mapping[str, NoiseOnSum]] = _no_noise
+    split_batches: bool = False
 
 
 __all__ = [

@@ -19,7 +19,7 @@ server receives only the sum.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,6 +29,7 @@ from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws, Message
 from fedmc.core.uploads import Summed, Uploads, sum_uploads, upload_nbytes
 
 Batch = tuple[Uploads, np.ndarray]  # the uploads of a batch and each client's multiplicity
+CHUNK_RATINGS = 2**22  # ratings per client step of a large message (see BatchedClients.run)
 
 
 @dataclass(frozen=True)
@@ -89,15 +90,22 @@ def _multiplicities(msg: Message) -> tuple[np.ndarray, np.ndarray]:
 class SimulatedClients:
     """A population in this process: every client named by a message answers."""
 
-    def run(self, msg: Message) -> list[Batch]:
-        """Run the client step of the clients ``msg`` names; their uploads, unsummed."""
+    def run(self, msg: Message) -> Iterator[Batch]:
+        """Run the client step of the clients ``msg`` names; their uploads, unsummed, batch
+        by batch."""
         raise NotImplementedError
 
     def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]]) -> Exchange:
-        """:meth:`run` and the sum of the uploads."""
-        batches = self.run(msg)
-        return Exchange(sum_uploads(batches, shapes),
-                        sum(upload_nbytes(uploads) for uploads, _ in batches), msg)
+        """:meth:`run` and the sum of the uploads (each batch summed as it comes, so the
+        uploads of one batch at a time are held)."""
+        sent = [0]
+
+        def counted(batches: Iterable[Batch]) -> Iterator[Batch]:
+            for uploads, weights in batches:
+                sent[0] += upload_nbytes(uploads)
+                yield uploads, weights
+
+        return Exchange(sum_uploads(counted(self.run(msg)), shapes), sent[0], msg)
 
 
 class BatchedClients(SimulatedClients):
@@ -110,15 +118,35 @@ class BatchedClients(SimulatedClients):
         self.shard = data
         self.state = algorithm.init_clients(cfg, data, draws, info)
 
-    def run(self, msg: Message) -> list[Batch]:
-        """One client step over ``msg.compute`` (client ids are positions in the stack)."""
-        if len(msg.compute) == 0:
-            return []
+    def run(self, msg: Message) -> Iterator[Batch]:
+        """One client step over ``msg.compute`` (client ids are positions in the stack), or,
+        for an algorithm whose clients share nothing in the batched state
+        (``Algorithm.split_batches``), one per chunk of at most :data:`CHUNK_RATINGS` ratings,
+        so that a message to every client of a large federation (a set-up exchange) never
+        holds all their uploads at once."""
         uploaders, counts = _multiplicities(msg)
-        self.state, uploads = self.algorithm.client_step(
-            self.cfg, self.shard, self.state, msg, msg.compute.astype(np.int64), uploaders
-        )
-        return [(uploads, counts)] if len(uploaders) else []
+        for chunk in self._chunks(msg.compute.astype(np.int64)):
+            mine = (uploaders >= chunk[0]) & (uploaders <= chunk[-1])
+            self.state, uploads = self.algorithm.client_step(
+                self.cfg, self.shard, self.state, msg, chunk, uploaders[mine]
+            )
+            if mine.any():
+                yield uploads, counts[mine]
+
+    def _chunks(self, clients: np.ndarray) -> Iterator[np.ndarray]:
+        """``clients`` in consecutive chunks (all of them at once when the algorithm's clients
+        share state in a batch, or the data are not ratings)."""
+        if len(clients) == 0:
+            return
+        train = getattr(self.shard, "train", None)
+        if not self.algorithm.split_batches or train is None:
+            yield clients
+            return
+        ptr = self.shard.client_ptr
+        held = np.cumsum(train.indptr[ptr[clients + 1]] - train.indptr[ptr[clients]])
+        starts = np.searchsorted(held, np.arange(CHUNK_RATINGS, held[-1], CHUNK_RATINGS),
+                                 side="right")
+        yield from (part for part in np.split(clients, starts) if len(part))
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
         """One evaluation call over every client."""

@@ -70,6 +70,7 @@ _FUNCTIONS = dict(
     evaluate=client.evaluate,
     metrics=server.metrics,
     user_factors=client.user_factors,
+    split_batches=True,
 )
 ALGORITHM = Algorithm(name="fedmavg", Config=FedMAvgConfig, **_FUNCTIONS)
 POSTER = Algorithm(name="fedmavg-poster", Config=FedMAvgPosterConfig, **_FUNCTIONS)

@@ -45,6 +45,7 @@ ALGORITHM = Algorithm(
     evaluate=client.evaluate,
     metrics=server.metrics,
     user_factors=client.user_factors,
+    split_batches=True,
 )
 
 
