@@ -65,7 +65,7 @@ def fit(data: FederatedData, rounds: int, at: list[int], seed: int, **params) ->
     rmse = model.history_.column("test_rmse")
     seconds = model.history_.column("seconds")
     per_round = (seconds[-1] - seconds[0]) / max(rounds, 1)
-    return {**{f"@{k}": round(float(rmse[rounds_done == k][0]), 4) for k in at},
+    return {**{f"rmse@{k}": round(float(rmse[rounds_done == k][0]), 4) for k in at},
             "s/round": round(per_round, 4)}
 
 
@@ -95,14 +95,14 @@ def main() -> None:
         for combo in itertools.product(*values):
             setting = {**params, **dict(zip(keys, combo, strict=True))}
             result = fit(data, at[-1], at, 0, **setting)
-            print(json.dumps({**setting, **{f"val{k}": v for k, v in result.items()}}),
+            print(json.dumps({**setting, **result}),
                   flush=True)
         return
     for seed in range(args.seeds):
         data = test_data(seed)
         start = time.perf_counter()
         result = fit(data, at[-1], at, seed, **params)
-        print(json.dumps({"seed": seed, **{f"test{k}": v for k, v in result.items()},
+        print(json.dumps({"seed": seed, **result,
                           "item_mean": round(item_mean_rmse(data), 4),
                           "wall_s": round(time.perf_counter() - start, 1),
                           "peak_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -332,6 +332,7 @@ def reference_rated_consensus(M, mask, blocks, U0, V0, schedule, *, N, beta, reg
     ("opts", "p"),
     [
         ({}, 12),  # one user per client: the cross-device case
+        ({"dual_init": "zeros"}, 12),  # zero duals, as in the cross-device defaults
         ({}, 4),  # several users per client: r x r W-steps per rated item
         ({"dual_init": "paper", "biases": False, "reg_u": "l1", "reg_v": "l1"}, 12),
         ({"dual_init": "paper", "steps": "paper"}, 4),
