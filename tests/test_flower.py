@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from fedmc.algorithms.fedmc_admm import ALGORITHM as FEDMC_ADMM  # noqa: E402
+from fedmc.algorithms import get_algorithm  # noqa: E402
 from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
 from fedmc.flower.client_state import StateStore  # noqa: E402
 from fedmc.flower.local import run_local  # noqa: E402
@@ -89,11 +89,18 @@ def test_uploads_travel_dense_and_sparse():
         assert back[name].nbytes() == s.nbytes()
 
 
+def test_a_client_that_computes_without_uploading_replies_with_nothing():
+    """FedMAvg's unsampled clients take their U-steps and upload no W (a batch of none)."""
+    none = Stacked((4, 2), dense=np.zeros((0, 4, 2)))
+    assert unpack_uploads(pack_uploads({"a": none}), {"a": (4, 2)}) == {}
+
+
 def simulated(settings: DataSettings, run: RunSettings, params: dict) -> History:
     data = federate(load_ratings(settings), settings)
     sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)
-    cfg = FEDMC_ADMM.Config(**params)
-    return simulate(FEDMC_ADMM, cfg, data, sampler, run.rounds, run.seed, 1).history
+    algorithm = get_algorithm(run.algorithm).algorithm
+    cfg = algorithm.Config(**params)
+    return simulate(algorithm, cfg, data, sampler, run.rounds, run.seed, 1).history
 
 
 def federated(tmp_path: Path, settings: DataSettings, run: RunSettings, params: dict,
@@ -115,9 +122,10 @@ def federated(tmp_path: Path, settings: DataSettings, run: RunSettings, params: 
 
 
 @pytest.mark.federation
-def test_three_nodes_two_rounds_give_the_simulations_history(tmp_path):
+@pytest.mark.parametrize("algorithm", ["fedmc-admm", "fedmavg"])  # fedmavg: all compute
+def test_three_nodes_two_rounds_give_the_simulations_history(tmp_path, algorithm):
     settings = data_settings(ratings_file(tmp_path))
-    run = RunSettings(rounds=2, active=2, seed=0)
+    run = RunSettings(rounds=2, active=2, seed=0, algorithm=algorithm)
     history, out = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
     assert_same_history(history, simulated(settings, run, PARAMS), rtol=1e-9, atol=1e-9)
     assert [row["lost"] for row in history.rows if "lost" in row] == []

@@ -26,8 +26,9 @@ def movielens() -> DataSettings:
 
 
 @pytest.mark.realdata
-def test_ml100k_five_clients_ten_rounds_equal_fedmc_run(tmp_path, movielens):
-    run = RunSettings(rounds=10, active=3, seed=0)
+@pytest.mark.parametrize("algorithm", ["fedmc-admm", "fedmavg", "rfrec"])
+def test_ml100k_five_clients_ten_rounds_equal_fedmc_run(tmp_path, movielens, algorithm):
+    run = RunSettings(rounds=10, active=3, seed=0, algorithm=algorithm)
     history, _ = federated(tmp_path, movielens, run, {}, timeout=60.0)
     reference = simulated(movielens, run, {})
     assert_same_history(history, reference, rtol=1e-9, atol=1e-9)

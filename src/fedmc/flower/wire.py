@@ -105,10 +105,11 @@ def unpack_arrays(record: ArrayRecord) -> dict[str, np.ndarray]:
 
 
 def pack_uploads(uploads: Uploads) -> RecordDict:
-    """One client's uploads (a batch of one)."""
+    """One client's uploads (a batch of one, or of none for a client that computes without
+    uploading, e.g. FedMAvg's unsampled clients)."""
     parts: dict[str, np.ndarray] = {}
     for name, s in uploads.items():
-        if s.dense is not None:
+        if s.dense is not None and len(s.dense):
             parts[f"{name}.dense"] = s.dense[0]
         if s.rows is not None:
             parts.update({f"{name}.index": s.rows.index, f"{name}.values": s.rows.values})
