@@ -37,8 +37,8 @@ RUN_PARAMS: dict[str, Any] = {
     "random_state": 0,
 }
 """Run parameters every estimator takes besides its algorithm's: rounds, clients per round
-(None: all), ``uniform|bernoulli|replacement`` sampling, Bernoulli participation, dropout
-share, evaluation period and the seed."""
+(None: all; a float in (0, 1): that share of the clients), ``uniform|bernoulli|replacement``
+sampling, Bernoulli participation, dropout share, evaluation period and the seed."""
 
 
 class Estimator:
