@@ -23,6 +23,7 @@ from fedmc.core.protocol import Algorithm, FederationInfo
 from fedmc.core.ranking import ranking_metrics, ranking_sums
 from fedmc.data.vocabulary import checked_indices
 from fedmc.errors import ConfigError, DataError
+from fedmc.privacy.accounting import UserDP
 from fedmc.sim.history import History
 from fedmc.sim.loop import RoundCallback, Simulation, simulate
 from fedmc.sim.sampling import make_sampler
@@ -35,10 +36,15 @@ RUN_PARAMS: dict[str, Any] = {
     "dropout": 0.0,
     "eval_every": 1,
     "random_state": 0,
+    "dp_epsilon": None,
+    "dp_delta": 1e-6,
+    "dp_noise": None,
+    "dp_clip": None,
 }
 """Run parameters every estimator takes besides its algorithm's: rounds, clients per round
 (None: all), ``uniform|bernoulli|replacement`` sampling, Bernoulli participation, dropout
-share, evaluation period and the seed."""
+share, evaluation period, the seed, and user-level DP (``dp_epsilon`` or ``dp_noise``, with
+``dp_clip`` and ``dp_delta``: :class:`fedmc.privacy.accounting.UserDP`)."""
 
 
 class Estimator:
@@ -138,10 +144,20 @@ class FederatedEstimator(Estimator):
         sampler = make_sampler(data.n_clients, self.active, self.sampling, self.participation,
                                self.dropout)
         sim = simulate(self.algorithm, cfg, data, sampler, self.rounds, self.random_state,
-                       self.eval_every, callback)
+                       self.eval_every, callback, dp=self.user_dp())
         self.config_ = cfg
         self._learn(sim, data)
         return self
+
+    def user_dp(self) -> UserDP | None:
+        """The run's user-level DP settings, None when off."""
+        if self.dp_epsilon is None and self.dp_noise is None:
+            if self.dp_clip is not None:
+                raise ConfigError("--dp-clip needs --dp-epsilon or --dp-noise")
+            return None
+        if self.dp_clip is None:
+            raise ConfigError("user-level DP needs --dp-clip (the L2 bound of one upload)")
+        return UserDP(self.dp_clip, self.dp_delta, self.dp_epsilon, self.dp_noise)
 
     def _learn(self, sim: Simulation, data: Any) -> None:
         """Set the learned attributes from a finished simulation."""

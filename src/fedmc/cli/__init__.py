@@ -122,6 +122,17 @@ def run(
                                                     help="Any other algorithm parameter, "
                                                     "KEY=VALUE (repeatable).",
                                                     rich_help_panel=ALGO)] = None,
+    dp_epsilon: Annotated[float | None, typer.Option(
+        help="User-level DP: the run's budget epsilon (noise calibrated to the planned rounds; "
+        "needs --dp-clip and --sampling bernoulli).", rich_help_panel=PROTO)] = None,
+    dp_delta: Annotated[float, typer.Option(help="User-level DP: delta of the budget.",
+                                            rich_help_panel=PROTO)] = 1e-6,
+    dp_noise: Annotated[float | None, typer.Option(
+        help="User-level DP: noise multiplier (std / clip); epsilon is reported, and with "
+        "--dp-epsilon a plan over budget is refused.", rich_help_panel=PROTO)] = None,
+    dp_clip: Annotated[float | None, typer.Option(
+        help="User-level DP: L2 bound of one client's whole upload.",
+        rich_help_panel=PROTO)] = None,
     ranking_k: Annotated[int | None, typer.Option(help="Add precision, recall, NDCG, MAP, hit "
                                                   "rate and coverage at K (after training).",
                                                   rich_help_panel=PROTO)] = None,
@@ -185,6 +196,7 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         active=_active(o["active"], o["clients"], o["partition"]), sampling=o["sampling"],
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
         seed=o["seed"], ranking_k=o.get("ranking_k"),
+        **{k: o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip") if k in o},
         save_user_factors=o.get("save_user_factors", False),
     )
     return run_settings, data_settings, params
