@@ -27,11 +27,13 @@ from bench_cross_device import item_mean_rmse, parse, test_data, validation_data
 from fedmc.algorithms import get_algorithm
 
 
-def fit(data, algorithm: str, rounds: int, eps: float, clip: float, **params) -> dict:
-    """One run, 10% Poisson sampling; the final RMSE and the epsilon spent."""
-    dp = {} if math.isinf(eps) else {"dp_epsilon": eps, "dp_clip": clip, "dp_delta": 1e-6}
+def fit(data, algorithm: str, rounds: int, eps: float, clip: float, q: float,
+        setup_scale: float, **params) -> dict:
+    """One run, Poisson sampling at rate ``q``; the final RMSE and the epsilon spent."""
+    dp = {} if math.isinf(eps) else {"dp_epsilon": eps, "dp_clip": clip, "dp_delta": 1e-6,
+                                     "dp_setup_scale": setup_scale}
     model = get_algorithm(algorithm)(**params, rounds=rounds, sampling="bernoulli",
-                                     participation=0.1, random_state=0, eval_every=rounds, **dp)
+                                     participation=q, random_state=0, eval_every=rounds, **dp)
     start = time.perf_counter()
     model.fit(data)
     last = model.history_.rows[-1]
@@ -48,6 +50,8 @@ def main() -> None:
     ap.add_argument("--eps", default="8", help="comma-separated budgets; inf: no DP")
     ap.add_argument("--clip", default="1", help="comma-separated clip norms")
     ap.add_argument("--rounds", default="100", help="comma-separated round counts")
+    ap.add_argument("--q", type=float, default=0.1, help="Poisson sampling rate")
+    ap.add_argument("--setup-scale", type=float, default=1.0, help="set-up noise / round noise")
     ap.add_argument("--fixed", action="append", default=[], help="KEY=VALUE")
     args = ap.parse_args()
     params = {k: parse(v) for k, v in (f.split("=", 1) for f in args.fixed)}
@@ -57,9 +61,12 @@ def main() -> None:
     for rounds in map(int, args.rounds.split(",")):
         for eps in map(float, args.eps.split(",")):
             for clip in map(float, args.clip.split(",")):
-                result = fit(data, args.algorithm, rounds, eps, clip, **params)
+                result = fit(data, args.algorithm, rounds, eps, clip, args.q, args.setup_scale,
+                             **params)
                 print(json.dumps({"algorithm": args.algorithm, "eps": eps, "clip": clip,
-                                  "rounds": rounds, **params, **result}), flush=True)
+                                  "rounds": rounds, "q": args.q,
+                                  "setup_scale": args.setup_scale, **params, **result}),
+                      flush=True)
 
 
 if __name__ == "__main__":

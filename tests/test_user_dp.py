@@ -10,28 +10,29 @@ from dp_accounting import pld, rdp
 from scipy import stats
 
 from fedmc.algorithms.fedmc_admm import ALGORITHM as FEDMC_ADMM
-from fedmc.core.uploads import RowPatch, Stacked
+from fedmc.core.uploads import RowPatch, Stacked, sum_uploads
 from fedmc.errors import ConfigError
 from fedmc.privacy.accounting import ORDERS, Plan, UserDP, calibrate, epsilon
-from fedmc.privacy.gaussian import GaussianSum, clip_uploads, squared_norms
+from fedmc.privacy.gaussian import add_noise, clip_uploads, squared_norms
 from fedmc.sim.sampling import make_sampler
 from fedmc.testing import record_boundary
 from tests.conftest import tiny_federated
 from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (fixture)
 
 
-@pytest.mark.parametrize(("q", "noise", "rounds", "setup"),
-                         [(0.01, 1.0, 1000, False), (0.1, 2.0, 100, True), (1.0, 1.0, 1, False)])
-def test_epsilon_is_dp_accountings_rdp_and_bounds_its_pld(q, noise, rounds, setup):
+@pytest.mark.parametrize(("q", "noise", "rounds", "setup", "scale"),
+                         [(0.01, 1.0, 1000, False, 1.0), (0.1, 2.0, 100, True, 1.0),
+                          (0.1, 1.0, 50, True, 4.0), (1.0, 1.0, 1, False, 1.0)])
+def test_epsilon_is_dp_accountings_rdp_and_bounds_its_pld(q, noise, rounds, setup, scale):
     """The plan's epsilon is dp_accounting's RDP epsilon of the set-up Gaussian composed with the
     Poisson-subsampled Gaussian rounds, and lies within 20% above the tighter PLD epsilon."""
     round_event = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(noise))
-    events = [dp_accounting.GaussianDpEvent(noise)] if setup else []
+    events = [dp_accounting.GaussianDpEvent(scale * noise)] if setup else []
     events.append(dp_accounting.SelfComposedDpEvent(round_event, rounds))
     expected = rdp.RdpAccountant(list(ORDERS)).compose(
         dp_accounting.ComposedDpEvent(events)).get_epsilon(1e-6)
     tight = pld.PLDAccountant().compose(dp_accounting.ComposedDpEvent(events)).get_epsilon(1e-6)
-    got = epsilon(Plan(rounds, q, setup), noise, 1e-6)
+    got = epsilon(Plan(rounds, q, setup, scale), noise, 1e-6)
     assert got == pytest.approx(expected, rel=1e-12)
     assert tight <= got <= 1.2 * tight
 
@@ -105,16 +106,19 @@ def test_clipping_bounds_every_clients_whole_upload_and_keeps_its_direction():
 
 
 def test_gaussian_sum_has_the_stated_scale():
-    draws = GaussianSum(0.3).perturb_sum(np.zeros(20000), 17, np.random.default_rng(0))
+    zero = sum_uploads([], {"a": (100, 20), "b": (10000,)})
+    noised = add_noise(zero, 0.3, np.random.default_rng(0))
+    draws = np.concatenate([v.ravel() for v in noised.arrays.values()])
     assert stats.kstest(draws / 0.3, "norm").pvalue > 1e-3
 
 
 def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale():
     """Per exchange, the server's input minus the sum of the clipped uploads is Gaussian with
-    standard deviation noise * clip in every entry (a run with clipping that binds)."""
+    standard deviation noise * clip in every entry, times the set-up scale in the set-up
+    exchange (a run with clipping that binds)."""
     data = tiny_federated(m=40, n=30, p=40, density=0.3, seed=1)[0]
     cfg = FEDMC_ADMM.Config(rank=4, consensus="rated", inner=3)
-    dp = UserDP(clip=0.2, noise=0.8)
+    dp = UserDP(clip=0.2, noise=0.8, setup_scale=3.0)
     records, _ = record_boundary(
         FEDMC_ADMM, cfg, data, lambda: make_sampler(40, sampling="bernoulli", participation=0.3),
         rounds=8, dp=dp)
@@ -125,7 +129,8 @@ def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale():
             norms.append(np.sqrt(sum(squared_norms(s) for s in uploads.values())))
             for name, stacked in clip_uploads(uploads, dp.clip).items():
                 expected[name] += stacked.weighted_sum(weights)
-        residuals += [(rec.summed[k] - expected[k]).ravel() for k in expected]
+        scale = dp.setup_scale if rec.message.phase == "setup" else 1.0
+        residuals += [(rec.summed[k] - expected[k]).ravel() / scale for k in expected]
     assert np.mean(np.concatenate(norms) > dp.clip) > 0.5, "clipping should bind"
     z = np.concatenate(residuals) / (dp.noise * dp.clip)
     assert stats.kstest(z, "norm").pvalue > 1e-3

@@ -40,11 +40,12 @@ RUN_PARAMS: dict[str, Any] = {
     "dp_delta": 1e-6,
     "dp_noise": None,
     "dp_clip": None,
+    "dp_setup_scale": 1.0,
 }
 """Run parameters every estimator takes besides its algorithm's: rounds, clients per round
 (None: all), ``uniform|bernoulli|replacement`` sampling, Bernoulli participation, dropout
 share, evaluation period, the seed, and user-level DP (``dp_epsilon`` or ``dp_noise``, with
-``dp_clip`` and ``dp_delta``: :class:`fedmc.privacy.accounting.UserDP`)."""
+``dp_clip``, ``dp_delta`` and ``dp_setup_scale``: :class:`fedmc.privacy.accounting.UserDP`)."""
 
 
 class Estimator:
@@ -157,7 +158,8 @@ class FederatedEstimator(Estimator):
             return None
         if self.dp_clip is None:
             raise ConfigError("user-level DP needs --dp-clip (the L2 bound of one upload)")
-        return UserDP(self.dp_clip, self.dp_delta, self.dp_epsilon, self.dp_noise)
+        return UserDP(self.dp_clip, self.dp_delta, self.dp_epsilon, self.dp_noise,
+                      self.dp_setup_scale)
 
     def _learn(self, sim: Simulation, data: Any) -> None:
         """Set the learned attributes from a finished simulation."""

@@ -59,6 +59,7 @@ class RunSettings(BaseModel):
     dp_delta: float = Field(1e-6, gt=0, lt=1, description="delta of the DP budget")
     dp_noise: float | None = Field(None, ge=0, description="DP noise multiplier (std / clip)")
     dp_clip: float | None = Field(None, gt=0, description="L2 bound of one client's upload")
+    dp_setup_scale: float = Field(1.0, gt=0, description="set-up noise / round noise (DP)")
     ranking_k: int | None = Field(
         None, ge=1, description="cut-off K of the ranking metrics added after training"
     )
@@ -114,7 +115,8 @@ def execute(
                 "participation": run.participation, "dropout": run.dropout,
                 "eval_every": run.eval_every, "random_state": run.seed,
                 "dp_epsilon": run.dp_epsilon, "dp_delta": run.dp_delta,
-                "dp_noise": run.dp_noise, "dp_clip": run.dp_clip}
+                "dp_noise": run.dp_noise, "dp_clip": run.dp_clip,
+                "dp_setup_scale": run.dp_setup_scale}
     dp_keys = ("dp_epsilon", "dp_noise", "dp_clip")
     if "dp_clip" not in algo_cls.run_params and any(settings[k] is not None for k in dp_keys):
         raise ConfigError(f"user-level DP applies to federated algorithms; "

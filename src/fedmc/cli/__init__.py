@@ -133,6 +133,9 @@ def run(
     dp_clip: Annotated[float | None, typer.Option(
         help="User-level DP: L2 bound of one client's whole upload.",
         rich_help_panel=PROTO)] = None,
+    dp_setup_scale: Annotated[float, typer.Option(
+        help="User-level DP: noise multiplier of a set-up upload (which every client sends) "
+        "over that of the rounds.", rich_help_panel=PROTO)] = 1.0,
     ranking_k: Annotated[int | None, typer.Option(help="Add precision, recall, NDCG, MAP, hit "
                                                   "rate and coverage at K (after training).",
                                                   rich_help_panel=PROTO)] = None,
@@ -196,7 +199,8 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         active=_active(o["active"], o["clients"], o["partition"]), sampling=o["sampling"],
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
         seed=o["seed"], ranking_k=o.get("ranking_k"),
-        **{k: o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip") if k in o},
+        **{k: o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip",
+                                        "dp_setup_scale") if k in o},
         save_user_factors=o.get("save_user_factors", False),
     )
     return run_settings, data_settings, params

@@ -28,11 +28,13 @@ ORDERS = (*range(2, 129), 160, 192, 256, 384, 512, 1024)
 @dataclass(frozen=True)
 class Plan:
     """The exchanges a run releases: an optional set-up exchange answered by every client,
-    then ``rounds`` rounds with Poisson sampling rate ``q``."""
+    with a noise multiplier ``setup_scale`` times that of the rounds, then ``rounds`` rounds with
+    Poisson sampling rate ``q``."""
 
     rounds: int
     q: float
     setup: bool
+    setup_scale: float = 1.0
 
     def event(self, noise: float, rounds: int | None = None) -> dp_accounting.DpEvent:
         """The composed DP event of the set-up and the first ``rounds`` rounds (all planned
@@ -40,7 +42,7 @@ class Plan:
         k = self.rounds if rounds is None else rounds
         events: list[dp_accounting.DpEvent] = []
         if self.setup:
-            events.append(dp_accounting.GaussianDpEvent(noise))
+            events.append(dp_accounting.GaussianDpEvent(self.setup_scale * noise))
         if k > 0:
             round_event = dp_accounting.PoissonSampledDpEvent(
                 self.q, dp_accounting.GaussianDpEvent(noise))
@@ -86,12 +88,14 @@ class UserDP:
     """User-level DP settings of a run: a budget (``epsilon``, the noise calibrated to the
     planned exchanges) or a noise multiplier (``noise``, the budget reported), or both (the run
     is refused if the noise spends more than the budget); ``clip`` is the L2 bound of one
-    client's upload."""
+    client's upload; ``setup_scale`` multiplies the noise of a set-up exchange (which every
+    client answers, so sampling does not amplify it)."""
 
     clip: float
     delta: float = 1e-6
     epsilon: float | None = None
     noise: float | None = None
+    setup_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.epsilon is None and self.noise is None:
@@ -100,6 +104,8 @@ class UserDP:
             raise ConfigError(f"--dp-clip must be > 0, got {self.clip}")
         if not 0 < self.delta < 1:
             raise ConfigError(f"--dp-delta must lie in (0, 1), got {self.delta}")
+        if not self.setup_scale > 0:
+            raise ConfigError(f"the set-up noise scale must be > 0, got {self.setup_scale}")
         if self.noise is not None and self.noise < 0:
             raise ConfigError(f"--dp-noise must be >= 0, got {self.noise}")
 

@@ -3,24 +3,23 @@
 Each uploading client scales its whole upload (all named arrays together) to L2 norm at most
 ``clip`` (:func:`clip_uploads`), so adding or removing one user changes the cohort sum by at
 most ``clip``. Gaussian noise of standard deviation ``noise * clip`` is added to every entry of
-every summed array (:class:`GaussianSum`): by the server (central DP) or as one share of
+every summed array (:func:`add_noise`): by the server (central DP) or as one share of
 variance ``(noise * clip)^2 / n`` per client of a cohort of ``n`` (distributed DP, with
 secure aggregation hiding the rest); the sum carries the same noise either way, so the
-simulation draws it once, on the sum, from the server's stream. :func:`with_user_dp` wraps an
-algorithm so that both happen in every exchange, whichever driver runs it. The budget is
+simulation draws it once, on the sum, from the server's stream (:mod:`fedmc.sim.loop`, where
+the sum is formed). :func:`with_clipping` wraps an algorithm so that every client clips,
+whichever driver runs it. The budget is
 accounted in :mod:`fedmc.privacy.accounting`; ``docs/privacy.md`` has the argument.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
-from fedmc.core.protocol import Algorithm, FederationInfo, NoiseOnSum
-from fedmc.core.uploads import Stacked, Uploads
+from fedmc.core.protocol import Algorithm
+from fedmc.core.uploads import Stacked, Summed, Uploads
 
 
 def squared_norms(stacked: Stacked) -> np.ndarray:
@@ -56,33 +55,19 @@ def clip_uploads(uploads: Uploads, clip: float) -> Uploads:
     return {name: stacked.scaled(factors) for name, stacked in uploads.items()}
 
 
-@dataclass(frozen=True)
-class GaussianSum:
-    """Gaussian noise of standard deviation ``std`` on every entry of a cohort sum; with
-    ``before`` (an algorithm's own local noise) applied first."""
-
-    std: float
-    before: NoiseOnSum | None = None
-
-    def perturb_sum(self, total: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``total`` plus the noise (the same whatever the cohort size ``n``: distributed
-        shares of variance ``std^2 / n`` add up to it)."""
-        if self.before is not None:
-            total = self.before.perturb_sum(total, n, rng)
-        return total + rng.normal(0.0, self.std, size=total.shape)
+def add_noise(summed: Summed, std: float, rng: np.random.Generator) -> Summed:
+    """``summed`` with Gaussian noise of standard deviation ``std`` on every entry of every
+    array: the server's draw (central DP), or the sum of the cohort's shares, each of variance
+    ``std^2 / count`` (distributed DP), which has the same distribution."""
+    return summed.with_arrays({name: total + rng.normal(0.0, std, size=total.shape)
+                               for name, total in summed.arrays.items()})
 
 
-def with_user_dp(algorithm: Algorithm, clip: float, std: float) -> Algorithm:
-    """``algorithm`` with every upload clipped to ``clip`` by its client and Gaussian noise of
-    standard deviation ``std`` on every summed array."""
+def with_clipping(algorithm: Algorithm, clip: float) -> Algorithm:
+    """``algorithm`` with every client's upload clipped to ``clip`` by the client itself."""
 
     def client_step(cfg, shard, state, msg, compute, upload):
         state, uploads = algorithm.client_step(cfg, shard, state, msg, compute, upload)
         return state, clip_uploads(uploads, clip) if len(upload) else uploads
 
-    def local_noise(cfg, info: FederationInfo) -> Mapping[str, NoiseOnSum]:
-        own = algorithm.local_noise(cfg, info)
-        return {name: GaussianSum(std, own.get(name))
-                for name in algorithm.upload_shapes(cfg, info)}
-
-    return dataclasses.replace(algorithm, client_step=client_step, local_noise=local_noise)
+    return dataclasses.replace(algorithm, client_step=client_step)

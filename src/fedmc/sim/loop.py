@@ -25,7 +25,7 @@ from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws, Message
 from fedmc.core.uploads import Summed
 from fedmc.errors import ConfigError
 from fedmc.privacy.accounting import Plan, UserDP, epsilon
-from fedmc.privacy.gaussian import with_user_dp
+from fedmc.privacy.gaussian import add_noise, with_clipping
 from fedmc.sim.clients import BatchedClients, ClientPopulation, PerClientClients
 from fedmc.sim.history import History
 from fedmc.sim.sampling import BernoulliSampler, DropoutSampler, UniformSampler
@@ -62,7 +62,8 @@ class _Server:
     """The server's loop state: its algorithm state, byte counters and random stream."""
 
     def __init__(self, algorithm: Algorithm, cfg: Any, info: FederationInfo,
-                 state: Any, clients: ClientPopulation, rng: np.random.Generator) -> None:
+                 state: Any, clients: ClientPopulation, rng: np.random.Generator,
+                 dp_std: Callable[[Message], float] | None = None) -> None:
         self.algorithm = algorithm
         self.cfg = cfg
         self.state = state
@@ -70,6 +71,7 @@ class _Server:
         self.rng = rng
         self.shapes = algorithm.upload_shapes(cfg, info)
         self.noise = algorithm.local_noise(cfg, info)
+        self.dp_std = dp_std
         self.bytes_up = 0
         self.bytes_down = 0
 
@@ -78,6 +80,8 @@ class _Server:
         the message as it was carried out: only the clients whose replies were included)."""
         done = self.clients.exchange(msg, self.shapes)
         summed = done.summed if done.noised else self._noised(done.summed)
+        if self.dp_std is not None:  # user-level DP: the server never sees the sum without it
+            summed = add_noise(summed, self.dp_std(done.message), self.rng)
         self.bytes_up += done.bytes_up
         self.bytes_down += len(msg.recipients) * msg.nbytes
         self.state = self.algorithm.server_step(self.cfg, self.state, summed, done.message)
@@ -179,12 +183,18 @@ def simulate(
     draws = algorithm.draws(cfg, data, init_rng)
     state = algorithm.init_server(cfg, info, draws.server)
     setup = algorithm.setup(cfg, state, info)
+    dp_std = None
     if dp is not None:
-        plan = Plan(rounds, poisson_rate(sampler), setup is not None and len(setup.upload) > 0)
+        plan = Plan(rounds, poisson_rate(sampler), setup is not None and len(setup.upload) > 0,
+                    dp.setup_scale)
         noise = dp.multiplier(plan)
-        algorithm = with_user_dp(algorithm, dp.clip, noise * dp.clip)
+        algorithm = with_clipping(algorithm, dp.clip)
+
+        def dp_std(msg: Message) -> float:
+            return noise * dp.clip * (dp.setup_scale if msg.phase == "setup" else 1.0)
+
     clients = population(algorithm, cfg, data, draws, info)
-    server = _Server(algorithm, cfg, info, state, clients, server_rng)
+    server = _Server(algorithm, cfg, info, state, clients, server_rng, dp_std)
     if setup is not None:
         server.exchange(setup)
     clock.stop()
