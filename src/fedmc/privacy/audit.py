@@ -89,15 +89,18 @@ def rated_sets(obs: Sequence[Observation], noise_std: float = 0.0,
 
 def set_scores(guesses: dict[int, np.ndarray], truth: dict[int, np.ndarray],
                n_items: int) -> dict[str, float]:
-    """Mean precision and recall of ``guesses`` against ``truth`` (clients with a guess), and
-    the base rate: the mean share of items a client rated."""
+    """Mean recall of ``guesses`` against ``truth`` over the clients with a guess, mean
+    precision over those whose guess is not empty (``guessed`` of them), and the base rate:
+    the mean share of items a client rated."""
     clients = sorted(guesses)
     if not clients:
-        return {"precision": np.nan, "recall": np.nan, "base_rate": np.nan, "clients": 0}
+        return {"precision": np.nan, "recall": np.nan, "base_rate": np.nan, "clients": 0,
+                "guessed": 0}
     hits = [len(np.intersect1d(guesses[c], truth[c])) for c in clients]
-    precision = [h / len(guesses[c]) if len(guesses[c]) else 0.0
-                 for h, c in zip(hits, clients, strict=True)]
+    precision = [h / len(guesses[c]) for h, c in zip(hits, clients, strict=True)
+                 if len(guesses[c])]
     recall = [h / len(truth[c]) for h, c in zip(hits, clients, strict=True)]
     base = [len(truth[c]) / n_items for c in clients]
-    return {"precision": float(np.mean(precision)), "recall": float(np.mean(recall)),
-            "base_rate": float(np.mean(base)), "clients": len(clients)}
+    return {"precision": float(np.mean(precision)) if precision else np.nan,
+            "recall": float(np.mean(recall)), "base_rate": float(np.mean(base)),
+            "clients": len(clients), "guessed": len(precision)}
