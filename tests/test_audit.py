@@ -31,3 +31,28 @@ def test_plain_uploads_give_the_exact_rated_sets_and_sums_only_their_union():
             np.testing.assert_array_equal(rated_sets([o])[o.clients[0]], union)
     cohort = set_scores(rated_sets(sums), truth, 25)
     assert cohort["recall"] == 1.0 and cohort["precision"] < 1.0
+
+
+def test_setup_uploads_of_one_user_clients_give_their_exact_ratings():
+    """The closed form of the set-up dual (Y_j^0 parallel to u) recovers every rating."""
+    from fedmc.data import FederatedData, Ratings
+    from fedmc.data.normalize import Normalizer
+    from fedmc.privacy.audit import decode_setup
+
+    rng = np.random.default_rng(5)
+    users, items = np.nonzero(rng.random((12, 40)) < 0.3)
+    ratings = Ratings(users.astype(np.int32), items.astype(np.int32),
+                      rng.integers(1, 6, len(users)).astype(float), 12, 40)
+    data = FederatedData.build(ratings, ratings.subset(np.arange(0, len(users), 7)),
+                               np.arange(12, dtype=np.int32), Normalizer())
+    cfg = ALGORITHM.Config(rank=3, consensus="rated", dual_init="paper", beta=0.6)
+    records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(12, 3), rounds=1)
+    setup = records[0]
+    V0 = setup.message.arrays["V"]
+    tr = data.train
+    for o in observations([setup], "plain", UPLOAD):
+        c = int(o.clients[0])
+        rated = tr.indices[tr.indptr[c]:tr.indptr[c + 1]]
+        got = decode_setup(o.array[rated] - cfg.beta * V0[rated], V0[rated], 1.0 / 40,
+                           np.arange(1.0, 6.0))
+        np.testing.assert_array_equal(got, tr.values[tr.indptr[c]:tr.indptr[c + 1]])

@@ -104,3 +104,42 @@ def set_scores(guesses: dict[int, np.ndarray], truth: dict[int, np.ndarray],
     return {"precision": float(np.mean(precision)) if precision else np.nan,
             "recall": float(np.mean(recall)), "base_rate": float(np.mean(base)),
             "clients": len(clients), "guessed": len(precision)}
+
+
+def decode_setup(rows: np.ndarray, V: np.ndarray, scale: float, grid: np.ndarray,
+                 n_scales: int = 4000) -> np.ndarray:
+    """Ratings (normalized scale, on ``grid``) from the set-up rows ``y_j = e_j u`` of one user.
+
+    FedMC-ADMM's set-up dual of a one-user client on a rated item ``j`` is
+    ``Y_j^0 = scale (m_j - u . v_j) u`` (``scale = 1 / n``): every row is parallel to ``u``.
+    With ``u = t w`` (``w`` the rows' unit direction, its top singular vector) and
+    ``c_j = y_j . w``, ``m_j = c_j / (scale t) + t (w . v_j)``: one unknown ``t``, found as
+    the value that puts the ``m_j`` nearest the rating grid (a search over ``n_scales``
+    log-spaced magnitudes of both signs, then a local refinement).
+    """
+    w = np.linalg.svd(rows, full_matrices=False)[2][0]
+    c, b = rows @ w, V @ w
+
+    def cost(t: np.ndarray) -> np.ndarray:
+        m = c[None, :] / (scale * t[:, None]) + b[None, :] * t[:, None]
+        nearest = np.abs(m[:, :, None] - grid[None, None, :]).min(axis=2)
+        return (nearest**2).sum(axis=1)
+
+    mags = np.logspace(-4, 2, n_scales)
+    t = np.concatenate([mags, -mags])
+    best = t[np.argmin(cost(t))]
+    fine = best * np.linspace(0.995, 1.005, 1001)
+    best = fine[np.argmin(cost(fine))]
+    m = c / (scale * best) + b * best
+    return grid[np.abs(m[:, None] - grid[None, :]).argmin(axis=1)]
+
+
+def rating_scores(predicted: np.ndarray, true: np.ndarray, mean: float,
+                  like: float) -> dict[str, float]:
+    """RMSE and like/dislike accuracy (a rating ``>= like`` is a like) of ``predicted``
+    against ``true`` ratings (original scale), and of predicting ``mean`` for every rating."""
+    likes = true >= like
+    return {"rmse": float(np.sqrt(np.mean((predicted - true) ** 2))),
+            "accuracy": float(np.mean((predicted >= like) == likes)),
+            "rmse_mean": float(np.sqrt(np.mean((mean - true) ** 2))),
+            "accuracy_mean": float(np.mean((mean >= like) == likes))}
