@@ -107,8 +107,8 @@ def set_scores(guesses: dict[int, np.ndarray], truth: dict[int, np.ndarray],
 
 
 def decode_setup(rows: np.ndarray, V: np.ndarray, scale: float, grid: np.ndarray,
-                 n_scales: int = 4000) -> np.ndarray:
-    """Ratings (normalized scale, on ``grid``) from the set-up rows ``y_j = e_j u`` of one user.
+                 n_scales: int = 2000) -> np.ndarray:
+    """Ratings (normalized, on the sorted ``grid``) from the set-up rows ``y_j = e_j u`` of a user.
 
     FedMC-ADMM's set-up dual of a one-user client on a rated item ``j`` is
     ``Y_j^0 = scale (m_j - u . v_j) u`` (``scale = 1 / n``): every row is parallel to ``u``.
@@ -122,16 +122,21 @@ def decode_setup(rows: np.ndarray, V: np.ndarray, scale: float, grid: np.ndarray
 
     def cost(t: np.ndarray) -> np.ndarray:
         m = c[None, :] / (scale * t[:, None]) + b[None, :] * t[:, None]
-        nearest = np.abs(m[:, :, None] - grid[None, None, :]).min(axis=2)
-        return (nearest**2).sum(axis=1)
+        return ((m - _nearest(m, grid)) ** 2).sum(axis=1)
 
     mags = np.logspace(-4, 2, n_scales)
     t = np.concatenate([mags, -mags])
     best = t[np.argmin(cost(t))]
     fine = best * np.linspace(0.995, 1.005, 1001)
     best = fine[np.argmin(cost(fine))]
-    m = c / (scale * best) + b * best
-    return grid[np.abs(m[:, None] - grid[None, :]).argmin(axis=1)]
+    return _nearest(c / (scale * best) + b * best, grid)
+
+
+def _nearest(m: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The value of the sorted ``grid`` nearest each entry of ``m``."""
+    hi = np.clip(np.searchsorted(grid, m), 1, len(grid) - 1)
+    lo = hi - 1
+    return np.where(m - grid[lo] <= grid[hi] - m, grid[lo], grid[hi])
 
 
 def rating_scores(predicted: np.ndarray, true: np.ndarray, mean: float,
