@@ -30,8 +30,8 @@ from fedmc.algorithms import get_algorithm
 def fit(data, algorithm: str, rounds: int, eps: float, clip: float, q: float,
         setup_scale: float, **params) -> dict:
     """One run, Poisson sampling at rate ``q``; the final RMSE and the epsilon spent."""
-    dp = {} if math.isinf(eps) else {"dp_epsilon": eps, "dp_clip": clip, "dp_delta": 1e-6,
-                                     "dp_setup_scale": setup_scale}
+    dp = {} if math.isinf(eps) else {"user_dp_epsilon": eps, "user_dp_clip": clip,
+                                     "user_dp_delta": 1e-6, "user_dp_setup_scale": setup_scale}
     model = get_algorithm(algorithm)(**params, rounds=rounds, sampling="bernoulli",
                                      participation=q, random_state=0, eval_every=rounds, **dp)
     start = time.perf_counter()
@@ -39,7 +39,7 @@ def fit(data, algorithm: str, rounds: int, eps: float, clip: float, q: float,
     last = model.history_.rows[-1]
     return {"rmse": round(float(last["test_rmse"]), 4),
             "spent": round(float(last.get("epsilon", math.inf)), 3),
-            "noise": round(float(last.get("dp_noise", 0.0)), 3),
+            "noise": round(float(last.get("user_dp_noise", 0.0)), 3),
             "seconds": round(time.perf_counter() - start, 1)}
 
 

@@ -157,3 +157,19 @@ def test_a_run_reports_its_epsilon(monkeypatch, capsys, tmp_path, ratings_csv): 
     eps = [float(r["epsilon"]) for r in csv.DictReader(open(tmp_path / "history.csv"))]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert np.all(np.diff(eps) > 0) and summary["epsilon"] == eps[-1] and eps[-1] <= 4.0
+
+
+def test_a_setup_nobody_uploads_in_is_neither_noised_nor_accounted():
+    from fedmc.sim.loop import simulate
+
+    data = tiny_federated(m=20, n=10, p=20, density=0.4, seed=3)[0]
+    cfg = FEDMC_ADMM.Config(rank=2, dual_init="zeros")
+    sampler = make_sampler(20, sampling="bernoulli", participation=0.5)
+    dp = UserDP(clip=0.5, noise=1.0, setup_scale=5.0)
+    private = simulate(FEDMC_ADMM, cfg, data, sampler, 0, dp=dp).history
+    plain = simulate(FEDMC_ADMM, cfg, data, sampler, 0).history
+    assert private.column("epsilon")[0] == 0.0
+    np.testing.assert_array_equal(private.column("test_rmse"), plain.column("test_rmse"))
+    paper = simulate(FEDMC_ADMM, FEDMC_ADMM.Config(rank=2), data, sampler, 0, dp=dp).history
+    assert paper.column("epsilon")[0] == pytest.approx(epsilon(Plan(0, 0.5, True, 5.0), 1.0,
+                                                               1e-6))

@@ -199,8 +199,8 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         active=_active(o["active"], o["clients"], o["partition"]), sampling=o["sampling"],
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
         seed=o["seed"], ranking_k=o.get("ranking_k"),
-        **{k: o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip",
-                                        "dp_setup_scale") if k in o},
+        **{f"user_{k}": o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip",
+                                              "dp_setup_scale") if k in o},
         save_user_factors=o.get("save_user_factors", False),
     )
     return run_settings, data_settings, params

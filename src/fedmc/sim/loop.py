@@ -80,8 +80,9 @@ class _Server:
         the message as it was carried out: only the clients whose replies were included)."""
         done = self.clients.exchange(msg, self.shapes)
         summed = done.summed if done.noised else self._noised(done.summed)
-        if self.dp_std is not None:  # user-level DP: the server never sees the sum without it
-            summed = add_noise(summed, self.dp_std(done.message), self.rng)
+        std = 0.0 if self.dp_std is None else self.dp_std(done.message)
+        if std > 0:  # user-level DP: the server never sees the sum without the noise
+            summed = add_noise(summed, std, self.rng)
         self.bytes_up += done.bytes_up
         self.bytes_down += len(msg.recipients) * msg.nbytes
         self.state = self.algorithm.server_step(self.cfg, self.state, summed, done.message)
@@ -191,7 +192,10 @@ def simulate(
         algorithm = with_clipping(algorithm, dp.clip)
 
         def dp_std(msg: Message) -> float:
-            return noise * dp.clip * (dp.setup_scale if msg.phase == "setup" else 1.0)
+            """Noise of an exchange; none on a set-up exchange that nobody uploads in."""
+            if msg.phase != "setup":
+                return noise * dp.clip
+            return noise * dp.clip * dp.setup_scale if plan.setup else 0.0
 
     clients = population(algorithm, cfg, data, draws, info)
     server = _Server(algorithm, cfg, info, state, clients, server_rng, dp_std)
