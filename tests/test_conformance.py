@@ -14,6 +14,7 @@ from fedmc.algorithms.felb import ALGORITHM_MU as FELB_MU
 from fedmc.algorithms.rfrec import ALGORITHM as RFREC
 from fedmc.algorithms.rfrec import ALGORITHM_F as RFRECF
 from fedmc.data.boolean import BooleanFederatedData
+from fedmc.privacy.accounting import UserDP
 from fedmc.sim.sampling import make_sampler
 from fedmc.testing import (
     assert_drivers_agree,
@@ -119,3 +120,26 @@ def test_chunked_messages_give_the_same_history(case, data, monkeypatch):
     monkeypatch.setattr(fedmc.sim.clients, "CHUNK_RATINGS", 7)
     chunked = run_driver(algorithm, cfg, data, sampler, 5, 0, "batched")
     assert_same_history(whole.history, chunked.history)
+
+
+DP_CASES = [
+    (FEDMC_ADMM, {"rank": 2, "inner": 3, "beta": 0.8, "lam": 0.05, "gamma": 0.02}, {}),
+    (FEDMC_ADMM, {"rank": 2, "consensus": "rated"}, {}, "one-user"),
+    (FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}, {}),
+    (RFREC, {"rank": 2, "delta": 0.3, "s": 0.1}, {}),
+    (FELB, {"rank": 2, "local_steps": 3}, {}),
+]
+
+
+@pytest.mark.parametrize("case", DP_CASES, ids=_case_id)
+def test_drivers_agree_with_user_level_dp(case, data):
+    """Clipping and the noise on the sums (drawn from the server's stream) leave the drivers
+    in step: the same history, epsilon included."""
+    algorithm, params, run = case[:3]
+    dp = UserDP(clip=0.5, noise=0.7, delta=1e-5)
+    sims = assert_drivers_agree(
+        algorithm, algorithm.Config(**params), data,
+        lambda: make_sampler(data.n_clients, sampling="bernoulli", participation=0.5), rounds=4,
+        dp=dp)
+    eps = sims[0].history.column("epsilon")
+    assert np.all(np.diff(eps) > 0) and np.all(sims[0].history.column("dp_noise") == 0.7)

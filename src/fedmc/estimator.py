@@ -23,6 +23,7 @@ from fedmc.core.protocol import Algorithm, FederationInfo
 from fedmc.core.ranking import ranking_metrics, ranking_sums
 from fedmc.data.vocabulary import checked_indices
 from fedmc.errors import ConfigError, DataError
+from fedmc.privacy.accounting import UserDP
 from fedmc.sim.history import History
 from fedmc.sim.loop import RoundCallback, Simulation, simulate
 from fedmc.sim.sampling import make_sampler
@@ -35,10 +36,18 @@ RUN_PARAMS: dict[str, Any] = {
     "dropout": 0.0,
     "eval_every": 1,
     "random_state": 0,
+    "user_dp_epsilon": None,
+    "user_dp_delta": 1e-6,
+    "user_dp_noise": None,
+    "user_dp_clip": None,
+    "user_dp_setup_scale": 1.0,
 }
 """Run parameters every estimator takes besides its algorithm's: rounds, clients per round
 (None: all; a float in (0, 1): that share of the clients), ``uniform|bernoulli|replacement``
-sampling, Bernoulli participation, dropout share, evaluation period and the seed."""
+sampling, Bernoulli participation, dropout share, evaluation period, the seed, and user-level
+DP (``user_dp_epsilon`` or ``user_dp_noise``, with ``user_dp_clip``, ``user_dp_delta`` and
+``user_dp_setup_scale``: :class:`fedmc.privacy.accounting.UserDP`; ``user_`` keeps them apart
+from Felb's own local DP parameters)."""
 
 
 class Estimator:
@@ -138,10 +147,21 @@ class FederatedEstimator(Estimator):
         sampler = make_sampler(data.n_clients, self.active, self.sampling, self.participation,
                                self.dropout)
         sim = simulate(self.algorithm, cfg, data, sampler, self.rounds, self.random_state,
-                       self.eval_every, callback)
+                       self.eval_every, callback, dp=self.privacy())
         self.config_ = cfg
         self._learn(sim, data)
         return self
+
+    def privacy(self) -> UserDP | None:
+        """The run's user-level DP settings, None when off."""
+        if self.user_dp_epsilon is None and self.user_dp_noise is None:
+            if self.user_dp_clip is not None:
+                raise ConfigError("--dp-clip needs --dp-epsilon or --dp-noise")
+            return None
+        if self.user_dp_clip is None:
+            raise ConfigError("user-level DP needs --dp-clip (the L2 bound of one upload)")
+        return UserDP(self.user_dp_clip, self.user_dp_delta, self.user_dp_epsilon,
+                      self.user_dp_noise, self.user_dp_setup_scale)
 
     def _learn(self, sim: Simulation, data: Any) -> None:
         """Set the learned attributes from a finished simulation."""

@@ -55,6 +55,11 @@ class RunSettings(BaseModel):
     dropout: float = Field(0.0, ge=0, lt=1, description="share of drawn clients that drop out")
     eval_every: int = Field(1, ge=1)
     seed: int = 0
+    user_dp_epsilon: float | None = Field(None, gt=0, description="user-level DP budget")
+    user_dp_delta: float = Field(1e-6, gt=0, lt=1, description="delta of the DP budget")
+    user_dp_noise: float | None = Field(None, ge=0, description="DP noise / clip")
+    user_dp_clip: float | None = Field(None, gt=0, description="L2 bound of one upload")
+    user_dp_setup_scale: float = Field(1.0, gt=0, description="set-up noise / round noise")
     ranking_k: int | None = Field(
         None, ge=1, description="cut-off K of the ranking metrics added after training"
     )
@@ -111,7 +116,15 @@ def execute(
         use_generic_kernels(width, generic)
     settings = {"rounds": run.rounds, "active": run.active, "sampling": run.sampling,
                 "participation": run.participation, "dropout": run.dropout,
-                "eval_every": run.eval_every, "random_state": run.seed}
+                "eval_every": run.eval_every, "random_state": run.seed,
+                "user_dp_epsilon": run.user_dp_epsilon, "user_dp_delta": run.user_dp_delta,
+                "user_dp_noise": run.user_dp_noise, "user_dp_clip": run.user_dp_clip,
+                "user_dp_setup_scale": run.user_dp_setup_scale}
+    dp_keys = ("user_dp_epsilon", "user_dp_noise", "user_dp_clip")
+    if "user_dp_clip" not in algo_cls.run_params and any(settings[k] is not None
+                                                         for k in dp_keys):
+        raise ConfigError(f"user-level DP applies to federated algorithms; "
+                          f"{run.algorithm} is not one")
     model = algo_cls(**cfg.model_dump(),
                      **{k: v for k, v in settings.items() if k in algo_cls.run_params})
     if algo_cls.data_kind == "boolean":

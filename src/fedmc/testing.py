@@ -22,6 +22,7 @@ import numpy as np
 
 from fedmc.core.protocol import Algorithm, Message
 from fedmc.core.uploads import Summed, Uploads
+from fedmc.privacy.accounting import UserDP
 from fedmc.sim.clients import Exchange, PerClientClients, carried_out
 from fedmc.sim.history import History
 from fedmc.sim.loop import Simulation, simulate
@@ -61,18 +62,20 @@ def assert_same_history(a: History, b: History, rtol: float = 1e-10, atol: float
 
 
 def run_driver(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable[[], Any],
-               rounds: int, seed: int, driver: str) -> Simulation:
-    """One simulation of ``algorithm`` with a fresh sampler, evaluating every round."""
-    return simulate(algorithm, cfg, data, make_sampler(), rounds, seed, 1, driver=driver)
+               rounds: int, seed: int, driver: str, dp: UserDP | None = None) -> Simulation:
+    """One simulation of ``algorithm`` with a fresh sampler, evaluating every round (with
+    user-level DP ``dp``, if any)."""
+    return simulate(algorithm, cfg, data, make_sampler(), rounds, seed, 1, driver=driver, dp=dp)
 
 
 def assert_drivers_agree(algorithm: Algorithm, cfg: Any, data: Any,
                          make_sampler: Callable[[], Any], rounds: int = 6, seed: int = 0,
                          drivers: Iterable[str] = ("batched", "per-client"),
-                         rtol: float = 1e-10, atol: float = 1e-10) -> list[Simulation]:
+                         rtol: float = 1e-10, atol: float = 1e-10,
+                         dp: UserDP | None = None) -> list[Simulation]:
     """Run ``algorithm`` under every driver and require the same history (``seconds``
     aside) and the same final published model."""
-    sims = [run_driver(algorithm, cfg, data, make_sampler, rounds, seed, d) for d in drivers]
+    sims = [run_driver(algorithm, cfg, data, make_sampler, rounds, seed, d, dp) for d in drivers]
     first = sims[0]
     for other in sims[1:]:
         assert_same_history(first.history, other.history, rtol, atol)
@@ -123,9 +126,11 @@ class BoundaryRecord:
 
 def record_boundary(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable[[], Any],
                     rounds: int = 4, seed: int = 0,
-                    driver: str = "batched") -> tuple[list[BoundaryRecord], Simulation]:
+                    driver: str = "batched",
+                    dp: UserDP | None = None) -> tuple[list[BoundaryRecord], Simulation]:
     """Run ``algorithm`` with its client and server steps wrapped so that every upload and
-    every input of the server step is recorded (copies, taken as they cross)."""
+    every input of the server step is recorded (copies, taken as they cross; with ``dp``,
+    the uploads before clipping and the sums with their noise)."""
     records: list[BoundaryRecord] = []
 
     def client_step(cfg_, shard, state, msg, compute, upload):
@@ -146,7 +151,7 @@ def record_boundary(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Cal
         return algorithm.server_step(cfg_, server, summed, msg)
 
     wrapped = dataclasses.replace(algorithm, client_step=client_step, server_step=server_step)
-    sim = simulate(wrapped, cfg, data, make_sampler(), rounds, seed, 1, driver=driver)
+    sim = simulate(wrapped, cfg, data, make_sampler(), rounds, seed, 1, driver=driver, dp=dp)
     return records, sim
 
 

@@ -127,6 +127,20 @@ def run(
                                                     help="Any other algorithm parameter, "
                                                     "KEY=VALUE (repeatable).",
                                                     rich_help_panel=ALGO)] = None,
+    dp_epsilon: Annotated[float | None, typer.Option(
+        help="User-level DP: the run's budget epsilon (noise calibrated to the planned rounds; "
+        "needs --dp-clip and --sampling bernoulli).", rich_help_panel=PROTO)] = None,
+    dp_delta: Annotated[float, typer.Option(help="User-level DP: delta of the budget.",
+                                            rich_help_panel=PROTO)] = 1e-6,
+    dp_noise: Annotated[float | None, typer.Option(
+        help="User-level DP: noise multiplier (std / clip); epsilon is reported, and with "
+        "--dp-epsilon a plan over budget is refused.", rich_help_panel=PROTO)] = None,
+    dp_clip: Annotated[float | None, typer.Option(
+        help="User-level DP: L2 bound of one client's whole upload.",
+        rich_help_panel=PROTO)] = None,
+    dp_setup_scale: Annotated[float, typer.Option(
+        help="User-level DP: noise multiplier of a set-up upload (which every client sends) "
+        "over that of the rounds.", rich_help_panel=PROTO)] = 1.0,
     ranking_k: Annotated[int | None, typer.Option(help="Add precision, recall, NDCG, MAP, hit "
                                                   "rate and coverage at K (after training).",
                                                   rich_help_panel=PROTO)] = None,
@@ -203,6 +217,8 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         active=None if o["active"] == "all" else o["active"], sampling=o["sampling"],
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
         seed=o["seed"], ranking_k=o.get("ranking_k"),
+        **{f"user_{k}": o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip",
+                                       "dp_setup_scale") if k in o},
         save_user_factors=o.get("save_user_factors", False), defaulted=defaulted,
     )
     return run_settings, data_settings, params

@@ -52,6 +52,7 @@ class Stacked:
     shape: tuple[int, ...]
     dense: np.ndarray | None = None
     rows: RowPatch | None = None
+    scale: np.ndarray | None = None  # a factor per client (clipping), applied when summed
 
     def __post_init__(self) -> None:
         if self.dense is None and self.rows is None:
@@ -76,8 +77,16 @@ class Stacked:
         width = int(np.prod(rows.values.shape[1:], dtype=np.int64))
         return len(rows.index) * (width + 1) * BYTES_PER_NUMBER
 
+    def scaled(self, factors: np.ndarray) -> Stacked:
+        """The uploads with client ``k``'s multiplied by ``factors[k]`` (kept as a factor, so
+        an upload every client shares stays one array)."""
+        scale = factors if self.scale is None else self.scale * factors
+        return Stacked(self.shape, self.dense, self.rows, scale)
+
     def weighted_sum(self, weights: np.ndarray) -> np.ndarray:
         """``sum_k weights[k] * upload_k`` as one ``shape`` array."""
+        if self.scale is not None:
+            weights = weights * self.scale
         total = np.zeros(self.shape)
         if self.dense is not None:
             if self.dense.strides[0] == 0:  # every client uploads the same array

@@ -24,8 +24,11 @@ from fedmc.core.compile_time import compile_seconds
 from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws, Message
 from fedmc.core.uploads import Summed
 from fedmc.errors import ConfigError
+from fedmc.privacy.accounting import Plan, UserDP, epsilon
+from fedmc.privacy.gaussian import add_noise, with_clipping
 from fedmc.sim.clients import BatchedClients, ClientPopulation, PerClientClients
 from fedmc.sim.history import History
+from fedmc.sim.sampling import BernoulliSampler, DropoutSampler, UniformSampler
 
 RoundCallback = Callable[[int, dict[str, float] | None], None]
 Driver = Literal["batched", "per-client"]
@@ -59,7 +62,8 @@ class _Server:
     """The server's loop state: its algorithm state, byte counters and random stream."""
 
     def __init__(self, algorithm: Algorithm, cfg: Any, info: FederationInfo,
-                 state: Any, clients: ClientPopulation, rng: np.random.Generator) -> None:
+                 state: Any, clients: ClientPopulation, rng: np.random.Generator,
+                 dp_std: Callable[[Message], float] | None = None) -> None:
         self.algorithm = algorithm
         self.cfg = cfg
         self.state = state
@@ -67,6 +71,7 @@ class _Server:
         self.rng = rng
         self.shapes = algorithm.upload_shapes(cfg, info)
         self.noise = algorithm.local_noise(cfg, info)
+        self.dp_std = dp_std
         self.bytes_up = 0
         self.bytes_down = 0
 
@@ -75,6 +80,9 @@ class _Server:
         the message as it was carried out: only the clients whose replies were included)."""
         done = self.clients.exchange(msg, self.shapes)
         summed = done.summed if done.noised else self._noised(done.summed)
+        std = 0.0 if self.dp_std is None else self.dp_std(done.message)
+        if std > 0:  # user-level DP: the server never sees the sum without the noise
+            summed = add_noise(summed, std, self.rng)
         self.bytes_up += done.bytes_up
         self.bytes_down += len(msg.recipients) * msg.nbytes
         self.state = self.algorithm.server_step(self.cfg, self.state, summed, done.message)
@@ -116,6 +124,7 @@ def simulate(
     eval_every: int = 1,
     callback: RoundCallback | None = None,
     driver: Driver | PopulationFactory = "batched",
+    dp: UserDP | None = None,
 ) -> Simulation:
     """Run ``rounds`` rounds of ``algorithm`` with settings ``cfg`` on ``data``.
 
@@ -140,13 +149,19 @@ def simulate(
         ``"batched"`` (all clients stacked, the fast path), ``"per-client"`` (the reference
         loop over clients), or a factory of another population (a real federation:
         ``fedmc.flower``).
+    dp
+        User-level differential privacy (:mod:`fedmc.privacy.gaussian`): every upload clipped,
+        Gaussian noise on every sum, the budget of the set-up and the rounds accounted
+        (:mod:`fedmc.privacy.accounting`); needs Poisson sampling (``BernoulliSampler`` with
+        one rate) or every client in every round.
 
     Returns
     -------
     Simulation
         The history has rows with ``round``, the algorithm's metrics, cumulative
         ``bytes_up``/``bytes_down``, ``seconds`` (cumulative training time; evaluation and
-        kernel compilation excluded) and ``clients`` (clients sampled in that round).
+        kernel compilation excluded) and ``clients`` (clients sampled in that round); with
+        ``dp``, ``epsilon`` (spent so far at ``dp.delta``) and ``dp_noise`` (the multiplier).
     """
     if rounds < 0:
         raise ConfigError(f"rounds must be >= 0, got {rounds}")
@@ -167,10 +182,23 @@ def simulate(
 
     clock = _TrainingClock()
     draws = algorithm.draws(cfg, data, init_rng)
+    state = algorithm.init_server(cfg, info, draws.server)
+    setup = algorithm.setup(cfg, state, info)
+    dp_std = None
+    if dp is not None:
+        plan = Plan(rounds, poisson_rate(sampler), setup is not None and len(setup.upload) > 0,
+                    dp.setup_scale)
+        noise = dp.multiplier(plan)
+        algorithm = with_clipping(algorithm, dp.clip)
+
+        def dp_std(msg: Message) -> float:
+            """Noise of an exchange; none on a set-up exchange that nobody uploads in."""
+            if msg.phase != "setup":
+                return noise * dp.clip
+            return noise * dp.clip * dp.setup_scale if plan.setup else 0.0
+
     clients = population(algorithm, cfg, data, draws, info)
-    server = _Server(algorithm, cfg, info, algorithm.init_server(cfg, info, draws.server),
-                     clients, server_rng)
-    setup = algorithm.setup(cfg, server.state, info)
+    server = _Server(algorithm, cfg, info, state, clients, server_rng, dp_std)
     if setup is not None:
         server.exchange(setup)
     clock.stop()
@@ -180,6 +208,8 @@ def simulate(
         row: dict[str, float] = {"round": k, **algorithm.metrics(cfg, server.state, sums, info)}
         row.update(bytes_up=server.bytes_up, bytes_down=server.bytes_down,
                    seconds=clock.seconds, clients=n_clients)
+        if dp is not None:
+            row.update(epsilon=epsilon(plan, noise, dp.delta, k), dp_noise=noise)
         history.append(row)
         return row
 
@@ -193,3 +223,21 @@ def simulate(
         if callback is not None:
             callback(k, row)
     return Simulation(history, server.state, clients, info)
+
+
+def poisson_rate(sampler: Sampler) -> float:
+    """The rate ``q`` at which ``sampler`` includes each client independently (Poisson
+    sampling, which the accountant amplifies); 1 when every client takes part in every round.
+
+    Dropout after Poisson sampling leaves each client's inclusion independent at a lower rate,
+    so ``q`` (the rate before dropout) bounds it.
+    """
+    base = sampler.base if isinstance(sampler, DropoutSampler) else sampler
+    if isinstance(base, UniformSampler) and base.active == base.n_clients:
+        return 1.0
+    if isinstance(base, BernoulliSampler):
+        rates = np.unique(base.probabilities)
+        if len(rates) == 1:
+            return float(rates[0])
+    raise ConfigError("user-level DP needs Poisson sampling (--sampling bernoulli, one rate "
+                      "for every client) or every client in every round")

@@ -1,0 +1,175 @@
+"""User-level DP on summed uploads: the accountant, clipping, the noise, the refusal of runs
+over budget (fedmc.privacy.accounting, fedmc.privacy.gaussian)."""
+
+from __future__ import annotations
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting import pld, rdp
+from scipy import stats
+
+from fedmc.algorithms.fedmc_admm import ALGORITHM as FEDMC_ADMM
+from fedmc.core.uploads import RowPatch, Stacked, sum_uploads
+from fedmc.errors import ConfigError
+from fedmc.privacy.accounting import ORDERS, Plan, UserDP, calibrate, epsilon
+from fedmc.privacy.gaussian import add_noise, clip_uploads, squared_norms
+from fedmc.sim.sampling import make_sampler
+from fedmc.testing import record_boundary
+from tests.conftest import tiny_federated
+from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (fixture)
+
+
+@pytest.mark.parametrize(("q", "noise", "rounds", "setup", "scale"),
+                         [(0.01, 1.0, 1000, False, 1.0), (0.1, 2.0, 100, True, 1.0),
+                          (0.1, 1.0, 50, True, 4.0), (1.0, 1.0, 1, False, 1.0)])
+def test_epsilon_is_dp_accountings_rdp_and_bounds_its_pld(q, noise, rounds, setup, scale):
+    """The plan's epsilon is dp_accounting's RDP epsilon of the set-up Gaussian composed with the
+    Poisson-subsampled Gaussian rounds, and lies within 20% above the tighter PLD epsilon."""
+    round_event = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(noise))
+    events = [dp_accounting.GaussianDpEvent(scale * noise)] if setup else []
+    events.append(dp_accounting.SelfComposedDpEvent(round_event, rounds))
+    expected = rdp.RdpAccountant(list(ORDERS)).compose(
+        dp_accounting.ComposedDpEvent(events)).get_epsilon(1e-6)
+    tight = pld.PLDAccountant().compose(dp_accounting.ComposedDpEvent(events)).get_epsilon(1e-6)
+    got = epsilon(Plan(rounds, q, setup, scale), noise, 1e-6)
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert tight <= got <= 1.2 * tight
+
+
+def test_epsilon_grows_with_rounds_and_starts_at_the_setup():
+    plan = Plan(20, 0.1, True)
+    eps = [epsilon(plan, 1.5, 1e-6, k) for k in range(21)]
+    assert eps[0] == pytest.approx(dp_accounting.rdp.RdpAccountant(list(ORDERS)).compose(
+        dp_accounting.GaussianDpEvent(1.5)).get_epsilon(1e-6))
+    assert np.all(np.diff(eps) > 0) and eps[-1] == epsilon(plan, 1.5, 1e-6)
+    assert epsilon(Plan(5, 0.1, False), 1.5, 1e-6, 0) == 0.0
+    assert epsilon(plan, 0.0, 1e-6) == np.inf
+
+
+@pytest.mark.parametrize("target", [1.0, 8.0])
+def test_calibrated_noise_is_the_smallest_within_budget(target):
+    plan = Plan(50, 0.1, True)
+    noise = calibrate(plan, target, 1e-6)
+    assert epsilon(plan, noise, 1e-6) <= target < epsilon(plan, noise * 0.995, 1e-6)
+
+
+def test_noise_over_budget_is_refused():
+    plan = Plan(50, 0.1, False)
+    with pytest.raises(ConfigError, match="over the budget"):
+        UserDP(clip=1.0, epsilon=1.0, noise=0.5).multiplier(plan)
+    assert UserDP(clip=1.0, epsilon=100.0, noise=0.5).multiplier(plan) == 0.5
+
+
+def _brute_force(stacked: Stacked) -> np.ndarray:
+    """Every client's upload as one dense array."""
+    out = []
+    for k in range(stacked.n_clients):
+        w = np.zeros(stacked.n_clients)
+        w[k] = 1.0
+        out.append(stacked.weighted_sum(w))
+    return np.array(out)
+
+
+def _stacks(rng):
+    s, n, r = 5, 7, 3
+    ptr = np.array([0, 2, 2, 5, 6, 9])
+    index = np.concatenate([rng.choice(n, c, replace=False) for c in np.diff(ptr)])
+    rows = RowPatch(ptr, index, rng.normal(size=(len(index), r)))
+    shared = np.broadcast_to(rng.normal(size=(n, r)), (s, n, r))
+    return [Stacked((n, r), dense=rng.normal(size=(s, n, r))), Stacked((n, r), rows=rows),
+            Stacked((n, r), dense=shared, rows=rows),
+            Stacked((n, r), dense=rng.normal(size=(s, n, r)), rows=rows),
+            Stacked((n, r), rows=rows, scale=rng.random(s))]
+
+
+@pytest.mark.parametrize("form", range(5))
+def test_squared_norms_match_the_dense_uploads(form):
+    stacked = _stacks(np.random.default_rng(form))[form]
+    dense = _brute_force(stacked)
+    np.testing.assert_allclose(squared_norms(stacked), (dense**2).sum(axis=(1, 2)), rtol=1e-12)
+
+
+def test_clipping_bounds_every_clients_whole_upload_and_keeps_its_direction():
+    rng = np.random.default_rng(3)
+    a, b = _stacks(rng)[2], Stacked((7, 1), rows=RowPatch(
+        np.array([0, 1, 1, 3, 4, 5]), np.array([0, 1, 2, 3, 4]), np.ones((5, 1))))
+    before = np.concatenate([_brute_force(s).reshape(5, -1) for s in (a, b)], axis=1)
+    norms = np.linalg.norm(before, axis=1)
+    clip = float(np.median(norms))
+    clipped = clip_uploads({"a": a, "b": b}, clip)
+    after = np.concatenate([_brute_force(clipped[k]).reshape(5, -1) for k in "ab"], axis=1)
+    np.testing.assert_allclose(np.linalg.norm(after, axis=1), np.minimum(norms, clip),
+                               rtol=1e-12)
+    np.testing.assert_allclose(after * norms[:, None],
+                               before * np.linalg.norm(after, axis=1)[:, None], atol=1e-12)
+
+
+def test_gaussian_sum_has_the_stated_scale():
+    zero = sum_uploads([], {"a": (100, 20), "b": (10000,)})
+    noised = add_noise(zero, 0.3, np.random.default_rng(0))
+    draws = np.concatenate([v.ravel() for v in noised.arrays.values()])
+    assert stats.kstest(draws / 0.3, "norm").pvalue > 1e-3
+
+
+def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale():
+    """Per exchange, the server's input minus the sum of the clipped uploads is Gaussian with
+    standard deviation noise * clip in every entry, times the set-up scale in the set-up
+    exchange (a run with clipping that binds)."""
+    data = tiny_federated(m=40, n=30, p=40, density=0.3, seed=1)[0]
+    cfg = FEDMC_ADMM.Config(rank=4, consensus="rated", inner=3)
+    dp = UserDP(clip=0.2, noise=0.8, setup_scale=3.0)
+    records, _ = record_boundary(
+        FEDMC_ADMM, cfg, data, lambda: make_sampler(40, sampling="bernoulli", participation=0.3),
+        rounds=8, dp=dp)
+    residuals, norms = [], []
+    for rec in records:
+        expected = {k: np.zeros_like(v) for k, v in rec.summed.arrays.items()}
+        for uploads, weights in rec.uploads:
+            norms.append(np.sqrt(sum(squared_norms(s) for s in uploads.values())))
+            for name, stacked in clip_uploads(uploads, dp.clip).items():
+                expected[name] += stacked.weighted_sum(weights)
+        scale = dp.setup_scale if rec.message.phase == "setup" else 1.0
+        residuals += [(rec.summed[k] - expected[k]).ravel() / scale for k in expected]
+    assert np.mean(np.concatenate(norms) > dp.clip) > 0.5, "clipping should bind"
+    z = np.concatenate(residuals) / (dp.noise * dp.clip)
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    assert abs(z.std() - 1.0) < 4.0 / np.sqrt(2 * len(z)), "noise scale"
+
+
+def test_a_run_over_its_budget_exits_2(monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 8,
+                          "--rounds", 50, "--sampling", "bernoulli", "--participation", 0.5,
+                          "--dp-epsilon", 1, "--dp-noise", 0.3, "--dp-clip", 1,
+                          "--out", tmp_path / "o", "-q")
+    assert code == 2 and "over the budget" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_run_reports_its_epsilon(monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
+    import csv
+    import json
+
+    code, _, _ = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 8,
+                        "--rounds", 3, "--sampling", "bernoulli", "--participation", 0.5,
+                        "--dp-epsilon", 4, "--dp-clip", 1, "--out", tmp_path, "-q")
+    assert code == 0
+    eps = [float(r["epsilon"]) for r in csv.DictReader(open(tmp_path / "history.csv"))]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert np.all(np.diff(eps) > 0) and summary["epsilon"] == eps[-1] and eps[-1] <= 4.0
+
+
+def test_a_setup_nobody_uploads_in_is_neither_noised_nor_accounted():
+    from fedmc.sim.loop import simulate
+
+    data = tiny_federated(m=20, n=10, p=20, density=0.4, seed=3)[0]
+    cfg = FEDMC_ADMM.Config(rank=2, dual_init="zeros")
+    sampler = make_sampler(20, sampling="bernoulli", participation=0.5)
+    dp = UserDP(clip=0.5, noise=1.0, setup_scale=5.0)
+    private = simulate(FEDMC_ADMM, cfg, data, sampler, 0, dp=dp).history
+    plain = simulate(FEDMC_ADMM, cfg, data, sampler, 0).history
+    assert private.column("epsilon")[0] == 0.0
+    np.testing.assert_array_equal(private.column("test_rmse"), plain.column("test_rmse"))
+    paper = simulate(FEDMC_ADMM, FEDMC_ADMM.Config(rank=2), data, sampler, 0, dp=dp).history
+    assert paper.column("epsilon")[0] == pytest.approx(epsilon(Plan(0, 0.5, True, 5.0), 1.0,
+                                                               1e-6))
