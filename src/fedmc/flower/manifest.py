@@ -47,6 +47,9 @@ class Manifest:
         Smallest and largest training rating.
     source
         How the split was made (the data settings), for the record.
+    kind
+        ``"ratings"``, or ``"boolean"`` for a binary matrix split by rows (Felb's data: the
+        items are its columns ``0..m-1``, the normalizer is the identity).
     """
 
     name: str
@@ -55,6 +58,7 @@ class Manifest:
     normalizer: Normalizer
     value_range: tuple[float, float]
     source: dict[str, Any]
+    kind: str = "ratings"
 
     @property
     def n_clients(self) -> int:
@@ -79,12 +83,15 @@ class Manifest:
 
     def federation_info(self) -> FederationInfo:
         """The facts the protocol's functions take."""
+        if self.kind == "boolean":
+            return FederationInfo(self.n_clients, self.n_items)
         return FederationInfo(self.n_clients, self.n_items, self.normalizer, self.value_range)
 
     def write(self, path: Path) -> None:
         """Write as JSON."""
         doc = {
             "format": FORMAT,
+            "kind": self.kind,
             "name": self.name,
             "clients": self.n_clients,
             "users": self.n_users,
@@ -114,6 +121,7 @@ class Manifest:
             normalizer=Normalizer(**doc["normalizer"]),
             value_range=tuple(float(v) for v in doc["value_range"]),
             source=doc["source"],
+            kind=doc.get("kind", "ratings"),
         )
 
 
