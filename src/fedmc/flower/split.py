@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from fedmc.data.boolean import SYNTHETIC, BooleanFederatedData
 from fedmc.data.federated import CSR, FederatedData
-from fedmc.flower.manifest import Manifest
-from fedmc.data.boolean import BooleanFederatedData
 from fedmc.data.normalize import Normalizer
+from fedmc.flower.manifest import Manifest
 from fedmc.pipeline import DataSettings, federate, load_boolean_data, load_ratings
 
 HEADER = "user,item,rating\n"
@@ -34,8 +34,6 @@ BOOLEAN_HEADER = "row,cols\n"
 def is_boolean(settings: DataSettings) -> bool:
     """Whether ``settings`` name Boolean data (a 0/1 file, binarized ratings or synthetic
     tiles), which ``fedmc run`` loads for the Felb algorithms."""
-    from fedmc.data.boolean import SYNTHETIC
-
     return (settings.binary is not None or settings.binarize is not None
             or settings.dataset == SYNTHETIC)
 
