@@ -7,12 +7,18 @@ import pytest
 
 pytest.importorskip("flwr")
 
+from fedmc.algorithms import get_algorithm  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
 from fedmc.errors import DataError  # noqa: E402
 from fedmc.flower.manifest import Manifest  # noqa: E402
 from fedmc.flower.shard import load_boolean_shard  # noqa: E402
 from fedmc.flower.split import client_files, write_split  # noqa: E402
 from fedmc.pipeline import DataSettings, load_boolean_data  # noqa: E402
+from fedmc.runner import RunSettings  # noqa: E402
+from fedmc.sim.loop import simulate  # noqa: E402
+from fedmc.sim.sampling import make_sampler  # noqa: E402
+from fedmc.testing import assert_same_history  # noqa: E402
+from tests.test_flower import PARAMS, federated  # noqa: E402
 
 
 def boolean_settings(clients: int = 3) -> DataSettings:
@@ -48,3 +54,17 @@ def test_a_boolean_shard_with_a_column_outside_the_manifest_is_refused(tmp_path)
     ones.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match="outside"):
         load_boolean_shard(manifest, 0, ones, None)
+
+
+@pytest.mark.federation
+def test_three_felb_nodes_two_rounds_give_the_simulations_history(tmp_path):
+    settings, run = boolean_settings(), RunSettings(rounds=2, active=2, seed=0, algorithm="felb")
+    data = load_boolean_data(settings)
+    algorithm = get_algorithm("felb").algorithm
+    sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)
+    expected = simulate(algorithm, algorithm.Config(**PARAMS), data, sampler, run.rounds,
+                        run.seed, 1).history
+    history, out = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
+    assert_same_history(history, expected, rtol=1e-9, atol=1e-9)
+    assert [row["lost"] for row in history.rows if "lost" in row] == []
+    assert (out / "model.npz").exists()

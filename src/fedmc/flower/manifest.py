@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from fedmc.core.protocol import FederationInfo
+from fedmc.data.boolean import BooleanFederatedData
 from fedmc.data.normalize import Normalizer
 from fedmc.errors import ConfigError
 
@@ -150,3 +152,17 @@ class Population:
     def federation_info(self) -> FederationInfo:
         """The facts the protocol's functions take."""
         return self.manifest.federation_info()
+
+
+def population(manifest: Manifest) -> Population | BooleanFederatedData:
+    """The sizes of the federation of ``manifest`` in the form its algorithms' ``draws`` take:
+    a :class:`Population`, or for Boolean data a :class:`BooleanFederatedData` with the
+    federation's shape and client rows and no ones (Felb draws from the sizes only)."""
+    if manifest.kind != "boolean":
+        return Population(manifest)
+    return BooleanFederatedData(
+        A=sp.csr_matrix((manifest.n_users, manifest.n_items)),
+        client_ptr=manifest.client_rows,
+        row_index=np.arange(manifest.n_users),
+        name=manifest.name,
+    )
