@@ -44,9 +44,13 @@ def client_files(folder: Path, client: int) -> tuple[Path, Path]:
     return stem.with_suffix(".csv"), stem.with_suffix(".test.csv")
 
 
-def write_split(settings: DataSettings, out: Path) -> Manifest:
-    """Load and split the data of ``settings`` as ``fedmc run`` does; write the files."""
-    if is_boolean(settings):
+def write_split(settings: DataSettings, out: Path, boolean: bool | None = None) -> Manifest:
+    """Load and split the data of ``settings`` as ``fedmc run`` does; write the files.
+
+    ``boolean`` says whether to load Boolean data (as ``fedmc run`` does for an algorithm of
+    ``data_kind="boolean"``: then no data option means ``synthetic-boolean``); by default the
+    data options decide (:func:`is_boolean`)."""
+    if is_boolean(settings) if boolean is None else boolean:
         return _write_boolean_split(load_boolean_data(settings), settings, out)
     ratings = load_ratings(settings)
     ids = (_ids(ratings.user_ids, ratings.n_users), _ids(ratings.item_ids, ratings.n_items))
