@@ -9,8 +9,8 @@ pytest.importorskip("flwr")
 
 from fedmc.algorithms import get_algorithm  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
-from fedmc.errors import DataError  # noqa: E402
-from fedmc.flower.manifest import Manifest  # noqa: E402
+from fedmc.errors import ConfigError, DataError  # noqa: E402
+from fedmc.flower.manifest import Manifest, population  # noqa: E402
 from fedmc.flower.shard import load_boolean_shard  # noqa: E402
 from fedmc.flower.split import client_files, write_split  # noqa: E402
 from fedmc.pipeline import DataSettings, load_boolean_data  # noqa: E402
@@ -54,6 +54,14 @@ def test_a_boolean_shard_with_a_column_outside_the_manifest_is_refused(tmp_path)
     ones.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match="outside"):
         load_boolean_shard(manifest, 0, ones, None)
+
+
+def test_an_algorithm_for_the_other_kind_of_data_is_refused(tmp_path):
+    write_split(boolean_settings(), tmp_path / "split")
+    manifest = Manifest.read(tmp_path / "split" / "manifest.json")
+    assert population(manifest, "boolean").shape == (manifest.n_users, manifest.n_items)
+    with pytest.raises(ConfigError, match="needs ratings data, the manifest holds boolean"):
+        population(manifest, "ratings")
 
 
 @pytest.mark.federation

@@ -55,6 +55,8 @@ def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., 
         write_app(out / "app")
         write_run_config(out / "run.toml", {**RUN_CONFIG_DEFAULTS, "seed": kw["seed"],
                                             "active": min(10, manifest.n_clients),
+                                            **({"algorithm": "felb"} if manifest.kind
+                                               == "boolean" else {}),
                                             "manifest": str(out / "manifest.json")})
         typer.echo(f"wrote {out}/manifest.json, {manifest.n_clients} clients' files under "
                    f"{out}/clients, the app in {out}/app and {out}/run.toml", err=True)

@@ -113,10 +113,11 @@ def _make_party(client: int, node: Mapping[str, Any], run: FederatedRun, run_id:
     else:
         shard = load_shard(manifest, client, Path(str(node["ratings"])), held, columns)
     algorithm, cfg, info = run.algorithm, run.config(), manifest.federation_info()
+    sizes = population(manifest, algorithm.data_kind)
     store = StateStore(Path(str(node["state"])), run_id)
     if store.committed is None:  # this client's slice of the population's initial draws
         init_seq = np.random.SeedSequence(run.run.seed).spawn(2)[0]
-        draws = algorithm.draws(cfg, population(manifest), np.random.default_rng(init_seq))
+        draws = algorithm.draws(cfg, sizes, np.random.default_rng(init_seq))
         own = draws.take(np.array([client]), manifest.rows_of(client))
         store.start(algorithm.init_clients(cfg, shard, own, info))
     return Party(client, algorithm, cfg, info, shard, store)

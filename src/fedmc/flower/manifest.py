@@ -154,10 +154,14 @@ class Population:
         return self.manifest.federation_info()
 
 
-def population(manifest: Manifest) -> Population | BooleanFederatedData:
-    """The sizes of the federation of ``manifest`` in the form its algorithms' ``draws`` take:
-    a :class:`Population`, or for Boolean data a :class:`BooleanFederatedData` with the
-    federation's shape and client rows and no ones (Felb draws from the sizes only)."""
+def population(manifest: Manifest, data_kind: str) -> Population | BooleanFederatedData:
+    """The sizes of the federation of ``manifest`` in the form the ``draws`` of an algorithm
+    of ``data_kind`` take: a :class:`Population`, or for Boolean data a
+    :class:`BooleanFederatedData` with the federation's shape and client rows and no ones
+    (Felb draws from the sizes only). An algorithm for the other kind of data is refused."""
+    if data_kind != manifest.kind:
+        raise ConfigError(f"the algorithm needs {data_kind} data, the manifest holds "
+                          f"{manifest.kind} data (split again with the algorithm's data)")
     if manifest.kind != "boolean":
         return Population(manifest)
     return BooleanFederatedData(
