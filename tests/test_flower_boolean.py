@@ -65,10 +65,11 @@ def test_an_algorithm_for_the_other_kind_of_data_is_refused(tmp_path):
 
 
 @pytest.mark.federation
-def test_three_felb_nodes_two_rounds_give_the_simulations_history(tmp_path):
-    settings, run = boolean_settings(), RunSettings(rounds=2, active=2, seed=0, algorithm="felb")
+@pytest.mark.parametrize("name", ["felb", "felb-mu"])
+def test_three_felb_nodes_two_rounds_give_the_simulations_history(tmp_path, name):
+    settings, run = boolean_settings(), RunSettings(rounds=2, active=2, seed=0, algorithm=name)
     data = load_boolean_data(settings)
-    algorithm = get_algorithm("felb").algorithm
+    algorithm = get_algorithm(name).algorithm
     sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)
     expected = simulate(algorithm, algorithm.Config(**PARAMS), data, sampler, run.rounds,
                         run.seed, 1).history
