@@ -6,7 +6,9 @@ the client and its files::
     client=3 manifest="/data/manifest.json" ratings="/data/client-0003.csv"
     test="/data/client-0003.test.csv" state="/var/lib/fedmc/client-3"
 
-(``test`` and ``columns``, e.g. ``columns="user_id,movie_id,stars"``, are optional). The run
+(``test`` and ``columns``, e.g. ``columns="user_id,movie_id,stars"``, are optional; for a
+Boolean manifest ``ratings`` is the client's ``row,cols`` file of ones and ``test`` its rows of
+the ground-truth signal, :mod:`fedmc.flower.split`). The run
 configuration (:mod:`fedmc.flower.settings`) names the algorithm, its parameters and the seed.
 
 Message types: ``query`` (the client's id: the server knows clients by this id, not by
