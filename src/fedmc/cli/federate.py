@@ -24,7 +24,8 @@ import typer
 federate_app = typer.Typer(no_args_is_help=True, add_completion=False,
                            pretty_exceptions_enable=False)
 SPLIT_OPTIONS = ("dataset", "ratings", "columns", "data_dir", "duplicates", "normalize",
-                 "split", "test_fraction", "clients", "partition", "seed")
+                 "split", "test_fraction", "clients", "partition", "seed", "binary",
+                 "binarize", "noise")
 FLOWER = "Federation"
 # fedmc run's options a federation does not take: its own --out, a split given as two files,
 # the ranking evaluation and saving the user factors (they stay on the nodes)
@@ -54,6 +55,8 @@ def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., 
         write_app(out / "app")
         write_run_config(out / "run.toml", {**RUN_CONFIG_DEFAULTS, "seed": kw["seed"],
                                             "active": min(10, manifest.n_clients),
+                                            **({"algorithm": "felb"} if manifest.kind
+                                               == "boolean" else {}),
                                             "manifest": str(out / "manifest.json")})
         typer.echo(f"wrote {out}/manifest.json, {manifest.n_clients} clients' files under "
                    f"{out}/clients, the app in {out}/app and {out}/run.toml", err=True)

@@ -6,7 +6,9 @@ the client and its files::
     client=3 manifest="/data/manifest.json" ratings="/data/client-0003.csv"
     test="/data/client-0003.test.csv" state="/var/lib/fedmc/client-3"
 
-(``test`` and ``columns``, e.g. ``columns="user_id,movie_id,stars"``, are optional). The run
+(``test`` and ``columns``, e.g. ``columns="user_id,movie_id,stars"``, are optional; for a
+Boolean manifest ``ratings`` is the client's ``row,cols`` file of ones and ``test`` its rows of
+the ground-truth signal, :mod:`fedmc.flower.split`). The run
 configuration (:mod:`fedmc.flower.settings`) names the algorithm, its parameters and the seed.
 
 Message types: ``query`` (the client's id: the server knows clients by this id, not by
@@ -35,9 +37,9 @@ from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
 from fedmc.flower import secagg
 from fedmc.flower.client_state import StateStore
-from fedmc.flower.manifest import Manifest, Population
+from fedmc.flower.manifest import Manifest, population
 from fedmc.flower.settings import FederatedRun
-from fedmc.flower.shard import load_shard
+from fedmc.flower.shard import load_boolean_shard, load_shard
 from fedmc.flower.wire import Envelope, pack_sums, pack_uploads, unpack_message
 
 app = ClientApp(mods=[secaggplus_mod])
@@ -107,13 +109,17 @@ def _make_party(client: int, node: Mapping[str, Any], run: FederatedRun, run_id:
             raise ConfigError(f"the node configuration of client {client} needs {key}=PATH")
     manifest = Manifest.read(str(node["manifest"]))
     columns = tuple(str(node["columns"]).split(",")) if node.get("columns") else None
-    shard = load_shard(manifest, client, Path(str(node["ratings"])),
-                       Path(str(node["test"])) if node.get("test") else None, columns)
+    held = Path(str(node["test"])) if node.get("test") else None
+    if manifest.kind == "boolean":  # its rows of A and, for synthetic data, of the signal
+        shard = load_boolean_shard(manifest, client, Path(str(node["ratings"])), held)
+    else:
+        shard = load_shard(manifest, client, Path(str(node["ratings"])), held, columns)
     algorithm, cfg, info = run.algorithm, run.config(), manifest.federation_info()
+    sizes = population(manifest, algorithm.data_kind)
     store = StateStore(Path(str(node["state"])), run_id)
     if store.committed is None:  # this client's slice of the population's initial draws
         init_seq = np.random.SeedSequence(run.run.seed).spawn(2)[0]
-        draws = algorithm.draws(cfg, Population(manifest), np.random.default_rng(init_seq))
+        draws = algorithm.draws(cfg, sizes, np.random.default_rng(init_seq))
         own = draws.take(np.array([client]), manifest.rows_of(client))
         store.start(algorithm.init_clients(cfg, shard, own, info))
     return Party(client, algorithm, cfg, info, shard, store)

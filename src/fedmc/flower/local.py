@@ -227,7 +227,7 @@ def run_local(run: FederatedRun, data: DataSettings, work: Path, stock_nodes: bo
     run = dataclasses.replace(run, manifest=(split / "manifest.json").resolve(),
                               out=run.out.resolve())
     run.config()  # bad parameters fail before anything starts
-    write_split(data, split)
+    write_split(data, split, boolean=run.algorithm.data_kind == "boolean")
     run_config = write_run_config(work / "run.toml", run.run_config())
     with LocalFederation(work, split, stock_nodes) as fed:
         fed.start()

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from fedmc.core.protocol import FederationInfo
+from fedmc.data.boolean import BooleanFederatedData
 from fedmc.data.normalize import Normalizer
 from fedmc.errors import ConfigError
 
@@ -47,6 +49,9 @@ class Manifest:
         Smallest and largest training rating.
     source
         How the split was made (the data settings), for the record.
+    kind
+        ``"ratings"``, or ``"boolean"`` for a binary matrix split by rows (Felb's data: the
+        items are its columns ``0..m-1``, the normalizer is the identity).
     """
 
     name: str
@@ -55,6 +60,7 @@ class Manifest:
     normalizer: Normalizer
     value_range: tuple[float, float]
     source: dict[str, Any]
+    kind: str = "ratings"
 
     @property
     def n_clients(self) -> int:
@@ -79,12 +85,15 @@ class Manifest:
 
     def federation_info(self) -> FederationInfo:
         """The facts the protocol's functions take."""
+        if self.kind == "boolean":
+            return FederationInfo(self.n_clients, self.n_items)
         return FederationInfo(self.n_clients, self.n_items, self.normalizer, self.value_range)
 
     def write(self, path: Path) -> None:
         """Write as JSON."""
         doc = {
             "format": FORMAT,
+            "kind": self.kind,
             "name": self.name,
             "clients": self.n_clients,
             "users": self.n_users,
@@ -114,6 +123,7 @@ class Manifest:
             normalizer=Normalizer(**doc["normalizer"]),
             value_range=tuple(float(v) for v in doc["value_range"]),
             source=doc["source"],
+            kind=doc.get("kind", "ratings"),
         )
 
 
@@ -142,3 +152,21 @@ class Population:
     def federation_info(self) -> FederationInfo:
         """The facts the protocol's functions take."""
         return self.manifest.federation_info()
+
+
+def population(manifest: Manifest, data_kind: str) -> Population | BooleanFederatedData:
+    """The sizes of the federation of ``manifest`` in the form the ``draws`` of an algorithm
+    of ``data_kind`` take: a :class:`Population`, or for Boolean data a
+    :class:`BooleanFederatedData` with the federation's shape and client rows and no ones
+    (Felb draws from the sizes only). An algorithm for the other kind of data is refused."""
+    if data_kind != manifest.kind:
+        raise ConfigError(f"the algorithm needs {data_kind} data, the manifest holds "
+                          f"{manifest.kind} data (split again with the algorithm's data)")
+    if manifest.kind != "boolean":
+        return Population(manifest)
+    return BooleanFederatedData(
+        A=sp.csr_matrix((manifest.n_users, manifest.n_items)),
+        client_ptr=manifest.client_rows,
+        row_index=np.arange(manifest.n_users),
+        name=manifest.name,
+    )

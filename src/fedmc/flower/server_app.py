@@ -25,7 +25,7 @@ from flwr.serverapp import Grid, ServerApp
 
 import fedmc
 from fedmc.flower.grid_clients import GridClients, Record
-from fedmc.flower.manifest import Manifest, Population
+from fedmc.flower.manifest import Manifest, population
 from fedmc.flower.secagg import SecureSum
 from fedmc.flower.settings import FederatedRun
 from fedmc.model import FactorModel
@@ -48,6 +48,7 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     started = time.perf_counter()
     manifest = Manifest.read(run.manifest)
     algorithm, cfg = run.algorithm, run.config()
+    sizes = population(manifest, algorithm.data_kind)
     settings = run.run
     sampler = make_sampler(manifest.n_clients, settings.active, settings.sampling,
                            settings.participation, settings.dropout)
@@ -57,7 +58,7 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     clients = GridClients(grid, manifest.n_clients, run.timeout, secure, progress.exchange)
     clients.connect(run.timeout)
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
-    sim = simulate(algorithm, cfg, Population(manifest), sampler, settings.rounds,
+    sim = simulate(algorithm, cfg, sizes, sampler, settings.rounds,
                    settings.seed, settings.eval_every, progress.round,
                    driver=lambda *_: clients)
     _mark_participants(sim.history, clients.log)

@@ -12,7 +12,9 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
+from fedmc.data.boolean import BooleanFederatedData
 from fedmc.data.federated import FederatedData
 from fedmc.data.loaders import load_ratings_file
 from fedmc.data.ratings import Ratings
@@ -57,3 +59,44 @@ def _indexed(r: Ratings | None, users: np.ndarray, manifest: Manifest,
         raise DataError(f"item {item_ids[~known][0]!r} is not in the manifest", path)
     return Ratings(np.searchsorted(users, r.user_ids[r.users]).astype(np.int32),
                    items.astype(np.int32), r.values, **shape)
+
+
+def load_boolean_shard(manifest: Manifest, client: int, ones: Path,
+                       signal: Path | None) -> BooleanFederatedData:
+    """Client ``client``'s rows of a Boolean federation from its ``row,cols`` file (and its
+    rows of the ground truth, if any), as a federation of one client: equal to the
+    simulation's ``BooleanFederatedData.client_shard(client)`` bit for bit."""
+    expected = manifest.rows_of(client)
+    A, sources = _read_rows(ones, manifest.n_items)
+    if len(sources) != expected.stop - expected.start:
+        raise DataError(f"client {client} has {len(sources)} rows in its file, the manifest "
+                        f"gives it {expected.stop - expected.start}", ones)
+    G = None
+    if signal is not None:
+        G, signal_sources = _read_rows(signal, manifest.n_items)
+        if not np.array_equal(signal_sources, sources):
+            raise DataError("the signal file's rows differ from the data file's", signal)
+    return BooleanFederatedData(A=A, client_ptr=np.array([0, len(sources)], dtype=np.int64),
+                                row_index=sources, signal=G, name=manifest.name)
+
+
+def _read_rows(path: Path, n_cols: int) -> tuple[sp.csr_matrix, np.ndarray]:
+    """A ``row,cols`` file (:mod:`fedmc.flower.split`) as a binary CSR matrix and the source
+    row of each line."""
+    try:
+        lines = path.read_text().splitlines()[1:]
+    except OSError as exc:
+        raise DataError(f"cannot read the client's rows ({exc.strerror})", path) from None
+    try:
+        pairs = [line.split(",", 1) for line in lines]
+        sources = np.array([int(r) for r, _ in pairs], dtype=np.int64)
+        cols = [np.array(c.split(), dtype=np.int64) for _, c in pairs]
+    except ValueError:
+        raise DataError("expected lines 'row,cols' (integers, cols separated by spaces)",
+                        path) from None
+    indices = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+    if indices.size and not 0 <= indices.min() <= indices.max() < n_cols:
+        raise DataError(f"a column is outside the manifest's 0..{n_cols - 1}", path)
+    indptr = np.concatenate([[0], np.cumsum([len(c) for c in cols])]).astype(np.int64)
+    A = sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(sources), n_cols))
+    return A, sources

@@ -6,6 +6,12 @@
 held-out ratings, so the test split travels with them). Columns are ``user,item,rating`` with
 the source's raw ids and ratings. The split, partition and normalization are exactly those of
 ``fedmc run`` with the same data settings.
+
+Boolean data (Felb's: ``--binary FILE``, ``--binarize T``, ``--dataset synthetic-boolean``)
+are split by rows as ``fedmc run --algorithm felb`` splits them: ``client-C.csv`` holds the
+client's rows of ``A``, one line ``row,cols`` per row (its source row, then the columns of its
+ones separated by spaces, empty for a zero row), and, for synthetic data, ``client-C.test.csv``
+the same rows of the ground truth ``signal`` (Felb's F1 against the signal).
 """
 
 from __future__ import annotations
@@ -13,12 +19,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
+from fedmc.data.boolean import SYNTHETIC, BooleanFederatedData
 from fedmc.data.federated import CSR, FederatedData
+from fedmc.data.normalize import Normalizer
 from fedmc.flower.manifest import Manifest
-from fedmc.pipeline import DataSettings, federate, load_ratings
+from fedmc.pipeline import DataSettings, federate, load_boolean_data, load_ratings
 
 HEADER = "user,item,rating\n"
+BOOLEAN_HEADER = "row,cols\n"
+
+
+def is_boolean(settings: DataSettings) -> bool:
+    """Whether ``settings`` name Boolean data (a 0/1 file, binarized ratings or synthetic
+    tiles), which ``fedmc run`` loads for the Felb algorithms."""
+    return (settings.binary is not None or settings.binarize is not None
+            or settings.dataset == SYNTHETIC)
 
 
 def client_files(folder: Path, client: int) -> tuple[Path, Path]:
@@ -27,8 +44,14 @@ def client_files(folder: Path, client: int) -> tuple[Path, Path]:
     return stem.with_suffix(".csv"), stem.with_suffix(".test.csv")
 
 
-def write_split(settings: DataSettings, out: Path) -> Manifest:
-    """Load and split the data of ``settings`` as ``fedmc run`` does; write the files."""
+def write_split(settings: DataSettings, out: Path, boolean: bool | None = None) -> Manifest:
+    """Load and split the data of ``settings`` as ``fedmc run`` does; write the files.
+
+    ``boolean`` says whether to load Boolean data (as ``fedmc run`` does for an algorithm of
+    ``data_kind="boolean"``: then no data option means ``synthetic-boolean``); by default the
+    data options decide (:func:`is_boolean`)."""
+    if is_boolean(settings) if boolean is None else boolean:
+        return _write_boolean_split(load_boolean_data(settings), settings, out)
     ratings = load_ratings(settings)
     ids = (_ids(ratings.user_ids, ratings.n_users), _ids(ratings.item_ids, ratings.n_items))
     data = federate(ratings, settings)  # what fedmc run trains on (normalized values)
@@ -75,3 +98,35 @@ def _manifest(data: FederatedData, item_ids: np.ndarray, settings: DataSettings)
         value_range=data.value_range,
         source=settings.model_dump(mode="json"),
     )
+
+
+def _write_boolean_split(data: BooleanFederatedData, settings: DataSettings,
+                         out: Path) -> Manifest:
+    """Write every client's rows of ``A`` (and of ``signal``, if any) and the manifest."""
+    (out / "clients").mkdir(parents=True, exist_ok=True)
+    for c in range(data.n_clients):
+        ones_path, signal_path = client_files(out, c)
+        rows = data.client_rows(c)
+        _write_rows(ones_path, data.A[rows], data.row_index[rows])
+        signal_path.unlink(missing_ok=True)
+        if data.signal is not None:
+            _write_rows(signal_path, data.signal[rows], data.row_index[rows])
+    manifest = Manifest(
+        name=data.name,
+        client_rows=np.asarray(data.client_ptr, dtype=np.int64),
+        item_ids=np.arange(data.shape[1]),
+        normalizer=Normalizer(),
+        value_range=(0.0, 1.0),
+        source=settings.model_dump(mode="json"),
+        kind="boolean",
+    )
+    manifest.write(out / "manifest.json")
+    return manifest
+
+
+def _write_rows(path: Path, X: sp.csr_matrix, sources: np.ndarray) -> None:
+    """One line ``row,cols`` per row of the binary ``X``: its source row and the columns of its
+    ones in stored order."""
+    lines = [f"{r},{' '.join(map(str, X.indices[X.indptr[i]:X.indptr[i + 1]].tolist()))}"
+             for i, r in enumerate(sources.tolist())]
+    path.write_text(BOOLEAN_HEADER + "\n".join(lines) + "\n")
