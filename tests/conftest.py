@@ -15,8 +15,7 @@ from fedmc.data import FederatedData, Normalizer, Ratings
 # foreground, so no process outlives them and results do not depend on what was compiled.
 os.environ.setdefault("FEDMC_KERNELS", "specialized")
 
-SHARED_DATA = Path(os.environ.get("FEDMC_DATA") or  # the licensed sets: $FEDMC_DATA, else
-                   Path(__file__).resolve().parents[1].parent / "shared" / "data")  # ../shared
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def tiny_federated(
@@ -50,8 +49,7 @@ def tiny():
 
 
 def require_shared_data(*parts: str) -> Path:
-    """Path under the licensed data folder (``$FEDMC_DATA``, else ``../shared/data``); skip
-    the test when it is absent."""
+    """Path under ``../shared/data``; skip the test when it is absent."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
         pytest.skip(f"{path} not present (licensed data is not part of the repository)")

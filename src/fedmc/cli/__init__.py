@@ -203,15 +203,17 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     given["active"] = None if options["active"] is None else _active(options["active"])
     protocol, params, defaulted = apply_protocol(options["algorithm"], given, params)
     o = {**options, **protocol}
-    columns = _columns(o["columns"])
+    columns = o["columns"]
     data_settings = DataSettings(
         dataset=o["dataset"], ratings=o["ratings"], train=o.get("train"), test=o.get("test"),
-        columns=columns,
+        columns=tuple(columns.split(",")) if columns else None,
         data_dir=o["data_dir"], duplicates=o["duplicates"], clients=o["clients"],
         partition=o["partition"], split=o["split"], test_fraction=o["test_fraction"],
         normalize=o["normalize"], binary=o["binary"], binarize=o["binarize"], noise=o["noise"],
         seed=o["seed"],
     )
+    if columns and len(data_settings.columns or ()) != 3:
+        raise ConfigError(f"--columns needs three names, got {columns!r}")
     run_settings = RunSettings(
         algorithm=o["algorithm"], rounds=o["rounds"],
         active=None if o["active"] == "all" else o["active"], sampling=o["sampling"],
@@ -222,18 +224,6 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         save_user_factors=o.get("save_user_factors", False), defaulted=defaulted,
     )
     return run_settings, data_settings, params
-
-
-def _columns(text: str | None) -> tuple[str, ...] | None:
-    """``--columns``: three names or 0-based positions, separated by commas (blanks around
-    them ignored)."""
-    if text is None:
-        return None
-    names = tuple(name.strip() for name in text.split(","))
-    if len(names) != 3 or not all(names):
-        raise ConfigError(f"--columns takes three names or positions, user,item,rating "
-                          f"(e.g. --columns user_id,item_id,stars), got {text!r}")
-    return names
 
 
 def _active(text: str) -> int | float | str:
@@ -334,9 +324,7 @@ def _slug(text: str) -> str:
 
 def _fail(reason: str, code: int = 2) -> None:
     """One line on stderr, exit status ``code``."""
-    line = " ".join(reason.split())  # one line; control characters shown, never obeyed
-    sys.stderr.write("fedmc: error: " + "".join(c if c.isprintable() else ascii(c)[1:-1]
-                                                for c in line) + "\n")
+    sys.stderr.write("fedmc: error: " + " ".join(reason.split()) + "\n")
     sys.exit(code)
 
 

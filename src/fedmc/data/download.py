@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import http.client
 import os
-import shutil
 import tempfile
 import urllib.error
 import urllib.request
@@ -44,7 +43,7 @@ def download_and_extract(
         ``"md5:<hex>"`` or ``"sha256:<hex>"`` the archive must match, or ``None`` to skip
         verification (the caller decides whether that is allowed).
     dest_dir
-        Data folder; created when missing (and removed again if the download fails).
+        Data folder; created when missing.
     folder
         The folder inside the archive to install (for example ``ml-10M100K``).
     required
@@ -64,28 +63,7 @@ def download_and_extract(
         Network failure, truncated transfer, checksum mismatch, bad archive, or an archive
         without ``folder`` or the ``required`` files. Nothing is left in ``dest_dir`` then.
     """
-    made = _missing_ancestor(dest_dir)
     dest_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        return _install(url, checksum, dest_dir, folder, required, progress)
-    except BaseException:
-        if made is not None:  # a failed download leaves no folder it made
-            shutil.rmtree(made, ignore_errors=True)
-        raise
-
-
-def _missing_ancestor(path: Path) -> Path | None:
-    """The outermost folder of ``path`` that does not exist yet, if any."""
-    missing = None
-    for folder in (path, *path.parents):
-        if folder.exists():
-            break
-        missing = folder
-    return missing
-
-
-def _install(url: str, checksum: str | None, dest_dir: Path, folder: str,
-             required: Sequence[str], progress: bool) -> Path:
     target = dest_dir / folder
     with _temporary_file(dest_dir) as archive:
         digest = _fetch(url, archive, checksum, progress)

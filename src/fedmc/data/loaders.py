@@ -8,7 +8,6 @@ result.
 
 from __future__ import annotations
 
-import codecs
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -263,38 +262,16 @@ def check_duplicates(duplicates: str) -> None:
         )
 
 
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-         (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
-         (codecs.BOM_UTF16_BE, "utf-16"))
-
-
 def _read_bytes(path: Path) -> bytes:
-    """The file's bytes as UTF-8 text; a missing, unreadable, blank, binary or non-regular file
-    (a FIFO, a device such as ``/dev/zero``) is a :class:`DataError`. A byte-order mark (Excel's
-    "CSV UTF-8", UTF-16 and UTF-32 files) says how to decode the file."""
+    """The file's bytes; a missing, unreadable or blank file is a :class:`DataError`."""
     if not path.exists():
         raise DataError("file not found", path)
     if path.is_dir():
         raise DataError("is a folder, not a file", path)
-    if not path.is_file():
-        raise DataError("is not a regular file (a pipe or a device?): save the ratings to a "
-                        "file first", path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise DataError(f"cannot read file: {exc.strerror or exc}", path) from exc
-    for bom, encoding in _BOMS:
-        if data.startswith(bom):
-            try:
-                data = data.decode(encoding).encode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(f"starts like {encoding.upper()} text but does not decode: "
-                                f"{exc.reason} at byte {exc.start}", path) from None
-            break
-    else:
-        if b"\0" in data[:4096]:
-            raise DataError("holds NUL bytes: a binary file, or UTF-16 text without a "
-                            "byte-order mark (save it as UTF-8)", path)
     if not data or data.isspace():
         raise DataError("file is empty", path)
     return data

@@ -7,7 +7,7 @@ from typing import Literal
 
 import numpy as np
 
-from fedmc.errors import ConfigError, DataError
+from fedmc.errors import ConfigError
 
 NormalizeKind = Literal["none", "center", "zscore"]
 
@@ -32,9 +32,6 @@ class Normalizer:
         if len(values) == 0:
             raise ConfigError("cannot normalize: there are no training ratings")
         mean = float(np.mean(values))
-        if not np.isfinite(mean) or not np.isfinite(np.std(values)):
-            raise DataError(f"ratings too large to work with (the largest is "
-                            f"{float(np.max(np.abs(values))):.3g}): rescale them")
         if kind == "center":
             return cls("center", mean, 1.0)
         if kind == "zscore":

@@ -3,8 +3,8 @@
 Files are looked up in the official archive layout under a data folder (``<dir>/ml-1m/
 ratings.dat``, ``<dir>/ml-10M100K/ratings.dat``, ``<dir>/ml-20m/ratings.csv``, ...). The data
 folder is the ``data_dir`` argument, else ``$FEDMC_DATA``, else ``$XDG_CACHE_HOME/fedmc``
-(``~/.cache/fedmc``). Parsed arrays are cached in fedmc's own cache folder, never in the data
-folder (:mod:`fedmc.data.cache`).
+(``~/.cache/fedmc``). Parsed arrays are cached in ``<dir>/.fedmc-cache/`` (or in the user
+cache folder when the data folder is read-only).
 
 :data:`DATASETS` is a plain dict of :class:`DatasetSpec`, so tests can point a name at a local
 server by replacing an entry.
@@ -13,6 +13,7 @@ server by replacing an entry.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -299,13 +300,14 @@ def load_dataset(
     verify
         Check downloads against the pinned checksum.
     cache_dir
-        Folder of the parsed-array cache; by default fedmc's own
-        (``$XDG_CACHE_HOME/fedmc/parsed``, :mod:`fedmc.data.cache`).
+        Folder of the parsed-array cache; by default ``<data folder>/.fedmc-cache``, or the
+        user cache folder when the data folder is read-only.
 
     Returns
     -------
     Ratings
-        Parsed once, then served from the cache while the source files keep their contents.
+        Parsed once, then served from the cache while the source files keep their size and
+        modification time.
     """
     if name in SYNTHETIC_NAMES:
         from fedmc.data.synthetic import synthetic_dataset
@@ -323,12 +325,18 @@ def load_dataset(
             )
         download_dataset(name, root, progress=progress, verify=verify)
         files = dataset_files(name, root)
-    return _load_cached(spec, files, duplicates, _cache_dirs(cache_dir))
+    return _load_cached(spec, files, duplicates, _cache_dirs(root, cache_dir))
 
 
-def _cache_dirs(cache_dir: str | Path | None) -> list[Path]:
-    """Where cache entries live: ``cache_dir`` if given, else fedmc's own cache folder."""
-    return [Path(cache_dir) if cache_dir is not None else user_cache_dir() / CACHE_FOLDER]
+def _cache_dirs(root: Path, cache_dir: str | Path | None) -> list[Path]:
+    """Where cache entries may live: ``cache_dir`` if given, else the data folder's
+    ``.fedmc-cache`` unless the data folder is read-only, then the user cache folder."""
+    if cache_dir is not None:
+        return [Path(cache_dir)]
+    dirs = [user_cache_dir() / CACHE_FOLDER]
+    if os.access(root, os.W_OK) and root.stat().st_mode & stat.S_IWUSR:
+        dirs.insert(0, root / CACHE_FOLDER)
+    return dirs
 
 
 def _load_cached(
