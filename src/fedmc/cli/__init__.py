@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,7 +22,6 @@ from fedmc.cli.data import data_app
 from fedmc.cli.experiment import register as register_experiment_commands
 from fedmc.cli.recommend import register as register_model_commands
 from fedmc.errors import ConfigError, FedMCError
-from fedmc.interrupt import Interrupted, as_interrupted, raise_on_sigterm
 
 app = typer.Typer(
     name="fedmc",
@@ -148,10 +148,7 @@ def run(
         "--save-user-factors", help="Save the user factors and rated items with the model "
         "(simulation studies: in a federation they stay on the clients).")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default "
-                                                 "runs/<time>-<algorithm>-<data>); it must not "
-                                                 "hold an earlier run.")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the earlier run in "
-                                            "--out.")] = False,
+                                                 "runs/<time>-<algorithm>-<data>).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Train one algorithm on one data set and write config.json, history.csv, summary.json.
@@ -159,26 +156,18 @@ def run(
     With no options: FedMC-ADMM on the embedded synthetic data, offline, in seconds.
     """
     from fedmc.precompile import compile_in_background
-    from fedmc.run_folder import RunFolder
     from fedmc.runner import execute, write_outputs
 
     run_settings, data_settings, params = resolve_options(locals())
     label = f"{algorithm} on {data_settings.source}"
-    folder = RunFolder.claim(out_dir, _slug(f"{algorithm}-{data_settings.source}"), overwrite)
-    target = folder.path
-    try:
-        with _progress(quiet, run_settings.rounds, label) as callback:
-            result = execute(run_settings, data_settings, params, callback,
-                             progress_download=not quiet,
-                             kernels=os.environ.get("FEDMC_KERNELS", "auto"))
-        write_outputs(target, result)
-    except (KeyboardInterrupt, Interrupted) as exc:
-        folder.release("interrupted")
-        raise as_interrupted(exc, target) from None
-    except BaseException as exc:
-        folder.fail(exc)
-        raise
-    folder.release("finished")
+    with _progress(quiet, run_settings.rounds, label) as callback:
+        result = execute(run_settings, data_settings, params, callback,
+                         progress_download=not quiet,
+                         kernels=os.environ.get("FEDMC_KERNELS", "auto"))
+    target = out_dir or Path("runs") / (
+        f"{datetime.now():%Y%m%d-%H%M%S}-{algorithm}-{data_settings.source}"
+    )
+    write_outputs(target, result)
     if result.config["kernels"] == "generic":
         compile_in_background(algorithm, result.config["params"])
     if not quiet:
@@ -317,11 +306,6 @@ def _register_federate() -> None:
 _register_federate()
 
 
-def _slug(text: str) -> str:
-    """``text`` as a folder name: letters, digits, ``.``, ``-`` and ``_`` only."""
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in text)[:80]
-
-
 def _fail(reason: str, code: int = 2) -> None:
     """One line on stderr, exit status ``code``."""
     sys.stderr.write("fedmc: error: " + " ".join(reason.split()) + "\n")
@@ -329,14 +313,9 @@ def _fail(reason: str, code: int = 2) -> None:
 
 
 def main() -> None:
-    """Entry point: run the app, mapping input errors to exit status 2 and interrupts to
-    ``128 + signal`` (SIGINT 130, SIGTERM 143)."""
-    raise_on_sigterm()
+    """Entry point: run the app, mapping input errors to exit status 2."""
     try:
-        code = app(standalone_mode=False)
-    except Interrupted as exc:
-        err.print(f"fedmc: {exc.message()}", markup=False, soft_wrap=True)
-        sys.exit(exc.exit_code)
+        app(standalone_mode=False)
     except FedMCError as exc:
         _fail(str(exc))
     except ValidationError as exc:
@@ -359,6 +338,3 @@ def main() -> None:
         ctx = getattr(exc, "ctx", None)
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         _fail(message() + hint, code)
-    else:
-        if isinstance(code, int) and code:  # typer returns what it made of an exit or Ctrl-C
-            sys.exit(code)

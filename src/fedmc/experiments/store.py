@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -26,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from fedmc.errors import FedMCError
-from fedmc.files import strict_json, write_atomic
 
 EXPERIMENT_FILE = "experiment.json"
 REPORT_FILE = "report.md"
@@ -80,7 +81,7 @@ def new_folder(root: Path, meta: dict[str, Any]) -> Path:
             folder.mkdir()
         except FileExistsError:
             continue
-        write_atomic(folder / EXPERIMENT_FILE, strict_json(meta))
+        write_atomic(folder / EXPERIMENT_FILE, json.dumps(meta, indent=2, default=str) + "\n")
         return folder
     raise FileExistsError(f"cannot create a new folder under {root}")
 
@@ -112,6 +113,23 @@ def record_timing(folder: Path, entry: dict[str, Any]) -> None:
     except (OSError, ValueError):
         entries = []
     entries.append(entry)
-    write_atomic(path, strict_json(entries))
+    write_atomic(path, json.dumps(entries, indent=2) + "\n")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename (mode as by umask)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode() if isinstance(text, str) else text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

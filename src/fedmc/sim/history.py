@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,18 +36,14 @@ class History:
         """The latest value of a column."""
         return float(self.rows[-1][name])
 
-    def csv_text(self) -> str:
-        """The rows as CSV (the ``history.csv`` of the run contract)."""
-        fh = io.StringIO(newline="")
-        writer = csv.DictWriter(fh, fieldnames=self.columns, restval="")
-        writer.writeheader()
-        for row in self.rows:
-            writer.writerow({k: _fmt(v) for k, v in row.items()})
-        return fh.getvalue()
-
     def to_csv(self, path: str | Path) -> None:
-        """Write :meth:`csv_text` to ``path``."""
-        Path(path).write_text(self.csv_text(), newline="")
+        """Write as CSV (the ``history.csv`` of the run contract)."""
+        cols = self.columns
+        with open(path, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=cols, restval="")
+            writer.writeheader()
+            for row in self.rows:
+                writer.writerow({k: _fmt(v) for k, v in row.items()})
 
     @classmethod
     def read_csv(cls, path: str | Path) -> History:
