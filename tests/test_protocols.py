@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-
 from fedmc.algorithms import algorithm_names
 from fedmc.algorithms.protocols import PROTOCOLS, VARIANTS, apply_protocol
 from fedmc.errors import ConfigError

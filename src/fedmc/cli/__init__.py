@@ -180,9 +180,10 @@ def run(
 def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """``fedmc run``'s options (by name) as run settings, data settings and the algorithm's
     parameters; commands that take the same options (``fedmc federate``) share it."""
-    from fedmc.algorithms.protocols import apply_protocol
     from fedmc.pipeline import DataSettings
     from fedmc.runner import RunSettings
+
+    from fedmc.algorithms.protocols import apply_protocol
 
     named = {k: options[k] for k in ("rank", "inner", "reg_u", "lam", "reg_v", "gamma", "beta",
                                      "init_scale", "steps", "biases", "clip")}
