@@ -43,11 +43,11 @@ RUN_PARAMS: dict[str, Any] = {
     "user_dp_setup_scale": 1.0,
 }
 """Run parameters every estimator takes besides its algorithm's: rounds, clients per round
-(None: all; a float in (0, 1): that share of the clients), ``uniform|bernoulli|replacement``
-sampling, Bernoulli participation, dropout share, evaluation period, the seed, and user-level
-DP (``user_dp_epsilon`` or ``user_dp_noise``, with ``user_dp_clip``, ``user_dp_delta`` and
-``user_dp_setup_scale``: :class:`fedmc.privacy.accounting.UserDP`; ``user_`` keeps them apart
-from Felb's own local DP parameters)."""
+(None: all), ``uniform|bernoulli|replacement`` sampling, Bernoulli participation, dropout
+share, evaluation period, the seed, and user-level DP (``user_dp_epsilon`` or
+``user_dp_noise``, with ``user_dp_clip``, ``user_dp_delta`` and ``user_dp_setup_scale``:
+:class:`fedmc.privacy.accounting.UserDP`; ``user_`` keeps them apart from Felb's own local DP
+parameters)."""
 
 
 class Estimator:

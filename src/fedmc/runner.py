@@ -47,9 +47,7 @@ class RunSettings(BaseModel):
 
     algorithm: str = "fedmc-admm"
     rounds: int = Field(100, ge=0)
-    active: int | float | None = Field(
-        10, gt=0, description="clients per round (uniform sampling): a count, a share of the "
-        "clients in (0, 1), or None for all")
+    active: int | None = Field(10, ge=1, description="clients per round (uniform sampling)")
     sampling: SamplingKind = "uniform"
     participation: float | None = Field(
         None, gt=0, le=1, description="p_i of every client for Bernoulli sampling"
@@ -68,9 +66,6 @@ class RunSettings(BaseModel):
     save_user_factors: bool = Field(
         False, description="save U, raw user ids and rated items with the model (simulation)"
     )
-    defaulted: list[str] = Field(
-        default_factory=list, description="options and parameters taken from the algorithm's "
-        "protocol (fedmc.algorithms.protocols), not from the user")
 
 
 @dataclass

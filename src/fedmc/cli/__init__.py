@@ -73,17 +73,13 @@ def run(
                                        rich_help_panel=DATA)] = "random",
     test_fraction: Annotated[float, typer.Option(help="Share of ratings held out.",
                                                  rich_help_panel=DATA)] = 0.2,
-    clients: Annotated[int | None, typer.Option(help="Number of clients p [default: the "
-                                                "algorithm's protocol: 100 for fedmc-admm].",
-                                                rich_help_panel=PROTO)] = None,
-    partition: Annotated[str | None, typer.Option(help="random|contiguous|powerlaw|user (one "
-                                                  "user per client) [default: the algorithm's "
-                                                  "protocol: random; user for rfrec].",
-                                                  rich_help_panel=PROTO)] = None,
+    clients: Annotated[int, typer.Option(help="Number of clients p.",
+                                         rich_help_panel=PROTO)] = 100,
+    partition: Annotated[str, typer.Option(help="random|contiguous|powerlaw|user (one user "
+                                           "per client).", rich_help_panel=PROTO)] = "random",
     active: Annotated[str | None, typer.Option(help="Clients per round (uniform sampling): a "
-                                               "number, a share such as 10%, or 'all' [default: "
-                                               "the algorithm's protocol: 10 for fedmc-admm, 10% "
-                                               "with --partition user].",
+                                               "number or 'all'; default min(10, clients), all "
+                                               "with --partition user.",
                                                rich_help_panel=PROTO)] = None,
     sampling: Annotated[str, typer.Option(help="uniform (fixed size) | bernoulli.",
                                           rich_help_panel=PROTO)] = "uniform",
@@ -92,9 +88,8 @@ def run(
         rich_help_panel=PROTO)] = None,
     dropout: Annotated[float, typer.Option(help="Share of drawn clients that drop out of a "
                                            "round.", rich_help_panel=PROTO)] = 0.0,
-    rounds: Annotated[int | None, typer.Option(help="Communication rounds [default: the "
-                                               "algorithm's protocol: 100 for fedmc-admm, 400 "
-                                               "for rfrec].", rich_help_panel=PROTO)] = None,
+    rounds: Annotated[int, typer.Option(help="Communication rounds.",
+                                        rich_help_panel=PROTO)] = 100,
     eval_every: Annotated[int, typer.Option(help="Evaluate every this many rounds.",
                                             rich_help_panel=PROTO)] = 1,
     seed: Annotated[int, typer.Option(help="Seed of split, partition, init and sampling.",
@@ -160,7 +155,7 @@ def run(
 
     run_settings, data_settings, params = resolve_options(locals())
     label = f"{algorithm} on {data_settings.source}"
-    with _progress(quiet, run_settings.rounds, label) as callback:
+    with _progress(quiet, rounds, label) as callback:
         result = execute(run_settings, data_settings, params, callback,
                          progress_download=not quiet,
                          kernels=os.environ.get("FEDMC_KERNELS", "auto"))
@@ -183,16 +178,11 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     from fedmc.pipeline import DataSettings
     from fedmc.runner import RunSettings
 
-    from fedmc.algorithms.protocols import apply_protocol
-
-    named = {k: options[k] for k in ("rank", "inner", "reg_u", "lam", "reg_v", "gamma", "beta",
-                                     "init_scale", "steps", "biases", "clip")}
+    o = options
+    named = {k: o[k] for k in ("rank", "inner", "reg_u", "lam", "reg_v", "gamma", "beta",
+                               "init_scale", "steps", "biases", "clip")}
     params = {k: v for k, v in named.items() if v is not None}
-    params.update(_parse_params(options["param"] or []))
-    given = {k: options[k] for k in ("partition", "clients", "rounds")}
-    given["active"] = None if options["active"] is None else _active(options["active"])
-    protocol, params, defaulted = apply_protocol(options["algorithm"], given, params)
-    o = {**options, **protocol}
+    params.update(_parse_params(o["param"] or []))
     columns = o["columns"]
     data_settings = DataSettings(
         dataset=o["dataset"], ratings=o["ratings"], train=o.get("train"), test=o.get("test"),
@@ -206,30 +196,25 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         raise ConfigError(f"--columns needs three names, got {columns!r}")
     run_settings = RunSettings(
         algorithm=o["algorithm"], rounds=o["rounds"],
-        active=None if o["active"] == "all" else o["active"], sampling=o["sampling"],
+        active=_active(o["active"], o["clients"], o["partition"]), sampling=o["sampling"],
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
         seed=o["seed"], ranking_k=o.get("ranking_k"),
         **{f"user_{k}": o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip",
                                        "dp_setup_scale") if k in o},
-        save_user_factors=o.get("save_user_factors", False), defaulted=defaulted,
+        save_user_factors=o.get("save_user_factors", False),
     )
     return run_settings, data_settings, params
 
 
-def _active(text: str) -> int | float | str:
-    """``--active``: a count, a share (``10%``), or ``all``."""
-    text = text.strip()
-    if text == "all" or text.isdigit():
-        return text if text == "all" else int(text)
-    if text.endswith("%"):
-        try:
-            share = float(text[:-1]) / 100
-        except ValueError:
-            share = -1.0
-        if 0 < share <= 1:
-            return "all" if share == 1 else share
-    raise ConfigError(f"--active takes a number of clients, a share such as 10%, or 'all'; "
-                      f"got {text!r}")
+def _active(text: str | None, clients: int, partition: str) -> int | None:
+    """``--active``: a count, ``all`` (None: every client), or the default min(10, clients)."""
+    if text is None:
+        return None if partition == "user" else min(10, clients)
+    if text == "all":
+        return None
+    if not text.isdigit():
+        raise ConfigError(f"--active takes a number of clients or 'all', got {text!r}")
+    return int(text)
 
 
 def _parse_params(items: list[str]) -> dict[str, Any]:

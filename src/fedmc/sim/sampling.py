@@ -109,21 +109,9 @@ class WithReplacementSampler:
         return np.sort(rng.integers(0, self.n_clients, size=self.m)).astype(np.int64)
 
 
-def clients_per_round(n_clients: int, active: int | float | None) -> int:
-    """``active`` as a number of clients: a count as it is, a fraction in ``(0, 1)`` of the
-    ``n_clients`` (rounded, at least 1), every client when None."""
-    if active is None:
-        return n_clients
-    if isinstance(active, float):
-        if not 0 < active < 1:
-            raise ConfigError(f"a share of clients per round must lie in (0, 1), got {active}")
-        return max(1, round(active * n_clients))
-    return active
-
-
 def make_sampler(
     n_clients: int,
-    active: int | float | None = None,
+    active: int | None = None,
     sampling: SamplingKind = "uniform",
     participation: float | None = None,
     dropout: float = 0.0,
@@ -135,16 +123,16 @@ def make_sampler(
     n_clients
         ``p``.
     active
-        Clients per round: the fixed size of uniform sampling (all when None; a float in
-        ``(0, 1)`` is a share of ``p``, :func:`clients_per_round`), the number of draws with
-        replacement, and the default ``participation = active / p`` of Bernoulli sampling.
+        Clients per round: the fixed size of uniform sampling (all when None), the number of
+        draws with replacement, and the default ``participation = active / p`` of Bernoulli
+        sampling.
     sampling
         ``uniform`` (``active`` distinct clients), ``bernoulli`` (each client independently
         with probability ``participation``) or ``replacement`` (``active`` draws).
     dropout
         Share of the drawn clients that drop out of a round (:class:`DropoutSampler`).
     """
-    count = clients_per_round(n_clients, active)
+    count = n_clients if active is None else active
     if sampling == "bernoulli":
         prob = participation or min(count, n_clients) / n_clients
         sampler = BernoulliSampler(np.full(n_clients, prob))
