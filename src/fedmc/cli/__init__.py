@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +19,7 @@ from rich.table import Table
 
 from fedmc.cli.data import data_app
 from fedmc.cli.experiment import register as register_experiment_commands
+from fedmc.cli.interrupts import Interrupted, catch_signals, interrupt_marks
 from fedmc.cli.recommend import register as register_model_commands
 from fedmc.errors import ConfigError, FedMCError
 
@@ -130,6 +130,8 @@ def run(
         "(simulation studies: in a federation they stay on the clients).")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default "
                                                  "runs/<time>-<algorithm>-<data>).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier run in "
+                                            "--out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Train one algorithm on one data set and write config.json, history.csv, summary.json.
@@ -137,18 +139,19 @@ def run(
     With no options: FedMC-ADMM on the embedded synthetic data, offline, in seconds.
     """
     from fedmc.precompile import compile_in_background
+    from fedmc.run_folder import RunFolder
     from fedmc.runner import execute, write_outputs
 
     run_settings, data_settings, params = resolve_options(locals())
     label = f"{algorithm} on {data_settings.source}"
-    with _progress(quiet, rounds, label) as callback:
-        result = execute(run_settings, data_settings, params, callback,
-                         progress_download=not quiet,
-                         kernels=os.environ.get("FEDMC_KERNELS", "auto"))
-    target = out_dir or Path("runs") / (
-        f"{datetime.now():%Y%m%d-%H%M%S}-{algorithm}-{data_settings.source}"
-    )
-    write_outputs(target, result)
+    folder = RunFolder(out_dir, f"{algorithm}-{data_settings.source}", overwrite)
+    target = folder.claim()
+    with interrupt_marks(folder):
+        with _progress(quiet, rounds, label) as callback:
+            result = execute(run_settings, data_settings, params, callback,
+                             progress_download=not quiet,
+                             kernels=os.environ.get("FEDMC_KERNELS", "auto"))
+        write_outputs(target, result)
     if result.config["kernels"] == "generic":
         compile_in_background(algorithm, result.config["params"])
     if not quiet:
@@ -283,9 +286,14 @@ def _fail(reason: str, code: int = 2) -> None:
 
 
 def main() -> None:
-    """Entry point: run the app, mapping input errors to exit status 2."""
+    """Entry point: run the app; input errors exit 2, SIGINT 130 and SIGTERM 143."""
     try:
-        app(standalone_mode=False)
+        with catch_signals():
+            code = app(standalone_mode=False)
+    except Interrupted as exc:
+        where = f"; its partial output is in {exc.folder}" if exc.folder is not None else ""
+        sys.stderr.write(f"fedmc: interrupted by {exc.name}{where}\n")
+        sys.exit(exc.exit_code)
     except FedMCError as exc:
         _fail(str(exc))
     except ValidationError as exc:
@@ -294,10 +302,6 @@ def main() -> None:
         _fail(f"{where}: {first['msg']}")
     except typer.Abort:
         err.print("fedmc: aborted", markup=False)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        err.print("fedmc: interrupted (a run writes its files only when it finishes; an "
-                  "experiment keeps finished runs and resumes)", markup=False)
         sys.exit(130)
     except Exception as exc:
         # Usage errors (unknown option, a value of the wrong type) are click's exceptions, which
@@ -308,3 +312,4 @@ def main() -> None:
         ctx = getattr(exc, "ctx", None)
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         _fail(message() + hint, code)
+    sys.exit(code if isinstance(code, int) else 0)
