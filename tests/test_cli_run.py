@@ -184,3 +184,15 @@ def test_new_rank_runs_on_generic_kernels_then_on_compiled_ones(monkeypatch, cap
     a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in "ab")
     assert b["test_rmse"] == pytest.approx(a["test_rmse"], rel=1e-9)
     assert a["compile_seconds"] >= 0 and a["train_seconds"] >= 0
+
+
+def test_als_runs_centrally_without_clients_and_records_its_defaults(monkeypatch, capsys,
+                                                                      tmp_path, ratings_csv):
+    out = tmp_path / "als"  # 40 users: the cross-silo default of 100 clients would not fit
+    code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "als", "--ratings",
+                          ratings_csv, "-P", "sweeps=3", "--out", out, "-q")
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["data"]["partition"] == "user"
+    assert {"clients", "partition"} <= set(config["run"]["defaulted"])
+    assert json.loads((out / "summary.json").read_text())["round"] == 3

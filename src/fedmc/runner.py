@@ -59,6 +59,10 @@ class RunSettings(BaseModel):
     save_user_factors: bool = Field(
         False, description="save U, raw user ids and rated items with the model (simulation)"
     )
+    defaulted: list[str] = Field(
+        default_factory=list,
+        description="options taken from the algorithm's protocol (fedmc.algorithms.protocols)",
+    )
 
 
 @dataclass

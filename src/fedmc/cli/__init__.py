@@ -73,23 +73,27 @@ def run(
                                        rich_help_panel=DATA)] = "random",
     test_fraction: Annotated[float, typer.Option(help="Share of ratings held out.",
                                                  rich_help_panel=DATA)] = 0.2,
-    clients: Annotated[int, typer.Option(help="Number of clients p.",
-                                         rich_help_panel=PROTO)] = 100,
-    partition: Annotated[str, typer.Option(help="random|contiguous|powerlaw|user (one user "
-                                           "per client).", rich_help_panel=PROTO)] = "random",
+    clients: Annotated[int | None, typer.Option(help="Number of clients p (default: the "
+                                                "algorithm's protocol, 100 for most).",
+                                                rich_help_panel=PROTO)] = None,
+    partition: Annotated[str | None, typer.Option(help="random|contiguous|powerlaw|user (one "
+                                                  "user per client); default: the algorithm's "
+                                                  "protocol.", rich_help_panel=PROTO)] = None,
     active: Annotated[str | None, typer.Option(help="Clients per round (uniform sampling): a "
                                                "number or 'all'; default min(10, clients), all "
                                                "with --partition user.",
                                                rich_help_panel=PROTO)] = None,
-    sampling: Annotated[str, typer.Option(help="uniform (fixed size) | bernoulli.",
-                                          rich_help_panel=PROTO)] = "uniform",
+    sampling: Annotated[str | None, typer.Option(help="uniform (fixed size) | bernoulli "
+                                                 "(default uniform).",
+                                                 rich_help_panel=PROTO)] = None,
     participation: Annotated[float | None, typer.Option(
         help="p_i for Bernoulli sampling (default active/clients).",
         rich_help_panel=PROTO)] = None,
     dropout: Annotated[float, typer.Option(help="Share of drawn clients that drop out of a "
                                            "round.", rich_help_panel=PROTO)] = 0.0,
-    rounds: Annotated[int, typer.Option(help="Communication rounds.",
-                                        rich_help_panel=PROTO)] = 100,
+    rounds: Annotated[int | None, typer.Option(help="Communication rounds (default: the "
+                                               "algorithm's protocol: 400 for rfrec, 100 for "
+                                               "most).", rich_help_panel=PROTO)] = None,
     eval_every: Annotated[int, typer.Option(help="Evaluate every this many rounds.",
                                             rich_help_panel=PROTO)] = 1,
     seed: Annotated[int, typer.Option(help="Seed of split, partition, init and sampling.",
@@ -147,7 +151,7 @@ def run(
     folder = RunFolder(out_dir, f"{algorithm}-{data_settings.source}", overwrite)
     target = folder.claim()
     with interrupt_marks(folder):
-        with _progress(quiet, rounds, label) as callback:
+        with _progress(quiet, run_settings.rounds, label) as callback:
             result = execute(run_settings, data_settings, params, callback,
                              progress_download=not quiet,
                              kernels=os.environ.get("FEDMC_KERNELS", "auto"))
@@ -164,14 +168,15 @@ def run(
 def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """``fedmc run``'s options (by name) as run settings, data settings and the algorithm's
     parameters; commands that take the same options (``fedmc federate``) share it."""
+    from fedmc.algorithms.protocols import apply_protocol
     from fedmc.pipeline import DataSettings
     from fedmc.runner import RunSettings
 
-    o = options
-    named = {k: o[k] for k in ("rank", "inner", "reg_u", "lam", "reg_v", "gamma", "beta",
-                               "init_scale", "steps", "biases", "clip")}
+    named = {k: options[k] for k in ("rank", "inner", "reg_u", "lam", "reg_v", "gamma", "beta",
+                                     "init_scale", "steps", "biases", "clip")}
     params = {k: v for k, v in named.items() if v is not None}
-    params.update(_parse_params(o["param"] or []))
+    params.update(_parse_params(options["param"] or []))
+    o, params, defaulted = apply_protocol(options["algorithm"], options, params)
     columns = o["columns"]
     data_settings = DataSettings(
         dataset=o["dataset"], ratings=o["ratings"], train=o.get("train"), test=o.get("test"),
@@ -185,10 +190,11 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         raise ConfigError(f"--columns needs three names, got {columns!r}")
     run_settings = RunSettings(
         algorithm=o["algorithm"], rounds=o["rounds"],
-        active=_active(o["active"], o["clients"], o["partition"]), sampling=o["sampling"],
+        active=_active(o["active"], o["clients"], o["partition"]),
+        sampling=o["sampling"] or "uniform",
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
         seed=o["seed"], ranking_k=o.get("ranking_k"),
-        save_user_factors=o.get("save_user_factors", False),
+        save_user_factors=o.get("save_user_factors", False), defaulted=defaulted,
     )
     return run_settings, data_settings, params
 
