@@ -449,7 +449,7 @@ def _arrow_csv(text: bytes, fmt: _Format, id_type: pa.DataType) -> pa.Table:
     types = {names[k]: pa.null() for k in empty}
     types.update({keep[0]: id_type, keep[1]: id_type, keep[2]: pa.float64()})
     table = pacsv.read_csv(
-        pa.py_buffer(text),
+        _arrow_owned(text),
         read_options=pacsv.ReadOptions(skip_rows=fmt.skip_lines, column_names=names),
         parse_options=pacsv.ParseOptions(delimiter=delimiter),
         convert_options=pacsv.ConvertOptions(
@@ -461,6 +461,19 @@ def _arrow_csv(text: bytes, fmt: _Format, id_type: pa.DataType) -> pa.Table:
         ),
     )
     return table.select(keep)
+
+
+def _arrow_owned(data: bytes) -> pa.Buffer:
+    """A copy of ``data`` in memory that Arrow owns.
+
+    ``pa.py_buffer`` would lend Arrow's reader threads a Python object: a thread that drops
+    the last reference after the main thread has raised and the interpreter is shutting down
+    needs the GIL, is ended by the finalizing interpreter, and takes the process down with
+    ``terminate called without an active exception`` (SIGABRT) after a clean exit 2.
+    """
+    buffer = pa.allocate_buffer(len(data))
+    np.frombuffer(buffer, dtype=np.uint8)[:] = np.frombuffer(data, dtype=np.uint8)
+    return buffer
 
 
 def _table_ok(table: pa.Table, value_range: tuple[float, float] | None) -> bool:
@@ -555,7 +568,7 @@ def _read_netflix_file(path: Path) -> _Raw:
     data = _read_bytes(path)
     try:
         lines = pacsv.read_csv(
-            pa.py_buffer(data),
+            _arrow_owned(data),
             read_options=pacsv.ReadOptions(column_names=["line"]),
             parse_options=pacsv.ParseOptions(delimiter=_NO_SEPARATOR, quote_char=False),
             convert_options=pacsv.ConvertOptions(
