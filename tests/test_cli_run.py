@@ -196,3 +196,29 @@ def test_als_runs_centrally_without_clients_and_records_its_defaults(monkeypatch
     assert config["data"]["partition"] == "user"
     assert {"clients", "partition"} <= set(config["run"]["defaulted"])
     assert json.loads((out / "summary.json").read_text())["round"] == 3
+
+
+def test_columns_with_spaces_two_fields_and_hostile_headers(monkeypatch, capsys, tmp_path,
+                                                            ratings_csv):
+    out = tmp_path / "out"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--columns",
+                          "userId, movieId, rating", "--clients", 4, "--rounds", 1, "--out",
+                          out, "-q")
+    assert code == 0, err
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--columns",
+                          "user,item", "-q")
+    assert code == 2 and "three comma-separated" in err and "Field required" not in err
+    hostile = tmp_path / "hostile.csv"
+    hostile.write_text("us\x1b[2Jer,item\x07,rating\n1,2,3\n")
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", hostile, "-q")
+    assert code == 2 and "\\x1b" in err
+    assert all(c.isprintable() for c in err.rstrip("\n")), repr(err)
+
+
+def test_bare_command_prints_help_and_version_is_known(monkeypatch, capsys):
+    code, out, _ = invoke(monkeypatch, capsys)
+    assert code == 0 and "Usage" in out and "run" in out
+    code, out, _ = invoke(monkeypatch, capsys, "--version")
+    assert code == 0 and out.startswith("fedmc ")
+    code, out, _ = invoke(monkeypatch, capsys, "run", "--help")
+    assert code == 0 and "rfrec" in out and "ml-100k" in out

@@ -17,11 +17,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from fedmc.algorithms import algorithm_names
 from fedmc.cli.data import data_app
 from fedmc.cli.experiment import register as register_experiment_commands
 from fedmc.cli.interrupts import Interrupted, catch_signals, interrupt_marks
 from fedmc.cli.recommend import register as register_model_commands
-from fedmc.errors import ConfigError, FedMCError
+from fedmc.data.registry import dataset_names
+from fedmc.errors import ConfigError, FedMCError, printable
 
 app = typer.Typer(
     name="fedmc",
@@ -36,6 +38,22 @@ register_model_commands(app)
 err = Console(stderr=True)
 out = Console()
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from fedmc import __version__
+
+        typer.echo(f"fedmc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Federated matrix completion: FedMC-ADMM and friends, on real or synthetic data."""
+
 ALGO = "Algorithm parameters"
 DATA = "Data"
 PROTO = "Protocol"
@@ -43,10 +61,12 @@ PROTO = "Protocol"
 
 @app.command()
 def run(
-    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Algorithm name.",
+    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Algorithm: "
+                                           f"{', '.join(algorithm_names())}.",
                                            rich_help_panel=PROTO)] = "fedmc-admm",
-    dataset: Annotated[str | None, typer.Option(help="Named data set (ml-1m, synthetic, ...); "
-                                                "default: the embedded synthetic set.",
+    dataset: Annotated[str | None, typer.Option(help="Named data set: "
+                                                f"{', '.join(dataset_names())}; default: the "
+                                                "embedded synthetic set.",
                                                 rich_help_panel=DATA)] = None,
     ratings: Annotated[Path | None, typer.Option(help="A CSV/TSV/Parquet file of ratings.",
                                                  rich_help_panel=DATA)] = None,
@@ -177,17 +197,15 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     params = {k: v for k, v in named.items() if v is not None}
     params.update(_parse_params(options["param"] or []))
     o, params, defaulted = apply_protocol(options["algorithm"], options, params)
-    columns = o["columns"]
+    columns = _columns(o["columns"])
     data_settings = DataSettings(
         dataset=o["dataset"], ratings=o["ratings"], train=o.get("train"), test=o.get("test"),
-        columns=tuple(columns.split(",")) if columns else None,
+        columns=columns,
         data_dir=o["data_dir"], duplicates=o["duplicates"], clients=o["clients"],
         partition=o["partition"], split=o["split"], test_fraction=o["test_fraction"],
         normalize=o["normalize"], binary=o["binary"], binarize=o["binarize"], noise=o["noise"],
         seed=o["seed"],
     )
-    if columns and len(data_settings.columns or ()) != 3:
-        raise ConfigError(f"--columns needs three names, got {columns!r}")
     run_settings = RunSettings(
         algorithm=o["algorithm"], rounds=o["rounds"],
         active=_active(o["active"], o["clients"], o["partition"]),
@@ -197,6 +215,17 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         save_user_factors=o.get("save_user_factors", False), defaulted=defaulted,
     )
     return run_settings, data_settings, params
+
+
+def _columns(text: str | None) -> tuple[str, ...] | None:
+    """``--columns``: three comma-separated names or positions, spaces around them trimmed."""
+    if text is None:
+        return None
+    names = tuple(name.strip() for name in text.split(","))
+    if len(names) != 3 or not all(names):
+        raise ConfigError(f"--columns takes three comma-separated names or 0-based positions "
+                          f"(user,item,rating), got '{printable(text)}'")
+    return names
 
 
 def _active(text: str | None, clients: int, partition: str) -> int | None:
@@ -287,12 +316,14 @@ _register_federate()
 
 def _fail(reason: str, code: int = 2) -> None:
     """One line on stderr, exit status ``code``."""
-    sys.stderr.write("fedmc: error: " + " ".join(reason.split()) + "\n")
+    sys.stderr.write("fedmc: error: " + printable(" ".join(reason.split()), 2000) + "\n")
     sys.exit(code)
 
 
 def main() -> None:
     """Entry point: run the app; input errors exit 2, SIGINT 130 and SIGTERM 143."""
+    if len(sys.argv) <= 1:  # bare ``fedmc``: its help, and success
+        sys.argv.append("--help")
     try:
         with catch_signals():
             code = app(standalone_mode=False)
