@@ -73,6 +73,7 @@ def test_algorithm_parameters_reach_the_model(monkeypatch, capsys, tmp_path, rat
 BAD_FILES = {
     "malformed.csv": ("user,item,rating\n1,2,3\n1,3\n", ":3"),
     "nan.csv": ("user,item,rating\n1,2,3\n2,3,nan\n", ":3"),
+    "huge.csv": ("user,item,rating\n1,2,3\n2,3,1e308\n", ":3: rating 1e308 is too large"),
     "text.csv": ("user,item,rating\n1,2,3\n2,3,good\n", ":3"),
     "dupe.csv": ("user,item,rating\n1,2,3\n2,3,4\n1,2,5\n", "duplicate"),
     "empty.csv": ("", "empty"),
@@ -222,3 +223,16 @@ def test_bare_command_prints_help_and_version_is_known(monkeypatch, capsys):
     assert code == 0 and out.startswith("fedmc ")
     code, out, _ = invoke(monkeypatch, capsys, "run", "--help")
     assert code == 0 and "rfrec" in out and "ml-100k" in out
+
+
+def test_undefined_metrics_are_json_null(monkeypatch, capsys, tmp_path, ratings_csv):
+    out = tmp_path / "out"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 4,
+                          "--rounds", 1, "--test-fraction", 0, "--out", out, "-q")
+    assert code == 0, err
+
+    def reject(name: str) -> None:
+        raise AssertionError(f"{name} is not JSON")
+
+    summary = json.loads((out / "summary.json").read_text(), parse_constant=reject)
+    assert summary["test_rmse"] is None

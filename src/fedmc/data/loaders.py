@@ -23,6 +23,8 @@ from fedmc.errors import ConfigError, DataError
 
 # pyarrow costs a few hundred ms to import; runs that load parsed arrays from the cache never
 # touch it, so it is imported on first use.
+#: The largest rating magnitude read: squares and sums of squares of ratings stay finite.
+MAX_RATING = 1e150
 pa = lazy_import("pyarrow")
 pc = lazy_import("pyarrow.compute")
 pacsv = lazy_import("pyarrow.csv")
@@ -487,7 +489,7 @@ def _table_ok(table: pa.Table, value_range: tuple[float, float] | None) -> bool:
     if values.null_count:
         return False
     array = values.to_numpy()
-    if not np.isfinite(array).all():
+    if not (np.abs(array) <= MAX_RATING).all():  # also NaN and infinities
         return False
     return value_range is None or bool(
         ((array >= value_range[0]) & (array <= value_range[1])).all()
@@ -535,6 +537,8 @@ def _check_rating(token: str, value_range: tuple[float, float] | None) -> str | 
         return f"rating {token!r} is not a number"
     if not math.isfinite(value):
         return f"rating {token!r} is not a finite number"
+    if abs(value) > MAX_RATING:
+        return f"rating {token} is too large (|rating| > {MAX_RATING:g}: its square overflows)"
     if value_range is not None and not value_range[0] <= value <= value_range[1]:
         return f"rating {token} lies outside [{value_range[0]:g}, {value_range[1]:g}]"
     return None
@@ -657,7 +661,7 @@ def _read_parquet(
         values = pc.cast(rating, pa.float64()).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise DataError(f"the rating column is not numeric: {exc}", path) from exc
-    bad = ~np.isfinite(values)
+    bad = ~(np.abs(values) <= MAX_RATING)
     if value_range is not None:
         bad |= (values < value_range[0]) | (values > value_range[1])
     if bad.any():
