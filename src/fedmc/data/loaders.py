@@ -19,6 +19,7 @@ import numpy as np
 
 from fedmc._lazy import lazy_import
 from fedmc.data.ratings import Ratings
+from fedmc.data.text_files import read_text_bytes
 from fedmc.errors import ConfigError, DataError
 
 # pyarrow costs a few hundred ms to import; runs that load parsed arrays from the cache never
@@ -138,7 +139,7 @@ def load_ratings_file(
     if path.suffix.lower() in (".parquet", ".pq"):
         raw = _read_parquet(path, columns, value_range)
     else:
-        data = _read_bytes(path)
+        data = read_text_bytes(path)
         fmt = _sniff(path, data, columns, int_ids=False, value_range=value_range)
         raw = _read_delimited(path, data, fmt)
     return _finish(raw, duplicates, name or path.name, path)
@@ -165,7 +166,7 @@ def load_movielens(
     """
     path = Path(path)
     check_duplicates(duplicates)
-    data = _read_bytes(path)
+    data = read_text_bytes(path)
     suffix = path.suffix.lower()
     if suffix == ".csv":
         fmt = _sniff(path, data, None, int_ids=True, value_range=None)
@@ -262,21 +263,6 @@ def check_duplicates(duplicates: str) -> None:
         raise ConfigError(
             f"duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}"
         )
-
-
-def _read_bytes(path: Path) -> bytes:
-    """The file's bytes; a missing, unreadable or blank file is a :class:`DataError`."""
-    if not path.exists():
-        raise DataError("file not found", path)
-    if path.is_dir():
-        raise DataError("is a folder, not a file", path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read file: {exc.strerror or exc}", path) from exc
-    if not data or data.isspace():
-        raise DataError("file is empty", path)
-    return data
 
 
 def _first_line(data: bytes) -> tuple[int, str]:
@@ -569,7 +555,7 @@ def _line_locator(path: Path, text: bytes, skip: int) -> Callable[[np.ndarray], 
 
 def _read_netflix_file(path: Path) -> _Raw:
     """Parse one Netflix Prize file with pyarrow compute kernels."""
-    data = _read_bytes(path)
+    data = read_text_bytes(path)
     try:
         lines = pacsv.read_csv(
             _arrow_owned(data),
