@@ -50,7 +50,7 @@ def test_run_writes_the_contract(monkeypatch, capsys, tmp_path, ratings_csv):
     with open(out / "history.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [int(r["round"]) for r in rows] == [0, 2, 4, 6]
-    for col in ("objective", "train_rmse", "test_rmse", "test_mae", "nnz_u", "nnz_v",
+    for col in ("objective", "train_rmse", "test_rmse", "test_mae", "density_u", "density_v",
                 "bytes_up", "bytes_down", "seconds", "test_rmse_z"):
         assert col in rows[0], col
     assert float(rows[-1]["bytes_up"]) > float(rows[0]["bytes_up"])
@@ -236,3 +236,25 @@ def test_undefined_metrics_are_json_null(monkeypatch, capsys, tmp_path, ratings_
 
     summary = json.loads((out / "summary.json").read_text(), parse_constant=reject)
     assert summary["test_rmse"] is None
+
+
+def test_hints_name_real_flags_and_plot_refuses_a_folder(monkeypatch, capsys, tmp_path):
+    code, _, err = invoke(monkeypatch, capsys, "data", "info", "ml-1m", "--data-dir", tmp_path)
+    assert code == 2 and "--download" in err
+    _, help_text, _ = invoke(monkeypatch, capsys, "data", "info", "--help")
+    assert "--download" in help_text
+    code, _, err = invoke(monkeypatch, capsys, "data", "download", "ml-latest-small",
+                          "--data-dir", tmp_path, "--quiet")
+    assert code == 2 and "fedmc data download ml-latest-small --no-verify" in err
+    _, help_text, _ = invoke(monkeypatch, capsys, "data", "download", "--help")
+    assert "--no-verify" in help_text
+    code, _, err = invoke(monkeypatch, capsys, "plot", tmp_path, "--out", tmp_path)
+    assert code == 2 and "is a folder" in err and "Traceback" not in err
+
+
+def test_presets_cite_papers_not_paths_outside_the_repository():
+    from importlib.resources import files
+
+    for preset in files("fedmc.experiments.presets").iterdir():
+        if preset.name.endswith(".toml"):
+            assert "../" not in preset.read_text(), preset.name

@@ -261,8 +261,9 @@ def download_dataset(
                         "or point --data-dir (or $FEDMC_DATA) elsewhere")
     if spec.checksum is None and verify:
         raise DataError(
-            f"no checksum is pinned for {name}, so its download cannot be verified; "
-            "use --no-verify (verify=False) to download it anyway"
+            f"no checksum is pinned for {name} (it changes upstream), so its download cannot "
+            f"be verified; to download it anyway: fedmc data download {name} --no-verify "
+            "(verify=False)"
         )
     download_and_extract(
         spec.url,
@@ -329,7 +330,7 @@ def load_dataset(
         if not download:
             raise DataError(
                 f"{name} is not in {root / spec.folder}; run `fedmc data download {name}` "
-                "or allow downloading"
+                "or add --download (download=True)"
             )
         download_dataset(name, root, progress=progress, verify=verify)
         files = dataset_files(name, root)
