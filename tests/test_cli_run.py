@@ -222,7 +222,7 @@ def test_bare_command_prints_help_and_version_is_known(monkeypatch, capsys):
     code, out, _ = invoke(monkeypatch, capsys, "--version")
     assert code == 0 and out.startswith("fedmc ")
     code, out, _ = invoke(monkeypatch, capsys, "run", "--help")
-    assert code == 0 and "rfrec" in out and "ml-100k" in out
+    assert code == 0 and "rfrec" in out and "ml-100k" in out and "<bool>" not in out
 
 
 def test_undefined_metrics_are_json_null(monkeypatch, capsys, tmp_path, ratings_csv):
