@@ -15,7 +15,9 @@ from fedmc.data import FederatedData, Normalizer, Ratings
 # foreground, so no process outlives them and results do not depend on what was compiled.
 os.environ.setdefault("FEDMC_KERNELS", "specialized")
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# Licensed real data: $FEDMC_DATA when set, else the checkout's sibling ../shared/data.
+SHARED_DATA = Path(os.environ.get("FEDMC_DATA")
+                   or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 
 
 def tiny_federated(
@@ -49,7 +51,8 @@ def tiny():
 
 
 def require_shared_data(*parts: str) -> Path:
-    """Path under ``../shared/data``; skip the test when it is absent."""
+    """Path under the real-data folder (:data:`SHARED_DATA`); skip the test when it is
+    absent (a folder without the files a test needs counts as absent: name the files)."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
         pytest.skip(f"{path} not present (licensed data is not part of the repository)")

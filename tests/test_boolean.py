@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,8 +23,7 @@ from fedmc.data.boolean.io import (
 from fedmc.data.boolean.synthetic import synthetic_tiles
 from fedmc.errors import ConfigError, DataError
 from fedmc.privacy.local import UploadPrivacy, clip_uploads, gaussian_sigma, laplace_scale
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from tests.conftest import require_shared_data
 
 
 # ---------------------------------------------------------------- prox (Eqs. 6 and 7)
@@ -167,14 +165,15 @@ def test_load_synthetic():
 
 @pytest.mark.realdata
 def test_real_sets_load_with_documented_shapes():
-    if not SHARED.exists():
-        pytest.skip("../shared/data is absent")
-    zoo = load_boolean(binary_file=SHARED / "bmf-uci-binary" / "zoo.txt", n_clients=5)
+    zoo_file = require_shared_data("bmf-uci-binary", "zoo.txt")
+    chess_file = require_shared_data("fimi-binary", "chess.dat")
+    tumor_file = require_shared_data("bmf-uci-binary", "tumor_w_missing.txt")
+    zoo = load_boolean(binary_file=zoo_file, n_clients=5)
     assert zoo.shape == (101, 17) and zoo.A.nnz == 761
-    chess = read_binary(SHARED / "fimi-binary" / "chess.dat")
+    chess = read_binary(chess_file)
     assert chess.shape == (3196, 75) and chess.nnz == 118_252
     with pytest.raises(DataError, match="missing"):
-        read_binary(SHARED / "bmf-uci-binary" / "tumor_w_missing.txt")
+        read_binary(tumor_file)
 
 
 # ---------------------------------------------------------------- batched blocks

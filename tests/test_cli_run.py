@@ -50,7 +50,7 @@ def test_run_writes_the_contract(monkeypatch, capsys, tmp_path, ratings_csv):
     with open(out / "history.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [int(r["round"]) for r in rows] == [0, 2, 4, 6]
-    for col in ("objective", "train_rmse", "test_rmse", "test_mae", "nnz_u", "nnz_v",
+    for col in ("objective", "train_rmse", "test_rmse", "test_mae", "density_u", "density_v",
                 "bytes_up", "bytes_down", "seconds", "test_rmse_z"):
         assert col in rows[0], col
     assert float(rows[-1]["bytes_up"]) > float(rows[0]["bytes_up"])
@@ -73,6 +73,7 @@ def test_algorithm_parameters_reach_the_model(monkeypatch, capsys, tmp_path, rat
 BAD_FILES = {
     "malformed.csv": ("user,item,rating\n1,2,3\n1,3\n", ":3"),
     "nan.csv": ("user,item,rating\n1,2,3\n2,3,nan\n", ":3"),
+    "huge.csv": ("user,item,rating\n1,2,3\n2,3,1e308\n", ":3: rating 1e308 is too large"),
     "text.csv": ("user,item,rating\n1,2,3\n2,3,good\n", ":3"),
     "dupe.csv": ("user,item,rating\n1,2,3\n2,3,4\n1,2,5\n", "duplicate"),
     "empty.csv": ("", "empty"),
@@ -184,3 +185,76 @@ def test_new_rank_runs_on_generic_kernels_then_on_compiled_ones(monkeypatch, cap
     a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in "ab")
     assert b["test_rmse"] == pytest.approx(a["test_rmse"], rel=1e-9)
     assert a["compile_seconds"] >= 0 and a["train_seconds"] >= 0
+
+
+def test_als_runs_centrally_without_clients_and_records_its_defaults(monkeypatch, capsys,
+                                                                      tmp_path, ratings_csv):
+    out = tmp_path / "als"  # 40 users: the cross-silo default of 100 clients would not fit
+    code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "als", "--ratings",
+                          ratings_csv, "-P", "sweeps=3", "--out", out, "-q")
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["data"]["partition"] == "user"
+    assert {"clients", "partition"} <= set(config["run"]["defaulted"])
+    assert json.loads((out / "summary.json").read_text())["round"] == 3
+
+
+def test_columns_with_spaces_two_fields_and_hostile_headers(monkeypatch, capsys, tmp_path,
+                                                            ratings_csv):
+    out = tmp_path / "out"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--columns",
+                          "userId, movieId, rating", "--clients", 4, "--rounds", 1, "--out",
+                          out, "-q")
+    assert code == 0, err
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--columns",
+                          "user,item", "-q")
+    assert code == 2 and "three comma-separated" in err and "Field required" not in err
+    hostile = tmp_path / "hostile.csv"
+    hostile.write_text("us\x1b[2Jer,item\x07,rating\n1,2,3\n")
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", hostile, "-q")
+    assert code == 2 and "\\x1b" in err
+    assert all(c.isprintable() for c in err.rstrip("\n")), repr(err)
+
+
+def test_bare_command_prints_help_and_version_is_known(monkeypatch, capsys):
+    code, out, _ = invoke(monkeypatch, capsys)
+    assert code == 0 and "Usage" in out and "run" in out
+    code, out, _ = invoke(monkeypatch, capsys, "--version")
+    assert code == 0 and out.startswith("fedmc ")
+    code, out, _ = invoke(monkeypatch, capsys, "run", "--help")
+    assert code == 0 and "rfrec" in out and "ml-100k" in out and "<bool>" not in out
+
+
+def test_undefined_metrics_are_json_null(monkeypatch, capsys, tmp_path, ratings_csv):
+    out = tmp_path / "out"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 4,
+                          "--rounds", 1, "--test-fraction", 0, "--out", out, "-q")
+    assert code == 0, err
+
+    def reject(name: str) -> None:
+        raise AssertionError(f"{name} is not JSON")
+
+    summary = json.loads((out / "summary.json").read_text(), parse_constant=reject)
+    assert summary["test_rmse"] is None
+
+
+def test_hints_name_real_flags_and_plot_refuses_a_folder(monkeypatch, capsys, tmp_path):
+    code, _, err = invoke(monkeypatch, capsys, "data", "info", "ml-1m", "--data-dir", tmp_path)
+    assert code == 2 and "--download" in err
+    _, help_text, _ = invoke(monkeypatch, capsys, "data", "info", "--help")
+    assert "--download" in help_text
+    code, _, err = invoke(monkeypatch, capsys, "data", "download", "ml-latest-small",
+                          "--data-dir", tmp_path, "--quiet")
+    assert code == 2 and "fedmc data download ml-latest-small --no-verify" in err
+    _, help_text, _ = invoke(monkeypatch, capsys, "data", "download", "--help")
+    assert "--no-verify" in help_text
+    code, _, err = invoke(monkeypatch, capsys, "plot", tmp_path, "--out", tmp_path)
+    assert code == 2 and "is a folder" in err and "Traceback" not in err
+
+
+def test_presets_cite_papers_not_paths_outside_the_repository():
+    from importlib.resources import files
+
+    for preset in files("fedmc.experiments.presets").iterdir():
+        if preset.name.endswith(".toml"):
+            assert "../" not in preset.read_text(), preset.name

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from fedmc.cli.data import data_app, describe_ratings
 from fedmc.data import registry
-from fedmc.data.cache import CACHE_FOLDER, cache_key, load_cached
+from fedmc.data.cache import cache_key, load_cached
 from fedmc.data.registry import (
     dataset_files,
     dataset_names,
@@ -31,6 +31,7 @@ from fedmc.data.registry import (
 from fedmc.errors import ConfigError, DataError
 
 ML1M_LINES = "1::1193::5::978300760\n1::661::3::978302109\n2::1193::4::978298413\n"
+PARSED = Path("xdg", "fedmc", "parsed")  # the parsed-array cache under the test's XDG folder
 
 
 @pytest.fixture(autouse=True)
@@ -38,6 +39,7 @@ def isolated_cache(tmp_path, monkeypatch):
     """Keep the user cache folder and $FEDMC_DATA away from the real home folder."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("FEDMC_DATA", raising=False)
+    monkeypatch.delenv("FEDMC_CACHE", raising=False)
 
 
 def make_zip(members: dict[str, str]) -> bytes:
@@ -164,7 +166,7 @@ def test_download_good_archive(tmp_path, monkeypatch):
         r = load_dataset("ml-1m", tmp_path / "data", progress=True)
     assert (r.n_ratings, r.n_users, r.n_items) == (3, 2, 2)
     assert (tmp_path / "data" / "ml-1m" / "README").read_text() == "readme"
-    assert leftovers(tmp_path / "data") == [CACHE_FOLDER, "ml-1m"]
+    assert leftovers(tmp_path / "data") == ["ml-1m"]  # no cache in a data folder
 
 
 def test_download_ml10m_folder_name(tmp_path, monkeypatch):
@@ -274,7 +276,7 @@ def write_ml1m(root: Path, text: str = ML1M_LINES) -> Path:
 def test_second_load_comes_from_cache(tmp_path, monkeypatch):
     write_ml1m(tmp_path)
     first = load_dataset("ml-1m", tmp_path)
-    assert len(list((tmp_path / CACHE_FOLDER).glob("*.npz"))) == 1
+    assert len(list((tmp_path / PARSED).glob("*.npz"))) == 1
 
     def fail(*args, **kwargs):
         raise AssertionError("parsed again")
@@ -295,26 +297,30 @@ def test_cache_keyed_by_policy_and_file_state(tmp_path):
     assert load_dataset("ml-1m", tmp_path, duplicates="mean").values.max() == 4.0
     stat = path.stat()
     path.write_text(ML1M_LINES + "3::1::2::0\n")
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     assert load_dataset("ml-1m", tmp_path, duplicates="last").n_ratings == 4
+    planted = ML1M_LINES.replace("5", "1") + "1::1::1::1\n"  # same size and time, new content
+    path.write_text(planted)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == len(ML1M_LINES + "3::1::2::0\n")
+    assert load_dataset("ml-1m", tmp_path, duplicates="last").values.max() < 5
 
 
 def test_corrupt_cache_is_rebuilt(tmp_path):
     path = write_ml1m(tmp_path)
     expected = load_dataset("ml-1m", tmp_path)
-    (entry,) = (tmp_path / CACHE_FOLDER).glob("*.npz")
+    (entry,) = (tmp_path / PARSED).glob("*.npz")
     entry.write_bytes(entry.read_bytes()[:100])
     key = cache_key([path], "error", "movielens")
-    assert load_cached(tmp_path / CACHE_FOLDER, key, "ml-1m") is None
+    assert load_cached(tmp_path / PARSED, key, "ml-1m") is None
     again = load_dataset("ml-1m", tmp_path)
     np.testing.assert_array_equal(again.values, expected.values)
-    assert load_cached(tmp_path / CACHE_FOLDER, key, "ml-1m") is not None
+    assert load_cached(tmp_path / PARSED, key, "ml-1m") is not None
 
 
 def test_inconsistent_cache_is_ignored(tmp_path):
     path = write_ml1m(tmp_path)
     load_dataset("ml-1m", tmp_path)
-    (entry,) = (tmp_path / CACHE_FOLDER).glob("*.npz")
+    (entry,) = (tmp_path / PARSED).glob("*.npz")
     np.savez(
         entry,
         users=np.array([5]),
@@ -325,22 +331,21 @@ def test_inconsistent_cache_is_ignored(tmp_path):
         source=np.str_(""),
     )
     assert (
-        load_cached(tmp_path / CACHE_FOLDER, cache_key([path], "error", "movielens"), "x") is None
+        load_cached(tmp_path / PARSED, cache_key([path], "error", "movielens"), "x") is None
     )
     assert load_dataset("ml-1m", tmp_path).n_ratings == 3
 
 
-def test_read_only_data_dir_caches_in_user_folder(tmp_path):
-    data = tmp_path / "ro"
+def test_the_cache_lives_in_our_cache_folder_never_in_the_data_folder(tmp_path,
+                                                                      monkeypatch):
+    data = tmp_path / "data"  # writable: still only read
     write_ml1m(data)
-    data.chmod(0o555)
-    try:
-        load_dataset("ml-1m", data)
-        load_dataset("ml-1m", data)
-    finally:
-        data.chmod(0o755)
+    load_dataset("ml-1m", data)
     assert leftovers(data) == ["ml-1m"]
-    assert len(list((tmp_path / "xdg" / "fedmc" / CACHE_FOLDER).glob("*.npz"))) == 1
+    assert len(list((tmp_path / PARSED).glob("*.npz"))) == 1
+    monkeypatch.setenv("FEDMC_CACHE", str(tmp_path / "mine"))
+    load_dataset("ml-1m", data)
+    assert len(list((tmp_path / "mine").glob("*.npz"))) == 1
 
 
 def test_explicit_cache_dir(tmp_path):
@@ -442,3 +447,11 @@ def test_real_ml1m_and_cached_reload(tmp_path):
     np.testing.assert_array_equal(first.item_ids, second.item_ids)
     assert cached_s < parse_s
     assert parse_s < 2.0  # about 0.3 s on an idle 2-core machine
+
+
+def test_a_data_folder_that_does_not_exist_is_not_created(tmp_path, monkeypatch):
+    missing = tmp_path / "nonexistent" / "dir"
+    monkeypatch.setenv("FEDMC_DATA", str(missing))
+    with pytest.raises(DataError, match="does not exist, nor its parent"):
+        load_dataset("ml-100k")
+    assert not missing.exists() and not missing.parent.exists()

@@ -33,3 +33,10 @@ class DataError(FedMCError, ValueError):
 
 class ConfigError(FedMCError, ValueError):
     """A setting is out of range or settings contradict each other."""
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """``text`` safe to echo to a terminal: control and other unprintable characters as
+    ``\\x..``/``\\u....`` escapes, cut to ``limit`` characters."""
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text[:limit])
+    return shown + ("..." if len(text) > limit else "")

@@ -9,12 +9,9 @@ interrupted run leaves no partial file behind.
 
 from __future__ import annotations
 
-import json
-import os
 import platform
 import resource
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +32,7 @@ from fedmc.errors import ConfigError
 from fedmc.estimator import Estimator, FactorPredictions
 from fedmc.model import FactorModel
 from fedmc.pipeline import DataSettings, federated_data, load_boolean_data
+from fedmc.run_folder import strict_json, write_atomic
 from fedmc.sim.history import History
 from fedmc.sim.loop import RoundCallback
 from fedmc.sim.sampling import SamplingKind
@@ -65,6 +63,10 @@ class RunSettings(BaseModel):
     )
     save_user_factors: bool = Field(
         False, description="save U, raw user ids and rated items with the model (simulation)"
+    )
+    defaulted: list[str] = Field(
+        default_factory=list,
+        description="options taken from the algorithm's protocol (fedmc.algorithms.protocols)",
     )
 
 
@@ -186,34 +188,11 @@ def versions() -> dict[str, str]:
 
 
 def write_outputs(out: Path, result: RunResult) -> None:
-    """Write the files of the run contract into ``out``, each atomically."""
+    """Write the files of the run contract into ``out``, each atomically (JSON strictly: an
+    undefined metric is ``null``)."""
     out.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out / "config.json", lambda p: p.write_text(_json(result.config)))
-    _atomic_write(out / "history.csv", result.history.to_csv)
-    _atomic_write(out / "summary.json", lambda p: p.write_text(_json(result.summary)))
+    write_atomic(out / "config.json", strict_json(result.config))
+    write_atomic(out / "history.csv", result.history.csv_text())
+    write_atomic(out / "summary.json", strict_json(result.summary))
     if result.artifact is not None:  # model.npz + model.json (fedmc.model.store)
         result.artifact.save(out)
-
-
-def _json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, default=_plain) + "\n"
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"cannot serialize {type(obj).__name__}")
-
-
-def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

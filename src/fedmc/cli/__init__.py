@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,10 +17,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from fedmc.algorithms import algorithm_names
 from fedmc.cli.data import data_app
 from fedmc.cli.experiment import register as register_experiment_commands
+from fedmc.cli.interrupts import Interrupted, catch_signals, interrupt_marks
 from fedmc.cli.recommend import register as register_model_commands
-from fedmc.errors import ConfigError, FedMCError
+from fedmc.data.registry import dataset_names
+from fedmc.errors import ConfigError, FedMCError, printable
 
 app = typer.Typer(
     name="fedmc",
@@ -36,6 +38,22 @@ register_model_commands(app)
 err = Console(stderr=True)
 out = Console()
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from fedmc import __version__
+
+        typer.echo(f"fedmc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Federated matrix completion: FedMC-ADMM and friends, on real or synthetic data."""
+
 ALGO = "Algorithm parameters"
 DATA = "Data"
 PROTO = "Protocol"
@@ -43,10 +61,12 @@ PROTO = "Protocol"
 
 @app.command()
 def run(
-    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Algorithm name.",
+    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="Algorithm: "
+                                           f"{', '.join(algorithm_names())}.",
                                            rich_help_panel=PROTO)] = "fedmc-admm",
-    dataset: Annotated[str | None, typer.Option(help="Named data set (ml-1m, synthetic, ...); "
-                                                "default: the embedded synthetic set.",
+    dataset: Annotated[str | None, typer.Option(help="Named data set: "
+                                                f"{', '.join(dataset_names())}; default: the "
+                                                "embedded synthetic set.",
                                                 rich_help_panel=DATA)] = None,
     ratings: Annotated[Path | None, typer.Option(help="A CSV/TSV/Parquet file of ratings.",
                                                  rich_help_panel=DATA)] = None,
@@ -73,23 +93,27 @@ def run(
                                        rich_help_panel=DATA)] = "random",
     test_fraction: Annotated[float, typer.Option(help="Share of ratings held out.",
                                                  rich_help_panel=DATA)] = 0.2,
-    clients: Annotated[int, typer.Option(help="Number of clients p.",
-                                         rich_help_panel=PROTO)] = 100,
-    partition: Annotated[str, typer.Option(help="random|contiguous|powerlaw|user (one user "
-                                           "per client).", rich_help_panel=PROTO)] = "random",
+    clients: Annotated[int | None, typer.Option(help="Number of clients p (default: the "
+                                                "algorithm's protocol, 100 for most).",
+                                                rich_help_panel=PROTO)] = None,
+    partition: Annotated[str | None, typer.Option(help="random|contiguous|powerlaw|user (one "
+                                                  "user per client); default: the algorithm's "
+                                                  "protocol.", rich_help_panel=PROTO)] = None,
     active: Annotated[str | None, typer.Option(help="Clients per round (uniform sampling): a "
                                                "number or 'all'; default min(10, clients), all "
                                                "with --partition user.",
                                                rich_help_panel=PROTO)] = None,
-    sampling: Annotated[str, typer.Option(help="uniform (fixed size) | bernoulli.",
-                                          rich_help_panel=PROTO)] = "uniform",
+    sampling: Annotated[str | None, typer.Option(help="uniform (fixed size) | bernoulli "
+                                                 "(default uniform).",
+                                                 rich_help_panel=PROTO)] = None,
     participation: Annotated[float | None, typer.Option(
         help="p_i for Bernoulli sampling (default active/clients).",
         rich_help_panel=PROTO)] = None,
     dropout: Annotated[float, typer.Option(help="Share of drawn clients that drop out of a "
                                            "round.", rich_help_panel=PROTO)] = 0.0,
-    rounds: Annotated[int, typer.Option(help="Communication rounds.",
-                                        rich_help_panel=PROTO)] = 100,
+    rounds: Annotated[int | None, typer.Option(help="Communication rounds (default: the "
+                                               "algorithm's protocol: 400 for rfrec, 100 for "
+                                               "most).", rich_help_panel=PROTO)] = None,
     eval_every: Annotated[int, typer.Option(help="Evaluate every this many rounds.",
                                             rich_help_panel=PROTO)] = 1,
     seed: Annotated[int, typer.Option(help="Seed of split, partition, init and sampling.",
@@ -144,6 +168,8 @@ def run(
         "(simulation studies: in a federation they stay on the clients).")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default "
                                                  "runs/<time>-<algorithm>-<data>).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier run in "
+                                            "--out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Train one algorithm on one data set and write config.json, history.csv, summary.json.
@@ -151,18 +177,19 @@ def run(
     With no options: FedMC-ADMM on the embedded synthetic data, offline, in seconds.
     """
     from fedmc.precompile import compile_in_background
+    from fedmc.run_folder import RunFolder
     from fedmc.runner import execute, write_outputs
 
     run_settings, data_settings, params = resolve_options(locals())
     label = f"{algorithm} on {data_settings.source}"
-    with _progress(quiet, rounds, label) as callback:
-        result = execute(run_settings, data_settings, params, callback,
-                         progress_download=not quiet,
-                         kernels=os.environ.get("FEDMC_KERNELS", "auto"))
-    target = out_dir or Path("runs") / (
-        f"{datetime.now():%Y%m%d-%H%M%S}-{algorithm}-{data_settings.source}"
-    )
-    write_outputs(target, result)
+    folder = RunFolder(out_dir, f"{algorithm}-{data_settings.source}", overwrite)
+    target = folder.claim()
+    with interrupt_marks(folder):
+        with _progress(quiet, run_settings.rounds, label) as callback:
+            result = execute(run_settings, data_settings, params, callback,
+                             progress_download=not quiet,
+                             kernels=os.environ.get("FEDMC_KERNELS", "auto"))
+        write_outputs(target, result)
     if result.config["kernels"] == "generic":
         compile_in_background(algorithm, result.config["params"])
     if not quiet:
@@ -175,35 +202,46 @@ def run(
 def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """``fedmc run``'s options (by name) as run settings, data settings and the algorithm's
     parameters; commands that take the same options (``fedmc federate``) share it."""
+    from fedmc.algorithms.protocols import apply_protocol
     from fedmc.pipeline import DataSettings
     from fedmc.runner import RunSettings
 
-    o = options
-    named = {k: o[k] for k in ("rank", "inner", "reg_u", "lam", "reg_v", "gamma", "beta",
-                               "init_scale", "steps", "biases", "clip")}
+    named = {k: options[k] for k in ("rank", "inner", "reg_u", "lam", "reg_v", "gamma", "beta",
+                                     "init_scale", "steps", "biases", "clip")}
     params = {k: v for k, v in named.items() if v is not None}
-    params.update(_parse_params(o["param"] or []))
-    columns = o["columns"]
+    params.update(_parse_params(options["param"] or []))
+    o, params, defaulted = apply_protocol(options["algorithm"], options, params)
+    columns = _columns(o["columns"])
     data_settings = DataSettings(
         dataset=o["dataset"], ratings=o["ratings"], train=o.get("train"), test=o.get("test"),
-        columns=tuple(columns.split(",")) if columns else None,
+        columns=columns,
         data_dir=o["data_dir"], duplicates=o["duplicates"], clients=o["clients"],
         partition=o["partition"], split=o["split"], test_fraction=o["test_fraction"],
         normalize=o["normalize"], binary=o["binary"], binarize=o["binarize"], noise=o["noise"],
         seed=o["seed"],
     )
-    if columns and len(data_settings.columns or ()) != 3:
-        raise ConfigError(f"--columns needs three names, got {columns!r}")
     run_settings = RunSettings(
         algorithm=o["algorithm"], rounds=o["rounds"],
-        active=_active(o["active"], o["clients"], o["partition"]), sampling=o["sampling"],
+        active=_active(o["active"], o["clients"], o["partition"]),
+        sampling=o["sampling"] or "uniform",
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
         seed=o["seed"], ranking_k=o.get("ranking_k"),
         **{f"user_{k}": o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip",
                                        "dp_setup_scale") if k in o},
-        save_user_factors=o.get("save_user_factors", False),
+        save_user_factors=o.get("save_user_factors", False), defaulted=defaulted,
     )
     return run_settings, data_settings, params
+
+
+def _columns(text: str | None) -> tuple[str, ...] | None:
+    """``--columns``: three comma-separated names or positions, spaces around them trimmed."""
+    if text is None:
+        return None
+    names = tuple(name.strip() for name in text.split(","))
+    if len(names) != 3 or not all(names):
+        raise ConfigError(f"--columns takes three comma-separated names or 0-based positions "
+                          f"(user,item,rating), got '{printable(text)}'")
+    return names
 
 
 def _active(text: str | None, clients: int, partition: str) -> int | None:
@@ -294,14 +332,21 @@ _register_federate()
 
 def _fail(reason: str, code: int = 2) -> None:
     """One line on stderr, exit status ``code``."""
-    sys.stderr.write("fedmc: error: " + " ".join(reason.split()) + "\n")
+    sys.stderr.write("fedmc: error: " + printable(" ".join(reason.split()), 2000) + "\n")
     sys.exit(code)
 
 
 def main() -> None:
-    """Entry point: run the app, mapping input errors to exit status 2."""
+    """Entry point: run the app; input errors exit 2, SIGINT 130 and SIGTERM 143."""
+    if len(sys.argv) <= 1:  # bare ``fedmc``: its help, and success
+        sys.argv.append("--help")
     try:
-        app(standalone_mode=False)
+        with catch_signals():
+            code = app(standalone_mode=False)
+    except Interrupted as exc:
+        where = f"; its partial output is in {exc.folder}" if exc.folder is not None else ""
+        sys.stderr.write(f"fedmc: interrupted by {exc.name}{where}\n")
+        sys.exit(exc.exit_code)
     except FedMCError as exc:
         _fail(str(exc))
     except ValidationError as exc:
@@ -310,10 +355,6 @@ def main() -> None:
         _fail(f"{where}: {first['msg']}")
     except typer.Abort:
         err.print("fedmc: aborted", markup=False)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        err.print("fedmc: interrupted (a run writes its files only when it finishes; an "
-                  "experiment keeps finished runs and resumes)", markup=False)
         sys.exit(130)
     except Exception as exc:
         # Usage errors (unknown option, a value of the wrong type) are click's exceptions, which
@@ -324,3 +365,4 @@ def main() -> None:
         ctx = getattr(exc, "ctx", None)
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         _fail(message() + hint, code)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -121,6 +121,9 @@ def plot(
     """Re-plot and overlay finished runs: mean over seeds with a min-max band."""
     from fedmc.experiments.overlay import plot_runs
 
+    if out_file.is_dir():
+        raise ConfigError(f"--out {out_file} is a folder; give the PNG file to write "
+                          f"(e.g. {out_file / 'plot.png'})")
     typer.echo(str(plot_runs(run_dirs, out_file, y, x, log, title)))
 
 

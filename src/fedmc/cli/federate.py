@@ -29,7 +29,7 @@ SPLIT_OPTIONS = ("dataset", "ratings", "columns", "data_dir", "duplicates", "nor
 FLOWER = "Federation"
 # fedmc run's options a federation does not take: its own --out, a split given as two files,
 # the ranking evaluation and saving the user factors (they stay on the nodes)
-RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors")
+RUN_ONLY = ("out_dir", "overwrite", "train", "test", "ranking_k", "save_user_factors")
 
 
 def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., Any],

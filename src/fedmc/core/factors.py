@@ -181,9 +181,9 @@ def factor_metrics(sums: Mapping[str, float], V: np.ndarray, info: FederationInf
     if not norm.is_identity:  # the same errors on the normalized scale (the paper's)
         for key in ("train_rmse", "test_rmse", "test_mae"):
             out[key + "_z"] = out[key] / norm.scale
-    out["nnz_u"] = sums["nnz_u"] / max(sums["size_u"], 1.0)
+    out["density_u"] = sums["nnz_u"] / max(sums["size_u"], 1.0)
     factors = V[:, : layout.rank]
-    out["nnz_v"] = np.count_nonzero(factors) / max(factors.size, 1)
+    out["density_v"] = np.count_nonzero(factors) / max(factors.size, 1)
     return out
 
 

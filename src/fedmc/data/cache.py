@@ -1,7 +1,8 @@
 """Cache of parsed rating arrays, so that a second load of a large data set is instant.
 
-Each entry is one uncompressed ``.npz`` file named by a hash of the source files' paths,
-sizes and modification times, the duplicates policy and the parser. Entries are written
+Each entry is one uncompressed ``.npz`` file named by a hash of the source files' contents,
+the duplicates policy and the parser, so a file replaced by another of the same size and time
+is parsed afresh, never served from an earlier parse. Entries are written
 atomically (temporary file, then rename); an unreadable or inconsistent entry is ignored and
 rebuilt.
 """
@@ -20,8 +21,7 @@ import numpy as np
 from fedmc.data.ratings import Ratings
 from fedmc.errors import DataError
 
-CACHE_FOLDER = ".fedmc-cache"
-_FORMAT_VERSION = "1"
+_FORMAT_VERSION = "2"
 _ARRAYS = ("users", "items", "values", "user_ids", "item_ids")
 
 
@@ -31,7 +31,7 @@ def cache_key(sources: Sequence[Path], duplicates: str, parser: str) -> str:
     Parameters
     ----------
     sources
-        The files parsed; their resolved path, size and modification time enter the key.
+        The files parsed; their contents enter the key.
     duplicates
         The duplicates policy.
     parser
@@ -39,8 +39,8 @@ def cache_key(sources: Sequence[Path], duplicates: str, parser: str) -> str:
     """
     digest = hashlib.sha256(f"{_FORMAT_VERSION}|{parser}|{duplicates}".encode())
     for source in sources:
-        stat = source.stat()
-        digest.update(f"|{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+        with open(source, "rb") as fh:
+            digest.update(b"|" + hashlib.file_digest(fh, "blake2b").digest())
     return digest.hexdigest()[:32]
 
 

@@ -19,10 +19,13 @@ import numpy as np
 
 from fedmc._lazy import lazy_import
 from fedmc.data.ratings import Ratings
+from fedmc.data.text_files import read_text_bytes
 from fedmc.errors import ConfigError, DataError
 
 # pyarrow costs a few hundred ms to import; runs that load parsed arrays from the cache never
 # touch it, so it is imported on first use.
+#: The largest rating magnitude read: squares and sums of squares of ratings stay finite.
+MAX_RATING = 1e150
 pa = lazy_import("pyarrow")
 pc = lazy_import("pyarrow.compute")
 pacsv = lazy_import("pyarrow.csv")
@@ -136,7 +139,7 @@ def load_ratings_file(
     if path.suffix.lower() in (".parquet", ".pq"):
         raw = _read_parquet(path, columns, value_range)
     else:
-        data = _read_bytes(path)
+        data = read_text_bytes(path)
         fmt = _sniff(path, data, columns, int_ids=False, value_range=value_range)
         raw = _read_delimited(path, data, fmt)
     return _finish(raw, duplicates, name or path.name, path)
@@ -163,7 +166,7 @@ def load_movielens(
     """
     path = Path(path)
     check_duplicates(duplicates)
-    data = _read_bytes(path)
+    data = read_text_bytes(path)
     suffix = path.suffix.lower()
     if suffix == ".csv":
         fmt = _sniff(path, data, None, int_ids=True, value_range=None)
@@ -260,21 +263,6 @@ def check_duplicates(duplicates: str) -> None:
         raise ConfigError(
             f"duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}"
         )
-
-
-def _read_bytes(path: Path) -> bytes:
-    """The file's bytes; a missing, unreadable or blank file is a :class:`DataError`."""
-    if not path.exists():
-        raise DataError("file not found", path)
-    if path.is_dir():
-        raise DataError("is a folder, not a file", path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read file: {exc.strerror or exc}", path) from exc
-    if not data or data.isspace():
-        raise DataError("file is empty", path)
-    return data
 
 
 def _first_line(data: bytes) -> tuple[int, str]:
@@ -449,7 +437,7 @@ def _arrow_csv(text: bytes, fmt: _Format, id_type: pa.DataType) -> pa.Table:
     types = {names[k]: pa.null() for k in empty}
     types.update({keep[0]: id_type, keep[1]: id_type, keep[2]: pa.float64()})
     table = pacsv.read_csv(
-        pa.py_buffer(text),
+        _arrow_owned(text),
         read_options=pacsv.ReadOptions(skip_rows=fmt.skip_lines, column_names=names),
         parse_options=pacsv.ParseOptions(delimiter=delimiter),
         convert_options=pacsv.ConvertOptions(
@@ -463,6 +451,19 @@ def _arrow_csv(text: bytes, fmt: _Format, id_type: pa.DataType) -> pa.Table:
     return table.select(keep)
 
 
+def _arrow_owned(data: bytes) -> pa.Buffer:
+    """A copy of ``data`` in memory that Arrow owns.
+
+    ``pa.py_buffer`` would lend Arrow's reader threads a Python object: a thread that drops
+    the last reference after the main thread has raised and the interpreter is shutting down
+    needs the GIL, is ended by the finalizing interpreter, and takes the process down with
+    ``terminate called without an active exception`` (SIGABRT) after a clean exit 2.
+    """
+    buffer = pa.allocate_buffer(len(data))
+    np.frombuffer(buffer, dtype=np.uint8)[:] = np.frombuffer(data, dtype=np.uint8)
+    return buffer
+
+
 def _table_ok(table: pa.Table, value_range: tuple[float, float] | None) -> bool:
     """No missing ids, every rating finite and in range."""
     for column in table.columns[:2]:
@@ -474,7 +475,7 @@ def _table_ok(table: pa.Table, value_range: tuple[float, float] | None) -> bool:
     if values.null_count:
         return False
     array = values.to_numpy()
-    if not np.isfinite(array).all():
+    if not (np.abs(array) <= MAX_RATING).all():  # also NaN and infinities
         return False
     return value_range is None or bool(
         ((array >= value_range[0]) & (array <= value_range[1])).all()
@@ -522,6 +523,8 @@ def _check_rating(token: str, value_range: tuple[float, float] | None) -> str | 
         return f"rating {token!r} is not a number"
     if not math.isfinite(value):
         return f"rating {token!r} is not a finite number"
+    if abs(value) > MAX_RATING:
+        return f"rating {token} is too large (|rating| > {MAX_RATING:g}: its square overflows)"
     if value_range is not None and not value_range[0] <= value <= value_range[1]:
         return f"rating {token} lies outside [{value_range[0]:g}, {value_range[1]:g}]"
     return None
@@ -552,10 +555,10 @@ def _line_locator(path: Path, text: bytes, skip: int) -> Callable[[np.ndarray], 
 
 def _read_netflix_file(path: Path) -> _Raw:
     """Parse one Netflix Prize file with pyarrow compute kernels."""
-    data = _read_bytes(path)
+    data = read_text_bytes(path)
     try:
         lines = pacsv.read_csv(
-            pa.py_buffer(data),
+            _arrow_owned(data),
             read_options=pacsv.ReadOptions(column_names=["line"]),
             parse_options=pacsv.ParseOptions(delimiter=_NO_SEPARATOR, quote_char=False),
             convert_options=pacsv.ConvertOptions(
@@ -644,7 +647,7 @@ def _read_parquet(
         values = pc.cast(rating, pa.float64()).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise DataError(f"the rating column is not numeric: {exc}", path) from exc
-    bad = ~np.isfinite(values)
+    bad = ~(np.abs(values) <= MAX_RATING)
     if value_range is not None:
         bad |= (values < value_range[0]) | (values > value_range[1])
     if bad.any():

@@ -3,8 +3,9 @@
 Files are looked up in the official archive layout under a data folder (``<dir>/ml-1m/
 ratings.dat``, ``<dir>/ml-10M100K/ratings.dat``, ``<dir>/ml-20m/ratings.csv``, ...). The data
 folder is the ``data_dir`` argument, else ``$FEDMC_DATA``, else ``$XDG_CACHE_HOME/fedmc``
-(``~/.cache/fedmc``). Parsed arrays are cached in ``<dir>/.fedmc-cache/`` (or in the user
-cache folder when the data folder is read-only).
+(``~/.cache/fedmc``). Parsed arrays are cached in :func:`parsed_cache_dir`
+(``$FEDMC_CACHE``, else ``~/.cache/fedmc/parsed``), never in the data folder, and a data
+folder given by the user is never created.
 
 :data:`DATASETS` is a plain dict of :class:`DatasetSpec`, so tests can point a name at a local
 server by replacing an entry.
@@ -13,12 +14,11 @@ server by replacing an entry.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedmc.data.cache import CACHE_FOLDER, cache_key, load_cached, save_cached
+from fedmc.data.cache import cache_key, load_cached, save_cached
 from fedmc.data.download import download_and_extract
 from fedmc.data.loaders import (
     Duplicates,
@@ -192,6 +192,13 @@ def user_cache_dir() -> Path:
     return Path(base) / "fedmc"
 
 
+def parsed_cache_dir() -> Path:
+    """Folder of the parsed-array cache: ``$FEDMC_CACHE``, else ``<user cache>/parsed``
+    (never a data folder, which fedmc only reads)."""
+    env = os.environ.get("FEDMC_CACHE")
+    return Path(env).expanduser() if env else user_cache_dir() / "parsed"
+
+
 def resolve_data_dir(data_dir: str | Path | None = None) -> Path:
     """The data folder: ``data_dir``, else ``$FEDMC_DATA``, else :func:`user_cache_dir`."""
     if data_dir is not None:
@@ -249,10 +256,14 @@ def download_dataset(
         return folder
     if spec.url is None:
         raise DataError((spec.manual or "no download is known").format(folder=folder))
+    if not root.parent.is_dir() and root != user_cache_dir():
+        raise DataError(f"the data folder {root} does not exist, nor its parent; create it "
+                        "or point --data-dir (or $FEDMC_DATA) elsewhere")
     if spec.checksum is None and verify:
         raise DataError(
-            f"no checksum is pinned for {name}, so its download cannot be verified; "
-            "use --no-verify (verify=False) to download it anyway"
+            f"no checksum is pinned for {name} (it changes upstream), so its download cannot "
+            f"be verified; to download it anyway: fedmc data download {name} --no-verify "
+            "(verify=False)"
         )
     download_and_extract(
         spec.url,
@@ -300,14 +311,12 @@ def load_dataset(
     verify
         Check downloads against the pinned checksum.
     cache_dir
-        Folder of the parsed-array cache; by default ``<data folder>/.fedmc-cache``, or the
-        user cache folder when the data folder is read-only.
+        Folder of the parsed-array cache; by default :func:`parsed_cache_dir`.
 
     Returns
     -------
     Ratings
-        Parsed once, then served from the cache while the source files keep their size and
-        modification time.
+        Parsed once, then served from the cache while the source files keep their contents.
     """
     if name in SYNTHETIC_NAMES:
         from fedmc.data.synthetic import synthetic_dataset
@@ -321,34 +330,21 @@ def load_dataset(
         if not download:
             raise DataError(
                 f"{name} is not in {root / spec.folder}; run `fedmc data download {name}` "
-                "or allow downloading"
+                "or add --download (download=True)"
             )
         download_dataset(name, root, progress=progress, verify=verify)
         files = dataset_files(name, root)
-    return _load_cached(spec, files, duplicates, _cache_dirs(root, cache_dir))
-
-
-def _cache_dirs(root: Path, cache_dir: str | Path | None) -> list[Path]:
-    """Where cache entries may live: ``cache_dir`` if given, else the data folder's
-    ``.fedmc-cache`` unless the data folder is read-only, then the user cache folder."""
-    if cache_dir is not None:
-        return [Path(cache_dir)]
-    dirs = [user_cache_dir() / CACHE_FOLDER]
-    if os.access(root, os.W_OK) and root.stat().st_mode & stat.S_IWUSR:
-        dirs.insert(0, root / CACHE_FOLDER)
-    return dirs
+    return _load_cached(spec, files, duplicates,
+                        Path(cache_dir) if cache_dir is not None else parsed_cache_dir())
 
 
 def _load_cached(
-    spec: DatasetSpec, files: Sequence[Path], duplicates: Duplicates, dirs: list[Path]
+    spec: DatasetSpec, files: Sequence[Path], duplicates: Duplicates, cache_dir: Path
 ) -> Ratings:
     key = cache_key(files, duplicates, spec.parser)
-    for cache_dir in dirs:
-        cached = load_cached(cache_dir, key, spec.name)
-        if cached is not None:
-            return cached
+    cached = load_cached(cache_dir, key, spec.name)
+    if cached is not None:
+        return cached
     ratings = _PARSERS[spec.parser](list(files), duplicates, spec.name)
-    for cache_dir in dirs:
-        if save_cached(cache_dir, key, ratings):
-            break
+    save_cached(cache_dir, key, ratings)  # a read-only cache folder only costs the next parse
     return ratings

@@ -22,10 +22,10 @@ from fedmc.data.loaders import (
     _check_rating,
     _first_line,
     _normalize_name,
-    _read_bytes,
     _sniff_delimiter,
     _split,
 )
+from fedmc.data.text_files import read_text_bytes
 from fedmc.errors import DataError
 
 Role = tuple[str, tuple[str, ...]]
@@ -72,7 +72,7 @@ def load_pairs(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
 def _rows(path: Path, roles: tuple[Role, ...]) -> list[tuple[int, list[str]]]:
     """``(line number, fields in role order)`` of every data line."""
-    data = _read_bytes(path)
+    data = read_text_bytes(path)
     number, first = _first_line(data)
     delimiter = _sniff_delimiter(first)
     names = [_normalize_name(t) for t in _split(first, delimiter)]

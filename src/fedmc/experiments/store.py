@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -28,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fedmc.errors import FedMCError
+from fedmc.run_folder import strict_json, write_atomic
 
 EXPERIMENT_FILE = "experiment.json"
 REPORT_FILE = "report.md"
@@ -113,23 +112,4 @@ def record_timing(folder: Path, entry: dict[str, Any]) -> None:
     except (OSError, ValueError):
         entries = []
     entries.append(entry)
-    write_atomic(path, json.dumps(entries, indent=2) + "\n")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_atomic(path: Path, text: str | bytes) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (mode as by umask)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode() if isinstance(text, str) else text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, strict_json(entries))

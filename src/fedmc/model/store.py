@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
 
 from fedmc.data.normalize import Normalizer
 from fedmc.errors import DataError, FedMCError
+from fedmc.run_folder import strict_json, write_atomic
 
 FORMAT = "fedmc-factor-model"
 FORMAT_VERSION = 1
@@ -62,22 +60,9 @@ def write(model: Any, folder: Path) -> Path:
         "arrays": {k: {"shape": list(a.shape), "dtype": a.dtype.str} for k, a in arrays.items()},
     }
     folder.mkdir(parents=True, exist_ok=True)
-    _replace(folder / ARRAYS, lambda fh: np.savez(fh, allow_pickle=False, **arrays))
-    _replace(folder / METADATA, lambda fh: fh.write((json.dumps(meta, indent=2) + "\n").encode()))
+    write_atomic(folder / ARRAYS, lambda fh: np.savez(fh, allow_pickle=False, **arrays))
+    write_atomic(folder / METADATA, strict_json(meta))
     return folder / ARRAYS
-
-
-def _replace(path: Path, write_to: Callable[[IO[bytes]], Any]) -> None:
-    """Write ``path`` through a temporary file in its folder, renamed over it at the end."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write_to(fh)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read(path: Path) -> dict[str, Any]:

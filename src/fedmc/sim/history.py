@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,14 +37,14 @@ class History:
         """The latest value of a column."""
         return float(self.rows[-1][name])
 
-    def to_csv(self, path: str | Path) -> None:
-        """Write as CSV (the ``history.csv`` of the run contract)."""
-        cols = self.columns
-        with open(path, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=cols, restval="")
-            writer.writeheader()
-            for row in self.rows:
-                writer.writerow({k: _fmt(v) for k, v in row.items()})
+    def csv_text(self) -> str:
+        """The rows as CSV text (the ``history.csv`` of the run contract)."""
+        buffer = io.StringIO(newline="")
+        writer = csv.DictWriter(buffer, fieldnames=self.columns, restval="")
+        writer.writeheader()
+        for row in self.rows:
+            writer.writerow({k: _fmt(v) for k, v in row.items()})
+        return buffer.getvalue()
 
     @classmethod
     def read_csv(cls, path: str | Path) -> History:

@@ -1,0 +1,65 @@
+"""SIGINT and SIGTERM as an exception, and the run folder that records them.
+
+An interrupted command exits ``128 + signal`` (130 for Ctrl-C, 143 for SIGTERM) with one line
+saying so, never 0; its run folder's ``status.json`` says ``interrupted`` and it has no
+``summary.json``, so it cannot be taken for a finished run.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+from fedmc.run_folder import RunFolder
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """A command was stopped by a signal.
+
+    Parameters
+    ----------
+    signum
+        The signal's number.
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.name = signal.Signals(signum).name
+        self.exit_code = 128 + signum
+        self.folder: Path | None = None
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+@contextmanager
+def catch_signals() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into :class:`Interrupted` (handlers restored on leaving)."""
+    previous = {s: signal.signal(s, _raise) for s in _SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextmanager
+def interrupt_marks(folder: RunFolder) -> Iterator[None]:
+    """Release ``folder`` as ``finished`` when the block succeeds, ``interrupted`` when a
+    signal stops it (the exception then names the folder), and undo its claim on an error."""
+    try:
+        yield
+    except Interrupted as exc:
+        folder.release("interrupted")
+        exc.folder = folder.path
+        raise
+    except BaseException:
+        folder.abandon()
+        raise
+    folder.release("finished")

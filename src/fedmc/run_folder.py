@@ -1,0 +1,171 @@
+"""A run's output folder: checked before any work, locked while in use, written atomically.
+
+``fedmc run --out DIR`` claims ``DIR`` before it loads any data (:meth:`RunFolder.claim`):
+it refuses a path that is a file or cannot be written, an earlier run's folder unless
+``overwrite`` is set (and then removes that run's files first, so nothing of it can be taken
+for the new run's output), and a folder another process holds (an ``fcntl`` lock on
+``DIR/.lock``). ``status.json`` says ``running``, then ``finished`` or ``interrupted``; the
+files of a finished run are written with :func:`write_atomic`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from fedmc.errors import ConfigError
+
+STATUS_FILE = "status.json"
+LOCK_FILE = ".lock"
+#: The files a run writes; an ``--overwrite`` removes them before the new run starts.
+RUN_FILES = ("config.json", "history.csv", "summary.json", "model.npz", "model.json",
+             STATUS_FILE)
+
+
+def write_atomic(path: Path, content: str | bytes | Callable[[IO[bytes]], Any]) -> None:
+    """Write ``path`` through a temporary file in its folder, renamed over it at the end.
+
+    Parameters
+    ----------
+    path
+        The file to (re)place.
+    content
+        Text (UTF-8), bytes, or a function that writes to a binary file object.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600
+        with os.fdopen(fd, "wb") as fh:
+            if callable(content):
+                content(fh)
+            else:
+                fh.write(content.encode() if isinstance(content, str) else content)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def strict_json(obj: Any) -> str:
+    """``obj`` as standard JSON text: NaN and infinities become ``null`` (JSON has neither),
+    NumPy scalars plain numbers, paths strings."""
+    return json.dumps(_finite(obj), indent=2, allow_nan=False) + "\n"
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+class RunFolder:
+    """The output folder of one run, held (locked) from :meth:`claim` to :meth:`release`.
+
+    Parameters
+    ----------
+    path
+        The folder; None picks a new folder ``runs/<time>-<label>`` (``-2``, ``-3``, ... when
+        that name is taken, so two runs started in the same second never share one).
+    label
+        The default folder name's tail (algorithm and data).
+    overwrite
+        Replace an earlier run in ``path`` (else that is an error).
+    """
+
+    def __init__(self, path: Path | None, label: str, overwrite: bool = False):
+        self.path = path
+        self.label = label
+        self.overwrite = overwrite
+        self._lock: IO[str] | None = None
+        self._created = False
+
+    def claim(self) -> Path:
+        """Check, create and lock the folder; raise :class:`ConfigError` when it is unusable."""
+        path = self.path if self.path is not None else _new_default_folder(self.label)
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"--out {path} is a file, not a folder")
+        self._created = self.path is None or not path.exists()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            self._lock = open(path / LOCK_FILE, "a")  # noqa: SIM115 (held until release)
+        except OSError as exc:
+            raise ConfigError(f"--out {path}: cannot write there ({exc.strerror})") from None
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._close()
+            raise ConfigError(f"--out {path} is in use by another run") from None
+        earlier = [name for name in RUN_FILES if (path / name).exists()]
+        if earlier and not self.overwrite:
+            self._close()
+            raise ConfigError(f"--out {path} already holds a run ({', '.join(earlier)}); pass "
+                              "--overwrite to replace it or choose another --out")
+        for name in earlier:
+            (path / name).unlink()
+        self.path = path
+        self.set_status("running")
+        return path
+
+    def set_status(self, status: str) -> None:
+        """Record ``running``, ``finished`` or ``interrupted`` in ``status.json``."""
+        assert self.path is not None
+        write_atomic(self.path / STATUS_FILE, strict_json({
+            "status": status, "pid": os.getpid(),
+            "time": datetime.now(UTC).isoformat(timespec="seconds")}))
+
+    def release(self, status: str) -> None:
+        """Record the final ``status`` (``finished`` or ``interrupted``) and drop the lock."""
+        if self._lock is None:
+            return
+        try:
+            self.set_status(status)
+        finally:
+            self._close()
+
+    def abandon(self) -> None:
+        """Undo :meth:`claim` after an error before any result: the folder is as it was."""
+        if self._lock is None or self.path is None:
+            return
+        (self.path / STATUS_FILE).unlink(missing_ok=True)
+        (self.path / LOCK_FILE).unlink(missing_ok=True)
+        self._close()
+        if self._created:
+            self.path.rmdir()
+
+    def _close(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # closing the file releases the flock
+            self._lock = None
+
+
+def _new_default_folder(label: str) -> Path:
+    """A folder ``runs/<time>-<label>[-n]`` that did not exist, created by this call."""
+    base = Path("runs") / f"{datetime.now():%Y%m%d-%H%M%S}-{label}"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise ConfigError(f"no free folder name next to {base}; pass --out")

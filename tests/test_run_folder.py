@@ -1,0 +1,100 @@
+"""Run folders: checked before work, never silently replaced, locked, strict JSON; signals."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedmc.errors import ConfigError
+from fedmc.run_folder import RunFolder, strict_json, write_atomic
+
+
+def test_strict_json_writes_null_for_undefined_numbers():
+    text = strict_json({"a": math.nan, "b": [np.float64(np.inf), 1.5], "c": Path("x")})
+    assert json.loads(text) == {"a": None, "b": [None, 1.5], "c": "x"}
+    assert "NaN" not in text and "Infinity" not in text
+
+
+def test_out_that_is_a_file_or_unwritable_is_refused(tmp_path):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ConfigError, match="is a file"):
+        RunFolder(tmp_path / "f", "x").claim()
+    with pytest.raises(ConfigError, match="cannot write"):  # a folder under a file
+        RunFolder(tmp_path / "f" / "out", "x").claim()
+
+
+def test_an_earlier_run_is_replaced_only_with_overwrite(tmp_path):
+    out = tmp_path / "out"
+    first = RunFolder(out, "x")
+    first.claim()
+    write_atomic(out / "summary.json", "{}")
+    first.release("finished")
+    with pytest.raises(ConfigError, match="--overwrite"):
+        RunFolder(out, "x").claim()
+    again = RunFolder(out, "x", overwrite=True)
+    again.claim()
+    assert not (out / "summary.json").exists()  # nothing of the old run passes for the new
+    assert json.loads((out / "status.json").read_text())["status"] == "running"
+    again.release("interrupted")
+    assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
+
+
+def test_two_runs_cannot_share_a_folder_and_default_names_are_unique(tmp_path, monkeypatch):
+    held = RunFolder(tmp_path / "out", "x")
+    held.claim()
+    with pytest.raises(ConfigError, match="in use"):
+        RunFolder(tmp_path / "out", "x", overwrite=True).claim()
+    held.release("finished")
+    monkeypatch.chdir(tmp_path)
+    a, b = RunFolder(None, "algo-data"), RunFolder(None, "algo-data")
+    assert a.claim() != b.claim()
+
+
+def test_a_failed_run_leaves_the_folder_as_it_was(tmp_path):
+    folder = RunFolder(tmp_path / "new" / "out", "x")
+    folder.claim()
+    folder.abandon()
+    assert not (tmp_path / "new" / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def long_run_args(tmp_path_factory) -> list[str]:
+    path = tmp_path_factory.mktemp("data") / "r.csv"
+    rng = np.random.default_rng(0)
+    pairs = sorted({(int(u), int(i)) for u, i in zip(rng.integers(1, 60, 2000),
+                                                    rng.integers(1, 50, 2000), strict=True)})
+    lines = "".join(f"{u},{i},{1 + (u + i) % 5}\n" for u, i in pairs)
+    path.write_text("user,item,rating\n" + lines)
+    return [sys.executable, "-m", "fedmc", "run", "--ratings", str(path), "--clients", "4",
+            "--rounds", "100000", "--rank", "3", "-q"]
+
+
+def test_sigint_and_sigterm_exit_130_and_143_and_mark_the_folder(tmp_path, long_run_args):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    procs = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        out = tmp_path / sig.name
+        procs[sig] = (out, subprocess.Popen([*long_run_args, "--out", str(out)], env=env,
+                                            stderr=subprocess.PIPE, text=True))
+    for sig, (out, proc) in procs.items():
+        deadline = time.monotonic() + 60
+        while not (out / "status.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)
+        proc.send_signal(sig)
+    for sig, (out, proc) in procs.items():
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + sig, err
+        assert err.strip().splitlines()[-1] == (
+            f"fedmc: interrupted by {sig.name}; its partial output is in {out}"), err
+        assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
+        assert not (out / "summary.json").exists()
