@@ -31,6 +31,13 @@ def test_a_variant_applies_only_under_its_partition_and_only_to_unset_settings()
     assert "consensus" not in params
 
 
+def test_a_given_active_sets_the_bernoulli_rate_of_the_cross_device_variant():
+    options, _, defaulted = apply_protocol("fedmc-admm", {**UNSET, "partition": "user",
+                                                          "active": "4802"}, {})
+    assert options["sampling"] == "bernoulli" and options["participation"] is None
+    assert options["active"] == "4802" and "participation" not in defaulted
+
+
 def test_protocols_and_variants_name_real_algorithms_and_parameters():
     names = set(algorithm_names())
     assert set(PROTOCOLS) - {"default"} <= names

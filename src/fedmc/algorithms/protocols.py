@@ -65,7 +65,10 @@ def apply_protocol(algorithm: str, options: dict[str, Any], params: dict[str, An
         if options.get(name) is None:
             options[name] = value
             defaulted.append(name)
+    given_active = options.get("active") is not None and "active" not in defaulted
     for name, value in VARIANTS.get((algorithm, options["partition"]), {}).items():
+        if name == "participation" and given_active:
+            continue  # --active N sets the rate (N / clients) of Bernoulli sampling
         if name in PROTOCOL_OPTIONS:
             if name in defaulted or options.get(name) is None:
                 options[name] = value
