@@ -16,15 +16,19 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
 
+from fedmc.algorithms import get_algorithm
 from fedmc.algorithms.fedmc_admm import ALGORITHM
 from fedmc.algorithms.fedmc_admm.rated import COUNT, UPLOAD
 from fedmc.pipeline import DataSettings, federate, load_ratings
 from fedmc.privacy.accounting import UserDP
 from fedmc.privacy.audit import (
+    broadcast_outliers,
+    cohort_outliers,
     decode_setup,
     guessed_rated,
     observations,
@@ -102,5 +106,29 @@ def main() -> None:
                                   **{k: round(v, 4) for k, v in scores.items()}}), flush=True)
 
 
+def others(data, items) -> None:
+    """FedMAvg's ``W_i`` and RFRec's ``V_(i)``, plain uploads, 10 clients per round (uniform),
+    5 rounds: rows that are not the broadcast rows times the client's common factor
+    (:func:`fedmc.privacy.audit.broadcast_outliers`), and rows that differ from the cohort's
+    median row (:func:`fedmc.privacy.audit.cohort_outliers`)."""
+    for name in ("fedmavg", "rfrec"):
+        algorithm = get_algorithm(name).algorithm
+        records, _ = record_boundary(algorithm, algorithm.Config(), data,
+                                     lambda: make_sampler(data.n_clients, ACTIVE), 5, 0)
+        upload = next(iter(records[-1].summed.arrays))
+        obs = list(observations(records, "plain", upload))
+        sent = {r.message.round: next(iter(r.message.arrays.values())) for r in records}
+        for attack, intersect in itertools.product(("broadcast", "cohort"), (False, True)):
+            guesses = (broadcast_outliers(obs, sent, intersect) if attack == "broadcast"
+                       else cohort_outliers(obs, intersect))
+            scores = set_scores(guesses, items, data.n_items)
+            print(json.dumps({"mode": name, "view": "plain", "attack": attack,
+                              "intersect": intersect,
+                              **{k: round(v, 4) for k, v in scores.items()}}), flush=True)
+
+
 if __name__ == "__main__":
     main()
+    settings = DataSettings(dataset="ml-100k", partition="user", seed=0)
+    data = federate(load_ratings(settings), settings)
+    others(data, truth(data))

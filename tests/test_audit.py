@@ -56,3 +56,26 @@ def test_setup_uploads_of_one_user_clients_give_their_exact_ratings():
         got = decode_setup(o.array[rated] - cfg.beta * V0[rated], V0[rated], 1.0 / 40,
                            np.arange(1.0, 6.0))
         np.testing.assert_array_equal(got, tr.values[tr.indptr[c]:tr.indptr[c + 1]])
+
+
+def test_fedmavg_uploads_give_the_exact_rated_sets_through_the_broadcast():
+    """FedMAvg's unrated rows are the broadcast V times one factor per client; RFRec's are the
+    same for every client of a round (the cohort median shows them)."""
+    from fedmc.algorithms import get_algorithm
+    from fedmc.privacy.audit import broadcast_outliers, cohort_outliers
+
+    data = tiny_federated(m=30, n=25, p=30, density=0.15, seed=2)[0]
+    truth = _truth(data)
+    for name in ("fedmavg", "rfrec"):
+        algorithm = get_algorithm(name).algorithm
+        records, _ = record_boundary(algorithm, algorithm.Config(rank=2), data,
+                                     lambda: make_sampler(30, 8), rounds=3)
+        upload = next(iter(records[-1].summed.arrays))
+        obs = list(observations(records, "plain", upload))
+        sent = {r.message.round: next(iter(r.message.arrays.values())) for r in records}
+        guesses = (broadcast_outliers(obs, sent) if name == "fedmavg"
+                   else cohort_outliers(obs, intersect=True))
+        scores = set_scores(guesses, truth, 25)
+        assert scores["recall"] == 1.0 and scores["precision"] > 3 * scores["base_rate"], name
+        if name == "fedmavg":
+            assert scores["precision"] == 1.0

@@ -87,6 +87,59 @@ def rated_sets(obs: Sequence[Observation], noise_std: float = 0.0,
     return guesses
 
 
+def broadcast_outliers(obs: Sequence[Observation], broadcast: dict[int, np.ndarray],
+                       intersect: bool = False) -> dict[int, np.ndarray]:
+    """Each client's guessed rated items from plain uploads of algorithms that start every
+    round from the broadcast model and move an unrated row by the regularizer alone, so that
+    the unrated rows of one upload are the broadcast rows times one factor of that client
+    (FedMAvg: ``W_j = (1 - gamma / L_i)^Q2 V_j``, ``L_i`` from the client's own ``U_i``): a row
+    is guessed rated when it is not that multiple of the round's broadcast row (the factor is
+    the median over rows of ``w . v / v . v``). ``broadcast`` maps a round to the model sent.
+    First observation, or (``intersect``) the intersection over a client's rounds."""
+    guesses: dict[int, np.ndarray] = {}
+    for o in obs:
+        V = broadcast[o.round]
+        vv = np.einsum("ij,ij->i", V, V)
+        live = vv > 0
+        factor = float(np.median(np.einsum("ij,ij->i", o.array, V)[live] / vv[live]))
+        off = np.linalg.norm(o.array - factor * V, axis=1)
+        found = np.flatnonzero(off > 1e-9 * max(float(np.sqrt(vv.max())), 1e-300))
+        _guess(guesses, int(o.clients[0]), found, intersect)
+    return guesses
+
+
+def cohort_outliers(obs: Sequence[Observation], intersect: bool = False,
+                    ) -> dict[int, np.ndarray]:
+    """Each client's guessed rated items from plain uploads whose rows on unrated items are
+    the same for every client of a round: a row is guessed rated when it differs from the
+    cohort's elementwise median row, which is the unrated row wherever fewer than half the
+    cohort rated the item (the other clients' uploads show what an unrated row looks like).
+    First observation, or (``intersect``) the intersection over a client's rounds."""
+    by_round: dict[int, list[Observation]] = {}
+    for o in obs:
+        by_round.setdefault(o.round, []).append(o)
+    guesses: dict[int, np.ndarray] = {}
+    for round_obs in by_round.values():
+        if len(round_obs) < 3:
+            continue
+        stack = np.stack([o.array for o in round_obs])
+        median = np.median(stack, axis=0)
+        scale = max(float(np.abs(median).max()), 1e-300)
+        differs = np.abs(stack - median).max(axis=2) > 1e-12 * scale
+        for o, rows in zip(round_obs, differs, strict=True):
+            _guess(guesses, int(o.clients[0]), np.flatnonzero(rows), intersect)
+    return guesses
+
+
+def _guess(guesses: dict[int, np.ndarray], client: int, rows: np.ndarray,
+           intersect: bool) -> None:
+    """Record ``rows`` as ``client``'s guess: its first, or intersected with the earlier."""
+    if client not in guesses:
+        guesses[client] = rows
+    elif intersect:
+        guesses[client] = np.intersect1d(guesses[client], rows)
+
+
 def set_scores(guesses: dict[int, np.ndarray], truth: dict[int, np.ndarray],
                n_items: int) -> dict[str, float]:
     """Mean recall of ``guesses`` against ``truth`` over the clients with a guess, mean
