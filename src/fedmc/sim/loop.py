@@ -24,7 +24,7 @@ from fedmc.core.compile_time import compile_seconds
 from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws, Message
 from fedmc.core.uploads import Summed
 from fedmc.errors import ConfigError
-from fedmc.privacy.accounting import Plan, UserDP, epsilon
+from fedmc.privacy.accounting import Plan, Spent, UserDP
 from fedmc.privacy.gaussian import add_noise, with_clipping
 from fedmc.sim.clients import BatchedClients, ClientPopulation, PerClientClients
 from fedmc.sim.history import History
@@ -189,6 +189,7 @@ def simulate(
         plan = Plan(rounds, poisson_rate(sampler), setup is not None and len(setup.upload) > 0,
                     dp.setup_scale)
         noise = dp.multiplier(plan)
+        spent = Spent(plan, noise, dp.delta)
         algorithm = with_clipping(algorithm, dp.clip)
 
         def dp_std(msg: Message) -> float:
@@ -209,7 +210,7 @@ def simulate(
         row.update(bytes_up=server.bytes_up, bytes_down=server.bytes_down,
                    seconds=clock.seconds, clients=n_clients)
         if dp is not None:
-            row.update(epsilon=epsilon(plan, noise, dp.delta, k), dp_noise=noise)
+            row.update(epsilon=spent(k), dp_noise=noise)
         history.append(row)
         return row
 
