@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from fedmc.errors import ConfigError
-from fedmc.run_folder import RunFolder, strict_json, write_atomic
+from fedmc.files import strict_json, write_atomic
+from fedmc.run_folder import RunFolder
 
 
 def test_strict_json_writes_null_for_undefined_numbers():

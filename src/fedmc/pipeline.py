@@ -119,6 +119,15 @@ def _federate_split(ratings: Ratings, is_test: np.ndarray,
     return FederatedData.from_split(ratings, is_test, client_of_user, settings.normalize)
 
 
+def is_boolean(settings: DataSettings) -> bool:
+    """Whether ``settings`` name Boolean data (a 0/1 file, binarized ratings or synthetic
+    tiles), which ``fedmc run`` loads for the Felb algorithms (:func:`load_boolean_data`)."""
+    from fedmc.data.boolean import SYNTHETIC
+
+    return (settings.binary is not None or settings.binarize is not None
+            or settings.dataset == SYNTHETIC)
+
+
 def load_boolean_data(settings: DataSettings):
     """Boolean data for Felb-type algorithms: a 0/1 file, binarized ratings, or synthetic tiles.
 

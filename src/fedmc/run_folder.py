@@ -5,76 +5,25 @@ it refuses a path that is a file or cannot be written, an earlier run's folder u
 ``overwrite`` is set (and then removes that run's files first, so nothing of it can be taken
 for the new run's output), and a folder another process holds (an ``fcntl`` lock on
 ``DIR/.lock``). ``status.json`` says ``running``, then ``finished`` or ``interrupted``; the
-files of a finished run are written with :func:`write_atomic`.
+files of a finished run are written with :func:`fedmc.files.write_atomic`.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
-import math
 import os
-import tempfile
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
-
-import numpy as np
+from typing import IO
 
 from fedmc.errors import ConfigError
+from fedmc.files import strict_json, write_atomic
 
 STATUS_FILE = "status.json"
 LOCK_FILE = ".lock"
 #: The files a run writes; an ``--overwrite`` removes them before the new run starts.
 RUN_FILES = ("config.json", "history.csv", "summary.json", "model.npz", "model.json",
              STATUS_FILE)
-
-
-def write_atomic(path: Path, content: str | bytes | Callable[[IO[bytes]], Any]) -> None:
-    """Write ``path`` through a temporary file in its folder, renamed over it at the end.
-
-    Parameters
-    ----------
-    path
-        The file to (re)place.
-    content
-        Text (UTF-8), bytes, or a function that writes to a binary file object.
-    """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600
-        with os.fdopen(fd, "wb") as fh:
-            if callable(content):
-                content(fh)
-            else:
-                fh.write(content.encode() if isinstance(content, str) else content)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def strict_json(obj: Any) -> str:
-    """``obj`` as standard JSON text: NaN and infinities become ``null`` (JSON has neither),
-    NumPy scalars plain numbers, paths strings."""
-    return json.dumps(_finite(obj), indent=2, allow_nan=False) + "\n"
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 class RunFolder:

@@ -30,9 +30,9 @@ from fedmc.core.kernels import use_generic_kernels
 from fedmc.data import FederatedData
 from fedmc.errors import ConfigError
 from fedmc.estimator import Estimator, FactorPredictions
+from fedmc.files import strict_json, write_atomic
 from fedmc.model import FactorModel
 from fedmc.pipeline import DataSettings, federated_data, load_boolean_data
-from fedmc.run_folder import strict_json, write_atomic
 from fedmc.sim.history import History
 from fedmc.sim.loop import RoundCallback
 from fedmc.sim.sampling import SamplingKind
@@ -113,12 +113,7 @@ def execute(
                and not precompile.is_compiled(run.algorithm, width))
     if width is not None:
         use_generic_kernels(width, generic)
-    settings = {"rounds": run.rounds, "active": run.active, "sampling": run.sampling,
-                "participation": run.participation, "dropout": run.dropout,
-                "eval_every": run.eval_every, "random_state": run.seed,
-                "user_dp_epsilon": run.user_dp_epsilon, "user_dp_delta": run.user_dp_delta,
-                "user_dp_noise": run.user_dp_noise, "user_dp_clip": run.user_dp_clip,
-                "user_dp_setup_scale": run.user_dp_setup_scale}
+    settings = {**run.model_dump(), "random_state": run.seed}  # the estimator's run params
     dp_keys = ("user_dp_epsilon", "user_dp_noise", "user_dp_clip")
     if "user_dp_clip" not in algo_cls.run_params and any(settings[k] is not None
                                                          for k in dp_keys):

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from fedmc.experiments.config import PlotSpec
 from fedmc.experiments.results import FinishedRun, curve_band, final_band, metric_label
-from fedmc.run_folder import write_atomic
+from fedmc.files import write_atomic
 
 PANEL_SIZE = (4.6, 3.4)
 DPI = 100

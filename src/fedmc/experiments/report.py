@@ -17,7 +17,7 @@ from fedmc.experiments.plots import Panel, save_figure, series_styles
 from fedmc.experiments.results import FinishedRun, group, read_run
 from fedmc.experiments.store import REPORT_FILE, RUNS_FOLDER, run_dir
 from fedmc.experiments.tables import build_table, markdown
-from fedmc.run_folder import write_atomic
+from fedmc.files import write_atomic
 
 PLOTS_FOLDER = "plots"
 

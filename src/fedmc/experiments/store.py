@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fedmc.errors import FedMCError
-from fedmc.run_folder import strict_json, write_atomic
+from fedmc.files import strict_json, write_atomic
 
 EXPERIMENT_FILE = "experiment.json"
 REPORT_FILE = "report.md"

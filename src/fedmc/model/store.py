@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from fedmc.data.normalize import Normalizer
 from fedmc.errors import DataError, FedMCError
-from fedmc.run_folder import strict_json, write_atomic
+from fedmc.files import strict_json, write_atomic
 
 FORMAT = "fedmc-factor-model"
 FORMAT_VERSION = 1
