@@ -80,10 +80,7 @@ def rated_sets(obs: Sequence[Observation], noise_std: float = 0.0,
             continue
         rows = guessed_rated(o.array, noise_std)
         for c in o.clients.tolist():
-            if c not in guesses:
-                guesses[c] = rows
-            elif intersect:
-                guesses[c] = np.intersect1d(guesses[c], rows)
+            _guess(guesses, c, rows, intersect)
     return guesses
 
 

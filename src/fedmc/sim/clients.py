@@ -98,14 +98,16 @@ class SimulatedClients:
     def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]]) -> Exchange:
         """:meth:`run` and the sum of the uploads (each batch summed as it comes, so the
         uploads of one batch at a time are held)."""
-        sent = [0]
+        nbytes = 0
 
         def counted(batches: Iterable[Batch]) -> Iterator[Batch]:
+            nonlocal nbytes
             for uploads, weights in batches:
-                sent[0] += upload_nbytes(uploads)
+                nbytes += upload_nbytes(uploads)
                 yield uploads, weights
 
-        return Exchange(sum_uploads(counted(self.run(msg)), shapes), sent[0], msg)
+        summed = sum_uploads(counted(self.run(msg)), shapes)
+        return Exchange(summed, nbytes, msg)
 
 
 class BatchedClients(SimulatedClients):
@@ -126,7 +128,7 @@ class BatchedClients(SimulatedClients):
         holds all their uploads at once."""
         uploaders, counts = _multiplicities(msg)
         for chunk in self._chunks(msg.compute.astype(np.int64)):
-            mine = (uploaders >= chunk[0]) & (uploaders <= chunk[-1])
+            mine = np.isin(uploaders, chunk)
             self.state, uploads = self.algorithm.client_step(
                 self.cfg, self.shard, self.state, msg, chunk, uploaders[mine]
             )
