@@ -23,6 +23,7 @@ import resource
 import time
 
 import numpy as np
+from sweep import parse_value
 
 from fedmc.algorithms.fedmc_admm import FedMCADMM
 from fedmc.data import FederatedData
@@ -70,14 +71,6 @@ def fit(data: FederatedData, rounds: int, at: list[int], seed: int, **params) ->
             "s/round": round(per_round, 4)}
 
 
-def parse(value: str):
-    """A number, or the text itself."""
-    try:
-        return float(value) if "." in value or "e" in value else int(value)
-    except ValueError:
-        return value
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("validate", "test"))
@@ -87,12 +80,12 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     args = ap.parse_args()
     at = sorted(args.at or [100])
-    fixed = {k: parse(v) for k, v in (f.split("=", 1) for f in args.fixed)}
+    fixed = {k: parse_value(v) for k, v in (f.split("=", 1) for f in args.fixed)}
     params = {"consensus": "rated", **fixed}
     if args.what == "validate":
         data = validation_data()
         keys = [g.split("=", 1)[0] for g in args.grid]
-        values = [[parse(v) for v in g.split("=", 1)[1].split(",")] for g in args.grid]
+        values = [[parse_value(v) for v in g.split("=", 1)[1].split(",")] for g in args.grid]
         for combo in itertools.product(*values):
             setting = {**params, **dict(zip(keys, combo, strict=True))}
             result = fit(data, at[-1], at, 0, **setting)

@@ -22,7 +22,8 @@ import json
 import math
 import time
 
-from bench_cross_device import item_mean_rmse, parse, test_data, validation_data
+from bench_cross_device import item_mean_rmse, test_data, validation_data
+from sweep import parse_value
 
 from fedmc.algorithms import get_algorithm
 
@@ -54,7 +55,7 @@ def main() -> None:
     ap.add_argument("--setup-scale", type=float, default=1.0, help="set-up noise / round noise")
     ap.add_argument("--fixed", action="append", default=[], help="KEY=VALUE")
     args = ap.parse_args()
-    params = {k: parse(v) for k, v in (f.split("=", 1) for f in args.fixed)}
+    params = {k: parse_value(v) for k, v in (f.split("=", 1) for f in args.fixed)}
     data = validation_data() if args.what == "validate" else test_data(0)
     print(json.dumps({"item_mean": round(item_mean_rmse(data), 4), "data": args.what}),
           flush=True)
