@@ -15,6 +15,8 @@ from fedmc.algorithms.rfrec import ALGORITHM as RFREC
 from fedmc.algorithms.rfrec import ALGORITHM_F as RFRECF
 from fedmc.data.boolean import BooleanFederatedData
 from fedmc.privacy.accounting import UserDP
+from fedmc.sim.clients import PerClientClients
+from fedmc.sim.loop import simulate
 from fedmc.sim.sampling import make_sampler
 from fedmc.testing import (
     assert_drivers_agree,
@@ -102,6 +104,32 @@ def test_server_step_is_handed_only_cohort_sums(case, data):
     cfg = algorithm.Config(**params)
     assert_server_sees_only_sums(algorithm, cfg, data,
                                  lambda: make_sampler(data.n_clients, **{"active": 4, **run}))
+
+
+class FoldingClients(PerClientClients):
+    """The per-client loop, taking each evaluation along with the next round's message (as a
+    real federation does, fedmc.sim.clients.ClientPopulation.folds_evaluation)."""
+
+    folds_evaluation = True
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_evaluation_folded_into_the_next_message_gives_the_same_history(case, data):
+    algorithm, params, run = case[:3]
+    cfg = algorithm.Config(**params)
+    rows = []
+
+    def sampler():
+        return make_sampler(data.n_clients, **{"active": 4, **run})
+
+    plain = simulate(algorithm, cfg, data, sampler(), 5, 0, 2)
+    folded = simulate(algorithm, cfg, data, sampler(), 5, 0, 2,
+                      callback=lambda k, row: rows.append((k, row)),
+                      driver=lambda *args: FoldingClients(*args))
+    assert_same_history(plain.history, folded.history)
+    assert [r["round"] for r in folded.history.rows] == [0, 2, 4, 5]
+    assert [k for k, _ in rows] == [1, 2, 3, 4, 5]  # reported in order, evaluated rows whole
+    assert [k for k, row in rows if row is not None] == [2, 4, 5]
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c[0].split_batches][:4], ids=_case_id)

@@ -96,9 +96,10 @@ class ReplayClients(PerClientClients):
         super().__init__(*args)
         self.included = {k: np.array(sorted(v), dtype=np.int64) for k, v in included.items()}
 
-    def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]]) -> Exchange:
+    def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]],
+                 evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
         """Run ``msg`` with its round's included clients only."""
-        return super().exchange(carried_out(msg, self.included[msg.round]), shapes)
+        return super().exchange(carried_out(msg, self.included[msg.round]), shapes, evaluate)
 
 
 def client_ids(history: History, column: str = "participants") -> dict[int, list[int]]:

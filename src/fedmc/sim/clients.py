@@ -48,12 +48,16 @@ class Exchange:
     noised
         True when the clients added their local noise themselves (a real federation); a
         simulation adds it to the sum instead.
+    sums
+        The evaluation sums of the model the exchange carried (``exchange(..., evaluate=)``),
+        taken by every client before its step; None when it carried none.
     """
 
     summed: Summed
     bytes_up: int
     message: Message
     noised: bool = False
+    sums: dict[str, float] | None = None
 
 
 def carried_out(msg: Message, included: np.ndarray) -> Message:
@@ -66,10 +70,22 @@ def carried_out(msg: Message, included: np.ndarray) -> Message:
 
 
 class ClientPopulation(Protocol):
-    """The clients of a run."""
+    """The clients of a run.
 
-    def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]]) -> Exchange:
-        """Deliver ``msg``; the sum of the uploads of the declared ``shapes`` that came back."""
+    ``folds_evaluation``: True for a population whose exchanges cost far more than the clients'
+    work (a real federation, where every exchange is a round trip through the SuperLink). The
+    server loop then evaluates a round's model along with the next round's message
+    (``exchange(msg, shapes, evaluate=model)``) instead of in an exchange of its own; the
+    history is the same either way.
+    """
+
+    folds_evaluation: bool
+
+    def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]],
+                 evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
+        """Deliver ``msg``; the sum of the uploads of the declared ``shapes`` that came back.
+        With ``evaluate``, every client first adds its evaluation sums under that model (on
+        its state before the step) to :attr:`Exchange.sums`."""
         ...
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
@@ -90,14 +106,18 @@ def _multiplicities(msg: Message) -> tuple[np.ndarray, np.ndarray]:
 class SimulatedClients:
     """A population in this process: every client named by a message answers."""
 
+    folds_evaluation = False  # an exchange costs what the clients compute: nothing to save
+
     def run(self, msg: Message) -> Iterator[Batch]:
         """Run the client step of the clients ``msg`` names; their uploads, unsummed, batch
         by batch."""
         raise NotImplementedError
 
-    def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]]) -> Exchange:
+    def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]],
+                 evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
         """:meth:`run` and the sum of the uploads (each batch summed as it comes, so the
-        uploads of one batch at a time are held)."""
+        uploads of one batch at a time are held), after :meth:`evaluate` of ``evaluate``."""
+        sums = None if evaluate is None else self.evaluate(evaluate)
         nbytes = 0
 
         def counted(batches: Iterable[Batch]) -> Iterator[Batch]:
@@ -107,7 +127,11 @@ class SimulatedClients:
                 yield uploads, weights
 
         summed = sum_uploads(counted(self.run(msg)), shapes)
-        return Exchange(summed, nbytes, msg)
+        return Exchange(summed, nbytes, msg, sums=sums)
+
+    def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """Every client's evaluation sums under ``model``, added up."""
+        raise NotImplementedError
 
 
 class BatchedClients(SimulatedClients):

@@ -75,10 +75,15 @@ class _Server:
         self.bytes_up = 0
         self.bytes_down = 0
 
-    def exchange(self, msg: Message) -> None:
+    def exchange(self, msg: Message, evaluate: _Evaluation | None = None) -> None:
         """Send ``msg``, take the sum of what comes back, run the server step on the sum (with
-        the message as it was carried out: only the clients whose replies were included)."""
-        done = self.clients.exchange(msg, self.shapes)
+        the message as it was carried out: only the clients whose replies were included).
+        With ``evaluate``, the exchange also carries that evaluation, which is finished
+        before the server step (the state is still the one it evaluates)."""
+        done = self.clients.exchange(msg, self.shapes,
+                                     None if evaluate is None else evaluate.model)
+        if evaluate is not None:
+            evaluate.finish(done.sums or {})
         summed = done.summed if done.noised else self._noised(done.summed)
         std = 0.0 if self.dp_std is None else self.dp_std(done.message)
         if std > 0:  # user-level DP: the server never sees the sum without the noise
@@ -95,6 +100,15 @@ class _Server:
         for name, mechanism in self.noise.items():
             arrays[name] = mechanism.perturb_sum(arrays[name], summed.count, self.rng)
         return summed.with_arrays(arrays)
+
+
+@dataclass
+class _Evaluation:
+    """A round's evaluation: its model, and what to do with the clients' sums once they come
+    (write the round's history row and report it)."""
+
+    model: dict[str, np.ndarray]
+    finish: Callable[[dict[str, float]], None]
 
 
 class _TrainingClock:
@@ -204,25 +218,37 @@ def simulate(
         server.exchange(setup)
     clock.stop()
 
-    def record(k: int, n_clients: int) -> dict[str, float]:
-        sums = clients.evaluate(algorithm.model(cfg, server.state))
-        row: dict[str, float] = {"round": k, **algorithm.metrics(cfg, server.state, sums, info)}
-        row.update(bytes_up=server.bytes_up, bytes_down=server.bytes_down,
-                   seconds=clock.seconds, clients=n_clients)
+    def evaluation(k: int, n_clients: int) -> _Evaluation:
+        """Round ``k``'s evaluation: its row is written (and reported) once the sums come."""
+        row: dict[str, float] = {"bytes_up": server.bytes_up, "bytes_down": server.bytes_down,
+                                 "seconds": clock.seconds, "clients": n_clients}
         if dp is not None:
             row.update(epsilon=spent(k), dp_noise=noise)
-        history.append(row)
-        return row
 
-    record(0, 0)
+        def finish(sums: dict[str, float]) -> None:
+            history.append({"round": k, **algorithm.metrics(cfg, server.state, sums, info),
+                            **row})
+            if callback is not None and k > 0:
+                callback(k, history.rows[-1])
+
+        return _Evaluation(algorithm.model(cfg, server.state), finish)
+
+    # A population that folds evaluations sends each with the next round's message; the last
+    # one (and every one, otherwise) is an exchange of its own.
+    waiting: _Evaluation | None = evaluation(0, 0)
     for k in range(1, rounds + 1):
+        if waiting is not None and not clients.folds_evaluation:
+            waiting.finish(clients.evaluate(waiting.model))
+            waiting = None
         clock.start()
         sampled = sampler.sample(server.rng)
-        server.exchange(algorithm.message(cfg, server.state, k, sampled, server.rng))
+        server.exchange(algorithm.message(cfg, server.state, k, sampled, server.rng), waiting)
         clock.stop()
-        row = record(k, len(sampled)) if (k % eval_every == 0 or k == rounds) else None
-        if callback is not None:
-            callback(k, row)
+        waiting = evaluation(k, len(sampled)) if (k % eval_every == 0 or k == rounds) else None
+        if waiting is None and callback is not None:
+            callback(k, None)
+    if waiting is not None:
+        waiting.finish(clients.evaluate(waiting.model))
     return Simulation(history, server.state, clients, info)
 
 
