@@ -12,14 +12,25 @@ import pytest
 pytest.importorskip("flwr")
 
 from fedmc.algorithms import get_algorithm  # noqa: E402
+from fedmc.core.protocol import Message  # noqa: E402
 from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
 from fedmc.flower.client_state import StateStore  # noqa: E402
+from fedmc.flower.compact import pack, unpack  # noqa: E402
 from fedmc.flower.local import run_local  # noqa: E402
 from fedmc.flower.manifest import Manifest  # noqa: E402
+from fedmc.flower.node import Poller  # noqa: E402
 from fedmc.flower.settings import FederatedRun  # noqa: E402
 from fedmc.flower.shard import load_shard  # noqa: E402
 from fedmc.flower.split import client_files, write_split  # noqa: E402
-from fedmc.flower.wire import NO_EXCHANGE, pack_uploads, unpack_uploads  # noqa: E402
+from fedmc.flower.wire import (  # noqa: E402
+    NO_EXCHANGE,
+    Envelope,
+    pack_message,
+    pack_reply,
+    unpack_message,
+    unpack_sums,
+    unpack_uploads,
+)
 from fedmc.pipeline import DataSettings, federate, load_ratings  # noqa: E402
 from fedmc.runner import RunSettings  # noqa: E402
 from fedmc.sim.history import History  # noqa: E402
@@ -82,7 +93,7 @@ def test_uploads_travel_dense_and_sparse():
     dense = Stacked((4, 2), dense=np.arange(8.0).reshape(1, 4, 2))
     rows = Stacked((4, 2), rows=RowPatch(np.array([0, 2]), np.array([1, 3]),
                                          np.array([[1.0, 2.0], [3.0, 4.0]])))
-    back = unpack_uploads(pack_uploads({"a": dense, "b": rows}), {"a": (4, 2), "b": (4, 2)})
+    back = unpack_uploads(pack_reply({"a": dense, "b": rows}), {"a": (4, 2), "b": (4, 2)})
     for name, s in (("a", dense), ("b", rows)):
         np.testing.assert_array_equal(back[name].weighted_sum(np.ones(1)),
                                       s.weighted_sum(np.ones(1)))
@@ -92,7 +103,56 @@ def test_uploads_travel_dense_and_sparse():
 def test_a_client_that_computes_without_uploading_replies_with_nothing():
     """FedMAvg's unsampled clients take their U-steps and upload no W (a batch of none)."""
     none = Stacked((4, 2), dense=np.zeros((0, 4, 2)))
-    assert unpack_uploads(pack_uploads({"a": none}), {"a": (4, 2)}) == {}
+    assert unpack_uploads(pack_reply({"a": none}), {"a": (4, 2)}) == {}
+
+
+def test_a_step_message_carries_the_model_to_evaluate_once():
+    V, other = np.arange(6.0).reshape(3, 2), np.ones((3, 2))
+    msg = Message(4, "round", np.array([0, 2]), np.array([2]), {"V": V}, {"lr": 0.5})
+    same = Envelope(7, msg, {0: 5}, {}, {"V": V.copy()})
+    assert set(same.payload()) == {"V"}  # equal to the message's V: not sent twice
+    back = unpack_message(pack_message(same))
+    np.testing.assert_array_equal(back.model["V"], V)
+    assert (back.exchange, back.included_of(0), back.included_of(2)) == (7, 5, NO_EXCHANGE)
+    np.testing.assert_array_equal(back.message.compute, [0, 2])
+    assert set(back.message.arrays) == {"V"} and back.message.flags == {"lr": 0.5}
+    apart = unpack_message(pack_message(Envelope(8, msg, model={"V": other})))
+    np.testing.assert_array_equal(apart.model["V"], other)
+    np.testing.assert_array_equal(apart.message.arrays["V"], V)
+    assert unpack_message(pack_message(Envelope(9, msg))).model is None
+
+
+def test_a_reply_carries_uploads_and_sums_together():
+    up = Stacked((2, 2), dense=np.arange(4.0).reshape(1, 2, 2))
+    reply = pack_reply({"a": up}, {"sse": 1.5, "n": 3.0})
+    assert unpack_sums(reply) == {"sse": 1.5, "n": 3.0}
+    np.testing.assert_array_equal(unpack_uploads(reply, {"a": (2, 2)})["a"].dense, up.dense)
+
+
+def test_packed_contents_are_one_record_and_unpack_exactly():
+    from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+
+    V = np.random.default_rng(0).normal(size=(50, 4))
+    content = pack_message(Envelope(1, Message(1, "round", np.arange(3), np.arange(3),
+                                               {"V": V, "W": V + 1})))
+    assert len(get_all_nested_objects(content)) == 7  # record dict, 2 records, 2 arrays + chunks
+    packed = pack(content)
+    assert len(get_all_nested_objects(packed)) == 2  # the record dict and one record
+    assert pack(content).object_id == packed.object_id  # same content, one stored object
+    back = unpack_message(unpack(packed))
+    np.testing.assert_array_equal(back.message.arrays["W"], V + 1)
+    assert unpack(content) is content  # not packed: as it is
+
+
+def test_a_node_stays_quiet_for_most_of_the_usual_gap_and_then_polls():
+    poller = Poller(poll=0.1, longest=0.5)
+    assert poller.pause(0.0) == 0.1  # nothing learned yet
+    for t in (10.0, 12.0, 13.6):  # gaps 2.0 and 1.6: quiet for 0.85 * 1.6 after a message
+        poller.arrived(t)
+    poller.replied(13.7)
+    assert poller.pause(13.7) == pytest.approx(13.6 + 0.85 * 1.6 - 13.7)
+    assert poller.pause(15.0) == pytest.approx(0.13)  # due: a tenth of the idle time
+    assert poller.pause(30.0) == 0.5  # long idle: at most the longest interval
 
 
 def simulated(settings: DataSettings, run: RunSettings, params: dict) -> History:

@@ -13,8 +13,9 @@ configuration (:mod:`fedmc.flower.settings`) names the algorithm, its parameters
 
 Message types: ``query`` (the client's id: the server knows clients by this id, not by
 Flower's node id, which changes when a node restarts), ``train.step`` (the algorithm's client
-step on the message; the reply is the client's uploads), ``evaluate`` (the client's
-evaluation sums under the published model) and ``train`` (the same two inside SecAgg+,
+step on the message; the reply is the client's uploads, and, when the message also carries
+the previous round's model, first the client's evaluation sums under it), ``evaluate`` (the
+client's evaluation sums under the published model) and ``train`` (the same two inside SecAgg+,
 :mod:`fedmc.flower.secagg`). Every step and evaluation first settles the pending state of the
 client's previous exchange (:mod:`fedmc.flower.client_state`).
 """
@@ -37,12 +38,13 @@ from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
 from fedmc.flower import secagg
 from fedmc.flower.client_state import StateStore
+from fedmc.flower.compact import compact_mod
 from fedmc.flower.manifest import Manifest, population
 from fedmc.flower.settings import FederatedRun
 from fedmc.flower.shard import load_boolean_shard, load_shard
-from fedmc.flower.wire import Envelope, pack_sums, pack_uploads, unpack_message
+from fedmc.flower.wire import Envelope, pack_reply, unpack_message
 
-app = ClientApp(mods=[secaggplus_mod])
+app = ClientApp(mods=[compact_mod, secaggplus_mod])
 
 
 @dataclass
@@ -55,6 +57,11 @@ class Party:
     info: FederationInfo
     shard: FederatedData
     store: StateStore
+
+    @property
+    def shapes(self) -> Mapping[str, tuple[int, ...]]:
+        """The shapes of the algorithm's uploads."""
+        return self.algorithm.upload_shapes(self.cfg, self.info)
 
     def step(self, envelope: Envelope) -> tuple[Uploads, int]:
         """Settle the previous exchange, run the client step on the message, keep the new
@@ -70,10 +77,12 @@ class Party:
         return self._noised(uploads), weight
 
     def evaluate(self, envelope: Envelope) -> dict[str, float]:
-        """Settle the previous exchange; the evaluation sums under the message's model."""
+        """Settle the previous exchange; the evaluation sums under the envelope's model."""
+        if envelope.model is None:
+            raise ConfigError(f"exchange {envelope.exchange} carries no model to evaluate")
         self.store.decide(envelope.included_of(self.client))
         return dict(self.algorithm.evaluate(self.cfg, self.shard, self.store.committed,
-                                            envelope.message.arrays))
+                                            envelope.model))
 
     def _noised(self, uploads: Uploads) -> Uploads:
         """The algorithm's local noise added by this client itself (its local DP)."""
@@ -134,15 +143,17 @@ def hello(msg: Message, context: Context) -> Message:
 
 @app.train("step")
 def step(msg: Message, context: Context) -> Message:
-    """The client step of a plain exchange."""
-    uploads, _ = party(context).step(unpack_message(msg.content))
-    return Message(pack_uploads(uploads), reply_to=msg)
+    """The client step of a plain exchange, after the evaluation it carries, if any."""
+    me, envelope = party(context), unpack_message(msg.content)
+    sums = None if envelope.model is None else me.evaluate(envelope)
+    uploads, _ = me.step(envelope)
+    return Message(pack_reply(uploads, sums), reply_to=msg)
 
 
 @app.evaluate()
 def evaluate(msg: Message, context: Context) -> Message:
     """The evaluation sums of a plain exchange."""
-    return Message(pack_sums(party(context).evaluate(unpack_message(msg.content))),
+    return Message(pack_reply(sums=party(context).evaluate(unpack_message(msg.content))),
                    reply_to=msg)
 
 

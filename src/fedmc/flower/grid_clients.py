@@ -46,7 +46,8 @@ Shapes = Mapping[str, tuple[int, ...]]
 
 @dataclass
 class Record:
-    """One exchange as it happened: who was asked, who was included."""
+    """One exchange as it happened (or, for an evaluation carried by the next round's
+    message, its part of that exchange): who was asked, who was included."""
 
     exchange: int
     round: int
@@ -63,6 +64,9 @@ class Record:
 @dataclass
 class GridClients:
     """Clients behind a Flower Grid (module docstring).
+
+    Each round's evaluation travels with the next round's message (``folds_evaluation``):
+    one exchange per round instead of two; the last evaluation is an exchange of its own.
 
     Parameters
     ----------
@@ -90,6 +94,8 @@ class GridClients:
     last_included: dict[int, int] = field(default_factory=dict)
     _asked: set[int] = field(default_factory=set)
     _round: int = 0
+    _exchanges: int = 0
+    folds_evaluation: bool = True
 
     def connect(self, wait: float) -> None:
         """Wait until every client's node has answered (at most ``wait`` seconds)."""
@@ -103,40 +109,57 @@ class GridClients:
                 raise ConfigError(f"clients {missing} did not join within {wait:g} s")
             time.sleep(0.2)
 
-    def exchange(self, msg: Message, shapes: Shapes) -> Exchange:
-        """Send ``msg`` to its clients; the sum of the uploads that came back."""
+    def exchange(self, msg: Message, shapes: Shapes,
+                 evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
+        """Send ``msg`` to its clients (and ``evaluate``, the previous round's model, to every
+        client with it); the sum of the uploads that came back."""
+        sums = None
+        previous = self._round
         number = self._begin(msg.round, msg.phase, msg.compute)
-        if self.secure is not None and len(msg.upload):
-            summed, included, nbytes = self.secure.exchange(self, number, msg, shapes)
+        if self.secure is not None and (len(msg.upload) or evaluate is not None):
+            done = self.secure.exchange(self, number, msg, shapes, evaluate)
+            summed, included, nbytes = done.summed, done.included, done.nbytes
+            if evaluate is not None:
+                sums = done.sums
+                self._end(number, previous, "evaluate", np.arange(self.n_clients),
+                          done.evaluated)
         else:
-            replies = self._send(number, msg, "train.step")
-            included = sorted(replies)
+            replies = self._send(number, msg, evaluate)
+            included = sorted(set(replies) & set(msg.compute.tolist()))
             weight = dict(zip(*np.unique(msg.upload, return_counts=True), strict=True))
             batches = [(unpack_uploads(replies[c], shapes), np.array([weight[c]]))
                        for c in included if c in weight]
             summed = sum_uploads(batches, shapes)
             nbytes = sum(upload_nbytes(uploads) for uploads, _ in batches)
+            if evaluate is not None:
+                sums = self._added_sums(number, previous, replies)
         for c in included:
             self.last_included[c] = number
-        self._end(number, msg, included)
+        self._end(number, msg.round, msg.phase, msg.compute, included)
         return Exchange(summed, nbytes, carried_out(msg, np.array(included, dtype=np.int64)),
-                        noised=True)
+                        noised=True, sums=sums)
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
         """Every client's evaluation sums under ``model``, added up (in client order)."""
         everyone = np.arange(self.n_clients, dtype=np.int64)
-        msg = Message(self._round, "evaluate", everyone, everyone[:0], dict(model))
+        msg = Message(self._round, "evaluate", everyone, everyone[:0], {})
         number = self._begin(msg.round, msg.phase, everyone)
         if self.secure is not None:
-            total, included = self.secure.evaluate(self, number, msg)
-        else:
-            replies = self._send(number, msg, "evaluate")
-            included = sorted(replies)
-            total: dict[str, float] = {}
-            for c in included:
-                for key, value in unpack_sums(replies[c]).items():
-                    total[key] = total.get(key, 0.0) + value
-        self._end(number, msg, included)
+            total, included = self.secure.evaluate(self, number, msg, model)
+            self._end(number, msg.round, "evaluate", everyone, included)
+            return total
+        return self._added_sums(number, msg.round, self._send(number, msg, model))
+
+    def _added_sums(self, number: int, round_: int,
+                    replies: Mapping[int, RecordDict]) -> dict[str, float]:
+        """The evaluation sums of every client's reply, added up in client order (and the
+        evaluation of round ``round_`` logged)."""
+        total: dict[str, float] = {}
+        for c in sorted(replies):
+            for key, value in unpack_sums(replies[c]).items():
+                total[key] = total.get(key, 0.0) + value
+        everyone = np.arange(self.n_clients, dtype=np.int64)
+        self._end(number, round_, "evaluate", everyone, sorted(replies))
         return total
 
     def user_factors(self) -> np.ndarray:
@@ -144,10 +167,10 @@ class GridClients:
         raise ConfigError("in a federation the user factors stay on the clients")
 
     def envelope(self, number: int, msg: Message, clients: Iterable[int],
-                 **extra: object) -> Envelope:
-        """The exchange as ``clients`` receive it."""
+                 model: Mapping[str, np.ndarray] | None = None, **extra: object) -> Envelope:
+        """The exchange as ``clients`` receive it (with ``model`` to evaluate, if any)."""
         return Envelope(number, msg, {c: self.last_included[c] for c in clients
-                                      if c in self.last_included}, extra)
+                                      if c in self.last_included}, extra, model)
 
     def nodes(self, clients: np.ndarray) -> dict[int, int]:
         """The node of each of ``clients`` that has one (others are lost for this exchange)."""
@@ -155,13 +178,19 @@ class GridClients:
         return {int(c): self.node_of[int(c)] for c in np.unique(clients)
                 if int(c) in self.node_of}
 
-    def _send(self, number: int, msg: Message, kind: str) -> dict[int, RecordDict]:
-        """A plain exchange: the replies' contents by client."""
-        nodes = self.nodes(msg.compute)
+    def _send(self, number: int, msg: Message,
+              model: Mapping[str, np.ndarray] | None) -> dict[int, RecordDict]:
+        """A plain exchange: the client step of ``msg.compute`` and, with ``model``, every
+        client's evaluation of it (the only task of the clients outside ``msg.compute``); the
+        replies' contents by client."""
+        everyone = np.arange(self.n_clients, dtype=np.int64)
+        nodes = self.nodes(msg.compute if model is None else everyone)
         client_of = {node: c for c, node in nodes.items()}
-        content = pack_message(self.envelope(number, msg, nodes))
-        out = [FlowerMessage(content, dst_node_id=node, message_type=kind,
-                             group_id=str(msg.round)) for node in nodes.values()]
+        content = pack_message(self.envelope(number, msg, nodes, model))
+        compute = set(msg.compute.tolist()) if msg.phase != "evaluate" else set()
+        out = [FlowerMessage(content, dst_node_id=node, group_id=str(msg.round),
+                             message_type="train.step" if c in compute else "evaluate")
+               for c, node in nodes.items()]
         replies = good_replies(send_and_receive(self.grid, out, self.timeout))
         return {client_of[node]: m.content for node, m in replies.items()}
 
@@ -178,12 +207,14 @@ class GridClients:
                 self.node_of[client] = node  # the newest node of a client wins
 
     def _begin(self, round_: int, phase: str, clients: np.ndarray) -> int:
-        number = len(self.log)
+        number = self._exchanges
+        self._exchanges += 1
         self._round = round_
         if self.on_exchange is not None:
             self.on_exchange(number, round_, phase, sorted(set(clients.tolist())))
         return number
 
-    def _end(self, number: int, msg: Message, included: list[int]) -> None:
-        self.log.append(Record(number, msg.round, msg.phase,
-                               sorted(set(msg.compute.tolist())), list(included)))
+    def _end(self, number: int, round_: int, phase: str, asked: np.ndarray,
+             included: list[int]) -> None:
+        self.log.append(Record(number, round_, phase, sorted(set(asked.tolist())),
+                               list(included)))

@@ -70,6 +70,7 @@ CLIP = 1.0
 LOWEST_EXPONENT = -100
 EXPONENTS = 200  # histogram buckets: exponent LOWEST_EXPONENT + b for b >= 1; b = 0: all zero
 ATTEMPTS = 3
+EVALUATION = "evaluation:"  # names of the evaluation sums a client step carries
 
 
 class RobustSecAggPlusWorkflow(SecAggPlusWorkflow):
@@ -180,6 +181,19 @@ def _exponents(histogram: np.ndarray, names: list[str]) -> dict[str, int]:
     return out
 
 
+@dataclass(frozen=True)
+class SecureExchange:
+    """What a secure client step brought back: the sum of the uploads, the clients whose step
+    it included, the bytes sent, and the summed evaluation it carried with the clients it
+    included (None without one)."""
+
+    summed: Summed
+    included: list[int]
+    nbytes: int
+    sums: dict[str, float] | None
+    evaluated: list[int]
+
+
 class SecureSum:
     """The secure exchanges of :class:`fedmc.flower.grid_clients.GridClients`: client steps
     whose uploads, and evaluations whose sums, only SecAgg+ adds up."""
@@ -191,27 +205,40 @@ class SecureSum:
         self.exponents: dict[str, dict[str, int]] = {"step": {}, "evaluate": {}}
 
     def exchange(self, clients: GridClients, number: int, msg: ProtocolMessage,
-                 shapes: Mapping[str, tuple[int, ...]]) -> tuple[Summed, list[int], int]:
-        """A client step of ``msg``'s uploaders: the sum, the included clients, bytes up."""
-        sums, included, nbytes = self._run(clients, number, msg, np.unique(msg.upload), "step")
+                 shapes: Mapping[str, tuple[int, ...]],
+                 model: Mapping[str, np.ndarray] | None = None) -> SecureExchange:
+        """The client step of ``msg.compute`` (clients that do not upload add zeros) and, with
+        ``model``, every client's evaluation of it, in one secure sum."""
+        members = msg.compute if model is None else np.arange(clients.n_clients)
+        sums, included, nbytes = self._run(clients, number, msg, members, "step", model)
+        computed = [c for c in included if c in set(msg.compute.tolist())]
         weight = dict(zip(*np.unique(msg.upload, return_counts=True), strict=True))
         arrays = {name: sums[name].reshape(shape) if name in sums else np.zeros(shape)
                   for name, shape in shapes.items()}
-        return secure_sum(arrays, int(sum(weight[c] for c in included))), included, nbytes
+        evaluation = None if model is None else {
+            name[len(EVALUATION):]: float(v[0]) for name, v in sums.items()
+            if name.startswith(EVALUATION)}
+        return SecureExchange(secure_sum(arrays, int(sum(weight.get(c, 0) for c in computed))),
+                              computed, nbytes, evaluation, included)
 
-    def evaluate(self, clients: GridClients, number: int,
-                 msg: ProtocolMessage) -> tuple[dict[str, float], list[int]]:
-        """Every client's evaluation: the summed sums and the included clients."""
-        sums, included, _ = self._run(clients, number, msg, msg.compute, "evaluate")
+    def evaluate(self, clients: GridClients, number: int, msg: ProtocolMessage,
+                 model: Mapping[str, np.ndarray]) -> tuple[dict[str, float], list[int]]:
+        """Every client's evaluation of ``model``: the summed sums and the included clients."""
+        learned = self.exponents["step"].items()  # scales of evaluations carried by steps
+        for name, e in learned:
+            if name.startswith(EVALUATION):
+                self.exponents["evaluate"].setdefault(name[len(EVALUATION):], e)
+        sums, included, _ = self._run(clients, number, msg, msg.compute, "evaluate", model)
         return {name: float(v[0]) for name, v in sums.items()}, included
 
     def _run(self, clients: GridClients, number: int, msg: ProtocolMessage,
-             members: np.ndarray, kind: str) -> tuple[dict[str, np.ndarray], list[int], int]:
+             members: np.ndarray, kind: str, model: Mapping[str, np.ndarray] | None,
+             ) -> tuple[dict[str, np.ndarray], list[int], int]:
         exponents = self.exponents[kind]
         for _ in range(ATTEMPTS):
             nodes = clients.nodes(members)
             client_of = {node: c for c, node in nodes.items()}
-            fitins = _fitins(clients.envelope(number, msg, nodes, kind=kind,
+            fitins = _fitins(clients.envelope(number, msg, nodes, model, kind=kind,
                                               exponents=exponents))
             instructions = dict.fromkeys(nodes.values(), fitins)
             mean, results = (None, []) if len(nodes) < 2 else secure_mean(
@@ -238,22 +265,27 @@ def exponents_used(result: FitRes, name: str) -> int:
 
 
 def _fitins(envelope: Envelope) -> FitIns:
-    arrays = [envelope.message.arrays[name] for name in envelope.array_names()]
-    return FitIns(ndarrays_to_parameters(arrays), {"header": envelope.header()})
+    payload = envelope.payload()
+    return FitIns(ndarrays_to_parameters([payload[name] for name in sorted(payload)]),
+                  {"header": envelope.header(), "payload": json.dumps(sorted(payload))})
 
 
 def contribute(msg: Message, party: Party) -> Message:
-    """A client's answer in the masked-vector stage: its step's uploads (times its
-    multiplicity) or its evaluation sums, as a secure vector."""
+    """A client's answer in the masked-vector stage: its evaluation sums, if the message
+    carries a model, and its step's uploads times its multiplicity (zeros when it does not
+    upload), or only its evaluation sums, as a secure vector."""
     fitins = compat.recorddict_to_fitins(msg.content, keep_input=True)
-    header = str(fitins.config["header"])
-    names = json.loads(header)["arrays"]
-    arrays = dict(zip(names, parameters_to_ndarrays(fitins.parameters), strict=True))
-    envelope = Envelope.from_header(header, arrays)
+    names = json.loads(str(fitins.config["payload"]))
+    payload = dict(zip(names, parameters_to_ndarrays(fitins.parameters), strict=True))
+    envelope = Envelope.from_header(str(fitins.config["header"]), payload)
     exponents = envelope.extra["exponents"]
     if envelope.extra["kind"] == "step":
-        uploads, weight = party.step(envelope)
-        values = {name: weight * s.weighted_sum(np.ones(1)) for name, s in uploads.items()}
+        values = {} if envelope.model is None else {
+            EVALUATION + name: v for name, v in party.evaluate(envelope).items()}
+        uploads, weight = ({}, 0) if party.client not in envelope.message.compute else \
+            party.step(envelope)
+        values.update({name: weight * uploads[name].weighted_sum(np.ones(1)) if name in uploads
+                       else np.zeros(shape) for name, shape in party.shapes.items()})
     else:
         values = party.evaluate(envelope)
     vector, order = encode(values, exponents)

@@ -1,15 +1,17 @@
 """The protocol's messages, uploads and evaluation sums as Flower records.
 
-Server to client (every exchange): an ``ArrayRecord`` ``"arrays"`` (the message's arrays) and
-a ``ConfigRecord`` ``"fedmc"`` whose ``"header"`` is a JSON text (:class:`Envelope`): the
-exchange number, the round, the phase, the flags, the message's ``compute``/``upload`` client
-lists and, for every recipient, its last exchange that the server included in a sum (how a
+Server to client (every exchange): an ``ArrayRecord`` ``"arrays"`` (the message's arrays and
+those of the model to evaluate, :meth:`Envelope.payload`) and a ``ConfigRecord`` ``"fedmc"``
+whose ``"header"`` is a JSON text (:class:`Envelope`): the exchange number, the round, the
+phase, the flags, the message's ``compute``/``upload`` client lists, the model to evaluate, if
+any, and, for every recipient, its last exchange that the server included in a sum (how a
 client learns whether to commit its pending state, :mod:`fedmc.flower.client_state`). Every
-recipient gets the same records, so Flower stores and pushes them once per exchange (its
-objects are content-addressed): only the message envelopes differ. Client to
-server: an ``ArrayRecord`` ``"uploads"`` (each upload of a batch of one: its dense part and/or
-rows) or a ``ConfigRecord`` ``"sums"`` (evaluation). Secure aggregation carries the same
-header and arrays in its legacy records (:mod:`fedmc.flower.secagg`).
+recipient gets the same records, so Flower stores and pushes them once per exchange: only the
+message envelopes differ. Client to server: an ``ArrayRecord`` ``"uploads"`` (each upload of
+a batch of one: its dense part and/or rows) and/or a ``ConfigRecord`` ``"sums"``
+(evaluation). Secure aggregation carries the same header and arrays in its legacy records
+(:mod:`fedmc.flower.secagg`). On the way, every content is packed into one record
+(:mod:`fedmc.flower.compact`).
 """
 
 from __future__ import annotations
@@ -44,12 +46,17 @@ class Envelope:
         missing from it: :data:`NO_EXCHANGE`).
     extra
         Anything else the exchange needs (secure aggregation's scales, say).
+    model
+        The published model each recipient evaluates (on its state before any step the
+        message asks for), or None. Its arrays travel once: one equal to the message's array
+        of the same name is not sent again.
     """
 
     exchange: int
     message: Message
     included: Mapping[int, int] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    model: Mapping[str, np.ndarray] | None = None
 
     def included_of(self, client: int) -> int:
         """The last exchange of ``client`` that the server included."""
@@ -63,29 +70,42 @@ class Envelope:
             "compute": m.compute.tolist(), "upload": m.upload.tolist(),
             "flags": {k: float(v) for k, v in m.flags.items()},
             "arrays": sorted(m.arrays), "included": {str(c): e for c, e in self.included.items()},
-            "extra": dict(self.extra),
+            "extra": dict(self.extra), "model": self._model_keys(),
         })
 
+    def _model_keys(self) -> dict[str, str] | None:
+        """Where each array of the model travels: under the message array it equals, or under
+        ``model/NAME``."""
+        if self.model is None:
+            return None
+        sent = self.message.arrays
+        return {name: name if name in sent and np.array_equal(sent[name], a) else f"model/{name}"
+                for name, a in self.model.items()}
+
+    def payload(self) -> dict[str, np.ndarray]:
+        """Every array that travels, by the name it travels under."""
+        extra = {key: self.model[name] for name, key in (self._model_keys() or {}).items()
+                 if key != name}
+        return {**self.message.arrays, **extra}
+
     @classmethod
-    def from_header(cls, header: str, arrays: Mapping[str, np.ndarray]) -> Envelope:
-        """The envelope of a JSON header and its arrays."""
+    def from_header(cls, header: str, payload: Mapping[str, np.ndarray]) -> Envelope:
+        """The envelope of a JSON header and its :meth:`payload`."""
         h = json.loads(header)
         msg = Message(round=h["round"], phase=h["phase"],
                       compute=np.asarray(h["compute"], dtype=np.int64),
                       upload=np.asarray(h["upload"], dtype=np.int64),
-                      arrays=dict(arrays), flags=h["flags"])
+                      arrays={name: payload[name] for name in h["arrays"]}, flags=h["flags"])
+        model = (None if h["model"] is None else
+                 {name: payload[key] for name, key in h["model"].items()})
         return cls(h["exchange"], msg, {int(c): e for c, e in h["included"].items()},
-                   h["extra"])
-
-    def array_names(self) -> list[str]:
-        """The names of the message's arrays in the order they travel."""
-        return sorted(self.message.arrays)
+                   h["extra"], model)
 
 
 def pack_message(envelope: Envelope) -> RecordDict:
-    """The records of an exchange for one recipient."""
+    """The record of an exchange (the same for every recipient)."""
     return RecordDict({HEADER: ConfigRecord({"header": envelope.header()}),
-                       "arrays": pack_arrays(envelope.message.arrays)})
+                       "arrays": pack_arrays(envelope.payload())})
 
 
 def unpack_message(content: RecordDict) -> Envelope:
@@ -104,16 +124,22 @@ def unpack_arrays(record: ArrayRecord) -> dict[str, np.ndarray]:
     return {name: array.numpy() for name, array in record.items()}
 
 
-def pack_uploads(uploads: Uploads) -> RecordDict:
-    """One client's uploads (a batch of one, or of none for a client that computes without
-    uploading, e.g. FedMAvg's unsampled clients)."""
-    parts: dict[str, np.ndarray] = {}
-    for name, s in uploads.items():
-        if s.dense is not None and len(s.dense):
-            parts[f"{name}.dense"] = s.dense[0]
-        if s.rows is not None:
-            parts.update({f"{name}.index": s.rows.index, f"{name}.values": s.rows.values})
-    return RecordDict({"uploads": pack_arrays(parts)})
+def pack_reply(uploads: Uploads | None = None,
+               sums: Mapping[str, float] | None = None) -> RecordDict:
+    """A client's reply: its uploads (a batch of one, or of none for a client that computes
+    without uploading, e.g. FedMAvg's unsampled clients) and/or its evaluation sums."""
+    content = RecordDict()
+    if uploads is not None:
+        parts: dict[str, np.ndarray] = {}
+        for name, s in uploads.items():
+            if s.dense is not None and len(s.dense):
+                parts[f"{name}.dense"] = s.dense[0]
+            if s.rows is not None:
+                parts.update({f"{name}.index": s.rows.index, f"{name}.values": s.rows.values})
+        content["uploads"] = pack_arrays(parts)
+    if sums is not None:
+        content["sums"] = ConfigRecord({k: float(v) for k, v in sums.items()})
+    return content
 
 
 def unpack_uploads(content: RecordDict, shapes: Mapping[str, tuple[int, ...]]) -> Uploads:
@@ -130,11 +156,6 @@ def unpack_uploads(content: RecordDict, shapes: Mapping[str, tuple[int, ...]]) -
         if dense is not None or rows is not None:
             out[name] = Stacked(tuple(shape), None if dense is None else dense[None], rows)
     return out
-
-
-def pack_sums(sums: Mapping[str, float]) -> RecordDict:
-    """A client's evaluation sums."""
-    return RecordDict({"sums": ConfigRecord({k: float(v) for k, v in sums.items()})})
 
 
 def unpack_sums(content: RecordDict) -> dict[str, float]:
