@@ -145,8 +145,10 @@ def node(
         = None,
     auth_key: Annotated[Path | None, typer.Option(
         help="This node's private key (OpenSSH, EC) for SuperNode authentication.")] = None,
-    poll: Annotated[float, typer.Option(help="Seconds between polls right after a message "
-                                        "(the interval grows while idle).")] = 0.1,
+    poll: Annotated[float, typer.Option(help="Seconds between polls once the next message is "
+                                        "due (before that the node stays quiet for most of "
+                                        "the usual gap between messages; the interval grows "
+                                        "while idle).")] = 0.1,
 ) -> None:
     """Serve one client to a SuperLink, its ClientApp kept in this process."""
     from fedmc.flower.node import run_node

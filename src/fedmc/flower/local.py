@@ -81,7 +81,7 @@ class LocalFederation:
         home.mkdir(parents=True, exist_ok=True)
         (self.work / "logs").mkdir(exist_ok=True)
         self.env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
-                    "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.05",
+                    "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.5",
                     "FLWR_LOG_LEVEL": "WARNING",  # Flower's commands beside this Python first:
                     "PATH": os.pathsep.join([str(Path(sys.executable).parent),
                                              os.environ.get("PATH", "")])}
