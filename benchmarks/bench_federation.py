@@ -3,9 +3,11 @@
 Starts a SuperLink and one SuperNode per client (``fedmc.flower.local.run_local``), runs the
 rounds with every client sampled, and prints from the server's ``progress.jsonl``: start-up
 (until every node answered), and per round (the first round, which loads the kernels, left
-out) the median wall time of the round and of its two exchanges, the client step (message,
-uploads, sum, server step) and the evaluation (every client's sums). The same settings under
-``fedmc run`` (the batched simulation in this process) give the reference per-round time.
+out) the median wall time of a round (message, client steps, uploads, sum, server step, and
+the previous round's evaluation, which travels with the message; with SecAgg+ the evaluation
+is a secure sum of its own, timed apart) and the CPU seconds the SuperLink and the nodes spent
+in it. The same settings under ``fedmc run`` (the batched simulation in this process) give
+the reference per-round time.
 
 Example (issue 12, acceptance 4)::
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -35,23 +38,47 @@ from fedmc.sim.sampling import make_sampler
 
 
 def phases(events: list[dict]) -> dict[str, list[float]]:
-    """Per round after the first: round, step-exchange and evaluation wall seconds."""
-    out: dict[str, list[float]] = {"round": [], "step": [], "evaluate": []}
-    begin: dict[tuple[int, str], float] = {}
-    ends: dict[int, float] = {}
-    for e in events:
-        if e["event"] == "exchange":
-            begin[(e["round"], e["phase"])] = e["time"]
-        elif e["event"] == "round":
-            ends[e["round"]] = e["time"]
-    for k in sorted(ends):
-        if k < 2 or k - 1 not in ends:
-            continue
-        step, evaluate = begin[(k, "round")], begin[(k, "evaluate")]
-        out["round"].append(ends[k] - ends[k - 1])
-        out["step"].append(evaluate - step)
-        out["evaluate"].append(ends[k] - evaluate)
+    """Per round after the first: the round's wall seconds (from the start of its client step
+    exchange to the next one's) and, when the evaluation is an exchange of its own (SecAgg+),
+    the evaluation's part of it."""
+    out: dict[str, list[float]] = {"round": [], "evaluate": []}
+    step = {e["round"]: e["time"] for e in events
+            if e["event"] == "exchange" and e["phase"] == "round"}
+    evaluate = {e["round"]: e["time"] for e in events
+                if e["event"] == "exchange" and e["phase"] == "evaluate"}
+    for k in sorted(step):
+        if k >= 2 and k + 1 in step:
+            out["round"].append(step[k + 1] - step[k])
+            if k in evaluate:
+                out["evaluate"].append(step[k + 1] - evaluate[k])
     return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds of the SuperLink and of all nodes together at the start of each round's
+    client step (read when the progress line is seen, within 0.1 s)."""
+
+    def __init__(self) -> None:
+        self.marks: dict[int, tuple[float, float]] = {}
+
+    def __call__(self, event: dict, fed) -> None:
+        if event["event"] == "exchange" and event["phase"] == "round":
+            pids = {name: p.pid for name, p in fed.processes.items()}
+            nodes = sum(cpu_seconds(pid) for name, pid in pids.items() if name != "superlink")
+            self.marks[event["round"]] = (cpu_seconds(pids["superlink"]), nodes)
+
+    def per_round(self) -> tuple[float, float]:
+        """Median CPU seconds per round after the first: SuperLink, nodes."""
+        rounds = sorted(k for k in self.marks if k >= 2 and k + 1 in self.marks)
+        deltas = [[b - a for a, b in zip(self.marks[k], self.marks[k + 1], strict=True)]
+                  for k in rounds]
+        return (statistics.median(d[0] for d in deltas), statistics.median(d[1] for d in deltas))
 
 
 def simulated_round(data_settings: DataSettings, rounds: int) -> float:
@@ -78,21 +105,25 @@ def main() -> None:
         work = Path(tmp)
         run = FederatedRun(RunSettings(rounds=args.rounds, active=None), {},
                            secagg=args.secagg, timeout=120.0, out=work / "out")
+        meter = CpuMeter()
         start = time.perf_counter()
-        run_local(run, data, work / "work", args.stock_nodes)
+        run_local(run, data, work / "work", args.stock_nodes, meter)
         wall = time.perf_counter() - start
         events = [json.loads(line) for line in
                   (work / "out" / "progress.jsonl").read_text().splitlines()]
     connected = next(e for e in events if e["event"] == "connected")
     times = phases(events)
-    median = {k: statistics.median(v) for k, v in times.items()}
+    median = {k: statistics.median(v) for k, v in times.items() if v}
     mode = ("SecAgg+" if args.secagg else "plain") + (", stock nodes" if args.stock_nodes
                                                       else "")
     print(f"{args.dataset}, {args.clients} nodes, all sampled, {mode}: whole command "
           f"{wall:.1f} s, server up to every node joined {connected['seconds']:.1f} s")
-    print(f"per round (median of {len(times['round'])}): {median['round']:.3f} s = client "
-          f"step {median['step']:.3f} s + evaluation {median['evaluate']:.3f} s "
+    evaluation = (f", of which the evaluation's exchange {median['evaluate']:.3f} s"
+                  if times["evaluate"] else " (the evaluation travels with the next message)")
+    print(f"per round (median of {len(times['round'])}): {median['round']:.3f} s{evaluation} "
           f"(min {min(times['round']):.3f}, max {max(times['round']):.3f})")
+    superlink, nodes = meter.per_round()
+    print(f"CPU per round: SuperLink {superlink:.2f} s, all {args.clients} nodes {nodes:.2f} s")
     print(f"fedmc run, same settings: {simulated_round(data, args.rounds):.4f} s per round")
 
 
