@@ -28,7 +28,6 @@ from fedmc.flower.grid_clients import GridClients, Record
 from fedmc.flower.manifest import Manifest, population
 from fedmc.flower.secagg import SecureSum
 from fedmc.flower.settings import FederatedRun
-from fedmc.flower.transport import prompt_object_pulls
 from fedmc.model import FactorModel
 from fedmc.runner import RunResult, peak_memory_mb, versions, write_outputs
 from fedmc.sim.history import History
@@ -41,7 +40,6 @@ app = ServerApp()
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     """Run the federation described by the run configuration."""
-    prompt_object_pulls()
     serve(grid, FederatedRun.from_run_config(dict(context.run_config)))
 
 
