@@ -31,6 +31,7 @@ from fedmc.pipeline import DataSettings
 
 GRACE = 5.0
 START_TIMEOUT = 60.0
+PROGRESS_POLL = 0.02  # seconds between reads of the progress file (events reach on_event promptly)
 
 
 class FederationError(FedMCError):
@@ -167,7 +168,7 @@ class LocalFederation:
             if time.monotonic() > next_check:
                 self._check(run_id)
                 next_check = time.monotonic() + check_every
-            time.sleep(0.1)
+            time.sleep(PROGRESS_POLL)
 
     def stop(self) -> None:
         """Stop every process started here: SIGTERM, then SIGKILL after a grace period."""
@@ -212,7 +213,7 @@ class LocalFederation:
                 with urllib.request.urlopen(f"http://{self.address}/health", timeout=1):
                     return
             except OSError:
-                time.sleep(0.1)
+                time.sleep(PROGRESS_POLL)
         raise FederationError(f"the SuperLink did not start; see "
                               f"{self.work / 'logs' / 'superlink.log'}")
 
