@@ -13,16 +13,7 @@ from fedmc.algorithms.fedmc_admm.rated import UPLOAD
 from fedmc.algorithms.rfrec.client import shared_uploads
 from fedmc.data import FederatedData, Ratings
 from fedmc.data.normalize import Normalizer
-from fedmc.privacy.audit import (
-    decode_fedmavg,
-    decode_rank_one,
-    first_gradients,
-    guessed_rated,
-    observations,
-    rated_sets,
-    reference_factor,
-    set_scores,
-)
+from fedmc.privacy import audit
 from fedmc.privacy.audit_run import rated_items
 from fedmc.sim.sampling import make_sampler
 from fedmc.testing import record_boundary
@@ -51,14 +42,15 @@ def test_plain_uploads_give_the_exact_rated_sets_and_sums_only_their_union():
     cfg = ALGORITHM.Config(rank=2, consensus="rated", inner=3)
     records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(30, 6), rounds=5)
     truth = rated_items(data)
-    plain = set_scores(rated_sets(list(observations(records, "plain", UPLOAD))), truth, 25)
+    plain = audit.set_scores(audit.rated_sets(list(audit.observations(records, "plain", UPLOAD))),
+                             truth, 25)
     assert plain["precision"] == plain["recall"] == 1.0 and plain["clients"] == 30
-    sums = list(observations(records, "secagg", UPLOAD))
+    sums = list(audit.observations(records, "secagg", UPLOAD))
     for o in sums:
         if o.round > 0:
             union = np.unique(np.concatenate([truth[c] for c in o.clients]))
-            np.testing.assert_array_equal(rated_sets([o])[o.clients[0]], union)
-    cohort = set_scores(rated_sets(sums), truth, 25)
+            np.testing.assert_array_equal(audit.rated_sets([o])[o.clients[0]], union)
+    cohort = audit.set_scores(audit.rated_sets(sums), truth, 25)
     assert cohort["recall"] == 1.0 and cohort["precision"] < 1.0
 
 
@@ -75,13 +67,14 @@ def test_uploads_off_the_servers_reference_are_the_exact_rated_sets(name):
     if name == "rfrec":
         reference = dict(zip(sent, shared_uploads(cfg, list(sent.values())), strict=True))
     upload = next(iter(algorithm.upload_shapes(cfg, data.federation_info())))
-    obs = list(observations(records, "plain", upload))
+    obs = list(audit.observations(records, "plain", upload))
     truth = rated_items(data)
     if name == "rfrec":
         for o in obs:
             unrated = np.setdiff1d(np.arange(25), truth[int(o.clients[0])])
             np.testing.assert_array_equal(o.array[unrated], reference[o.round][unrated])
-    scores = set_scores(rated_sets(obs, lambda o: reference[o.round], intersect=True), truth, 25)
+    guesses = audit.rated_sets(obs, lambda o: reference[o.round], intersect=True)
+    scores = audit.set_scores(guesses, truth, 25)
     assert scores["precision"] == scores["recall"] == 1.0 and scores["clients"] > 15
 
 
@@ -92,9 +85,10 @@ def test_setup_uploads_of_one_user_clients_give_their_exact_ratings():
     records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(12, 3), rounds=1)
     setup = records[0]
     V0 = setup.message.arrays["V"]
-    for o in observations([setup], "plain", UPLOAD):
+    for o in audit.observations([setup], "plain", UPLOAD):
         rated, values = _own(data, int(o.clients[0]))
-        got = decode_rank_one(o.array[rated] - cfg.beta * V0[rated], V0[rated], 1.0 / 40, STARS)
+        got = audit.decode_rank_one(o.array[rated] - cfg.beta * V0[rated], V0[rated], 1.0 / 40,
+                                    STARS)
         np.testing.assert_array_equal(got, values)
 
 
@@ -105,10 +99,10 @@ def test_a_first_visit_with_zero_duals_gives_the_exact_ratings():
     cfg = ALGORITHM.Config(rank=3, consensus="rated", dual_init="zeros", beta=0.6, inner=5)
     records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(12, 4), rounds=1)
     V0, V = records[0].message.arrays["V"], records[1].message.arrays["V"]
-    for o in observations(records[1:], "plain", UPLOAD):
+    for o in audit.observations(records[1:], "plain", UPLOAD):
         rated, values = _own(data, int(o.clients[0]))
         y = o.array[rated] - cfg.beta * (V[rated] - V0[rated])
-        got = decode_rank_one(y, V[rated], 2.0, STARS, damping=1.0 / cfg.beta)
+        got = audit.decode_rank_one(y, V[rated], 2.0, STARS, damping=1.0 / cfg.beta)
         np.testing.assert_array_equal(got, values)
 
 
@@ -123,13 +117,13 @@ def test_fedmavg_uploads_give_the_exact_ratings_and_user_factor():
     V, steps = rec.message.arrays["V"], int(rec.message.flags["q2"])
     U = sim.clients.user_factors()
     f_scale, shift = cfg.w_objective(12)
-    for o in observations([rec], "plain", "W"):
+    for o in audit.observations([rec], "plain", "W"):
         c = int(o.clients[0])
         rated, values = _own(data, c)
-        rows = guessed_rated(o.array, V)
+        rows = audit.guessed_rated(o.array, V)
         np.testing.assert_array_equal(rows, rated)
-        factor = reference_factor(o.array, V)
-        got, u = decode_fedmavg(o.array[rows] - factor * V[rows], V[rows], factor, steps, cfg,
+        factor = audit.reference_factor(o.array, V)
+        got, u = audit.decode_fedmavg(o.array[rows] - factor * V[rows], V[rows], factor, steps, cfg,
                                 12, STARS)
         np.testing.assert_array_equal(got, values)
         np.testing.assert_allclose(u, U[c], rtol=1e-4)
@@ -151,10 +145,10 @@ def test_rfrecs_first_step_gives_the_exact_ratings(optimizer):
     records, _ = record_boundary(algorithm, cfg, data, lambda: make_sampler(12, 12), rounds=1)
     V0 = records[1].message.arrays["V"]
     shared = shared_uploads(cfg, [V0])[0]
-    for o in observations(records[1:], "plain", "V"):
+    for o in audit.observations(records[1:], "plain", "V"):
         rated, values = _own(data, int(o.clients[0]))
-        G = first_gradients(o.array[rated] - shared[rated], cfg.alpha, optimizer == "adam")
-        np.testing.assert_array_equal(decode_rank_one(G, V0[rated], 2.0, STARS), values)
+        G = audit.first_gradients(o.array[rated] - shared[rated], cfg.alpha, optimizer == "adam")
+        np.testing.assert_array_equal(audit.decode_rank_one(G, V0[rated], 2.0, STARS), values)
 
 
 def test_the_paper_consensus_rounds_give_the_rated_sets_through_the_previous_visits_v():
