@@ -1,12 +1,11 @@
-"""Plot the audit's rated-item-set attack from the JSON lines of ``audit_leakage.py``.
+"""Plot the rated-item-set attack of ``fedmc audit`` runs (their ``--out`` folders).
 
-One bar per (algorithm or mode, what the server holds) for the first-observation attack:
-precision as a multiple of the base rate (guessing at random is 1) and recall.
+One bar per (audited algorithm, what the server holds) for the best first-observation
+attack: precision as a multiple of the base rate (guessing at random is 1) and recall.
 
-Example::
+Example (the runs of ``docs/privacy.md``)::
 
-    FEDMC_DATA=../shared/data python benchmarks/audit_leakage.py > audit.jsonl
-    python benchmarks/plot_audit.py audit.jsonl docs/figures/privacy-audit.png
+    python benchmarks/plot_audit.py docs/figures/privacy-audit.png runs/audit-*
 """
 
 from __future__ import annotations
@@ -14,44 +13,47 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-NAMES = {"rated": "FedMC-ADMM (rated)", "all": "FedMC-ADMM (paper)", "fedmavg": "FedMAvg",
-         "rfrec": "RFRec"}
+NAMES = {"fedmc-admm": "FedMC-ADMM", "fedmavg": "FedMAvg", "rfrec": "RFRec"}
+VIEWS = {"plain": "plain uploads", "secagg": "SecAgg sums", "dp": "SecAgg + DP (eps 8)"}
 
 
-def bars(rows: list[dict]) -> list[tuple[str, float, float]]:
-    """(label, precision / base rate, recall) of each (mode, view): its best first-round
-    attack."""
-    best: dict[tuple[str, str], dict] = {}
-    for r in rows:
-        if r.get("attack") not in ("first", "broadcast", "cohort") or r.get("intersect"):
+def bars(folder: Path) -> list[tuple[str, float, float]]:
+    """(label, precision / base rate, recall) of each view of one audit: its best
+    first-observation attack."""
+    config = json.loads((folder / "config.json").read_text())
+    name = NAMES.get(config["algorithm"], config["algorithm"])
+    if "consensus" in config["params"]:
+        name += f" ({config['params']['consensus']})"
+    best: dict[str, dict] = {}
+    for r in json.loads((folder / "audit.json").read_text()):
+        if r["attack"] not in ("first", "first-round") or r["precision"] is None:
             continue
-        if not math.isfinite(r.get("precision", math.nan)):
+        if not math.isfinite(r["precision"]):
             continue
-        key = (r["mode"], r["view"])
-        if key not in best or r["precision"] > best[key]["precision"]:
-            best[key] = r
-    return [(f"{NAMES.get(mode, mode)}\n{view}", r["precision"] / r["base_rate"], r["recall"])
-            for (mode, view), r in best.items()]
+        if r["view"] not in best or r["precision"] > best[r["view"]]["precision"]:
+            best[r["view"]] = r
+    return [(f"{name}\n{VIEWS[view]}", r["precision"] / r["base_rate"], r["recall"])
+            for view, r in best.items()]
 
 
-def main(source: str, target: str) -> None:
-    with open(source) as fh:
-        data = bars([json.loads(line) for line in fh if line.strip()])
+def main(target: str, folders: list[str]) -> None:
+    data = [bar for folder in folders for bar in bars(Path(folder))]
     labels, lift, recall = zip(*data, strict=True)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8), sharey=True)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 0.45 * len(labels) + 1.2), sharey=True)
     y = range(len(labels))
     left.barh(y, lift, color="tab:red")
     left.axvline(1.0, color="k", lw=0.8, ls="--")
     left.axvline(1.5, color="grey", lw=0.8, ls=":")
     left.set_xscale("log")
     left.set_xlabel("precision / base rate (log; 1 = guessing)")
-    left.set_yticks(list(y), labels, fontsize=8)
+    left.set_yticks(list(y), labels, fontsize=7)
     left.invert_yaxis()
     right.barh(y, recall, color="tab:blue")
     right.set_xlim(0, 1.05)
@@ -63,4 +65,4 @@ def main(source: str, target: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(sys.argv[1], sys.argv[2:])

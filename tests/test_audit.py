@@ -1,81 +1,164 @@
-"""The curious server's rated-item-set attack (fedmc.privacy.audit) on a tiny federation."""
+"""The curious server's attacks (fedmc.privacy.audit) on tiny federations: rated-item sets
+from every algorithm's uploads, and the decoders of one user's ratings checked against the
+truth (and, for FedMAvg, against a plain re-computation of the client's steps)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from fedmc.algorithms import get_algorithm
 from fedmc.algorithms.fedmc_admm import ALGORITHM
 from fedmc.algorithms.fedmc_admm.rated import UPLOAD
-from fedmc.privacy.audit import observations, rated_sets, set_scores
+from fedmc.algorithms.rfrec.client import shared_uploads
+from fedmc.data import FederatedData, Ratings
+from fedmc.data.normalize import Normalizer
+from fedmc.privacy import audit
+from fedmc.privacy.audit_run import rated_items
 from fedmc.sim.sampling import make_sampler
 from fedmc.testing import record_boundary
 from tests.conftest import tiny_federated
 
+STARS = np.arange(1.0, 6.0)
 
-def _truth(data):
+
+def one_user_clients(m: int = 12, n: int = 40, seed: int = 5) -> FederatedData:
+    """``m`` users, one per client, with integer ratings of about 30% of ``n`` items."""
+    rng = np.random.default_rng(seed)
+    users, items = np.nonzero(rng.random((m, n)) < 0.3)
+    ratings = Ratings(users.astype(np.int32), items.astype(np.int32),
+                      rng.integers(1, 6, len(users)).astype(float), m, n)
+    return FederatedData.build(ratings, ratings.subset(np.arange(0, len(users), 7)),
+                               np.arange(m, dtype=np.int32), Normalizer())
+
+
+def _own(data: FederatedData, c: int) -> tuple[np.ndarray, np.ndarray]:
     tr = data.train
-    return {c: tr.indices[tr.indptr[c]:tr.indptr[c + 1]] for c in range(data.n_clients)}
+    return tr.indices[tr.indptr[c]:tr.indptr[c + 1]], tr.values[tr.indptr[c]:tr.indptr[c + 1]]
 
 
 def test_plain_uploads_give_the_exact_rated_sets_and_sums_only_their_union():
     data = tiny_federated(m=30, n=25, p=30, density=0.15, seed=2)[0]
     cfg = ALGORITHM.Config(rank=2, consensus="rated", inner=3)
     records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(30, 6), rounds=5)
-    truth = _truth(data)
-    plain = set_scores(rated_sets(list(observations(records, "plain", UPLOAD))), truth, 25)
+    truth = rated_items(data)
+    plain = audit.set_scores(audit.rated_sets(list(audit.observations(records, "plain", UPLOAD))),
+                             truth, 25)
     assert plain["precision"] == plain["recall"] == 1.0 and plain["clients"] == 30
-    sums = list(observations(records, "secagg", UPLOAD))
+    sums = list(audit.observations(records, "secagg", UPLOAD))
     for o in sums:
         if o.round > 0:
             union = np.unique(np.concatenate([truth[c] for c in o.clients]))
-            np.testing.assert_array_equal(rated_sets([o])[o.clients[0]], union)
-    cohort = set_scores(rated_sets(sums), truth, 25)
+            np.testing.assert_array_equal(audit.rated_sets([o])[o.clients[0]], union)
+    cohort = audit.set_scores(audit.rated_sets(sums), truth, 25)
     assert cohort["recall"] == 1.0 and cohort["precision"] < 1.0
+
+
+@pytest.mark.parametrize("name", ["fedmavg", "rfrec"])
+def test_uploads_off_the_servers_reference_are_the_exact_rated_sets(name):
+    """FedMAvg's unrated rows are the broadcast V times one factor per client; RFRec's are the
+    shared columns, which the server replays from the V̄ it sent (exactly, checked)."""
+    data = tiny_federated(m=30, n=25, p=30, density=0.15, seed=2)[0]
+    algorithm = get_algorithm(name).algorithm
+    cfg = algorithm.Config(rank=2)
+    records, _ = record_boundary(algorithm, cfg, data, lambda: make_sampler(30, 8), rounds=3)
+    sent = {r.message.round: r.message.arrays["V"] for r in records if r.message.round > 0}
+    reference = sent
+    if name == "rfrec":
+        reference = dict(zip(sent, shared_uploads(cfg, list(sent.values())), strict=True))
+    upload = next(iter(algorithm.upload_shapes(cfg, data.federation_info())))
+    obs = list(audit.observations(records, "plain", upload))
+    truth = rated_items(data)
+    if name == "rfrec":
+        for o in obs:
+            unrated = np.setdiff1d(np.arange(25), truth[int(o.clients[0])])
+            np.testing.assert_array_equal(o.array[unrated], reference[o.round][unrated])
+    guesses = audit.rated_sets(obs, lambda o: reference[o.round], intersect=True)
+    scores = audit.set_scores(guesses, truth, 25)
+    assert scores["precision"] == scores["recall"] == 1.0 and scores["clients"] > 15
 
 
 def test_setup_uploads_of_one_user_clients_give_their_exact_ratings():
     """The closed form of the set-up dual (Y_j^0 parallel to u) recovers every rating."""
-    from fedmc.data import FederatedData, Ratings
-    from fedmc.data.normalize import Normalizer
-    from fedmc.privacy.audit import decode_setup
-
-    rng = np.random.default_rng(5)
-    users, items = np.nonzero(rng.random((12, 40)) < 0.3)
-    ratings = Ratings(users.astype(np.int32), items.astype(np.int32),
-                      rng.integers(1, 6, len(users)).astype(float), 12, 40)
-    data = FederatedData.build(ratings, ratings.subset(np.arange(0, len(users), 7)),
-                               np.arange(12, dtype=np.int32), Normalizer())
+    data = one_user_clients()
     cfg = ALGORITHM.Config(rank=3, consensus="rated", dual_init="paper", beta=0.6)
     records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(12, 3), rounds=1)
     setup = records[0]
     V0 = setup.message.arrays["V"]
-    tr = data.train
-    for o in observations([setup], "plain", UPLOAD):
+    for o in audit.observations([setup], "plain", UPLOAD):
+        rated, values = _own(data, int(o.clients[0]))
+        got = audit.decode_rank_one(o.array[rated] - cfg.beta * V0[rated], V0[rated], 1.0 / 40,
+                                    STARS)
+        np.testing.assert_array_equal(got, values)
+
+
+def test_a_first_visit_with_zero_duals_gives_the_exact_ratings():
+    """Consensus on rated items, zero duals: the first visit's upload less beta (V^k - V^0)
+    is 2 (m_j - u . v_j) u / (1 + |u|^2 / beta) on each rated item."""
+    data = one_user_clients()
+    cfg = ALGORITHM.Config(rank=3, consensus="rated", dual_init="zeros", beta=0.6, inner=5)
+    records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(12, 4), rounds=1)
+    V0, V = records[0].message.arrays["V"], records[1].message.arrays["V"]
+    for o in audit.observations(records[1:], "plain", UPLOAD):
+        rated, values = _own(data, int(o.clients[0]))
+        y = o.array[rated] - cfg.beta * (V[rated] - V0[rated])
+        got = audit.decode_rank_one(y, V[rated], 2.0, STARS, damping=1.0 / cfg.beta)
+        np.testing.assert_array_equal(got, values)
+
+
+def test_fedmavg_uploads_give_the_exact_ratings_and_user_factor():
+    """decode_fedmavg's ratings are the truth, and its u replays the client's Q2 steps (a
+    plain re-computation) into the upload."""
+    algorithm = get_algorithm("fedmavg").algorithm
+    data = one_user_clients()
+    cfg = algorithm.Config(rank=3, gamma=1e-3)
+    records, sim = record_boundary(algorithm, cfg, data, lambda: make_sampler(12, 12), rounds=1)
+    rec = records[0]
+    V, steps = rec.message.arrays["V"], int(rec.message.flags["q2"])
+    U = sim.clients.user_factors()
+    f_scale, shift = cfg.w_objective(12)
+    for o in audit.observations([rec], "plain", "W"):
         c = int(o.clients[0])
-        rated = tr.indices[tr.indptr[c]:tr.indptr[c + 1]]
-        got = decode_setup(o.array[rated] - cfg.beta * V0[rated], V0[rated], 1.0 / 40,
-                           np.arange(1.0, 6.0))
-        np.testing.assert_array_equal(got, tr.values[tr.indptr[c]:tr.indptr[c + 1]])
+        rated, values = _own(data, c)
+        rows = audit.guessed_rated(o.array, V)
+        np.testing.assert_array_equal(rows, rated)
+        factor = audit.reference_factor(o.array, V)
+        got, u = audit.decode_fedmavg(o.array[rows] - factor * V[rows], V[rows], factor, steps, cfg,
+                                12, STARS)
+        np.testing.assert_array_equal(got, values)
+        np.testing.assert_allclose(u, U[c], rtol=1e-4)
+        W, d = V.copy(), cfg.gamma2 * (u @ u + shift)
+        for _ in range(steps):
+            grad = np.zeros_like(W)
+            grad[rated] = np.outer(W[rated] @ u - got, u)
+            W = W - (f_scale * grad + cfg.gamma * W) / d
+        np.testing.assert_allclose(W, o.array, rtol=1e-4, atol=1e-12)
 
 
-def test_fedmavg_uploads_give_the_exact_rated_sets_through_the_broadcast():
-    """FedMAvg's unrated rows are the broadcast V times one factor per client; RFRec's are the
-    same for every client of a round (the cohort median shows them)."""
-    from fedmc.algorithms import get_algorithm
-    from fedmc.privacy.audit import broadcast_outliers, cohort_outliers
+@pytest.mark.parametrize("optimizer", ["gd", "adam"])
+def test_rfrecs_first_step_gives_the_exact_ratings(optimizer):
+    """One step from V_(i) = V̄^0: the change is -alpha G (gd) or -alpha G / (|G| + eps)
+    (Adam), with -G_j = 2 (m_j - u . v_j) u."""
+    algorithm = get_algorithm("rfrec").algorithm
+    data = one_user_clients()
+    cfg = algorithm.Config(rank=3, optimizer=optimizer)
+    records, _ = record_boundary(algorithm, cfg, data, lambda: make_sampler(12, 12), rounds=1)
+    V0 = records[1].message.arrays["V"]
+    shared = shared_uploads(cfg, [V0])[0]
+    for o in audit.observations(records[1:], "plain", "V"):
+        rated, values = _own(data, int(o.clients[0]))
+        G = audit.first_gradients(o.array[rated] - shared[rated], cfg.alpha, optimizer == "adam")
+        np.testing.assert_array_equal(audit.decode_rank_one(G, V0[rated], 2.0, STARS), values)
+
+
+def test_the_paper_consensus_rounds_give_the_rated_sets_through_the_previous_visits_v():
+    """consensus="all": a visit moves an unrated row by beta (V^k - V^l), l the client's
+    previous visit; off that, a round's upload is the client's rated set."""
+    from fedmc.privacy.audit_run import AuditSettings, run_audit
 
     data = tiny_federated(m=30, n=25, p=30, density=0.15, seed=2)[0]
-    truth = _truth(data)
-    for name in ("fedmavg", "rfrec"):
-        algorithm = get_algorithm(name).algorithm
-        records, _ = record_boundary(algorithm, algorithm.Config(rank=2), data,
-                                     lambda: make_sampler(30, 8), rounds=3)
-        upload = next(iter(records[-1].summed.arrays))
-        obs = list(observations(records, "plain", upload))
-        sent = {r.message.round: next(iter(r.message.arrays.values())) for r in records}
-        guesses = (broadcast_outliers(obs, sent) if name == "fedmavg"
-                   else cohort_outliers(obs, intersect=True))
-        scores = set_scores(guesses, truth, 25)
-        assert scores["recall"] == 1.0 and scores["precision"] > 3 * scores["base_rate"], name
-        if name == "fedmavg":
-            assert scores["precision"] == 1.0
+    rows = run_audit(data, AuditSettings("fedmc-admm", {"rank": 2, "inner": 2}, rounds=4,
+                                         active=6, views=("plain",)))
+    first_round = next(r for r in rows if r["attack"] == "first-round")
+    assert first_round["precision"] == first_round["recall"] == 1.0
+    assert first_round["clients"] > 10

@@ -38,12 +38,17 @@ class RunFolder:
         The default folder name's tail (algorithm and data).
     overwrite
         Replace an earlier run in ``path`` (else that is an error).
+    files
+        The files a run of this kind writes (``fedmc audit`` writes others than ``fedmc run``):
+        their presence marks an earlier run; an ``overwrite`` removes them first.
     """
 
-    def __init__(self, path: Path | None, label: str, overwrite: bool = False):
+    def __init__(self, path: Path | None, label: str, overwrite: bool = False,
+                 files: tuple[str, ...] = RUN_FILES):
         self.path = path
         self.label = label
         self.overwrite = overwrite
+        self.files = files
         self._lock: IO[str] | None = None
         self._created = False
 
@@ -63,7 +68,7 @@ class RunFolder:
         except OSError:
             self._close()
             raise ConfigError(f"--out {path} is in use by another run") from None
-        earlier = [name for name in RUN_FILES if (path / name).exists()]
+        earlier = [name for name in self.files if (path / name).exists()]
         if earlier and not self.overwrite:
             self._close()
             raise ConfigError(f"--out {path} already holds a run ({', '.join(earlier)}); pass "

@@ -1,5 +1,5 @@
 """The ``fedmc`` command: ``run`` one training, ``recommend`` and ``predict`` with its model,
-and ``data`` sets.
+``audit`` what a curious server learns, and ``data`` sets.
 
 Errors in the user's input exit with status 2 and a one-line reason on stderr.
 """
@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from fedmc.algorithms import algorithm_names
+from fedmc.cli.audit import register as register_audit_command
 from fedmc.cli.data import data_app
 from fedmc.cli.experiment import register as register_experiment_commands
 from fedmc.cli.interrupts import Interrupted, catch_signals, interrupt_marks
@@ -328,6 +329,7 @@ def _register_federate() -> None:
 
 
 _register_federate()
+register_audit_command(app, _parse_params)
 
 
 def _fail(reason: str, code: int = 2) -> None:

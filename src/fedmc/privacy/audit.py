@@ -8,23 +8,32 @@
 * ``dp``: the cohort's sum with the user-level DP noise (a run recorded with ``dp``).
 
 :func:`rated_sets` is the rated-item-set attack: an item is guessed rated when its row of the
-observation stands out from what an upload carries on items nobody in the cohort rated. That
-is zero for the uploads this audit reads (FedMC-ADMM with ``consensus="rated"`` uploads rows
-on rated items only; its set-up ``Y_i^0`` is zero off the rated items), so a row is guessed
-rated when it is nonzero (plain, SecAgg) or when its norm exceeds what the noise alone reaches
+observation stands out from what the observation holds on items nobody in it rated, a multiple
+of a *reference* the server can compute: zero for FedMC-ADMM (with ``consensus="rated"`` it
+uploads rows on rated items only; its set-up ``Y_i^0`` is zero off the rated items), the
+broadcast ``V`` for FedMAvg (its unrated rows shrink by one factor per client), RFRec's shared
+columns (:func:`fedmc.algorithms.rfrec.client.shared_uploads`). A row is guessed rated when it
+is off that multiple (plain, SecAgg) or when its distance exceeds what the noise alone reaches
 with probability ``1 - level`` (DP). A client's guesses from every exchange it took part in
 may be intersected (the cross-round attack). :func:`set_scores` compares guesses with the
 truth: precision, recall, and the base rate (the precision of guessing at random).
+
+The decoders recover a one-user client's ratings from the closed form of its client step:
+:func:`decode_rank_one` (FedMC-ADMM's set-up dual, RFRec's first step through
+:func:`first_gradients`) and :func:`decode_fedmavg` (FedMAvg's ``W_i``).
+:mod:`fedmc.privacy.audit_run` runs them all on one algorithm and data set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
+from fedmc.algorithms.fedmavg.config import ModelAveragingConfig
+from fedmc.algorithms.rfrec.client import ADAM_EPS
 from fedmc.testing import BoundaryRecord
 
 
@@ -58,83 +67,64 @@ def observations(records: Sequence[BoundaryRecord], mode: str,
                                   stacked.weighted_sum(one))
 
 
-def guessed_rated(array: np.ndarray, noise_std: float = 0.0,
-                  level: float = 1e-3) -> np.ndarray:
-    """Rows guessed rated: nonzero rows, or with noise of standard deviation ``noise_std``
-    rows whose squared norm exceeds the noise's ``1 - level`` quantile."""
-    sq = np.einsum("ij,ij->i", array, array)
+def reference_factor(array: np.ndarray, reference: np.ndarray) -> float:
+    """The factor ``f`` that makes ``f * reference`` fit ``array`` on most rows: the ratio
+    ``a . v / v . v`` that the most rows share (to a relative ``1e-9``: the unrated rows of an
+    exact upload share it however many items the client rated), or, when no two rows share
+    one (noise), its median over rows."""
+    vv = np.einsum("ij,ij->i", reference, reference)
+    live = vv > 0
+    if not live.any():
+        return 0.0
+    ratios = np.sort(np.einsum("ij,ij->i", array, reference)[live] / vv[live])
+    tol = 1e-9 * max(float(np.abs(ratios).max()), np.finfo(float).tiny)
+    shared = np.searchsorted(ratios, ratios + tol, side="right") - np.arange(len(ratios))
+    best = int(np.argmax(shared))
+    if shared[best] < 2:
+        return float(np.median(ratios))
+    return float(np.median(ratios[best:best + shared[best]]))
+
+
+def off_reference(array: np.ndarray, reference: np.ndarray | None) -> np.ndarray:
+    """``array`` less the multiple of ``reference`` that fits it (:func:`reference_factor`):
+    what the rows carry beyond what an upload holds on items nobody in it rated."""
+    if reference is None:
+        return array
+    return array - reference_factor(array, reference) * reference
+
+
+def guessed_rated(array: np.ndarray, reference: np.ndarray | None = None,
+                  noise_std: float = 0.0, level: float = 1e-3) -> np.ndarray:
+    """Rows guessed rated: rows of ``array`` off the multiple of ``reference`` (zero if None)
+    that fits it (:func:`off_reference`), beyond rounding (a norm above ``1e-9`` times the
+    largest row's); with noise of standard deviation ``noise_std``, rows whose squared
+    distance exceeds the noise's ``1 - level`` quantile."""
+    sq = np.einsum("ij,ij->i", res := off_reference(array, reference), res)
     if noise_std == 0.0:
-        return np.flatnonzero(sq > 0.0)
+        largest = float(np.einsum("ij,ij->i", array, array).max(initial=0.0))
+        return np.flatnonzero(sq > 1e-18 * largest) if largest > 0 else np.flatnonzero(sq > 0)
     threshold = noise_std**2 * stats.chi2.ppf(1.0 - level, array.shape[1])
     return np.flatnonzero(sq > threshold)
 
 
-def rated_sets(obs: Sequence[Observation], noise_std: float = 0.0,
-               intersect: bool = False) -> dict[int, np.ndarray]:
-    """Each client's guessed rated items: from its first observation, or (``intersect``) the
-    intersection over all observations covering it. A set-up sum over every client (the
-    union of all rated sets) is no cohort and is skipped."""
+def rated_sets(obs: Sequence[Observation],
+               reference: Callable[[Observation], np.ndarray | None] = lambda o: None,
+               noise_std: float = 0.0, intersect: bool = False) -> dict[int, np.ndarray]:
+    """Each client's guessed rated items (:func:`guessed_rated` against ``reference(o)``, what
+    observation ``o`` would hold on items nobody in it rated): from its first observation, or
+    (``intersect``) the intersection over all observations covering it. A set-up sum over
+    every client (the union of all rated sets) is no cohort and is skipped."""
     guesses: dict[int, np.ndarray] = {}
     for o in obs:
         if o.round == 0 and len(o.clients) > 1:
             continue
-        rows = guessed_rated(o.array, noise_std)
+        rows = guessed_rated(o.array, reference(o), noise_std)
         for c in o.clients.tolist():
-            _guess(guesses, c, rows, intersect)
+            if c not in guesses:
+                guesses[c] = rows
+            elif intersect:
+                guesses[c] = np.intersect1d(guesses[c], rows)
     return guesses
-
-
-def broadcast_outliers(obs: Sequence[Observation], broadcast: dict[int, np.ndarray],
-                       intersect: bool = False) -> dict[int, np.ndarray]:
-    """Each client's guessed rated items from plain uploads of algorithms that start every
-    round from the broadcast model and move an unrated row by the regularizer alone, so that
-    the unrated rows of one upload are the broadcast rows times one factor of that client
-    (FedMAvg: ``W_j = (1 - gamma / L_i)^Q2 V_j``, ``L_i`` from the client's own ``U_i``): a row
-    is guessed rated when it is not that multiple of the round's broadcast row (the factor is
-    the median over rows of ``w . v / v . v``). ``broadcast`` maps a round to the model sent.
-    First observation, or (``intersect``) the intersection over a client's rounds."""
-    guesses: dict[int, np.ndarray] = {}
-    for o in obs:
-        V = broadcast[o.round]
-        vv = np.einsum("ij,ij->i", V, V)
-        live = vv > 0
-        factor = float(np.median(np.einsum("ij,ij->i", o.array, V)[live] / vv[live]))
-        off = np.linalg.norm(o.array - factor * V, axis=1)
-        found = np.flatnonzero(off > 1e-9 * max(float(np.sqrt(vv.max())), 1e-300))
-        _guess(guesses, int(o.clients[0]), found, intersect)
-    return guesses
-
-
-def cohort_outliers(obs: Sequence[Observation], intersect: bool = False,
-                    ) -> dict[int, np.ndarray]:
-    """Each client's guessed rated items from plain uploads whose rows on unrated items are
-    the same for every client of a round: a row is guessed rated when it differs from the
-    cohort's elementwise median row, which is the unrated row wherever fewer than half the
-    cohort rated the item (the other clients' uploads show what an unrated row looks like).
-    First observation, or (``intersect``) the intersection over a client's rounds."""
-    by_round: dict[int, list[Observation]] = {}
-    for o in obs:
-        by_round.setdefault(o.round, []).append(o)
-    guesses: dict[int, np.ndarray] = {}
-    for round_obs in by_round.values():
-        if len(round_obs) < 3:
-            continue
-        stack = np.stack([o.array for o in round_obs])
-        median = np.median(stack, axis=0)
-        scale = max(float(np.abs(median).max()), 1e-300)
-        differs = np.abs(stack - median).max(axis=2) > 1e-12 * scale
-        for o, rows in zip(round_obs, differs, strict=True):
-            _guess(guesses, int(o.clients[0]), np.flatnonzero(rows), intersect)
-    return guesses
-
-
-def _guess(guesses: dict[int, np.ndarray], client: int, rows: np.ndarray,
-           intersect: bool) -> None:
-    """Record ``rows`` as ``client``'s guess: its first, or intersected with the earlier."""
-    if client not in guesses:
-        guesses[client] = rows
-    elif intersect:
-        guesses[client] = np.intersect1d(guesses[client], rows)
 
 
 def set_scores(guesses: dict[int, np.ndarray], truth: dict[int, np.ndarray],
@@ -156,30 +146,115 @@ def set_scores(guesses: dict[int, np.ndarray], truth: dict[int, np.ndarray],
             "clients": len(clients), "guessed": len(precision)}
 
 
-def decode_setup(rows: np.ndarray, V: np.ndarray, scale: float, grid: np.ndarray,
-                 n_scales: int = 2000) -> np.ndarray:
-    """Ratings (normalized, on the sorted ``grid``) from the set-up rows ``y_j = e_j u`` of a user.
+def decode_rank_one(rows: np.ndarray, V: np.ndarray, scale: float, grid: np.ndarray,
+                    damping: float = 0.0, n_scales: int = 2000, n_minima: int = 20,
+                    ) -> np.ndarray:
+    """Ratings (normalized, on the sorted ``grid``) from rows
+    ``y_j = scale (m_j - u . v_j) u / (1 + damping |u|^2)`` of one user (``u`` unknown,
+    ``v_j`` the rows of ``V``).
 
-    FedMC-ADMM's set-up dual of a one-user client on a rated item ``j`` is
-    ``Y_j^0 = scale (m_j - u . v_j) u`` (``scale = 1 / n``): every row is parallel to ``u``.
-    With ``u = t w`` (``w`` the rows' unit direction, its top singular vector) and
-    ``c_j = y_j . w``, ``m_j = c_j / (scale t) + t (w . v_j)``: one unknown ``t``, found as
-    the value that puts the ``m_j`` nearest the rating grid (a search over ``n_scales``
-    log-spaced magnitudes of both signs, then a local refinement).
+    FedMC-ADMM's set-up dual of a one-user client on a rated item ``j`` is of this form
+    (``scale = 1 / n``), so is its first visit with zero duals and consensus on rated items
+    (``scale = 2``, ``damping = 1 / beta``: the exact W-step) and RFRec's first gradient
+    (``scale = 2``, :func:`first_gradients`): every row is parallel to ``u``. With ``u = t w``
+    (``w`` the rows' unit direction, their top singular vector) and ``c_j = y_j . w``,
+    ``m_j = c_j (1 + damping t^2) / (scale t) + t (w . v_j)``: one unknown ``t``, found as the
+    value that puts the ``m_j`` nearest the rating grid (a search over ``n_scales`` log-spaced
+    magnitudes of both signs, then a local refinement around each of its ``n_minima`` best
+    local minima: when the ``t (w . v_j)`` term is small, as with RFRec's small ``V̄^0``,
+    ``t`` and ``t m / g`` fit a user who gave every item the same rating ``m`` almost equally
+    well, and only the refined fit tells them apart).
     """
     w = np.linalg.svd(rows, full_matrices=False)[2][0]
     c, b = rows @ w, V @ w
 
-    def cost(t: np.ndarray) -> np.ndarray:
-        m = c[None, :] / (scale * t[:, None]) + b[None, :] * t[:, None]
-        return ((m - _nearest(m, grid)) ** 2).sum(axis=1)
+    def ratings(t: np.ndarray) -> np.ndarray:
+        t = t[:, None]
+        return c[None, :] * (1.0 + damping * t**2) / (scale * t) + b[None, :] * t
 
     mags = np.logspace(-4, 2, n_scales)
-    t = np.concatenate([mags, -mags])
-    best = t[np.argmin(cost(t))]
-    fine = best * np.linspace(0.995, 1.005, 1001)
-    best = fine[np.argmin(cost(fine))]
-    return _nearest(c / (scale * best) + b * best, grid)
+    coarse = np.concatenate([mags[::-1], -mags])  # one path through the scales of each sign
+    cost = _grid_costs(ratings(coarse), grid)
+    minima = np.flatnonzero((cost <= np.roll(cost, 1)) & (cost <= np.roll(cost, -1)))
+    fine = np.linspace(0.995, 1.005, 1001)
+    best = min((_best_scale(ratings, coarse[i] * fine, grid)
+                for i in minima[np.argsort(cost[minima])[:n_minima]]),
+               key=lambda st: st[1])[0]
+    return _nearest(ratings(np.array([best]))[0], grid)
+
+
+def decode_fedmavg(rows: np.ndarray, V: np.ndarray, factor: float, steps: int,
+                   cfg: ModelAveragingConfig, n_clients: int, grid: np.ndarray,
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Ratings (normalized, on the sorted ``grid``) and the user factor ``u`` of a one-user
+    client from its FedMAvg upload, or None when the upload is not of that form.
+
+    The client starts from the broadcast ``V`` and takes ``steps`` (``Q2``) gradient steps
+    ``w_j <- w_j - [a u (u . w_j - m_j) + g w_j]`` with ``a = f_scale / d``, ``g = gamma / d``,
+    ``d = gamma2 (|u|^2 + shift)`` (``f_scale``, ``shift``: :meth:`~fedmc.algorithms.fedmavg.
+    config.ModelAveragingConfig.w_objective`). An unrated row ends at ``(1 - g)^Q2 v_j``, so
+    the observed ``factor`` (:func:`reference_factor` against ``V``) gives ``g``, ``d`` and
+    ``rho = |u|`` (this needs ``gamma > 0``). On a rated row the part orthogonal to ``u``
+    shrinks the same way and the part along ``u``, ``s = w . u / rho``, follows
+    ``s <- A s + a rho m_j`` with ``A = 1 - g - a rho^2``, so with ``K = (1 - A^Q2) / (1 - A)``
+
+        y_j = w_j - factor v_j = [(A^Q2 - factor) (v_j . u / rho) + a rho K m_j] u / rho:
+
+    every ``y_j`` (``rows``, the upload less ``factor V`` on the rated items) is parallel to
+    ``u``; with ``w`` their unit direction and ``u = t w``, ``m_j = sign(t) (y_j . w -
+    (A^Q2 - factor) v_j . w) / (a rho K)``. ``|t| = rho``; the sign, refined within 1% of
+    ``rho``, is the one that puts the ``m_j`` nearest the grid.
+    """
+    g = 1.0 - factor ** (1.0 / steps) if 0.0 < factor < 1.0 else 0.0
+    f_scale, shift = cfg.w_objective(n_clients)
+    rho2 = cfg.gamma / (g * cfg.gamma2) - shift if g > 0.0 else 0.0
+    if not rho2 > 0.0:
+        return None
+    w = np.linalg.svd(rows, full_matrices=False)[2][0]
+    c, b = rows @ w, V @ w
+
+    def ratings(t: np.ndarray) -> np.ndarray:
+        rho = np.abs(t)[:, None]
+        d = cfg.gamma2 * (rho**2 + shift)
+        a = f_scale / d
+        A = 1.0 - cfg.gamma / d - a * rho**2
+        K = (1.0 - A**steps) / (1.0 - A)
+        return np.sign(t)[:, None] * (c[None, :] - (A**steps - factor) * b[None, :]) / (a * rho * K)
+
+    rho = np.sqrt(rho2) * np.linspace(0.99, 1.01, 2001)
+    best = _best_scale(ratings, np.concatenate([rho, -rho]), grid)[0]
+    return _nearest(ratings(np.array([best]))[0], grid), best * w
+
+
+def first_gradients(rows: np.ndarray, alpha: float, adam: bool) -> np.ndarray:
+    """The gradients ``G`` of a client's first local step from the change ``rows`` it made.
+
+    RFRec's first step moves a rated row of ``V_(i)`` from ``V̄^0`` by ``-alpha G`` (gradient
+    descent) or, under Adam, whose first step is ``alpha G / (|G| + eps)`` entry by entry, by
+    ``-alpha G / (|G| + eps)``: the sign of each entry, and through Adam's ``eps`` its
+    magnitude, ``|G| = eps |y| / (alpha - |y|)``. Entries at or beyond ``alpha`` (no single
+    step reaches them: a sum, or noise) are taken at the edge. With one user and
+    ``V_(i) = V̄^0``, ``-G_j = 2 (m_j - u . v_j) u`` (:func:`decode_rank_one`, ``scale = 2``);
+    the returned rows are ``-G``.
+    """
+    if not adam:
+        return rows / alpha
+    y = np.minimum(np.abs(rows), alpha * (1.0 - 1e-12))
+    return np.sign(rows) * ADAM_EPS * y / (alpha - y)
+
+
+def _grid_costs(m: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Each row's sum of squared distances of ``m`` to the nearest values of ``grid``."""
+    return ((m - _nearest(m, grid)) ** 2).sum(axis=1)
+
+
+def _best_scale(ratings: Callable[[np.ndarray], np.ndarray], scales: np.ndarray,
+                grid: np.ndarray) -> tuple[float, float]:
+    """The scale whose ``ratings(scales)`` row lies nearest the rating ``grid``, and its cost
+    (:func:`_grid_costs`)."""
+    cost = _grid_costs(ratings(scales), grid)
+    best = int(np.argmin(cost))
+    return float(scales[best]), float(cost[best])
 
 
 def _nearest(m: np.ndarray, grid: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ one ``m x d`` array per state, instead of ``m d`` per client.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -187,6 +187,24 @@ def evaluate(cfg: RFRecConfig, shard: FederatedData, state: ClientState,
     out["u_squares"] = float(np.sum(state.U**2))
     dev = slot_deviation_sums(state.slot_item, state.V_loc, state.Z, V_bar)
     out["psi"] = 0.5 * (dev + shard.n_clients * float(np.sum((state.Z - V_bar) ** 2)))
+    return out
+
+
+def shared_uploads(cfg: RFRecConfig, broadcasts: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``Clip(Z)`` after each RFRec (Algorithm 1) round whose message carried ``broadcasts[k]``
+    (from the first round's ``V̄^0``, which the set-up sent before): what every client uploads
+    on the items it did not rate. Only the public ``V̄`` history moves ``Z``, so the server
+    can compute it (the audit's reference, :mod:`fedmc.privacy.audit`)."""
+    Z = np.array(broadcasts[0])
+    empty = np.zeros((0, Z.shape[1]))
+    state = ClientState(empty, np.zeros(1, np.int64), np.zeros(0, np.int64),
+                        np.zeros(0, np.int64), empty, Z, cfg.optimizer == "adam",
+                        Z_moments=[np.zeros_like(Z), np.zeros_like(Z)])
+    delta = np.inf if cfg.delta is None else cfg.delta
+    out = []
+    for t, V_bar in enumerate(broadcasts, 1):
+        _step_Z(state, cfg.lam * (state.Z - V_bar), cfg.alpha, _hyper(t), state.adam)
+        out.append(np.clip(state.Z, -delta, delta))
     return out
 
 

@@ -1,0 +1,138 @@
+"""``fedmc audit``: play the curious server against one algorithm (``docs/privacy.md``).
+
+``register(app, parse_params)`` adds the command to the ``fedmc`` Typer app. The audit runs the
+algorithm with one user per client once per server view (:mod:`fedmc.privacy.audit_run`) and
+writes ``config.json``, ``audit.json`` and ``audit.csv`` to ``--out DIR`` (checked, locked and
+written as a run's folder, :mod:`fedmc.run_folder`), and a table on stdout. Bad input exits 2
+with a one-line reason (``fedmc.cli.main``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fedmc.errors import ConfigError
+
+AUDIT_FILES = ("config.json", "audit.json", "audit.csv", "status.json")
+COLUMNS = ("algorithm", "view", "attack", "precision", "recall", "base_rate", "guessed",
+           "rmse", "accuracy", "rmse_mean", "accuracy_mean", "ratings", "clients", "dp_noise",
+           "epsilon")
+err = Console(stderr=True)
+out = Console()
+
+
+def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any]]) -> None:
+    """Add ``audit`` to ``app``; ``parse_params`` reads ``--param KEY=VALUE`` items."""
+
+    @app.command()
+    def audit(
+        algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="fedmc-admm | fedmavg "
+                                               "| rfrec.")] = "fedmc-admm",
+        dataset: Annotated[str | None, typer.Option(help="Named data set (default: the "
+                                                    "embedded synthetic set).")] = None,
+        ratings: Annotated[Path | None, typer.Option(help="A CSV/TSV/Parquet file of "
+                                                     "ratings.")] = None,
+        data_dir: Annotated[Path | None, typer.Option(help="Data folder (else $FEDMC_DATA, "
+                                                      "else ~/.cache/fedmc).")] = None,
+        param: Annotated[list[str] | None, typer.Option(
+            "--param", "-P", help="An algorithm parameter, KEY=VALUE (repeatable; default: the "
+            "algorithm's one-user-per-client settings, as fedmc run --partition user).")] = None,
+        rounds: Annotated[int, typer.Option(help="Rounds of each run.")] = 20,
+        active: Annotated[str, typer.Option(help="Clients per round (uniform; the rate of "
+                                            "Poisson sampling in the dp view): a number or "
+                                            "'all'.")] = "10",
+        view: Annotated[list[str] | None, typer.Option(
+            help="What the server holds: plain (each upload), secagg (cohort sums), dp (noised "
+            "sums of clipped uploads) or all (repeatable; default all).")] = None,
+        dp_epsilon: Annotated[float, typer.Option(help="dp view: the run's budget.")] = 8.0,
+        dp_delta: Annotated[float, typer.Option(help="dp view: delta of the budget.")] = 1e-6,
+        dp_clip: Annotated[float, typer.Option(help="dp view: L2 bound of one client's "
+                                               "upload.")] = 0.3,
+        seed: Annotated[int, typer.Option(help="Seed of split, init and sampling.")] = 0,
+        out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default "
+                                                     "runs/<time>-audit-<algorithm>-<data>)."
+                                                     )] = None,
+        overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier audit "
+                                                "in --out.")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+    ) -> None:
+        """Attack the uploads as a curious server would: rated-item sets and ratings of
+        one-user clients, by what the server holds (plain, SecAgg, SecAgg + DP)."""
+        from fedmc.algorithms.protocols import PROTOCOL_OPTIONS, apply_protocol
+        from fedmc.cli.interrupts import interrupt_marks
+        from fedmc.files import strict_json, write_atomic
+        from fedmc.pipeline import DataSettings, federate, load_ratings
+        from fedmc.privacy.accounting import UserDP
+        from fedmc.privacy.audit_run import VIEWS, AuditSettings, run_audit
+        from fedmc.run_folder import RunFolder
+        from fedmc.runner import versions
+
+        views = VIEWS if not view or "all" in view else tuple(dict.fromkeys(view))
+        if active != "all" and not active.isdigit():
+            raise ConfigError(f"--active takes a number of clients or 'all', got {active!r}")
+        _, params, defaulted = apply_protocol(
+            algorithm, {**dict.fromkeys(PROTOCOL_OPTIONS), "partition": "user"},
+            parse_params(param or []))
+        settings = AuditSettings(algorithm, params, rounds,
+                                 None if active == "all" else int(active), views,
+                                 UserDP(clip=dp_clip, epsilon=dp_epsilon, delta=dp_delta), seed)
+        resolved = settings.config().model_dump(mode="json")
+        data_settings = DataSettings(dataset=dataset, ratings=ratings, data_dir=data_dir,
+                                     partition="user", seed=seed)
+        folder = RunFolder(out_dir, f"audit-{algorithm}-{data_settings.source}", overwrite,
+                           AUDIT_FILES)
+        target = folder.claim()
+        with interrupt_marks(folder):
+            data = federate(load_ratings(data_settings, progress=not quiet), data_settings)
+            rows = run_audit(data, settings, None if quiet else
+                             lambda v: err.print(f"audit: {algorithm}, {v} view", markup=False))
+            config = {"algorithm": algorithm, "params": resolved,
+                      "defaulted": [name for name in defaulted if name in params],
+                      "rounds": rounds, "active": settings.active, "views": list(views),
+                      "dp": {"epsilon": dp_epsilon, "delta": dp_delta, "clip": dp_clip},
+                      "data": data_settings.model_dump(mode="json"), "seed": seed,
+                      "versions": versions()}
+            write_atomic(target / "config.json", strict_json(config))
+            write_atomic(target / "audit.json", strict_json(rows))
+            write_atomic(target / "audit.csv", _csv(rows))
+        _table(rows, f"audit of {algorithm} on {data_settings.source}")
+        err.print(f"wrote {target}/config.json, audit.json, audit.csv", soft_wrap=True)
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    """The rows as CSV with :data:`COLUMNS` (empty where a row has no value)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v
+                         for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def _table(rows: list[dict[str, Any]], title: str) -> None:
+    """One line per (view, attack): the rated-set attacks' precision and recall against the
+    base rate, the reconstruction's RMSE and like/dislike accuracy against the mean's."""
+    table = Table(title=title, show_header=True, header_style="bold")
+    for name in ("view", "attack", "found", "guessing", "scored"):
+        table.add_column(name)
+    for r in rows:
+        if r["attack"] == "ratings":
+            table.add_row(r["view"], "ratings",
+                          f"RMSE {r['rmse']:.4f}, acc. {r['accuracy']:.3f}",
+                          f"mean: {r['rmse_mean']:.4f}, {r['accuracy_mean']:.3f}",
+                          f"{r['ratings']} ratings")
+        else:
+            table.add_row(r["view"], r["attack"],
+                          f"P {r['precision']:.3f}, R {r['recall']:.3f}",
+                          f"P {r['base_rate']:.3f}", f"{r['guessed']}/{r['clients']} clients")
+    out.print(table)

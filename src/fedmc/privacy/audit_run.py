@@ -1,0 +1,318 @@
+"""The curious server's audit of one algorithm on one data set (``fedmc audit``).
+
+:func:`run_audit` runs the algorithm once per server view with its boundary recorded
+(:func:`fedmc.testing.record_boundary`), takes what the server holds in that view
+(:func:`fedmc.privacy.audit.observations`) and scores two attacks against the truth:
+
+* the rated-item-set attack (:func:`fedmc.privacy.audit.rated_sets`), from each client's first
+  observation and from the intersection over every round it took part in;
+* rating reconstruction of one-user clients, by the decoder of the algorithm's client step
+  (:class:`Target`), scored as RMSE and like/dislike accuracy against predicting the mean.
+
+Views: ``plain`` (each client's upload; ``active`` clients per round, uniform), ``secagg``
+(the cohort's sum; same sampling) and ``dp`` (the sum of clipped uploads plus the Gaussian
+noise of user-level DP, Poisson sampling at rate ``active / p``; ``docs/privacy.md``). On a sum
+the decoders treat the cohort's mean upload as one client's, the best a server without the
+individual uploads can do with the same closed form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fedmc.algorithms import get_algorithm
+from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
+from fedmc.algorithms.fedmc_admm.rated import COUNT
+from fedmc.algorithms.rfrec.client import shared_uploads
+from fedmc.algorithms.rfrec.config import RFRecConfig, RFRecFConfig
+from fedmc.data.federated import FederatedData
+from fedmc.errors import ConfigError
+from fedmc.privacy.accounting import UserDP
+from fedmc.privacy.audit import (
+    Observation,
+    decode_fedmavg,
+    decode_rank_one,
+    first_gradients,
+    guessed_rated,
+    observations,
+    rated_sets,
+    rating_scores,
+    reference_factor,
+    set_scores,
+)
+from fedmc.sim.sampling import make_sampler
+from fedmc.testing import BoundaryRecord, record_boundary
+
+VIEWS = ("plain", "secagg", "dp")
+ALGORITHMS = ("fedmc-admm", "fedmavg", "rfrec")
+LIKE = 4.0  # a rating of 4 stars or more is a like
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """What :func:`run_audit` runs: ``algorithm`` with ``params`` for ``rounds`` rounds of
+    ``active`` clients (all when None), in each of ``views``, with user-level DP ``dp`` in the
+    ``dp`` view, from ``seed``."""
+
+    algorithm: str = "fedmc-admm"
+    params: Mapping[str, Any] = field(default_factory=dict)
+    rounds: int = 20
+    active: int | None = 10
+    views: Sequence[str] = VIEWS
+    dp: UserDP = UserDP(clip=0.3, epsilon=8.0, delta=1e-6)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"the audit knows {', '.join(ALGORITHMS)}, not "
+                              f"{self.algorithm!r}")
+        unknown = set(self.views) - set(VIEWS)
+        if unknown or not self.views:
+            raise ConfigError(f"--view takes {', '.join(VIEWS)} or all, got "
+                              f"{', '.join(sorted(unknown)) or 'nothing'}")
+        if self.rounds < 1:
+            raise ConfigError(f"--rounds must be >= 1, got {self.rounds}")
+
+    def config(self) -> Any:
+        """The algorithm's validated ``Config`` from ``params``."""
+        return get_algorithm(self.algorithm).algorithm.Config(**self.params)
+
+
+class Target:
+    """What the attacks need to know of one algorithm's uploads: the upload's name, the
+    exchanges read, the reference (what an observation holds on items nobody in it rated,
+    :func:`fedmc.privacy.audit.guessed_rated`) and the decoder of one user's ratings.
+
+    ``records`` are the run's exchanges, ``grid`` the rating values on the normalized scale.
+    """
+
+    upload: str
+
+    def __init__(self, cfg: Any, data: FederatedData, records: list[BoundaryRecord],
+                 grid: np.ndarray) -> None:
+        self.cfg, self.data, self.grid = cfg, data, grid
+        self.records = records
+        self.sent = {r.message.round: r.message.arrays.get("V") for r in records}
+
+    def reference(self, o: Observation) -> np.ndarray | None:
+        """What ``o`` holds on the items nobody in it rated, up to a factor."""
+        return None
+
+    def decode(self, o: Observation, noise_std: float,
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Items and their decoded ratings (normalized) from ``o``, or None."""
+        return None
+
+    def _one(self, o: Observation, noise_std: float) -> tuple[np.ndarray, np.ndarray]:
+        """The mean upload of ``o``'s clients (one client's in plain view) and the rows
+        guessed rated in it."""
+        array = o.array / len(o.clients)
+        return array, guessed_rated(array, self.reference(o), noise_std / len(o.clients))
+
+
+class ADMMTarget(Target):
+    """FedMC-ADMM: the change of ``beta W_i + Y_i`` (``delta``).
+
+    Consensus on rated items: rows on rated items only (reference zero); one user's set-up
+    upload ``beta V^0_j + Y_j^0`` with the paper's duals, or its first visit's
+    ``2 (m_j - u . v_j) u / (1 + |u|^2 / beta) + beta (V^k_j - V^0_j)`` with zero duals
+    (:meth:`decode`). The paper's consensus (``all``): the set-up upload is ``Y_i^0`` (zero off
+    the rated items); a visit in round ``k`` changes an unrated row (per-row steps: ``W_j``
+    becomes ``V^k_j``, ``Y_j`` stays zero) by ``beta (V^k_j - V^l_j)``, ``l`` the client's
+    previous visit (the set-up: ``l = 0``), which the server knows: it sampled the cohorts.
+    """
+
+    upload = "delta"
+
+    def __init__(self, cfg: FedMCADMMConfig, data: FederatedData,
+                 records: list[BoundaryRecord], grid: np.ndarray) -> None:
+        super().__init__(cfg, data, records, grid)
+        self.rated = cfg.consensus == "rated"
+        self.counts = {r.message.round: r.summed[COUNT] for r in records
+                       if r.message.phase == "setup" and self.rated}
+        self.previous: dict[tuple[int, int], int] = {}  # (round, client) -> previous visit
+        last: dict[int, int] = {}
+        for r in records:
+            for c in np.unique(r.message.upload).tolist():
+                self.previous[r.message.round, c] = last.get(c, 0)
+                last[c] = r.message.round
+
+    def reference(self, o: Observation) -> np.ndarray | None:
+        """Zero, but for the rounds of the paper's consensus (class docstring)."""
+        if self.rated or o.round == 0:
+            return None
+        V = self.sent[o.round]
+        return sum(self.cfg.beta * (V - self.sent[self.previous[o.round, c]])
+                   for c in o.clients.tolist())
+
+    def decode(self, o: Observation, noise_std: float,
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The set-up dual (paper duals) or the first visit (zero duals, consensus on rated
+        items) as one user's: :func:`fedmc.privacy.audit.decode_rank_one`."""
+        cfg, n = self.cfg, self.data.n_items
+        array, rows = self._one(o, noise_std)
+        if not len(rows):
+            return None
+        V0 = self.sent[0]
+        if o.round == 0 and cfg.dual_init == "paper":
+            y = array[rows]
+            if self.rated:  # the set-up upload adds beta V^0_j once per rater
+                count = 1.0 if len(o.clients) == 1 else self.counts[0][rows] / len(o.clients)
+                y = y - cfg.beta * count * V0[rows]
+            return rows, decode_rank_one(y, V0[rows], 1.0 / n, self.grid)
+        if (self.rated and cfg.dual_init == "zeros" and o.round > 0
+                and all(self.previous[o.round, c] == 0 for c in o.clients.tolist())):
+            V = self.sent[o.round]
+            y = array[rows] - cfg.beta * (V[rows] - V0[rows])
+            return rows, decode_rank_one(y, V[rows], 2.0, self.grid, 1.0 / cfg.beta)
+        return None
+
+
+class FedMAvgTarget(Target):
+    """FedMAvg: ``W_i``, ``Q2`` gradient steps from the broadcast ``V^k`` (reference ``V^k``,
+    decoder :func:`fedmc.privacy.audit.decode_fedmavg`, every round)."""
+
+    upload = "W"
+
+    def reference(self, o: Observation) -> np.ndarray | None:
+        """The round's broadcast ``V^k`` (an unrated row is ``(1 - g_i)^Q2 V^k_j``)."""
+        return self.sent[o.round]
+
+    def decode(self, o: Observation, noise_std: float,
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+        """:func:`fedmc.privacy.audit.decode_fedmavg` on the mean upload."""
+        array, rows = self._one(o, noise_std)
+        if not len(rows):
+            return None
+        V = self.sent[o.round]
+        factor = reference_factor(array, V)
+        steps = int(next(r for r in self.records if r.message.round == o.round)
+                     .message.flags["q2"])
+        out = decode_fedmavg(array[rows] - factor * V[rows], V[rows], factor, steps,
+                             self.cfg, self.data.n_clients, self.grid)
+        return None if out is None else (rows, out[0])
+
+
+class RFRecTarget(Target):
+    """RFRec (Algorithm 1): ``Clip(V_(i))``; reference the shared columns every client uploads
+    on the items it did not rate (:func:`fedmc.algorithms.rfrec.client.shared_uploads`), which
+    the server computes from the ``V̄`` it sent; decoder: the first round's step
+    (:func:`fedmc.privacy.audit.first_gradients`, then
+    :func:`fedmc.privacy.audit.decode_rank_one`)."""
+
+    upload = "V"
+
+    def __init__(self, cfg: RFRecConfig, data: FederatedData, records: list[BoundaryRecord],
+                 grid: np.ndarray) -> None:
+        if isinstance(cfg, RFRecFConfig):
+            raise ConfigError("the audit reads RFRec (Algorithm 1), not RFRecF")
+        super().__init__(cfg, data, records, grid)
+        rounds = sorted(k for k in self.sent if k > 0)
+        self.shared = dict(zip(rounds, shared_uploads(cfg, [self.sent[k] for k in rounds]),
+                               strict=True))
+
+    def reference(self, o: Observation) -> np.ndarray | None:
+        """``Clip(Z)`` of the round."""
+        return self.shared[o.round]
+
+    def decode(self, o: Observation, noise_std: float,
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The first round's uploads: one step from ``V_(i) = V̄^0``."""
+        if o.round != 1:
+            return None
+        array, rows = self._one(o, noise_std)
+        if not len(rows):
+            return None
+        ref = self.shared[1]
+        y = array[rows] - reference_factor(array, ref) * ref[rows]
+        G = first_gradients(y, self.cfg.alpha, self.cfg.optimizer == "adam")
+        return rows, decode_rank_one(G, self.sent[1][rows], 2.0, self.grid)
+
+
+TARGETS: dict[str, type[Target]] = {"fedmc-admm": ADMMTarget, "fedmavg": FedMAvgTarget,
+                                    "rfrec": RFRecTarget}
+
+
+def rated_items(data: FederatedData) -> dict[int, np.ndarray]:
+    """Every client's training items."""
+    tr, ptr = data.train, data.client_ptr
+    return {c: np.unique(tr.indices[tr.indptr[ptr[c]]:tr.indptr[ptr[c + 1]]])
+            for c in range(data.n_clients)}
+
+
+def reconstruction(target: Target, obs: Sequence[Observation], noise_std: float,
+                   ) -> dict[str, float]:
+    """Decode every observation the target can; score each client once (its first decoded
+    observation), on its training ratings of the items decoded for it, on the original
+    scale, against predicting the mean training rating."""
+    data = target.data
+    tr, ptr, norm = data.train, data.client_ptr, data.normalizer
+    predicted, true, done = [], [], set()
+    for o in obs:
+        fresh = [c for c in o.clients.tolist() if c not in done]
+        if not fresh:
+            continue
+        decoded = target.decode(o, noise_std)
+        if decoded is None:
+            continue
+        lookup = dict(zip(*(x.tolist() for x in decoded), strict=True))
+        for c in fresh:
+            done.add(c)
+            for q in range(tr.indptr[ptr[c]], tr.indptr[ptr[c + 1]]):
+                if tr.indices[q] in lookup:
+                    predicted.append(lookup[tr.indices[q]])
+                    true.append(tr.values[q])
+    mean = float(norm.inverse(tr.values).mean())
+    if not true:
+        return {"rmse": np.nan, "accuracy": np.nan, "rmse_mean": np.nan,
+                "accuracy_mean": np.nan, "ratings": 0, "clients": 0}
+    scores = rating_scores(norm.inverse(np.array(predicted)), norm.inverse(np.array(true)),
+                           mean, LIKE)
+    return {**scores, "ratings": len(true), "clients": len(done)}
+
+
+def run_audit(data: FederatedData, settings: AuditSettings,
+              progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """The audit's rows (module docstring): per view, the rated-set attack from the first
+    observation (``first``), intersected over rounds (``intersect``) and, when there is a
+    set-up upload, from the first round's observation (``first-round``), and the
+    reconstruction (``ratings``);
+    each row names the algorithm, the view, and in the ``dp`` view the noise multiplier and
+    the epsilon spent."""
+    algorithm = get_algorithm(settings.algorithm).algorithm
+    cfg = settings.config()
+    items = rated_items(data)
+    norm, tr = data.normalizer, data.train
+    grid = norm.transform(np.unique(norm.inverse(tr.values)))
+    out: list[dict[str, Any]] = []
+    for view in settings.views:
+        if progress is not None:
+            progress(view)
+        dp = settings.dp if view == "dp" else None
+        kind = "bernoulli" if dp is not None else "uniform"
+        records, sim = record_boundary(
+            algorithm, cfg, data, lambda kind=kind: make_sampler(data.n_clients, settings.active,
+                                                                 kind),
+            settings.rounds, settings.seed, dp=dp)
+        head: dict[str, Any] = {"algorithm": settings.algorithm, "view": view}
+        std = 0.0
+        if dp is not None:
+            noise = float(sim.history.column("dp_noise")[-1])
+            std = noise * dp.clip
+            head.update(dp_noise=noise, epsilon=float(sim.history.column("epsilon")[-1]))
+        target = TARGETS[settings.algorithm](cfg, data, records, grid)
+        obs = list(observations(records, "plain" if view == "plain" else "sum",
+                                target.upload))
+        attacks = [("first", obs, False), ("intersect", obs, True)]
+        if any(o.round == 0 for o in obs):  # a set-up upload: the rounds' on their own too
+            attacks.append(("first-round", [o for o in obs if o.round > 0], False))
+        for attack, seen, intersect in attacks:
+            guesses = rated_sets(seen, target.reference, std, intersect)
+            out.append({**head, "attack": attack,
+                        **set_scores(guesses, items, data.n_items)})
+        out.append({**head, "attack": "ratings", **reconstruction(target, obs, std)})
+    return out
