@@ -106,13 +106,15 @@ def unpack_arrays(record: ArrayRecord) -> dict[str, np.ndarray]:
 
 def pack_uploads(uploads: Uploads) -> RecordDict:
     """One client's uploads (a batch of one, or of none for a client that computes without
-    uploading, e.g. FedMAvg's unsampled clients)."""
+    uploading, e.g. FedMAvg's unsampled clients), its scale (client weight) applied."""
     parts: dict[str, np.ndarray] = {}
     for name, s in uploads.items():
+        factor = 1.0 if s.scale is None or not len(s.scale) else float(s.scale[0])
         if s.dense is not None and len(s.dense):
-            parts[f"{name}.dense"] = s.dense[0]
+            parts[f"{name}.dense"] = factor * s.dense[0]
         if s.rows is not None:
-            parts.update({f"{name}.index": s.rows.index, f"{name}.values": s.rows.values})
+            parts.update({f"{name}.index": s.rows.index,
+                          f"{name}.values": factor * s.rows.values})
     return RecordDict({"uploads": pack_arrays(parts)})
 
 
