@@ -1,73 +1,106 @@
 """Privacy-utility on ML-1M with one user per client (issue 13): RMSE against the user-level DP
-budget epsilon (delta 1e-6, whole run), Poisson sampling of 10% of the clients per round.
+budget epsilon (delta 1e-6, whole run), Poisson sampling of the clients (10% per round unless
+told otherwise).
 
-``validate`` scores settings (clip norms, rounds) on the 90/10 validation cut of the seed-0
-training ratings (``bench_cross_device.validation_data``), never on the test ratings; ``test``
-runs the chosen settings on the real 80/20 split and prints the item-mean baseline. Each line
-is one JSON record: algorithm, epsilon, the parameters, RMSE, seconds.
+``validate`` scores settings (clip norms, rounds, the algorithm's parameters) on the 90/10
+validation cut of the seed-0 training ratings (``bench_cross_device.validation_data``), never on
+the test ratings; ``test`` runs the chosen settings on the real 80/20 split and prints the
+item-mean baseline. Every option takes comma-separated values and every combination runs; each
+line is one JSON record: algorithm, epsilon, the settings, RMSE, the epsilon spent, the noise
+multiplier, seconds; for RFRec with its own local DP (``--fixed delta=... --fixed s=...``) also
+the epsilon that mechanism spends per user and upload and over the ``q * rounds`` uploads a
+user makes on average (``LaplaceMechanism.user_epsilon``).
 
 Examples::
 
     FEDMC_DATA=../shared/data python benchmarks/bench_privacy_utility.py validate \\
-        --algorithm fedmc-admm --eps 8 --clip 0.5,1,2 --rounds 100 \\
-        --fixed consensus=rated --fixed beta=0.6 --fixed gamma=12 --fixed lam=5 --fixed inner=100
+        --eps 8 --clip 0.15,0.2 --setup-clip 1 --rounds 60,90 --fixed consensus=rated \\
+        --fixed dual_init=zeros --fixed weights=sqrt-items --fixed beta=0.3 --grid gamma=5,10
     FEDMC_DATA=../shared/data python benchmarks/bench_privacy_utility.py test \\
-        --algorithm fedmc-admm --eps 1,2,4,8,16,inf --clip 1 --rounds 100 --fixed ...
+        --eps inf,16,8,4,2,1 --clip 0.15 --setup-clip 1 --rounds 90 --fixed ...
+
+``--noise Z`` runs at noise multiplier ``Z`` instead of a budget (with ``--eps inf``).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import time
 
+import numpy as np
 from bench_cross_device import item_mean_rmse, test_data, validation_data
 from sweep import parse_value
 
 from fedmc.algorithms import get_algorithm
 
 
-def fit(data, algorithm: str, rounds: int, eps: float, clip: float, q: float,
-        setup_scale: float, **params) -> dict:
-    """One run, Poisson sampling at rate ``q``; the final RMSE and the epsilon spent."""
-    dp = {} if math.isinf(eps) else {"user_dp_epsilon": eps, "user_dp_clip": clip,
-                                     "user_dp_delta": 1e-6, "user_dp_setup_scale": setup_scale}
+def fit(data, algorithm: str, rounds: int, eps: float, noise: float | None, q: float,
+        clip: float, setup_scale: float, setup_clip: float | None, **params) -> dict:
+    """One run, Poisson sampling at rate ``q``, user-level DP at budget ``eps`` (inf: none)
+    or at noise multiplier ``noise``; the final RMSE and the epsilon spent."""
+    budget = {} if math.isinf(eps) else {"user_dp_epsilon": eps}
+    if noise is not None:
+        budget["user_dp_noise"] = noise
+    dp = budget and {**budget, "user_dp_clip": clip, "user_dp_delta": 1e-6,
+                     "user_dp_setup_scale": setup_scale, "user_dp_setup_clip": setup_clip}
     model = get_algorithm(algorithm)(**params, rounds=rounds, sampling="bernoulli",
                                      participation=q, random_state=0, eval_every=rounds, **dp)
     start = time.perf_counter()
-    model.fit(data)
+    try:
+        model.fit(data)
+    except np.linalg.LinAlgError as error:  # a step size that diverges: score it, go on
+        return {"rmse": math.nan, "error": str(error)}
     last = model.history_.rows[-1]
-    return {"rmse": round(float(last["test_rmse"]), 4),
-            "spent": round(float(last.get("epsilon", math.inf)), 3),
-            "noise": round(float(last.get("user_dp_noise", 0.0)), 3),
-            "seconds": round(time.perf_counter() - start, 1)}
+    out = {"rmse": round(float(last["test_rmse"]), 4),
+           "spent": round(float(last["epsilon"]), 3) if dp else math.inf,
+           "noise": round(float(last.get("dp_noise", 0.0)), 3),
+           "seconds": round(time.perf_counter() - start, 1)}
+    ldp = model.config_.mechanism() if algorithm == "rfrec" else None
+    if ldp is not None:  # RFRec's own local DP, Eq. (9): one dense d x m upload per visit
+        per_upload = ldp.user_epsilon(model.config_.rank * data.n_items, 1)
+        out.update(ldp_epsilon_per_upload=per_upload, ldp_epsilon_expected_run=per_upload * q
+                   * rounds)
+    return out
+
+
+def values(text: str) -> list:
+    """The comma-separated values of an option, parsed (``none`` is None)."""
+    return [None if v.lower() == "none" else parse_value(v) for v in text.split(",")]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("validate", "test"))
     ap.add_argument("--algorithm", default="fedmc-admm")
-    ap.add_argument("--eps", default="8", help="comma-separated budgets; inf: no DP")
-    ap.add_argument("--clip", default="1", help="comma-separated clip norms")
-    ap.add_argument("--rounds", default="100", help="comma-separated round counts")
-    ap.add_argument("--q", type=float, default=0.1, help="Poisson sampling rate")
-    ap.add_argument("--setup-scale", type=float, default=1.0, help="set-up noise / round noise")
+    ap.add_argument("--label", help="name of the curve in the plot (default: the algorithm)")
+    ap.add_argument("--eps", default="8", help="budgets; inf: no DP")
+    ap.add_argument("--noise", default="none", help="noise multipliers (instead of --eps inf)")
+    ap.add_argument("--clip", default="1", help="clip norms of one upload")
+    ap.add_argument("--rounds", default="100", help="round counts")
+    ap.add_argument("--q", default="0.1", help="Poisson sampling rates")
+    ap.add_argument("--setup-scale", default="1", help="set-up noise / round noise")
+    ap.add_argument("--setup-clip", default="none", help="clip norms of a set-up upload")
     ap.add_argument("--fixed", action="append", default=[], help="KEY=VALUE")
+    ap.add_argument("--grid", action="append", default=[], help="KEY=V1,V2,...")
     args = ap.parse_args()
-    params = {k: parse_value(v) for k, v in (f.split("=", 1) for f in args.fixed)}
+    fixed = {k: parse_value(v) for k, v in (f.split("=", 1) for f in args.fixed)}
+    grid = dict(g.split("=", 1) for g in args.grid)
     data = validation_data() if args.what == "validate" else test_data(0)
     print(json.dumps({"item_mean": round(item_mean_rmse(data), 4), "data": args.what}),
           flush=True)
-    for rounds in map(int, args.rounds.split(",")):
-        for eps in map(float, args.eps.split(",")):
-            for clip in map(float, args.clip.split(",")):
-                result = fit(data, args.algorithm, rounds, eps, clip, args.q, args.setup_scale,
-                             **params)
-                print(json.dumps({"algorithm": args.algorithm, "eps": eps, "clip": clip,
-                                  "rounds": rounds, "q": args.q,
-                                  "setup_scale": args.setup_scale, **params, **result}),
-                      flush=True)
+    options = {"rounds": args.rounds, "eps": args.eps, "noise": args.noise, "q": args.q,
+               "clip": args.clip,
+               "setup_scale": args.setup_scale, "setup_clip": args.setup_clip, **grid}
+    for combo in itertools.product(*map(values, options.values())):
+        setting = dict(zip(options, combo, strict=True))
+        params = {**fixed, **{k: setting.pop(k) for k in grid}}
+        result = fit(data, args.algorithm, **setting, **params)
+        print(json.dumps({"algorithm": args.algorithm, "label": args.label or args.algorithm,
+                          **setting, **params, **result}),
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ CASES = [
      {"sampling": "bernoulli", "participation": 0.4}, "one-user"),
     (FEDMC_ADMM, {"rank": 3, "consensus": "rated", "steps": "paper"}, {"dropout": 0.3},
      "one-user"),
+    (FEDMC_ADMM, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
+                  "dual_init": "zeros"}, {"sampling": "bernoulli", "participation": 0.4}),
     (FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}, {}),
     (FEDMAVG, {"rank": 2, "u_update": "sampled", "biases": True},
      {"sampling": "bernoulli", "participation": 0.3}),
@@ -153,6 +155,9 @@ def test_chunked_messages_give_the_same_history(case, data, monkeypatch):
 DP_CASES = [
     (FEDMC_ADMM, {"rank": 2, "inner": 3, "beta": 0.8, "lam": 0.05, "gamma": 0.02}, {}),
     (FEDMC_ADMM, {"rank": 2, "consensus": "rated"}, {}, "one-user"),
+    (FEDMC_ADMM, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
+                  "dual_init": "zeros"}, {}, "one-user"),
+    (FEDMC_ADMM, {"rank": 2, "consensus": "rated", "weights": "sqrt-items"}, {}),
     (FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}, {}),
     (RFREC, {"rank": 2, "delta": 0.3, "s": 0.1}, {}),
     (FELB, {"rank": 2, "local_steps": 3}, {}),
@@ -164,7 +169,7 @@ def test_drivers_agree_with_user_level_dp(case, data):
     """Clipping and the noise on the sums (drawn from the server's stream) leave the drivers
     in step: the same history, epsilon included."""
     algorithm, params, run = case[:3]
-    dp = UserDP(clip=0.5, noise=0.7, delta=1e-5)
+    dp = UserDP(clip=0.5, noise=0.7, delta=1e-5, setup_clip=0.8)
     sims = assert_drivers_agree(
         algorithm, algorithm.Config(**params), data,
         lambda: make_sampler(data.n_clients, sampling="bernoulli", participation=0.5), rounds=4,

@@ -279,18 +279,20 @@ def test_bytes_count_the_deltas_and_v():
 
 
 def reference_rated_consensus(M, mask, blocks, U0, V0, schedule, *, N, beta, reg_u, reg_v,
-                              per_row, dual_init, ones_u=-1, ones_v=-1):
+                              per_row, dual_init, ones_u=-1, ones_v=-1, weights="equal"):
     """The cross-device mode written from its derivation (docs/algorithms.md) with dense
     ``r x n`` matrices and a Python loop over clients: constraints ``W_ij = V_j`` on rated
     items only, (14) against ``V^k``, the exact W-step (11), (13), and
-    ``v_j = prox_{R/(beta n_j)}(sum_{i rated j} (beta W_ij + Y_ij) / (beta n_j))``."""
+    ``v_j = prox_{R/(beta n_j)}(sum_{i rated j} a_i (beta W_ij + Y_ij) / (beta n_j))`` with
+    ``n_j = sum_{i rated j} a_i``, ``a_i = 1`` or ``|J_i|^(-1/2)`` (client weights)."""
     p = len(blocks)
     n = V0.shape[1]
     U = [U0[b].copy() for b in blocks]
     Ms = [M[b] for b in blocks]
     Ps = [mask[b].astype(float) for b in blocks]
     rated = [P.any(axis=0) for P in Ps]
-    counts = sum(r.astype(float) for r in rated)
+    a = [1.0 if weights == "equal" else 1.0 / np.sqrt(max(r.sum(), 1)) for r in rated]
+    counts = sum(a[i] * rated[i] for i in range(p))
     V = V0.copy()
     W = [V0.copy() for _ in range(p)]
     Y = [np.zeros_like(V0) for _ in range(p)]
@@ -318,7 +320,7 @@ def reference_rated_consensus(M, mask, blocks, U0, V0, schedule, *, N, beta, reg
                                     - Y[i][:, j])
                 Y[i][:, j] += beta * (w - V[:, j])
                 W[i][:, j] = w
-        total = sum((beta * W[i] + Y[i]) * rated[i] for i in range(p))
+        total = sum(a[i] * (beta * W[i] + Y[i]) * rated[i] for i in range(p))
         z = np.where(counts > 0, total / np.maximum(beta * counts, 1e-300), 0.0)
         V = np.vstack([[reg_v.prox(np.array([z[a, j]]), 1 / (beta * counts[j]))[0]
                         if counts[j] else reg_v.prox(np.array([0.0]), 1.0)[0]
@@ -336,6 +338,8 @@ def reference_rated_consensus(M, mask, blocks, U0, V0, schedule, *, N, beta, reg
         ({}, 4),  # several users per client: r x r W-steps per rated item
         ({"dual_init": "paper", "biases": False, "reg_u": "l1", "reg_v": "l1"}, 12),
         ({"dual_init": "paper", "steps": "paper"}, 4),
+        ({"weights": "sqrt-items"}, 12),  # client weights a_i = |J_i|^(-1/2)
+        ({"weights": "sqrt-items", "dual_init": "zeros"}, 4),
     ],
 )
 def test_rated_consensus_equals_its_dense_transcription(opts, p):
@@ -351,7 +355,7 @@ def test_rated_consensus_equals_its_dense_transcription(opts, p):
     U_ref, V_ref = reference_rated_consensus(
         M, mask, blocks, U0, V0, [np.array(s) for s in schedule], N=3, beta=0.7, reg_u=reg_u,
         reg_v=reg_v, per_row=cfg.steps == "per-row", dual_init=cfg.dual_init,
-        ones_u=cfg.layout.ones_col_u, ones_v=cfg.layout.ones_col_v,
+        ones_u=cfg.layout.ones_col_u, ones_v=cfg.layout.ones_col_v, weights=cfg.weights,
     )
     assert np.allclose(sim.clients.state.U, U_ref, atol=1e-10, rtol=0)
     assert np.allclose(sim.server.V.T, V_ref, atol=1e-10, rtol=0)
@@ -376,3 +380,14 @@ def test_rated_consensus_state_follows_the_ratings():
     setup = rated_items.sum() * ((width + 1) + (1 + 1)) * 8  # contributions and counts
     assert up[0] == setup
     assert up[1] - up[0] == rated_items[[0, 1]].sum() * (width + 1) * 8
+
+
+def test_zero_duals_send_the_counts_alone_and_weights_need_rated_consensus():
+    """With zero duals every set-up contribution is ``beta V_j^0``, which the server adds from
+    the counts: the set-up upload is one count per rated item."""
+    data, _, _ = tiny_federated(m=12, n=9, p=12, density=0.45, seed=5)
+    _, sim = run(data, [[0, 1]], rank=2, consensus="rated", dual_init="zeros")
+    rated_items = np.diff(data.train.indptr)
+    assert sim.history.column("bytes_up")[0] == rated_items.sum() * (1 + 1) * 8
+    with pytest.raises(ValueError, match="consensus=rated"):
+        FedMCADMMConfig(weights="sqrt-items")

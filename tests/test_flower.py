@@ -89,12 +89,16 @@ def test_pending_state_is_committed_only_when_the_server_included_it(tmp_path):
     assert StateStore(tmp_path, run="another run").committed is None
 
 
-def test_uploads_travel_dense_and_sparse():
+def test_uploads_travel_dense_and_sparse_with_their_scale():
+    """What travels is what the client's upload adds to the sum: its scale (a client weight,
+    FedMC-ADMM's ``weights="sqrt-items"``) applied."""
     dense = Stacked((4, 2), dense=np.arange(8.0).reshape(1, 4, 2))
     rows = Stacked((4, 2), rows=RowPatch(np.array([0, 2]), np.array([1, 3]),
                                          np.array([[1.0, 2.0], [3.0, 4.0]])))
-    back = unpack_uploads(pack_reply({"a": dense, "b": rows}), {"a": (4, 2), "b": (4, 2)})
-    for name, s in (("a", dense), ("b", rows)):
+    scaled = Stacked((4, 2), dense=dense.dense, rows=rows.rows, scale=np.array([0.3]))
+    shapes = {"a": (4, 2), "b": (4, 2), "c": (4, 2)}
+    back = unpack_uploads(pack_reply({"a": dense, "b": rows, "c": scaled}), shapes)
+    for name, s in (("a", dense), ("b", rows), ("c", scaled)):
         np.testing.assert_array_equal(back[name].weighted_sum(np.ones(1)),
                                       s.weighted_sum(np.ones(1)))
         assert back[name].nbytes() == s.nbytes()

@@ -68,3 +68,21 @@ def test_perturb_sum_adds_the_summed_noise():
 def test_invalid_parameters(delta, s):
     with pytest.raises(ConfigError):
         LaplaceMechanism(delta, s)
+
+
+def test_a_users_ldp_epsilon_is_the_worst_log_likelihood_ratio_composed_over_uploads():
+    """Two users whose clamped uploads sit at opposite corners ``+delta`` and ``-delta`` are
+    the worst neighbours: at an output equal to one of them the Laplace log-likelihood ratio of
+    one upload is ``2 delta entries / s``; ``uploads`` uploads add up, and dp_accounting's
+    Laplace accounting agrees."""
+    import dp_accounting
+
+    mech = LaplaceMechanism(0.2, 0.5)
+    entries, uploads = 6, 3
+    x, x2 = np.full(entries, 0.2), np.full(entries, -0.2)
+    ratio = np.sum(np.abs(x - x2) - np.abs(x - x)) / mech.s  # output y = x
+    assert mech.user_epsilon(entries, 1) == pytest.approx(ratio)
+    assert mech.user_epsilon(entries, uploads) == pytest.approx(uploads * ratio)
+    accountant = dp_accounting.pld.PLDAccountant()
+    accountant.compose(dp_accounting.LaplaceDpEvent(mech.s / (2 * 0.2 * entries)), uploads)
+    assert accountant.get_epsilon(1e-9) <= mech.user_epsilon(entries, uploads) + 1e-6

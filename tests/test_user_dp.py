@@ -113,17 +113,24 @@ def test_gaussian_sum_has_the_stated_scale():
     assert stats.kstest(draws / 0.3, "norm").pvalue > 1e-3
 
 
-@pytest.mark.parametrize("name", ["fedmc-admm", "fedmavg", "rfrec"])
-def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale(name):
+RATED = {"consensus": "rated", "inner": 3}
+
+
+@pytest.mark.parametrize(("name", "setup_clip", "params"), [
+    ("fedmc-admm", None, RATED),
+    ("fedmc-admm", 0.7, {**RATED, "weights": "sqrt-items", "dual_init": "zeros"}),
+    ("fedmavg", None, {}), ("rfrec", None, {})])
+def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale(name, setup_clip,
+                                                                          params):
     """Per exchange, the server's input minus the sum of the clipped uploads is Gaussian with
-    standard deviation noise * clip in every entry, times the set-up scale in the set-up
-    exchange (a run with clipping that binds): for FedMC-ADMM's sparse rows, FedMAvg's dense
-    W_i and RFRec's shared columns plus rows alike."""
+    standard deviation noise * clip in every entry; in the set-up exchange the clip is the
+    set-up clip and the noise is also times the set-up scale (a run with clipping that binds):
+    for FedMC-ADMM's sparse rows (with client weights, the set-up upload is the weighted
+    counts, of norm 1 > 0.7), FedMAvg's dense W_i and RFRec's shared columns plus rows alike."""
     data = tiny_federated(m=40, n=30, p=40, density=0.3, seed=1)[0]
     algorithm = get_algorithm(name).algorithm
-    cfg = algorithm.Config(rank=4, **({"consensus": "rated", "inner": 3}
-                                      if name == "fedmc-admm" else {}))
-    dp = UserDP(clip=0.05, noise=0.8, setup_scale=3.0)
+    cfg = algorithm.Config(rank=4, **params)
+    dp = UserDP(clip=0.05, noise=0.8, setup_scale=3.0, setup_clip=setup_clip)
     records, _ = record_boundary(
         algorithm, cfg, data, lambda: make_sampler(40, sampling="bernoulli", participation=0.3),
         rounds=8, dp=dp)
@@ -132,9 +139,10 @@ def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale(name):
         expected = {k: np.zeros_like(v) for k, v in rec.summed.arrays.items()}
         for uploads, weights in rec.uploads:
             norms.append(np.sqrt(sum(squared_norms(s) for s in uploads.values())))
-            for name, stacked in clip_uploads(uploads, dp.clip).items():
+            for name, stacked in clip_uploads(uploads, dp.clip_of(rec.message.phase)).items():
                 expected[name] += stacked.weighted_sum(weights)
-        scale = dp.setup_scale if rec.message.phase == "setup" else 1.0
+        scale = (dp.setup_scale * dp.clip_of("setup") / dp.clip
+                 if rec.message.phase == "setup" else 1.0)
         residuals += [(rec.summed[k] - expected[k]).ravel() / scale for k in expected]
     assert np.mean(np.concatenate(norms) > dp.clip) > 0.5, "clipping should bind"
     z = np.concatenate(residuals) / (dp.noise * dp.clip)
@@ -178,3 +186,25 @@ def test_a_setup_nobody_uploads_in_is_neither_noised_nor_accounted():
     paper = simulate(FEDMC_ADMM, FEDMC_ADMM.Config(rank=2), data, sampler, 0, dp=dp).history
     assert paper.column("epsilon")[0] == pytest.approx(epsilon(Plan(0, 0.5, True, 5.0), 1.0,
                                                                1e-6))
+
+
+def test_a_run_with_a_set_up_clip_spends_what_dp_accounting_composes():
+    """The set-up release (its own clip, noise ``setup_scale * noise * setup_clip``) is one
+    Gaussian mechanism of multiplier ``setup_scale * noise``, whatever its clip; each round a
+    Poisson-subsampled Gaussian of multiplier ``noise``: the run's epsilon column is their
+    composition by dp_accounting's RDP accountant, after the set-up and after every round."""
+    from fedmc.sim.loop import simulate
+
+    data = tiny_federated(m=30, n=12, p=30, density=0.4, seed=2)[0]
+    cfg = FEDMC_ADMM.Config(rank=2, consensus="rated", weights="sqrt-items", dual_init="zeros")
+    dp = UserDP(clip=0.3, noise=0.9, setup_scale=2.0, setup_clip=1.0)
+    sampler = make_sampler(30, sampling="bernoulli", participation=0.2)
+    eps = simulate(FEDMC_ADMM, cfg, data, sampler, 4, dp=dp).history.column("epsilon")
+    for k, got in enumerate(eps):
+        events = [dp_accounting.GaussianDpEvent(2.0 * 0.9)]
+        if k:
+            events.append(dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(
+                0.2, dp_accounting.GaussianDpEvent(0.9)), k))
+        expected = rdp.RdpAccountant(list(ORDERS)).compose(
+            dp_accounting.ComposedDpEvent(events)).get_epsilon(1e-6)
+        assert got == pytest.approx(expected, rel=1e-9)

@@ -41,11 +41,13 @@ RUN_PARAMS: dict[str, Any] = {
     "user_dp_noise": None,
     "user_dp_clip": None,
     "user_dp_setup_scale": 1.0,
+    "user_dp_setup_clip": None,
 }
 """Run parameters every estimator takes besides its algorithm's: rounds, clients per round
 (None: all), ``uniform|bernoulli|replacement`` sampling, Bernoulli participation, dropout
 share, evaluation period, the seed, and user-level DP (``user_dp_epsilon`` or
-``user_dp_noise``, with ``user_dp_clip``, ``user_dp_delta`` and ``user_dp_setup_scale``:
+``user_dp_noise``, with ``user_dp_clip``, ``user_dp_delta``, ``user_dp_setup_scale`` and
+``user_dp_setup_clip``:
 :class:`fedmc.privacy.accounting.UserDP`; ``user_`` keeps them apart from Felb's own local DP
 parameters)."""
 
@@ -161,7 +163,7 @@ class FederatedEstimator(Estimator):
         if self.user_dp_clip is None:
             raise ConfigError("user-level DP needs --dp-clip (the L2 bound of one upload)")
         return UserDP(self.user_dp_clip, self.user_dp_delta, self.user_dp_epsilon,
-                      self.user_dp_noise, self.user_dp_setup_scale)
+                      self.user_dp_noise, self.user_dp_setup_scale, self.user_dp_setup_clip)
 
     def _learn(self, sim: Simulation, data: Any) -> None:
         """Set the learned attributes from a finished simulation."""

@@ -58,6 +58,8 @@ class RunSettings(BaseModel):
     user_dp_noise: float | None = Field(None, ge=0, description="DP noise / clip")
     user_dp_clip: float | None = Field(None, gt=0, description="L2 bound of one upload")
     user_dp_setup_scale: float = Field(1.0, gt=0, description="set-up noise / round noise")
+    user_dp_setup_clip: float | None = Field(None, gt=0, description="L2 bound of a set-up "
+                                             "upload (default: user_dp_clip)")
     ranking_k: int | None = Field(
         None, ge=1, description="cut-off K of the ranking metrics added after training"
     )

@@ -161,6 +161,9 @@ def run(
     dp_setup_scale: Annotated[float, typer.Option(
         help="User-level DP: noise multiplier of a set-up upload (which every client sends) "
         "over that of the rounds.", rich_help_panel=PROTO)] = 1.0,
+    dp_setup_clip: Annotated[float | None, typer.Option(
+        help="User-level DP: L2 bound of one client's set-up upload (default --dp-clip); "
+        "that exchange's noise scales with it.", rich_help_panel=PROTO)] = None,
     ranking_k: Annotated[int | None, typer.Option(help="Add precision, recall, NDCG, MAP, hit "
                                                   "rate and coverage at K (after training).",
                                                   rich_help_panel=PROTO)] = None,
@@ -228,7 +231,7 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
         seed=o["seed"], ranking_k=o.get("ranking_k"),
         **{f"user_{k}": o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip",
-                                       "dp_setup_scale") if k in o},
+                                       "dp_setup_scale", "dp_setup_clip") if k in o},
         save_user_factors=o.get("save_user_factors", False), defaulted=defaulted,
     )
     return run_settings, data_settings, params

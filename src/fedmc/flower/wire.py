@@ -127,15 +127,18 @@ def unpack_arrays(record: ArrayRecord) -> dict[str, np.ndarray]:
 def pack_reply(uploads: Uploads | None = None,
                sums: Mapping[str, float] | None = None) -> RecordDict:
     """A client's reply: its uploads (a batch of one, or of none for a client that computes
-    without uploading, e.g. FedMAvg's unsampled clients) and/or its evaluation sums."""
+    without uploading, e.g. FedMAvg's unsampled clients), its scale (client weight) applied,
+    and/or its evaluation sums."""
     content = RecordDict()
     if uploads is not None:
         parts: dict[str, np.ndarray] = {}
         for name, s in uploads.items():
+            factor = 1.0 if s.scale is None or not len(s.scale) else float(s.scale[0])
             if s.dense is not None and len(s.dense):
-                parts[f"{name}.dense"] = s.dense[0]
+                parts[f"{name}.dense"] = factor * s.dense[0]
             if s.rows is not None:
-                parts.update({f"{name}.index": s.rows.index, f"{name}.values": s.rows.values})
+                parts.update({f"{name}.index": s.rows.index,
+                              f"{name}.values": factor * s.rows.values})
         content["uploads"] = pack_arrays(parts)
     if sums is not None:
         content["sums"] = ConfigRecord({k: float(v) for k, v in sums.items()})

@@ -104,25 +104,34 @@ class UserDP:
     planned exchanges) or a noise multiplier (``noise``, the budget reported), or both (the run
     is refused if the noise spends more than the budget); ``clip`` is the L2 bound of one
     client's upload; ``setup_scale`` multiplies the noise of a set-up exchange (which every
-    client answers, so sampling does not amplify it)."""
+    client answers, so sampling does not amplify it); ``setup_clip`` is the L2 bound of a
+    set-up upload (``clip`` when None), to which that exchange's noise is scaled: its
+    multiplier, and so its accounting, is ``setup_scale`` times the rounds' whatever the bound."""
 
     clip: float
     delta: float = 1e-6
     epsilon: float | None = None
     noise: float | None = None
     setup_scale: float = 1.0
+    setup_clip: float | None = None
 
     def __post_init__(self) -> None:
         if self.epsilon is None and self.noise is None:
             raise ConfigError("user-level DP needs --dp-epsilon or --dp-noise")
         if not self.clip > 0:
             raise ConfigError(f"--dp-clip must be > 0, got {self.clip}")
+        if self.setup_clip is not None and not self.setup_clip > 0:
+            raise ConfigError(f"--dp-setup-clip must be > 0, got {self.setup_clip}")
         if not 0 < self.delta < 1:
             raise ConfigError(f"--dp-delta must lie in (0, 1), got {self.delta}")
         if not self.setup_scale > 0:
             raise ConfigError(f"the set-up noise scale must be > 0, got {self.setup_scale}")
         if self.noise is not None and self.noise < 0:
             raise ConfigError(f"--dp-noise must be >= 0, got {self.noise}")
+
+    def clip_of(self, phase: str) -> float:
+        """The L2 bound of one client's upload in an exchange of ``phase``."""
+        return self.clip if phase != "setup" or self.setup_clip is None else self.setup_clip
 
     def multiplier(self, plan: Plan) -> float:
         """The noise multiplier of the run: ``noise``, or the one calibrated to ``epsilon``.

@@ -15,6 +15,7 @@ accounted in :mod:`fedmc.privacy.accounting`; ``docs/privacy.md`` has the argume
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
@@ -63,11 +64,13 @@ def add_noise(summed: Summed, std: float, rng: np.random.Generator) -> Summed:
                                for name, total in summed.arrays.items()})
 
 
-def with_clipping(algorithm: Algorithm, clip: float) -> Algorithm:
-    """``algorithm`` with every client's upload clipped to ``clip`` by the client itself."""
+def with_clipping(algorithm: Algorithm, clip: Callable[[str], float]) -> Algorithm:
+    """``algorithm`` with every client's upload clipped by the client itself, to
+    ``clip(phase)`` in an exchange of that phase (:meth:`fedmc.privacy.accounting.UserDP.
+    clip_of`)."""
 
     def client_step(cfg, shard, state, msg, compute, upload):
         state, uploads = algorithm.client_step(cfg, shard, state, msg, compute, upload)
-        return state, clip_uploads(uploads, clip) if len(upload) else uploads
+        return state, clip_uploads(uploads, clip(msg.phase)) if len(upload) else uploads
 
     return dataclasses.replace(algorithm, client_step=client_step)

@@ -53,6 +53,18 @@ class LaplaceMechanism:
         """Privacy budget ``epsilon = 2 delta / s`` as stated under Eq. (9)."""
         return 2.0 * self.delta / self.s
 
+    def user_epsilon(self, entries: int, uploads: int) -> float:
+        """``epsilon`` (pure, ``delta = 0``) that one user spends over ``uploads`` uploads of
+        ``entries`` entries each, against neighbours that replace the user's whole data.
+
+        Every entry is clamped to ``[-delta, delta]`` before its noise, and any of them can
+        differ between two users (which items a user rated is private too), so one upload has
+        L1 sensitivity ``2 delta entries`` and the Laplace mechanism of scale ``s`` on it is
+        ``2 delta entries / s``-DP; the uploads of a user are separate releases and compose
+        additively, which is tight for pure DP.
+        """
+        return uploads * 2.0 * self.delta * entries / self.s
+
     def clip(self, X: np.ndarray) -> np.ndarray:
         """``Clip(X, delta)``: every entry clamped to ``[-delta, delta]`` (a new array)."""
         return np.clip(X, -self.delta, self.delta)

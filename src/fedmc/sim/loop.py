@@ -204,13 +204,13 @@ def simulate(
                     dp.setup_scale)
         noise = dp.multiplier(plan)
         spent = Spent(plan, noise, dp.delta)
-        algorithm = with_clipping(algorithm, dp.clip)
+        algorithm = with_clipping(algorithm, dp.clip_of)
 
         def dp_std(msg: Message) -> float:
             """Noise of an exchange; none on a set-up exchange that nobody uploads in."""
             if msg.phase != "setup":
                 return noise * dp.clip
-            return noise * dp.clip * dp.setup_scale if plan.setup else 0.0
+            return noise * dp.clip_of("setup") * dp.setup_scale if plan.setup else 0.0
 
     clients = population(algorithm, cfg, data, draws, info)
     server = _Server(algorithm, cfg, info, state, clients, server_rng, dp_std)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from fedmc.core.factors import FactorConfig
 from fedmc.core.prox import RegKind, Regularizer
@@ -37,9 +37,21 @@ class FedMCADMMConfig(FactorConfig):
         "docs/algorithms.md)",
     )
     dual_init: Literal["paper", "zeros"] = "paper"
+    weights: Literal["equal", "sqrt-items"] = Field(
+        "equal",
+        description="consensus on rated items: equal: every client weighs 1; sqrt-items: "
+        "client i weighs 1/sqrt(|J_i|) over its |J_i| rated items, so its rater counts have "
+        "norm 1 (user-level DP, docs/privacy.md)",
+    )
     biases: bool = True
     init_scale: float = 0.1
     clip: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.weights != "equal" and self.consensus != "rated":
+            raise ValueError("client weights (weights=sqrt-items) need consensus=rated")
+        return self
 
     def regularizers(self) -> tuple[Regularizer, Regularizer]:
         """``(R_i, R)`` as :class:`fedmc.core.prox.Regularizer` objects."""

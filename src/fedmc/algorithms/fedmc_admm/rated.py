@@ -25,7 +25,21 @@ so their values do not depend on the number of clients). A visit of client ``i``
 
 The server keeps ``T_j = sum_i (beta W_ij + Y_ij)`` and the raters ``n_j`` (both sums of
 uploads; the counts come once, in the set-up exchange, and reveal each item's number of raters
-over the whole federation) and sets ``V_j = prox_{R/(beta n_j)}(T_j / (beta n_j))``.
+over the whole federation) and sets ``V_j = prox_{R/(beta n_j)}(T_j / (beta n_j))``. With
+``dual_init="zeros"`` every contribution starts at ``beta V_j^0``, so the set-up upload is the
+counts alone and the server sets ``T_j^0 = beta n_j V_j^0`` itself.
+
+**Client weights** (``weights="sqrt-items"``). Client ``i`` weighs ``a_i = |J_i|^(-1/2)``
+(``|J_i|``: its number of rated items), fixed by its own data, and the problem becomes
+``sum_i a_i [f_i + R_i + sum_{j in J_i} (<Y_ij, W_ij - V_j> + beta/2 ||W_ij - V_j||^2)]
++ R(V)`` with the duals of the weighted problem ``a_i Y_ij``. Scaling a client's whole term by
+``a_i > 0`` leaves its U-, W- and dual steps unchanged, so the client computes exactly as
+before and only multiplies what it uploads, contributions and counts, by ``a_i``: the server
+keeps ``T_j = sum_i a_i (beta W_ij + Y_ij)`` and ``n_j = sum_i a_i`` and its V-step is the same
+formula, a consensus in which heavy raters weigh less. The point is user-level DP
+(``docs/privacy.md``): a client's counts then have L2 norm exactly 1 and its uploads scale with
+``a_i``, so one clip norm fits every client and rarely binds, instead of scaling each client by
+its own clip factor (which biases ``T_j / n_j``).
 
 A client's state is its user rows, two residual scalars per rating (its last two duals) and
 the ``V`` it saw at its last visit (for the change of its contribution). In the batched
@@ -129,10 +143,19 @@ def _groups(shard: FederatedData, state: RatedState) -> tuple:
     return (im.client_ptr, im.item, im.ptr, im.row, im.values)
 
 
+def client_weights(cfg: FedMCADMMConfig, ptr: np.ndarray) -> np.ndarray | None:
+    """``a_i`` of the clients whose rated items ``ptr`` delimits (:func:`group_rows`):
+    ``|J_i|^(-1/2)`` with ``weights="sqrt-items"``; None (every ``a_i = 1``) otherwise."""
+    if cfg.weights == "equal":
+        return None
+    return 1.0 / np.sqrt(np.maximum(np.diff(ptr), 1))
+
+
 def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, msg: Message,
                 compute: np.ndarray, upload: np.ndarray) -> tuple[RatedState, Uploads]:
-    """Set-up: ``W_ij^0 = V_j^0``, ``Y_ij^0`` (paper or zero), upload ``beta V_j^0 + Y_ij^0``
-    and a count per rated item; a round: one visit (module docstring)."""
+    """Set-up: ``W_ij^0 = V_j^0``, ``Y_ij^0`` (paper or zero), upload a count per rated item
+    and, with the paper's duals, ``beta V_j^0 + Y_ij^0``; a round: one visit (module
+    docstring). Uploads carry the client weights ``a_i`` as their scale."""
     V = msg.arrays["V"]
     tr = shard.train
     groups = _groups(shard, state)
@@ -140,13 +163,16 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, m
                             state.one_user)
     rows = np.empty((len(items), V.shape[1]))
     slot = state.snapshots.put(V, msg.round)
+    contributed = RowPatch(ptr, items, rows)
     if msg.phase == "setup":
         if cfg.dual_init == "paper":
             rated_initial_duals(compute, shard.client_ptr, tr.indptr, tr.indices, tr.values,
                                 groups, state.one_user, state.U, V, 1.0 / V.shape[0],
                                 state.e, state.e_prev)
-        rated_contributions(compute, shard.client_ptr, tr.indptr, groups, state.one_user,
-                            state.U, V, state.e, cfg.beta, items, rows)
+            rated_contributions(compute, shard.client_ptr, tr.indptr, groups, state.one_user,
+                                state.U, V, state.e, cfg.beta, items, rows)
+        else:  # beta V_j^0 each: the server adds beta n_j V_j^0 from the counts
+            contributed = RowPatch(np.zeros_like(ptr), items[:0], rows[:0])
         counted = RowPatch(ptr, items, np.ones((len(items), 1)))
     else:
         rated_visits(compute, shard.client_ptr, tr.indptr, tr.indices, tr.values, groups,
@@ -155,10 +181,13 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, m
                      cfg.regularizers()[0].params, cfg.layout.ones_col_u,
                      cfg.steps == "per-row", rank_token(V.shape[1]), ptr, rows)
         counted = RowPatch(np.zeros_like(ptr), items[:0], np.zeros((0, 1)))
+        if cfg.layout.ones_col_v >= 0:  # V's column fixed to 1: the V-step never reads T there
+            rows[:, cfg.layout.ones_col_v] = 0.0
     state.snapshots.move(state.seen[compute], slot, len(compute))
     state.seen[compute] = slot
-    return state, {UPLOAD: Stacked(V.shape, rows=RowPatch(ptr, items, rows)),
-                   COUNT: Stacked((V.shape[0], 1), rows=counted)}
+    weights = client_weights(cfg, ptr)
+    return state, {UPLOAD: Stacked(V.shape, rows=contributed, scale=weights),
+                   COUNT: Stacked((V.shape[0], 1), rows=counted, scale=weights)}
 
 
 def user_factors(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState) -> np.ndarray:
@@ -187,10 +216,13 @@ def init_server(cfg: FedMCADMMConfig, info: FederationInfo,
 
 def server_step(cfg: FedMCADMMConfig, server: RatedServerState, summed: Summed,
                 msg: Message) -> RatedServerState:
-    """Add the cohort's summed contributions (and, at set-up, the counts); after a round the
-    V-step ``v_j = prox_{R/(beta n_j)}(T_j / (beta n_j))``."""
+    """Add the cohort's summed contributions (and, at set-up, the counts, with zero duals
+    also ``beta n_j V_j^0``); after a round the V-step ``v_j = prox_{R/(beta n_j)}(T_j / (beta
+    n_j))``."""
     server.total += summed[UPLOAD]
     server.counts += summed[COUNT][:, 0]
+    if msg.phase == "setup" and cfg.dual_init == "zeros":
+        server.total += cfg.beta * summed[COUNT] * server.V
     if msg.phase == "round":
         server.V = item_prox(server.total, server.counts, cfg.beta,
                              cfg.regularizers()[1].params, cfg.layout.ones_col_v)
