@@ -123,5 +123,5 @@ def test_values_beyond_the_range_raise_a_flag_and_show_their_exponent():
     np.testing.assert_array_equal(big, [1.5, -2.5])  # scaled by 2^-1: beyond [-1, 1]
     np.testing.assert_array_equal(flags, [1.0, 0.0, 0.0])
     exponents = _exponents(histogram, names)
-    assert exponents == {"big": 4, "small": 0}  # 5 < 2^3; 0.25 < 2^-1; plus one
+    assert exponents == {"big": 5, "small": 1}  # 5 < 2^3; 0.25 < 2^-1; plus HEADROOM (2)
     assert histogram[2, 0] == 1 and LOWEST_EXPONENT < 0

@@ -41,7 +41,7 @@ def test_ml100k_with_secure_aggregation_stays_within_the_quantization_bound(tmp_
     run = RunSettings(rounds=10, active=3, seed=0)
     history, _ = federated(tmp_path, movielens, run, {}, timeout=60.0, secagg=True)
     reference = simulated(movielens, run, {})
-    # docs/federation.md: each summed entry within n quanta of 2^-27 of the cohort's largest
+    # docs/federation.md: each summed entry within n quanta of 2^-26 of the cohort's largest
     # value; over 10 rounds the test RMSE moved by 2e-9 here
     np.testing.assert_allclose(history.column("test_rmse"), reference.column("test_rmse"),
                                rtol=1e-7, atol=0)

@@ -14,11 +14,14 @@ are clipped without a word. Here nothing is clipped silently:
   many clients overflowed and how large the cohort's values are, nothing else;
 * if any client overflowed, the sum is thrown away and the exchange is repeated with the
   exponents the histograms show (clients redo the step from their committed state); the next
-  exchange of the same name starts from the cohort's largest exponent plus one.
+  exchange of the same name starts from the cohort's largest exponent plus
+  :data:`HEADROOM`, so its values may grow fourfold before a repeat (each repeat costs the
+  four stages again).
 
-Precision: with ``T = 2^30`` a quantum is ``2^(e-29)``, at most ``2^-27`` (7.5e-9) of the
-largest value in the cohort (``2^(e-1) <= max |x| < 2^e`` after an adjustment, ``e`` one
-more than that exponent); each client's stochastic rounding errs by less than one quantum,
+Precision: with ``T = 2^30`` a quantum is ``2^(e-29)``, at most ``2^-26`` (1.5e-8) of the
+largest value in the cohort (``2^(e-3) <= max |x| < 2^(e-2)`` after an adjustment, ``e`` two
+more than the binary exponent of ``max |x|``); each client's stochastic rounding errs by less
+than one quantum,
 so an entry of a sum of ``n`` uploads is within ``n * 2^(e-29)`` of the exact sum (typically
 ``sqrt(n)/2`` quanta). The modulus is a power of two above ``n (T + 1)``.
 
@@ -71,6 +74,7 @@ LOWEST_EXPONENT = -100
 EXPONENTS = 200  # histogram buckets: exponent LOWEST_EXPONENT + b for b >= 1; b = 0: all zero
 ATTEMPTS = 3
 EVALUATION = "evaluation:"  # names of the evaluation sums a client step carries
+HEADROOM = 2  # bits between the largest magnitude seen and the range of the next exchange
 
 
 class RobustSecAggPlusWorkflow(SecAggPlusWorkflow):
@@ -172,12 +176,12 @@ def _bucket(largest: float) -> int:
 
 
 def _exponents(histogram: np.ndarray, names: list[str]) -> dict[str, int]:
-    """One more than the largest exponent each name's histogram shows."""
+    """The largest exponent each name's histogram shows, plus :data:`HEADROOM`."""
     out = {}
     for name, counts in zip(names, histogram, strict=True):
         seen = np.flatnonzero(np.rint(counts) > 0)
         if len(seen) and seen[-1] > 0:
-            out[name] = int(seen[-1]) + LOWEST_EXPONENT + 1
+            out[name] = int(seen[-1]) + LOWEST_EXPONENT + HEADROOM
     return out
 
 
