@@ -94,7 +94,8 @@ def test_setup_uploads_of_one_user_clients_give_their_exact_ratings():
 
 def test_a_first_visit_with_zero_duals_gives_the_exact_ratings():
     """Consensus on rated items, zero duals: the first visit's upload less beta (V^k - V^0)
-    is 2 (m_j - u . v_j) u / (1 + |u|^2 / beta) on each rated item."""
+    is 2 (m_j - u . v_j) u / (1 + |u|^2 / beta) on each rated item, without the column of V
+    fixed to 1 (whose partner in u, the user's bias, the decoder searches too)."""
     data = one_user_clients()
     cfg = ALGORITHM.Config(rank=3, consensus="rated", dual_init="zeros", beta=0.6, inner=5)
     records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(12, 4), rounds=1)
@@ -102,7 +103,9 @@ def test_a_first_visit_with_zero_duals_gives_the_exact_ratings():
     for o in audit.observations(records[1:], "plain", UPLOAD):
         rated, values = _own(data, int(o.clients[0]))
         y = o.array[rated] - cfg.beta * (V[rated] - V0[rated])
-        got = audit.decode_rank_one(y, V[rated], 2.0, STARS, damping=1.0 / cfg.beta)
+        assert not y[:, cfg.layout.ones_col_v].any()
+        got = audit.decode_rank_one(y, V[rated], 2.0, STARS, damping=1.0 / cfg.beta,
+                                    hidden=cfg.layout.ones_col_v)
         np.testing.assert_array_equal(got, values)
 
 

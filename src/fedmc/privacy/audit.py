@@ -48,23 +48,26 @@ class Observation:
 
 
 def observations(records: Sequence[BoundaryRecord], mode: str,
-                 name: str) -> Iterator[Observation]:
-    """What the server holds of upload ``name`` in each exchange, in ``mode``."""
+                 name: str | tuple[str, ...]) -> Iterator[Observation]:
+    """What the server holds of upload ``name`` in each exchange, in ``mode`` (of several
+    uploads with one row per item, side by side)."""
+    names = (name,) if isinstance(name, str) else name
     for rec in records:
         cohort = np.unique(rec.message.upload)
         if not len(cohort):
             continue
         if mode != "plain":
-            yield Observation(rec.message.round, cohort, np.asarray(rec.summed[name]))
+            yield Observation(rec.message.round, cohort,
+                              np.hstack([np.asarray(rec.summed[n]) for n in names]))
             continue
         ids = iter(cohort.tolist())
         for uploads, _ in rec.uploads:
-            stacked = uploads[name]
-            for k in range(stacked.n_clients):
-                one = np.zeros(stacked.n_clients)
+            size = uploads[names[0]].n_clients
+            for k in range(size):
+                one = np.zeros(size)
                 one[k] = 1.0
                 yield Observation(rec.message.round, np.array([next(ids)]),
-                                  stacked.weighted_sum(one))
+                                  np.hstack([uploads[n].weighted_sum(one) for n in names]))
 
 
 def reference_factor(array: np.ndarray, reference: np.ndarray) -> float:
@@ -148,7 +151,7 @@ def set_scores(guesses: dict[int, np.ndarray], truth: dict[int, np.ndarray],
 
 def decode_rank_one(rows: np.ndarray, V: np.ndarray, scale: float, grid: np.ndarray,
                     damping: float = 0.0, n_scales: int = 2000, n_minima: int = 20,
-                    ) -> np.ndarray:
+                    hidden: int | None = None) -> np.ndarray:
     """Ratings (normalized, on the sorted ``grid``) from rows
     ``y_j = scale (m_j - u . v_j) u / (1 + damping |u|^2)`` of one user (``u`` unknown,
     ``v_j`` the rows of ``V``).
@@ -164,9 +167,15 @@ def decode_rank_one(rows: np.ndarray, V: np.ndarray, scale: float, grid: np.ndar
     local minima: when the ``t (w . v_j)`` term is small, as with RFRec's small ``V̄^0``,
     ``t`` and ``t m / g`` fit a user who gave every item the same rating ``m`` almost equally
     well, and only the refined fit tells them apart).
+
+    ``hidden``: a column the rows leave out (FedMC-ADMM's round uploads zero the column of
+    ``V`` fixed to 1, whose partner in ``u`` is the user's bias ``h``): then
+    ``u = t w + h e`` and :func:`_decode_with_hidden` searches ``t`` and ``h`` together.
     """
     w = np.linalg.svd(rows, full_matrices=False)[2][0]
     c, b = rows @ w, V @ w
+    if hidden is not None:
+        return _decode_with_hidden(c, b, V[:, hidden], scale, grid, damping, n_minima)
 
     def ratings(t: np.ndarray) -> np.ndarray:
         t = t[:, None]
@@ -181,6 +190,43 @@ def decode_rank_one(rows: np.ndarray, V: np.ndarray, scale: float, grid: np.ndar
                 for i in minima[np.argsort(cost[minima])[:n_minima]]),
                key=lambda st: st[1])[0]
     return _nearest(ratings(np.array([best]))[0], grid)
+
+
+def _decode_with_hidden(c: np.ndarray, b: np.ndarray, e: np.ndarray, scale: float,
+                        grid: np.ndarray, damping: float, n_minima: int) -> np.ndarray:
+    """:func:`decode_rank_one` when ``u`` also has a component ``h`` the rows do not show (on
+    the unit vector of a column ``e_j = V[j, column]``): ``m_j = c_j (1 + damping (t^2 + h^2))
+    / (scale t) + t b_j + h e_j``. A coarse grid of ``t`` (400 magnitudes of both signs) and
+    ``h`` (-4 to 4 by 0.02) scored on at most 40 ratings, then four ever finer local
+    refinements of the ``n_minima`` best cells on all ratings: a shift of ``h`` by one grid
+    step fits a user who never gave the extreme ratings almost as well (it moves every
+    ``m_j`` by one step), and only the exact fit, of cost near zero, tells them apart."""
+
+    def ratings(t: np.ndarray, h: np.ndarray, few: slice | np.ndarray = slice(None)):
+        t, h = t[:, None], h[:, None]
+        return (c[None, few] * (1.0 + damping * (t**2 + h**2)) / (scale * t)
+                + b[None, few] * t + e[None, few] * h)
+
+    def around(t: np.ndarray, h: np.ndarray, dt: float, dh: float, n: int):
+        T, H = np.meshgrid(np.linspace(1 - dt, 1 + dt, n), np.linspace(-dh, dh, n),
+                           indexing="ij")
+        return (t[:, None] * T.ravel()).ravel(), (h[:, None] + H.ravel()).ravel()
+
+    mags = np.logspace(-4, 2, 400)
+    T, H = np.meshgrid(np.concatenate([mags, -mags]), np.linspace(-4, 4, 401), indexing="ij")
+    t, h = T.ravel(), H.ravel()
+    cost = _grid_costs(ratings(t, h, np.arange(min(len(c), 40))), grid).reshape(T.shape)
+    padded = np.pad(cost, 1, constant_values=np.inf)
+    lowest = np.all([cost <= padded[1 + dt:1 + dt + cost.shape[0], 1 + dh:1 + dh + cost.shape[1]]
+                     for dt in (-1, 0, 1) for dh in (-1, 0, 1)], axis=0)
+    minima = np.flatnonzero(lowest.ravel())  # local minima of the coarse grid, best first
+    keep = minima[np.argsort(cost.ravel()[minima])[:n_minima]]
+    for dt, dh in ((0.03, 0.02), (0.002, 0.002), (1e-4, 1e-4), (5e-6, 5e-6)):
+        t, h = around(t[keep], h[keep], dt, dh, 41)
+        cost = _grid_costs(ratings(t, h), grid)
+        keep = np.argsort(cost)[:n_minima]
+    best = keep[:1]
+    return _nearest(ratings(t[best], h[best])[0], grid)
 
 
 def decode_fedmavg(rows: np.ndarray, V: np.ndarray, factor: float, steps: int,

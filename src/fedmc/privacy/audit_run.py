@@ -88,6 +88,8 @@ class Target:
     :func:`fedmc.privacy.audit.guessed_rated`) and the decoder of one user's ratings.
 
     ``records`` are the run's exchanges, ``grid`` the rating values on the normalized scale.
+    ``sets``: the uploads the rated-item-set attack reads, side by side (the decoded upload
+    alone unless a target says otherwise).
     """
 
     upload: str
@@ -95,6 +97,7 @@ class Target:
     def __init__(self, cfg: Any, data: FederatedData, records: list[BoundaryRecord],
                  grid: np.ndarray) -> None:
         self.cfg, self.data, self.grid = cfg, data, grid
+        self.sets: tuple[str, ...] = (self.upload,)
         self.records = records
         self.sent = {r.message.round: r.message.arrays.get("V") for r in records}
 
@@ -132,6 +135,8 @@ class ADMMTarget(Target):
                  records: list[BoundaryRecord], grid: np.ndarray) -> None:
         super().__init__(cfg, data, records, grid)
         self.rated = cfg.consensus == "rated"
+        if self.rated:  # the set-up's counts are rows on the rated items too (with zero
+            self.sets = (self.upload, COUNT)  # duals, the set-up uploads nothing else)
         self.counts = {r.message.round: r.summed[COUNT] for r in records
                        if r.message.phase == "setup" and self.rated}
         self.previous: dict[tuple[int, int], int] = {}  # (round, client) -> previous visit
@@ -168,7 +173,9 @@ class ADMMTarget(Target):
                 and all(self.previous[o.round, c] == 0 for c in o.clients.tolist())):
             V = self.sent[o.round]
             y = array[rows] - cfg.beta * (V[rows] - V0[rows])
-            return rows, decode_rank_one(y, V[rows], 2.0, self.grid, 1.0 / cfg.beta)
+            hidden = cfg.layout.ones_col_v  # zeroed in round uploads: the user's bias, searched
+            return rows, decode_rank_one(y, V[rows], 2.0, self.grid, 1.0 / cfg.beta,
+                                         hidden=hidden if hidden >= 0 else None)
         return None
 
 
@@ -305,11 +312,13 @@ def run_audit(data: FederatedData, settings: AuditSettings,
             std = noise * dp.clip
             head.update(dp_noise=noise, epsilon=float(sim.history.column("epsilon")[-1]))
         target = TARGETS[settings.algorithm](cfg, data, records, grid)
-        obs = list(observations(records, "plain" if view == "plain" else "sum",
-                                target.upload))
-        attacks = [("first", obs, False), ("intersect", obs, True)]
-        if any(o.round == 0 for o in obs):  # a set-up upload: the rounds' on their own too
-            attacks.append(("first-round", [o for o in obs if o.round > 0], False))
+        mode = "plain" if view == "plain" else "sum"
+        obs = list(observations(records, mode, target.upload))
+        shown = obs if target.sets == (target.upload,) else list(
+            observations(records, mode, target.sets))
+        attacks = [("first", shown, False), ("intersect", shown, True)]
+        if any(o.round == 0 for o in shown):  # a set-up upload: the rounds' on their own too
+            attacks.append(("first-round", [o for o in shown if o.round > 0], False))
         for attack, seen, intersect in attacks:
             guesses = rated_sets(seen, target.reference, std, intersect)
             out.append({**head, "attack": attack,
