@@ -164,7 +164,8 @@ def simulated(settings: DataSettings, run: RunSettings, params: dict) -> History
     sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)
     algorithm = get_algorithm(run.algorithm).algorithm
     cfg = algorithm.Config(**params)
-    return simulate(algorithm, cfg, data, sampler, run.rounds, run.seed, 1).history
+    dp = FederatedRun(run, params).privacy()
+    return simulate(algorithm, cfg, data, sampler, run.rounds, run.seed, 1, dp=dp).history
 
 
 def federated(tmp_path: Path, settings: DataSettings, run: RunSettings, params: dict,
@@ -195,3 +196,23 @@ def test_three_nodes_two_rounds_give_the_simulations_history(tmp_path, algorithm
     assert [row["lost"] for row in history.rows if "lost" in row] == []
     assert {"config.json", "history.csv", "summary.json", "model.npz"} <= {
         p.name for p in out.iterdir()}
+
+
+def test_user_level_dp_travels_in_the_run_configuration():
+    run = RunSettings(user_dp_clip=0.3, user_dp_noise=0.8, user_dp_setup_clip=1.0)
+    back = FederatedRun.from_run_config(FederatedRun(run, PARAMS).run_config())
+    assert back.privacy() == FederatedRun(run, PARAMS).privacy() != None  # noqa: E711
+    assert FederatedRun.from_run_config(FederatedRun(RunSettings(), {}).run_config()
+                                        ).privacy() is None
+
+
+@pytest.mark.federation
+def test_three_nodes_with_user_level_dp_give_the_simulations_history(tmp_path):
+    """Central DP: each client clips its own upload, the server adds the noise to the sum
+    from its stream, as the simulation does (every client in every round: q = 1)."""
+    settings = data_settings(ratings_file(tmp_path))
+    run = RunSettings(rounds=2, active=None, seed=0, user_dp_clip=0.05, user_dp_noise=0.5)
+    history, _ = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
+    reference = simulated(settings, run, PARAMS)
+    assert_same_history(history, reference, rtol=1e-9, atol=1e-9)
+    assert history.column("epsilon")[-1] > 0 and history.column("dp_noise")[-1] == 0.5

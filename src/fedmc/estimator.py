@@ -23,7 +23,7 @@ from fedmc.core.protocol import Algorithm, FederationInfo
 from fedmc.core.ranking import ranking_metrics, ranking_sums
 from fedmc.data.vocabulary import checked_indices
 from fedmc.errors import ConfigError, DataError
-from fedmc.privacy.accounting import UserDP
+from fedmc.privacy.accounting import UserDP, user_dp
 from fedmc.sim.history import History
 from fedmc.sim.loop import RoundCallback, Simulation, simulate
 from fedmc.sim.sampling import make_sampler
@@ -156,14 +156,8 @@ class FederatedEstimator(Estimator):
 
     def privacy(self) -> UserDP | None:
         """The run's user-level DP settings, None when off."""
-        if self.user_dp_epsilon is None and self.user_dp_noise is None:
-            if self.user_dp_clip is not None:
-                raise ConfigError("--dp-clip needs --dp-epsilon or --dp-noise")
-            return None
-        if self.user_dp_clip is None:
-            raise ConfigError("user-level DP needs --dp-clip (the L2 bound of one upload)")
-        return UserDP(self.user_dp_clip, self.user_dp_delta, self.user_dp_epsilon,
-                      self.user_dp_noise, self.user_dp_setup_scale, self.user_dp_setup_clip)
+        return user_dp(self.user_dp_clip, self.user_dp_delta, self.user_dp_epsilon,
+                       self.user_dp_noise, self.user_dp_setup_scale, self.user_dp_setup_clip)
 
     def _learn(self, sim: Simulation, data: Any) -> None:
         """Set the learned attributes from a finished simulation."""

@@ -43,6 +43,7 @@ from fedmc.flower.manifest import Manifest, population
 from fedmc.flower.settings import FederatedRun
 from fedmc.flower.shard import load_boolean_shard, load_shard
 from fedmc.flower.wire import Envelope, pack_reply, unpack_message
+from fedmc.privacy.gaussian import with_clipping
 
 app = ClientApp(mods=[compact_mod, secaggplus_mod])
 
@@ -124,6 +125,9 @@ def _make_party(client: int, node: Mapping[str, Any], run: FederatedRun, run_id:
     else:
         shard = load_shard(manifest, client, Path(str(node["ratings"])), held, columns)
     algorithm, cfg, info = run.algorithm, run.config(), manifest.federation_info()
+    dp = run.privacy()
+    if dp is not None:  # user-level DP: this client clips its own uploads
+        algorithm = with_clipping(algorithm, dp.clip_of)
     sizes = population(manifest, algorithm.data_kind)
     store = StateStore(Path(str(node["state"])), run_id)
     if store.committed is None:  # this client's slice of the population's initial draws

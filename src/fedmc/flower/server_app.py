@@ -60,7 +60,7 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     sim = simulate(algorithm, cfg, sizes, sampler, settings.rounds,
                    settings.seed, settings.eval_every, progress.round,
-                   driver=lambda *_: clients)
+                   driver=lambda *_: clients, dp=run.privacy())
     _mark_participants(sim.history, clients.log)
     final = sim.history.rows[-1]
     summary = {**final, "train_seconds": final["seconds"],

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from fedmc.algorithms import get_algorithm
 from fedmc.core.protocol import Algorithm
 from fedmc.errors import ConfigError
+from fedmc.privacy.accounting import UserDP, user_dp
 from fedmc.runner import RunSettings
 
 DEFAULT_TIMEOUT = 120.0
@@ -35,8 +36,15 @@ RUN_CONFIG_DEFAULTS: dict[str, Any] = {
     "timeout": DEFAULT_TIMEOUT,
     "manifest": "manifest.json",
     "out": "runs/federated",
+    "dp-clip": 0.0,
+    "dp-delta": 1e-6,
+    "dp-epsilon": 0.0,
+    "dp-noise": -1.0,
+    "dp-setup-scale": 1.0,
+    "dp-setup-clip": 0.0,
 }
-"""Every key of the run configuration with its default (``active = 0``: every client)."""
+"""Every key of the run configuration with its default (``active = 0``: every client; the
+user-level DP options of ``fedmc run``, ``0`` or, for the noise, ``-1``: not given)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,13 @@ class FederatedRun:
         """The algorithm's validated ``Config``."""
         return self.algorithm.Config(**self.params)
 
+    def privacy(self) -> UserDP | None:
+        """The run's user-level DP (central: the clients clip, the server adds the noise to
+        every sum), None when off."""
+        r = self.run
+        return user_dp(r.user_dp_clip, r.user_dp_delta, r.user_dp_epsilon, r.user_dp_noise,
+                       r.user_dp_setup_scale, r.user_dp_setup_clip)
+
     def run_config(self) -> dict[str, Any]:
         """The flat run configuration (every key of :data:`RUN_CONFIG_DEFAULTS`)."""
         run = self.run
@@ -97,6 +112,12 @@ class FederatedRun:
             "timeout": self.timeout,
             "manifest": str(self.manifest),
             "out": str(self.out),
+            "dp-clip": run.user_dp_clip or 0.0,
+            "dp-delta": run.user_dp_delta,
+            "dp-epsilon": run.user_dp_epsilon or 0.0,
+            "dp-noise": -1.0 if run.user_dp_noise is None else run.user_dp_noise,
+            "dp-setup-scale": run.user_dp_setup_scale,
+            "dp-setup-clip": run.user_dp_setup_clip or 0.0,
         }
 
     @classmethod
@@ -112,6 +133,11 @@ class FederatedRun:
                 algorithm=c["algorithm"], rounds=c["rounds"], active=c["active"] or None,
                 sampling=c["sampling"], participation=c["participation"] or None,
                 dropout=c["dropout"], eval_every=c["eval-every"], seed=c["seed"],
+                user_dp_clip=c["dp-clip"] or None, user_dp_delta=c["dp-delta"],
+                user_dp_epsilon=c["dp-epsilon"] or None,
+                user_dp_noise=None if c["dp-noise"] < 0 else c["dp-noise"],
+                user_dp_setup_scale=c["dp-setup-scale"],
+                user_dp_setup_clip=c["dp-setup-clip"] or None,
             )
         except (ValueError, ValidationError) as exc:
             raise ConfigError(f"bad run configuration: {exc}") from None

@@ -152,3 +152,16 @@ class UserDP:
                     f"at delta={self.delta:g} with noise {self.noise:g}, over the budget "
                     f"{self.epsilon:g}: raise --dp-noise, or lower --rounds or the sampling rate")
         return self.noise
+
+
+def user_dp(clip: float | None, delta: float, epsilon: float | None, noise: float | None,
+            setup_scale: float = 1.0, setup_clip: float | None = None) -> UserDP | None:
+    """The run's :class:`UserDP` from its options, None when DP is off (neither a budget nor
+    a noise multiplier); a clip alone, or a budget without a clip, is refused."""
+    if epsilon is None and noise is None:
+        if clip is not None:
+            raise ConfigError("--dp-clip needs --dp-epsilon or --dp-noise")
+        return None
+    if clip is None:
+        raise ConfigError("user-level DP needs --dp-clip (the L2 bound of one upload)")
+    return UserDP(clip, delta, epsilon, noise, setup_scale, setup_clip)
