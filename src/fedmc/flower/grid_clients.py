@@ -121,8 +121,7 @@ class GridClients:
             summed, included, nbytes = done.summed, done.included, done.nbytes
             if evaluate is not None:
                 sums = done.sums
-                self._end(number, previous, "evaluate", np.arange(self.n_clients),
-                          done.evaluated)
+                self._end(number, previous, "evaluate", self.everyone, done.evaluated)
         else:
             replies = self._send(number, msg, evaluate)
             included = sorted(set(replies) & set(msg.compute.tolist()))
@@ -140,13 +139,14 @@ class GridClients:
                         noised=True, sums=sums)
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
-        """Every client's evaluation sums under ``model``, added up (in client order)."""
-        everyone = np.arange(self.n_clients, dtype=np.int64)
-        msg = Message(self._round, "evaluate", everyone, everyone[:0], {})
-        number = self._begin(msg.round, msg.phase, everyone)
+        """Every client's evaluation sums under ``model``, added up (in client order): a
+        message that asks no client for a step, with the model."""
+        none = self.everyone[:0]
+        msg = Message(self._round, "evaluate", none, none, {})
+        number = self._begin(msg.round, msg.phase, self.everyone)
         if self.secure is not None:
             total, included = self.secure.evaluate(self, number, msg, model)
-            self._end(number, msg.round, "evaluate", everyone, included)
+            self._end(number, msg.round, "evaluate", self.everyone, included)
             return total
         return self._added_sums(number, msg.round, self._send(number, msg, model))
 
@@ -158,9 +158,13 @@ class GridClients:
         for c in sorted(replies):
             for key, value in unpack_sums(replies[c]).items():
                 total[key] = total.get(key, 0.0) + value
-        everyone = np.arange(self.n_clients, dtype=np.int64)
-        self._end(number, round_, "evaluate", everyone, sorted(replies))
+        self._end(number, round_, "evaluate", self.everyone, sorted(replies))
         return total
+
+    @property
+    def everyone(self) -> np.ndarray:
+        """Every client id, ``0 .. p-1``."""
+        return np.arange(self.n_clients, dtype=np.int64)
 
     def user_factors(self) -> np.ndarray:
         """Not available: user factors never leave the clients."""
@@ -183,11 +187,10 @@ class GridClients:
         """A plain exchange: the client step of ``msg.compute`` and, with ``model``, every
         client's evaluation of it (the only task of the clients outside ``msg.compute``); the
         replies' contents by client."""
-        everyone = np.arange(self.n_clients, dtype=np.int64)
-        nodes = self.nodes(msg.compute if model is None else everyone)
+        nodes = self.nodes(msg.compute if model is None else self.everyone)
         client_of = {node: c for c, node in nodes.items()}
         content = pack_message(self.envelope(number, msg, nodes, model))
-        compute = set(msg.compute.tolist()) if msg.phase != "evaluate" else set()
+        compute = set(msg.compute.tolist())
         out = [FlowerMessage(content, dst_node_id=node, group_id=str(msg.round),
                              message_type="train.step" if c in compute else "evaluate")
                for c, node in nodes.items()]

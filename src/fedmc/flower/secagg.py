@@ -213,9 +213,10 @@ class SecureSum:
                  model: Mapping[str, np.ndarray] | None = None) -> SecureExchange:
         """The client step of ``msg.compute`` (clients that do not upload add zeros) and, with
         ``model``, every client's evaluation of it, in one secure sum."""
-        members = msg.compute if model is None else np.arange(clients.n_clients)
+        members = msg.compute if model is None else clients.everyone
         sums, included, nbytes = self._run(clients, number, msg, members, "step", model)
-        computed = [c for c in included if c in set(msg.compute.tolist())]
+        computing = set(msg.compute.tolist())
+        computed = [c for c in included if c in computing]
         weight = dict(zip(*np.unique(msg.upload, return_counts=True), strict=True))
         arrays = {name: sums[name].reshape(shape) if name in sums else np.zeros(shape)
                   for name, shape in shapes.items()}
@@ -232,7 +233,8 @@ class SecureSum:
         for name, e in learned:
             if name.startswith(EVALUATION):
                 self.exponents["evaluate"].setdefault(name[len(EVALUATION):], e)
-        sums, included, _ = self._run(clients, number, msg, msg.compute, "evaluate", model)
+        sums, included, _ = self._run(clients, number, msg, clients.everyone, "evaluate",
+                                      model)
         return {name: float(v[0]) for name, v in sums.items()}, included
 
     def _run(self, clients: GridClients, number: int, msg: ProtocolMessage,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -70,10 +71,11 @@ class Envelope:
             "compute": m.compute.tolist(), "upload": m.upload.tolist(),
             "flags": {k: float(v) for k, v in m.flags.items()},
             "arrays": sorted(m.arrays), "included": {str(c): e for c, e in self.included.items()},
-            "extra": dict(self.extra), "model": self._model_keys(),
+            "extra": dict(self.extra), "model": self.model_keys,
         })
 
-    def _model_keys(self) -> dict[str, str] | None:
+    @cached_property
+    def model_keys(self) -> dict[str, str] | None:
         """Where each array of the model travels: under the message array it equals, or under
         ``model/NAME``."""
         if self.model is None:
@@ -84,7 +86,7 @@ class Envelope:
 
     def payload(self) -> dict[str, np.ndarray]:
         """Every array that travels, by the name it travels under."""
-        extra = {key: self.model[name] for name, key in (self._model_keys() or {}).items()
+        extra = {key: self.model[name] for name, key in (self.model_keys or {}).items()
                  if key != name}
         return {**self.message.arrays, **extra}
 
