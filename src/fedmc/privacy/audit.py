@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import linalg, stats
 
 from fedmc.algorithms.fedmavg.config import ModelAveragingConfig
 from fedmc.algorithms.rfrec.client import ADAM_EPS
@@ -170,12 +170,12 @@ def decode_rank_one(rows: np.ndarray, V: np.ndarray, scale: float, grid: np.ndar
 
     ``hidden``: a column the rows leave out (FedMC-ADMM's round uploads zero the column of
     ``V`` fixed to 1, whose partner in ``u`` is the user's bias ``h``): then
-    ``u = t w + h e`` and :func:`_decode_with_hidden` searches ``t`` and ``h`` together.
+    ``u = t w + h e`` and :func:`_decode_with_hidden` finds ``t`` and ``h`` together.
     """
     w = np.linalg.svd(rows, full_matrices=False)[2][0]
     c, b = rows @ w, V @ w
     if hidden is not None:
-        return _decode_with_hidden(c, b, V[:, hidden], scale, grid, damping, n_minima)
+        return _decode_with_hidden(c, b, V[:, hidden], scale, grid, damping)
 
     def ratings(t: np.ndarray) -> np.ndarray:
         t = t[:, None]
@@ -193,43 +193,32 @@ def decode_rank_one(rows: np.ndarray, V: np.ndarray, scale: float, grid: np.ndar
 
 
 def _decode_with_hidden(c: np.ndarray, b: np.ndarray, e: np.ndarray, scale: float,
-                        grid: np.ndarray, damping: float, n_minima: int) -> np.ndarray:
+                        grid: np.ndarray, damping: float, chunk: int = 50_000) -> np.ndarray:
     """:func:`decode_rank_one` when ``u`` also has a component ``h`` the rows do not show (on
     the unit vector of a column ``e_j = V[j, column]``): ``m_j = c_j (1 + damping (t^2 + h^2))
-    / (scale t) + t b_j + h e_j``. A coarse grid of ``t`` (400 magnitudes of both signs) and
-    ``h`` (-4 to 4 by 0.02) scored on at most 40 ratings, then four ever finer local
-    refinements of each of the ``3 n_minima`` best local minima on all ratings, each kept
-    apart. Known miss: a user who gave nearly every item the same rating, whose true basin is
-    narrower than the coarse grid, while a fit with ``h`` one rating step away and another
-    ``t`` is nearly as good (one of 187 first visits on ML-100K, ``docs/privacy.md``)."""
-
-    def ratings(t: np.ndarray, h: np.ndarray, few: slice | np.ndarray = slice(None)):
-        t, h = t[:, None], h[:, None]
-        return (c[None, few] * (1.0 + damping * (t**2 + h**2)) / (scale * t)
-                + b[None, few] * t + e[None, few] * h)
-
-    def around(t: np.ndarray, h: np.ndarray, dt: float, dh: float, n: int):
-        T, H = np.meshgrid(np.linspace(1 - dt, 1 + dt, n), np.linspace(-dh, dh, n),
-                           indexing="ij")
-        return (t[:, None] * T.ravel()).ravel(), (h[:, None] + H.ravel()).ravel()
-
-    mags = np.logspace(-4, 2, 400)
-    T, H = np.meshgrid(np.concatenate([mags, -mags]), np.linspace(-4, 4, 401), indexing="ij")
-    t, h = T.ravel(), H.ravel()
-    cost = _grid_costs(ratings(t, h, np.arange(min(len(c), 40))), grid).reshape(T.shape)
-    padded = np.pad(cost, 1, constant_values=np.inf)
-    lowest = np.all([cost <= padded[1 + dt:1 + dt + cost.shape[0], 1 + dh:1 + dh + cost.shape[1]]
-                     for dt in (-1, 0, 1) for dh in (-1, 0, 1)], axis=0)
-    minima = np.flatnonzero(lowest.ravel())  # local minima of the coarse grid, best first
-    keep = minima[np.argsort(cost.ravel()[minima])[:3 * n_minima]]
-    t, h = t[keep], h[keep]
-    for dt, dh in ((0.03, 0.02), (0.002, 0.002), (1e-4, 1e-4), (5e-6, 5e-6)):
-        near_t, near_h = around(t, h, dt, dh, 21)
-        cost = _grid_costs(ratings(near_t, near_h), grid).reshape(len(t), -1)
-        pick = np.arange(len(t)) * cost.shape[1] + np.argmin(cost, axis=1)  # each its best
-        t, h = near_t[pick], near_h[pick]
-    best = int(np.argmin(_grid_costs(ratings(t, h), grid)))
-    return _nearest(ratings(t[best:best + 1], h[best:best + 1])[0], grid)
+    / (scale t) + t b_j + h e_j``, that is ``m_j = a c_j + t b_j + h e_j`` with
+    ``a scale t = 1 + damping (t^2 + h^2)``: linear in ``(a, t, h)``. Three ratings (the
+    best-conditioned rows of ``[c b e]``, pivoted QR) fix ``(a, t, h)`` for each of the
+    ``len(grid)^3`` values they may take; the values whose ``(a, t, h)`` put every other rating
+    on the grid and meet the constraint are the user's. Exhaustive: no basin to miss (a user
+    who gives nearly every item the same rating, a fit with ``h`` one rating step away is as
+    good on the grid, and only the constraint tells them apart). Fewer than three rows: the
+    least-norm ``(a, t, h)`` of each assignment. ``chunk``: assignments scored at once."""
+    X = np.column_stack([c, b, e])
+    pick = linalg.qr(X.T, pivoting=True, mode="r")[1][:min(3, len(c))]
+    solve = np.linalg.pinv(X[pick])
+    n_grid, k = len(grid), len(pick)
+    best, best_cost = None, np.inf
+    for lo in range(0, n_grid**k, chunk):
+        index = np.arange(lo, min(lo + chunk, n_grid**k))
+        values = grid[np.stack(np.unravel_index(index, (n_grid,) * k), axis=1)]
+        a, t, h = solve @ values.T
+        m = (X @ np.stack([a, t, h])).T
+        cost = _grid_costs(m, grid) + (a * scale * t - 1.0 - damping * (t**2 + h**2)) ** 2
+        i = int(np.argmin(cost))
+        if cost[i] < best_cost:
+            best, best_cost = m[i], float(cost[i])
+    return _nearest(best, grid)
 
 
 def decode_fedmavg(rows: np.ndarray, V: np.ndarray, factor: float, steps: int,
