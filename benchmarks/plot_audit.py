@@ -24,31 +24,40 @@ NAMES = {"fedmc-admm": "FedMC-ADMM", "fedmavg": "FedMAvg", "rfrec": "RFRec"}
 VIEWS = {"plain": "plain uploads", "secagg": "SecAgg sums", "dp": "SecAgg + DP (eps 8)"}
 
 
-def bars(folder: Path) -> list[tuple[str, float, float]]:
-    """(label, precision / base rate, recall) of each view of one audit: its best
-    first-observation attack."""
+def bars(folder: Path) -> list[tuple[str, float, float, tuple[float, float]]]:
+    """(label, precision / base rate, recall, the ratio's interval) of each view of one audit:
+    its best first-observation attack (pooled over the seeds of ``--repeat``, if any; the
+    interval is the ratio itself for one seed)."""
     config = json.loads((folder / "config.json").read_text())
     name = NAMES.get(config["algorithm"], config["algorithm"])
     if "consensus" in config["params"]:
         name += f" ({config['params']['consensus']})"
     best: dict[str, dict] = {}
     for r in json.loads((folder / "audit.json").read_text()):
+        if r.get("seeds", config.get("seeds")) != config.get("seeds"):
+            continue  # one seed's row of a pooled audit
         if r["attack"] not in ("first", "first-round") or r["precision"] is None:
             continue
         if not math.isfinite(r["precision"]):
             continue
         if r["view"] not in best or r["precision"] > best[r["view"]]["precision"]:
             best[r["view"]] = r
-    return [(f"{name}\n{VIEWS[view]}", r["precision"] / r["base_rate"], r["recall"])
-            for view, r in best.items()]
+    out = []
+    for view, r in best.items():
+        ratio = r["precision"] / r["base_rate"]
+        label = f"{name}\n{VIEWS[view]}" + (f", {config['repeat']} seeds"
+                                            if config.get("repeat", 1) > 1 else "")
+        out.append((label, ratio, r["recall"],
+                    (ratio - r.get("ratio_low", ratio), r.get("ratio_high", ratio) - ratio)))
+    return out
 
 
 def main(target: str, folders: list[str]) -> None:
     data = [bar for folder in folders for bar in bars(Path(folder))]
-    labels, lift, recall = zip(*data, strict=True)
+    labels, lift, recall, interval = zip(*data, strict=True)
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 0.45 * len(labels) + 1.2), sharey=True)
     y = range(len(labels))
-    left.barh(y, lift, color="tab:red")
+    left.barh(y, lift, color="tab:red", xerr=list(zip(*interval, strict=True)), capsize=2)
     left.axvline(1.0, color="k", lw=0.8, ls="--")
     left.axvline(1.5, color="grey", lw=0.8, ls=":")
     left.set_xscale("log")

@@ -165,3 +165,26 @@ def test_the_paper_consensus_rounds_give_the_rated_sets_through_the_previous_vis
     first_round = next(r for r in rows if r["attack"] == "first-round")
     assert first_round["precision"] == first_round["recall"] == 1.0
     assert first_round["clients"] > 10
+
+
+def test_pooled_runs_weigh_each_client_and_rating_once():
+    """pool_runs: precision over every guessed client of every run, RMSE over every rating,
+    an interval from the runs' own ratios (Student's t, 1 degree of freedom here)."""
+    from fedmc.privacy.audit_run import pool_runs
+
+    def runs(p, g, b, c, rmse, n):
+        return [{"view": "dp", "attack": "first", "precision": p, "recall": 0.5, "base_rate": b,
+                 "guessed": g, "clients": c, "ratio": p / b},
+                {"view": "dp", "attack": "ratings", "rmse": rmse, "rmse_mean": 1.0,
+                 "accuracy": 0.5, "accuracy_mean": 0.5, "ratings": n, "clients": 1}]
+
+    first, ratings = audit_pool = pool_runs([runs(0.2, 1, 0.1, 2, 1.0, 1),
+                                             runs(0.0, 3, 0.1, 2, 2.0, 3),
+                                             runs(np.nan, 0, 0.1, 4, np.nan, 0)])
+    assert len(audit_pool) == 2
+    assert first["precision"] == pytest.approx(0.05) and first["guessed"] == 4
+    assert first["base_rate"] == pytest.approx(0.1) and first["ratio"] == pytest.approx(0.5)
+    half = 12.706204736 * np.std([2.0, 0.0], ddof=1) / np.sqrt(2)
+    assert first["ratio_high"] - first["ratio"] == pytest.approx(half)
+    assert ratings["rmse"] == pytest.approx(np.sqrt((1.0 + 3 * 4.0) / 4))
+    assert ratings["ratings"] == 4 and ratings["clients"] == 3

@@ -31,9 +31,27 @@ def test_audit_writes_its_files_and_finds_the_plain_uploads_secrets(monkeypatch,
     assert code == 2 and "already holds a run" in err
 
 
+def test_audit_repeats_seeds_and_pools_them(monkeypatch, capsys, tmp_path,
+                                            ratings_csv):  # noqa: F811
+    out = tmp_path / "audit"
+    code, stdout, err = invoke(monkeypatch, capsys, "audit", "--ratings", ratings_csv, "-a",
+                               "fedmavg", "-P", "rank=2", "--rounds", 2, "--active", 4,
+                               "--view", "secagg", "--seed", 3, "--repeat", 2, "--out", out)
+    assert code == 0, err
+    rows = json.loads((out / "audit.json").read_text())
+    assert [r["seeds"] for r in rows] == ["3"] * 3 + ["4"] * 3 + ["3-4"] * 3
+    pooled = {r["attack"]: r for r in rows if r["seeds"] == "3-4"}
+    assert pooled["first"]["clients"] == sum(r["clients"] for r in rows
+                                             if r["attack"] == "first" and r["seeds"] != "3-4")
+    assert pooled["first"]["ratio_low"] <= pooled["first"]["ratio"] <= pooled["first"]["ratio_high"]
+    assert "seeds 3-4 pooled" in stdout and "seed 4 (2 of 2)" in err
+    assert json.loads((out / "config.json").read_text())["seeds"] == "3-4"
+
+
 def test_audit_refuses_bad_settings(monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
     for extra, needle in ((["--view", "cohort"], "--view takes"), (["-a", "als"], "audit knows"),
-                          (["--active", "some"], "--active takes")):
+                          (["--active", "some"], "--active takes"),
+                          (["--repeat", "0"], "--repeat must be")):
         code, _, err = invoke(monkeypatch, capsys, "audit", "--ratings", ratings_csv,
                               "--out", tmp_path / "x", *extra)
         assert code == 2 and needle in err, err

@@ -1,15 +1,18 @@
 """``fedmc audit``: play the curious server against one algorithm (``docs/privacy.md``).
 
 ``register(app, parse_params)`` adds the command to the ``fedmc`` Typer app. The audit runs the
-algorithm with one user per client once per server view (:mod:`fedmc.privacy.audit_run`) and
-writes ``config.json``, ``audit.json`` and ``audit.csv`` to ``--out DIR`` (checked, locked and
-written as a run's folder, :mod:`fedmc.run_folder`), and a table on stdout. Bad input exits 2
-with a one-line reason (``fedmc.cli.main``).
+algorithm with one user per client once per server view (:mod:`fedmc.privacy.audit_run`),
+for ``--repeat`` seeds, and writes ``config.json``, ``audit.json`` and ``audit.csv`` to ``--out
+DIR`` (checked, locked and written as a run's folder, :mod:`fedmc.run_folder`): the rows of
+each seed and, with several, the pooled rows (:func:`fedmc.privacy.audit_run.pool_runs`; the
+``seeds`` column tells them apart). The table on stdout shows the pooled rows (or the one
+seed's). Bad input exits 2 with a one-line reason (``fedmc.cli.main``).
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from collections.abc import Callable
@@ -23,9 +26,9 @@ from rich.table import Table
 from fedmc.errors import ConfigError
 
 AUDIT_FILES = ("config.json", "audit.json", "audit.csv", "status.json")
-COLUMNS = ("algorithm", "view", "attack", "precision", "recall", "base_rate", "guessed",
-           "rmse", "accuracy", "rmse_mean", "accuracy_mean", "ratings", "clients", "dp_noise",
-           "epsilon")
+COLUMNS = ("seeds", "algorithm", "view", "attack", "precision", "recall", "base_rate", "ratio",
+           "ratio_low", "ratio_high", "guessed", "rmse", "accuracy", "rmse_mean", "accuracy_mean",
+           "ratings", "clients", "dp_noise", "epsilon")
 err = Console(stderr=True)
 out = Console()
 
@@ -58,6 +61,10 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
         dp_clip: Annotated[float, typer.Option(help="dp view: L2 bound of one client's "
                                                "upload.")] = 0.3,
         seed: Annotated[int, typer.Option(help="Seed of split, init and sampling.")] = 0,
+        repeat: Annotated[int, typer.Option(help="Audit seeds seed .. seed+N-1 and pool them "
+                                            "(one run's DP figures vary from seed to seed; "
+                                            "the pooled rows carry a 95% interval of the "
+                                            "precision over the base rate).")] = 1,
         out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default "
                                                      "runs/<time>-audit-<algorithm>-<data>)."
                                                      )] = None,
@@ -72,13 +79,15 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
         from fedmc.files import strict_json, write_atomic
         from fedmc.pipeline import DataSettings, federate, load_ratings
         from fedmc.privacy.accounting import UserDP
-        from fedmc.privacy.audit_run import VIEWS, AuditSettings, run_audit
+        from fedmc.privacy.audit_run import VIEWS, AuditSettings, pool_runs, run_audit
         from fedmc.run_folder import RunFolder
         from fedmc.runner import versions
 
         views = VIEWS if not view or "all" in view else tuple(dict.fromkeys(view))
         if active != "all" and not active.isdigit():
             raise ConfigError(f"--active takes a number of clients or 'all', got {active!r}")
+        if repeat < 1:
+            raise ConfigError(f"--repeat must be >= 1, got {repeat}")
         _, params, defaulted = apply_protocol(
             algorithm, {**dict.fromkeys(PROTOCOL_OPTIONS), "partition": "user"},
             parse_params(param or []))
@@ -91,20 +100,32 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
         folder = RunFolder(out_dir, f"audit-{algorithm}-{data_settings.source}", overwrite,
                            AUDIT_FILES)
         target = folder.claim()
+        seeds = range(seed, seed + repeat)
+        label = str(seed) if repeat == 1 else f"{seed}-{seeds[-1]}"
         with interrupt_marks(folder):
-            data = federate(load_ratings(data_settings, progress=not quiet), data_settings)
-            rows = run_audit(data, settings, None if quiet else
-                             lambda v: err.print(f"audit: {algorithm}, {v} view", markup=False))
+            runs = []
+            for s in seeds:
+                run_data = data_settings.model_copy(update={"seed": s})
+                data = federate(load_ratings(run_data, progress=not quiet and s == seed),
+                                run_data)
+                step = f", seed {s} ({s - seed + 1} of {repeat})" if repeat > 1 else ""
+                runs.append([{"seeds": str(s), **r} for r in run_audit(
+                    data, dataclasses.replace(settings, seed=s), None if quiet else
+                    lambda v, step=step: err.print(f"audit: {algorithm}, {v} view{step}",
+                                                   markup=False))])
+            shown = runs[0] if repeat == 1 else [{**r, "seeds": label} for r in pool_runs(runs)]
+            rows = [r for run in runs for r in run] + (shown if repeat > 1 else [])
             config = {"algorithm": algorithm, "params": resolved,
                       "defaulted": [name for name in defaulted if name in params],
                       "rounds": rounds, "active": settings.active, "views": list(views),
                       "dp": {"epsilon": dp_epsilon, "delta": dp_delta, "clip": dp_clip},
                       "data": data_settings.model_dump(mode="json"), "seed": seed,
-                      "versions": versions()}
+                      "repeat": repeat, "seeds": label, "versions": versions()}
             write_atomic(target / "config.json", strict_json(config))
             write_atomic(target / "audit.json", strict_json(rows))
             write_atomic(target / "audit.csv", _csv(rows))
-        _table(rows, f"audit of {algorithm} on {data_settings.source}")
+        _table(shown, f"audit of {algorithm} on {data_settings.source}"
+               + (f", seeds {label} pooled" if repeat > 1 else ""))
         err.print(f"wrote {target}/config.json, audit.json, audit.csv", soft_wrap=True)
 
 
@@ -121,18 +142,22 @@ def _csv(rows: list[dict[str, Any]]) -> str:
 
 def _table(rows: list[dict[str, Any]], title: str) -> None:
     """One line per (view, attack): the rated-set attacks' precision and recall against the
-    base rate, the reconstruction's RMSE and like/dislike accuracy against the mean's."""
+    base rate (lift: precision over base rate, with its interval when runs are pooled), the
+    reconstruction's RMSE and like/dislike accuracy against the mean's."""
     table = Table(title=title, show_header=True, header_style="bold")
-    for name in ("view", "attack", "found", "guessing", "scored"):
+    for name in ("view", "attack", "found", "guessing", "lift", "scored"):
         table.add_column(name)
     for r in rows:
         if r["attack"] == "ratings":
             table.add_row(r["view"], "ratings",
                           f"RMSE {r['rmse']:.4f}, acc. {r['accuracy']:.3f}",
-                          f"mean: {r['rmse_mean']:.4f}, {r['accuracy_mean']:.3f}",
+                          f"mean: {r['rmse_mean']:.4f}, {r['accuracy_mean']:.3f}", "",
                           f"{r['ratings']} ratings")
         else:
+            interval = (f" [{r['ratio_low']:.2f}, {r['ratio_high']:.2f}]" if "ratio_low" in r
+                        else "")
             table.add_row(r["view"], r["attack"],
                           f"P {r['precision']:.3f}, R {r['recall']:.3f}",
-                          f"P {r['base_rate']:.3f}", f"{r['guessed']}/{r['clients']} clients")
+                          f"P {r['base_rate']:.3f}", f"{r['ratio']:.2f}x{interval}",
+                          f"{r['guessed']}/{r['clients']}")
     out.print(table)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from fedmc.algorithms import get_algorithm
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
@@ -320,8 +321,60 @@ def run_audit(data: FederatedData, settings: AuditSettings,
         if any(o.round == 0 for o in shown):  # a set-up upload: the rounds' on their own too
             attacks.append(("first-round", [o for o in shown if o.round > 0], False))
         for attack, seen, intersect in attacks:
-            guesses = rated_sets(seen, target.reference, std, intersect)
-            out.append({**head, "attack": attack,
-                        **set_scores(guesses, items, data.n_items)})
+            scores = set_scores(rated_sets(seen, target.reference, std, intersect), items,
+                                data.n_items)
+            out.append({**head, "attack": attack, **scores,
+                        "ratio": scores["precision"] / scores["base_rate"]})
         out.append({**head, "attack": "ratings", **reconstruction(target, obs, std)})
     return out
+
+
+def pool_runs(runs: Sequence[Sequence[Mapping[str, Any]]], level: float = 0.95,
+              ) -> list[dict[str, Any]]:
+    """One row per (view, attack) over ``runs``, the rows of :func:`run_audit` for several
+    seeds (``fedmc audit --repeat``): one run's precision rests on a few dozen cohorts' guesses,
+    so under DP it varies from run to run by about a third of the base rate.
+
+    Rated sets: precision over every guessed client of every run, recall and base rate over
+    every scored client, ``ratio`` the pooled precision over the pooled base rate, and
+    ``ratio_low``/``ratio_high`` its ``level`` interval from the spread of the runs' own ratios
+    (Student's t over the runs with a guess; runs are independent, a run's clients are not).
+    Ratings: every decoded rating of every run (RMSE and accuracies pooled by their counts)."""
+    pooled: list[dict[str, Any]] = []
+    keys = list(dict.fromkeys((r["view"], r["attack"]) for run in runs for r in run))
+    for view, attack in keys:
+        rows = [r for run in runs for r in run if (r["view"], r["attack"]) == (view, attack)]
+        row = dict(rows[0])
+        if attack == "ratings":
+            for key in ("rmse", "rmse_mean"):
+                row[key] = float(np.sqrt(_weighted(rows, key, "ratings", power=2)))
+            for key in ("accuracy", "accuracy_mean"):
+                row[key] = _weighted(rows, key, "ratings")
+            row.update(ratings=sum(r["ratings"] for r in rows),
+                       clients=sum(r["clients"] for r in rows))
+            pooled.append(row)
+            continue
+        row.update(precision=_weighted(rows, "precision", "guessed"),
+                   recall=_weighted(rows, "recall", "clients"),
+                   base_rate=_weighted(rows, "base_rate", "clients"),
+                   guessed=sum(r["guessed"] for r in rows),
+                   clients=sum(r["clients"] for r in rows))
+        row["ratio"] = row["precision"] / row["base_rate"]
+        ratios = np.array([r["ratio"] for r in rows if r["guessed"]])
+        if len(ratios) > 1:
+            half = (stats.t.ppf(0.5 + level / 2, len(ratios) - 1)
+                    * ratios.std(ddof=1) / np.sqrt(len(ratios)))
+            row.update(ratio_low=row["ratio"] - half, ratio_high=row["ratio"] + half)
+        pooled.append(row)
+    return pooled
+
+
+def _weighted(rows: Sequence[Mapping[str, Any]], key: str, weight: str,
+              power: int = 1) -> float:
+    """The mean of ``rows[key] ** power`` weighted by ``rows[weight]`` (NaN when no row has
+    weight: nothing scored)."""
+    kept = [r for r in rows if r[weight]]
+    if not kept:
+        return np.nan
+    w = np.array([r[weight] for r in kept], dtype=float)
+    return float(w @ np.array([r[key] for r in kept]) ** power / w.sum())
