@@ -176,7 +176,8 @@ def test_pooled_runs_weigh_each_client_and_rating_once():
         return [{"view": "dp", "attack": "first", "precision": p, "recall": 0.5, "base_rate": b,
                  "guessed": g, "clients": c, "ratio": p / b},
                 {"view": "dp", "attack": "ratings", "rmse": rmse, "rmse_mean": 1.0,
-                 "accuracy": 0.5, "accuracy_mean": 0.5, "ratings": n, "clients": 1}]
+                 "accuracy": 0.5, "accuracy_mean": 0.5, "accuracy_constant": 0.6,
+                 "ratings": n, "clients": 1}]
 
     first, ratings = audit_pool = pool_runs([runs(0.2, 1, 0.1, 2, 1.0, 1),
                                              runs(0.0, 3, 0.1, 2, 2.0, 3),
@@ -188,3 +189,12 @@ def test_pooled_runs_weigh_each_client_and_rating_once():
     assert first["ratio_high"] - first["ratio"] == pytest.approx(half)
     assert ratings["rmse"] == pytest.approx(np.sqrt((1.0 + 3 * 4.0) / 4))
     assert ratings["ratings"] == 4 and ratings["clients"] == 3
+    assert ratings["accuracy_constant"] == pytest.approx(0.6)
+
+
+def test_rating_scores_compare_with_the_mean_and_the_better_constant_guess():
+    scores = audit.rating_scores(np.array([5.0, 4.0, 2.0, 4.0]), np.array([5.0, 4.0, 4.0, 1.0]),
+                                 mean=3.5, like=4.0)
+    assert scores["rmse"] == pytest.approx(np.sqrt((0 + 0 + 4 + 9) / 4))
+    assert scores["accuracy"] == 0.5 and scores["accuracy_mean"] == 0.25
+    assert scores["accuracy_constant"] == 0.75  # three likes of four

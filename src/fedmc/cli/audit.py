@@ -28,7 +28,7 @@ from fedmc.errors import ConfigError
 AUDIT_FILES = ("config.json", "audit.json", "audit.csv", "status.json")
 COLUMNS = ("seeds", "algorithm", "view", "attack", "precision", "recall", "base_rate", "ratio",
            "ratio_low", "ratio_high", "guessed", "rmse", "accuracy", "rmse_mean", "accuracy_mean",
-           "ratings", "clients", "dp_noise", "epsilon")
+           "accuracy_constant", "ratings", "clients", "dp_noise", "epsilon")
 err = Console(stderr=True)
 out = Console()
 
@@ -151,7 +151,8 @@ def _table(rows: list[dict[str, Any]], title: str) -> None:
         if r["attack"] == "ratings":
             table.add_row(r["view"], "ratings",
                           f"RMSE {r['rmse']:.4f}, acc. {r['accuracy']:.3f}",
-                          f"mean: {r['rmse_mean']:.4f}, {r['accuracy_mean']:.3f}", "",
+                          f"mean: {r['rmse_mean']:.4f}, {r['accuracy_mean']:.3f} "
+                          f"(constant {r['accuracy_constant']:.3f})", "",
                           f"{r['ratings']} ratings")
         else:
             interval = (f" [{r['ratio_low']:.2f}, {r['ratio_high']:.2f}]" if "ratio_low" in r

@@ -305,9 +305,12 @@ def _nearest(m: np.ndarray, grid: np.ndarray) -> np.ndarray:
 def rating_scores(predicted: np.ndarray, true: np.ndarray, mean: float,
                   like: float) -> dict[str, float]:
     """RMSE and like/dislike accuracy (a rating ``>= like`` is a like) of ``predicted``
-    against ``true`` ratings (original scale), and of predicting ``mean`` for every rating."""
+    against ``true`` ratings (original scale), of predicting ``mean`` for every rating, and the
+    accuracy of the better constant guess (all likes or all dislikes, ``accuracy_constant``):
+    the mean's accuracy is one of the two, not necessarily the better one."""
     likes = true >= like
     return {"rmse": float(np.sqrt(np.mean((predicted - true) ** 2))),
             "accuracy": float(np.mean((predicted >= like) == likes)),
             "rmse_mean": float(np.sqrt(np.mean((mean - true) ** 2))),
-            "accuracy_mean": float(np.mean((mean >= like) == likes))}
+            "accuracy_mean": float(np.mean((mean >= like) == likes)),
+            "accuracy_constant": float(max(likes.mean(), 1.0 - likes.mean()))}

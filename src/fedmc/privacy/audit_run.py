@@ -277,7 +277,7 @@ def reconstruction(target: Target, obs: Sequence[Observation], noise_std: float,
     mean = float(norm.inverse(tr.values).mean())
     if not true:
         return {"rmse": np.nan, "accuracy": np.nan, "rmse_mean": np.nan,
-                "accuracy_mean": np.nan, "ratings": 0, "clients": 0}
+                "accuracy_mean": np.nan, "accuracy_constant": np.nan, "ratings": 0, "clients": 0}
     scores = rating_scores(norm.inverse(np.array(predicted)), norm.inverse(np.array(true)),
                            mean, LIKE)
     return {**scores, "ratings": len(true), "clients": len(done)}
@@ -348,7 +348,7 @@ def pool_runs(runs: Sequence[Sequence[Mapping[str, Any]]], level: float = 0.95,
         if attack == "ratings":
             for key in ("rmse", "rmse_mean"):
                 row[key] = float(np.sqrt(_weighted(rows, key, "ratings", power=2)))
-            for key in ("accuracy", "accuracy_mean"):
+            for key in ("accuracy", "accuracy_mean", "accuracy_constant"):
                 row[key] = _weighted(rows, key, "ratings")
             row.update(ratings=sum(r["ratings"] for r in rows),
                        clients=sum(r["clients"] for r in rows))
