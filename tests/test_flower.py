@@ -34,7 +34,7 @@ from fedmc.flower.wire import (  # noqa: E402
 from fedmc.pipeline import DataSettings, federate, load_ratings  # noqa: E402
 from fedmc.runner import RunSettings  # noqa: E402
 from fedmc.sim.history import History  # noqa: E402
-from fedmc.sim.loop import simulate  # noqa: E402
+from fedmc.sim.loop import Simulation, simulate  # noqa: E402
 from fedmc.sim.sampling import make_sampler  # noqa: E402
 from fedmc.testing import assert_same_history  # noqa: E402
 
@@ -159,13 +159,17 @@ def test_a_node_stays_quiet_for_most_of_the_usual_gap_and_then_polls():
     assert poller.pause(30.0) == 0.5  # long idle: at most the longest interval
 
 
-def simulated(settings: DataSettings, run: RunSettings, params: dict) -> History:
+def simulation(settings: DataSettings, run: RunSettings, params: dict) -> Simulation:
     data = federate(load_ratings(settings), settings)
     sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)
     algorithm = get_algorithm(run.algorithm).algorithm
     cfg = algorithm.Config(**params)
     dp = FederatedRun(run, params).privacy()
-    return simulate(algorithm, cfg, data, sampler, run.rounds, run.seed, 1, dp=dp).history
+    return simulate(algorithm, cfg, data, sampler, run.rounds, run.seed, 1, dp=dp)
+
+
+def simulated(settings: DataSettings, run: RunSettings, params: dict) -> History:
+    return simulation(settings, run, params).history
 
 
 def federated(tmp_path: Path, settings: DataSettings, run: RunSettings, params: dict,

@@ -14,7 +14,14 @@ from fedmc.runner import RunSettings  # noqa: E402
 from fedmc.sim.sampling import make_sampler  # noqa: E402
 from fedmc.testing import assert_same_history, client_ids, replay  # noqa: E402
 from tests.conftest import require_shared_data  # noqa: E402
-from tests.test_flower import PARAMS, data_settings, federated, ratings_file, simulated  # noqa: E402
+from tests.test_flower import (  # noqa: E402
+    PARAMS,
+    data_settings,
+    federated,
+    ratings_file,
+    simulated,
+    simulation,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.federation]
 
@@ -76,3 +83,20 @@ def test_a_node_killed_in_round_3_of_6_is_left_out_and_rejoins(tmp_path, secagg)
     np.testing.assert_allclose(model["V"], again.server.V, rtol=0, atol=tolerance)
     assert_same_history(history, again.history, rtol=tolerance, atol=tolerance,
                         columns=["clients", "bytes_down"])
+
+
+def test_secure_aggregation_with_dp_has_the_clients_add_the_noise(tmp_path):
+    """Distributed DP: with --secagg each client adds a share of the noise (from a stream the
+    server does not know) and the server none. FedMAvg, one round, every client: the published
+    V is the clipped sum's mean plus noise / 3, so against the simulation (central noise from
+    the server's stream) it differs by two independent draws: standard deviation sqrt(2)
+    noise clip / 3 (sqrt(1) if nobody added noise, sqrt(3) if clients and server both did)."""
+    settings = data_settings(ratings_file(tmp_path, users=60, items=200))
+    run = RunSettings(rounds=1, active=None, seed=0, algorithm="fedmavg", user_dp_clip=0.5,
+                      user_dp_noise=2.0)
+    _, out = federated(tmp_path, settings, run, {"rank": 8}, timeout=60.0, secagg=True)
+    diff = np.load(out / "model.npz")["V"] - simulation(settings, run, {"rank": 8}).server.V
+    moved = diff[diff != 0]  # the bias layout's fixed columns stay put
+    assert len(moved) > 1000
+    spread = moved.std() / (2.0 * 0.5 / 3)
+    assert abs(spread - np.sqrt(2)) < 0.1, spread

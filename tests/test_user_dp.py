@@ -3,6 +3,8 @@ over budget (fedmc.privacy.accounting, fedmc.privacy.gaussian)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import dp_accounting
 import numpy as np
 import pytest
@@ -14,7 +16,8 @@ from fedmc.algorithms.fedmc_admm import ALGORITHM as FEDMC_ADMM
 from fedmc.core.uploads import RowPatch, Stacked, sum_uploads
 from fedmc.errors import ConfigError
 from fedmc.privacy.accounting import ORDERS, Plan, UserDP, calibrate, epsilon
-from fedmc.privacy.gaussian import add_noise, clip_uploads, squared_norms
+from fedmc.privacy.gaussian import add_noise, clip_uploads, noise_share, squared_norms
+from fedmc.sim.clients import BatchedClients
 from fedmc.sim.sampling import make_sampler
 from fedmc.testing import record_boundary
 from tests.conftest import tiny_federated
@@ -113,27 +116,51 @@ def test_gaussian_sum_has_the_stated_scale():
     assert stats.kstest(draws / 0.3, "norm").pvalue > 1e-3
 
 
+def test_the_shares_of_a_cohort_add_up_to_the_full_noise():
+    rng = np.random.default_rng(1)
+    shares = [noise_share({"a": (50, 20), "b": (1000,)}, 0.3, 7, rng) for _ in range(7)]
+    draws = np.concatenate([sum(s[k] for s in shares).ravel() for k in ("a", "b")])
+    assert stats.kstest(draws / 0.3, "norm").pvalue > 1e-3
+    assert abs(shares[0]["b"].std() - 0.3 / np.sqrt(7)) < 0.02
+
+
+class SharingClients(BatchedClients):
+    """Distributed DP as a real federation with secure aggregation does it: the clients add
+    shares of the noise themselves, here three quarters of its variance; the server must add
+    only the rest."""
+
+    def exchange(self, msg, shapes, evaluate=None, dp_std=0.0):
+        done = super().exchange(msg, shapes, evaluate, dp_std)
+        if dp_std == 0.0:
+            return done
+        shares = noise_share(dict(shapes), dp_std * np.sqrt(0.75), 1, np.random.default_rng())
+        return dataclasses.replace(done, dp_share=0.75, summed=done.summed.with_arrays(
+            {k: v + shares[k] for k, v in done.summed.arrays.items()}))
+
+
 RATED = {"consensus": "rated", "inner": 3}
 
 
-@pytest.mark.parametrize(("name", "setup_clip", "params"), [
-    ("fedmc-admm", None, RATED),
-    ("fedmc-admm", 0.7, {**RATED, "weights": "sqrt-items", "dual_init": "zeros"}),
-    ("fedmavg", None, {}), ("rfrec", None, {})])
+@pytest.mark.parametrize(("name", "setup_clip", "params", "driver"), [
+    ("fedmc-admm", None, RATED, "batched"),
+    ("fedmc-admm", 0.7, {**RATED, "weights": "sqrt-items", "dual_init": "zeros"}, "batched"),
+    ("fedmavg", None, {}, "batched"), ("rfrec", None, {}, "batched"),
+    ("fedmc-admm", None, RATED, SharingClients)])
 def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale(name, setup_clip,
-                                                                          params):
+                                                                          params, driver):
     """Per exchange, the server's input minus the sum of the clipped uploads is Gaussian with
     standard deviation noise * clip in every entry; in the set-up exchange the clip is the
     set-up clip and the noise is also times the set-up scale (a run with clipping that binds):
     for FedMC-ADMM's sparse rows (with client weights, the set-up upload is the weighted
-    counts, of norm 1 > 0.7), FedMAvg's dense W_i and RFRec's shared columns plus rows alike."""
+    counts, of norm 1 > 0.7), FedMAvg's dense W_i and RFRec's shared columns plus rows alike;
+    and when the clients added shares of the noise (distributed DP), still the same noise."""
     data = tiny_federated(m=40, n=30, p=40, density=0.3, seed=1)[0]
     algorithm = get_algorithm(name).algorithm
     cfg = algorithm.Config(rank=4, **params)
     dp = UserDP(clip=0.05, noise=0.8, setup_scale=3.0, setup_clip=setup_clip)
     records, _ = record_boundary(
         algorithm, cfg, data, lambda: make_sampler(40, sampling="bernoulli", participation=0.3),
-        rounds=8, dp=dp)
+        rounds=8, driver=driver, dp=dp)
     residuals, norms = [], []
     for rec in (r for r in records if len(r.message.upload)):
         expected = {k: np.zeros_like(v) for k, v in rec.summed.arrays.items()}

@@ -97,9 +97,11 @@ class ReplayClients(PerClientClients):
         self.included = {k: np.array(sorted(v), dtype=np.int64) for k, v in included.items()}
 
     def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]],
-                 evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
+                 evaluate: Mapping[str, np.ndarray] | None = None,
+                 dp_std: float = 0.0) -> Exchange:
         """Run ``msg`` with its round's included clients only."""
-        return super().exchange(carried_out(msg, self.included[msg.round]), shapes, evaluate)
+        return super().exchange(carried_out(msg, self.included[msg.round]), shapes, evaluate,
+                                dp_std)
 
 
 def client_ids(history: History, column: str = "participants") -> dict[int, list[int]]:

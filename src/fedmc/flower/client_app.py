@@ -22,8 +22,9 @@ client's previous exchange (:mod:`fedmc.flower.client_state`).
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from fedmc.flower.manifest import Manifest, population
 from fedmc.flower.settings import FederatedRun
 from fedmc.flower.shard import load_boolean_shard, load_shard
 from fedmc.flower.wire import Envelope, pack_reply, unpack_message
-from fedmc.privacy.gaussian import with_clipping
+from fedmc.privacy.gaussian import noise_share, with_clipping
 
 app = ClientApp(mods=[compact_mod, secaggplus_mod])
 
@@ -58,6 +59,7 @@ class Party:
     info: FederationInfo
     shard: FederatedData
     store: StateStore
+    secret: int = field(default_factory=lambda: secrets.randbits(128), repr=False)
 
     @property
     def shapes(self) -> Mapping[str, tuple[int, ...]]:
@@ -84,6 +86,15 @@ class Party:
         self.store.decide(envelope.included_of(self.client))
         return dict(self.algorithm.evaluate(self.cfg, self.shard, self.store.committed,
                                             envelope.model))
+
+    def dp_share(self, envelope: Envelope) -> dict[str, np.ndarray]:
+        """This client's share of the user-level DP noise of a secure exchange (distributed DP,
+        :func:`fedmc.privacy.gaussian.noise_share`): drawn from a stream seeded by a secret
+        only this process knows and the exchange's number, so a repeated secure sum (an
+        overflow) adds the same share again instead of releasing a second draw."""
+        std, members = envelope.extra["dp_std"], envelope.extra["dp_members"]
+        rng = np.random.default_rng([self.secret, envelope.exchange])
+        return noise_share(self.shapes, std, members, rng)
 
     def _noised(self, uploads: Uploads) -> Uploads:
         """The algorithm's local noise added by this client itself (its local DP)."""

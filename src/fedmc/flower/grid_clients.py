@@ -110,15 +110,19 @@ class GridClients:
             time.sleep(0.2)
 
     def exchange(self, msg: Message, shapes: Shapes,
-                 evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
+                 evaluate: Mapping[str, np.ndarray] | None = None,
+                 dp_std: float = 0.0) -> Exchange:
         """Send ``msg`` to its clients (and ``evaluate``, the previous round's model, to every
-        client with it); the sum of the uploads that came back."""
-        sums = None
+        client with it); the sum of the uploads that came back. With secure aggregation the
+        clients add the DP noise ``dp_std`` in shares (distributed DP); without it the server
+        adds it (central DP: the server process sees every upload anyway)."""
+        sums, dp_share = None, 0.0
         previous = self._round
         number = self._begin(msg.round, msg.phase, msg.compute)
         if self.secure is not None and (len(msg.upload) or evaluate is not None):
-            done = self.secure.exchange(self, number, msg, shapes, evaluate)
+            done = self.secure.exchange(self, number, msg, shapes, evaluate, dp_std)
             summed, included, nbytes = done.summed, done.included, done.nbytes
+            dp_share = done.dp_share
             if evaluate is not None:
                 sums = done.sums
                 self._end(number, previous, "evaluate", self.everyone, done.evaluated)
@@ -136,7 +140,7 @@ class GridClients:
             self.last_included[c] = number
         self._end(number, msg.round, msg.phase, msg.compute, included)
         return Exchange(summed, nbytes, carried_out(msg, np.array(included, dtype=np.int64)),
-                        noised=True, sums=sums)
+                        noised=True, sums=sums, dp_share=dp_share)
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
         """Every client's evaluation sums under ``model``, added up (in client order): a

@@ -188,14 +188,16 @@ def _exponents(histogram: np.ndarray, names: list[str]) -> dict[str, int]:
 @dataclass(frozen=True)
 class SecureExchange:
     """What a secure client step brought back: the sum of the uploads, the clients whose step
-    it included, the bytes sent, and the summed evaluation it carried with the clients it
-    included (None without one)."""
+    it included, the bytes sent, the summed evaluation it carried with the clients it
+    included (None without one), and the share of the DP noise's variance the members added
+    (the included share of them; 0 without distributed DP)."""
 
     summed: Summed
     included: list[int]
     nbytes: int
     sums: dict[str, float] | None
     evaluated: list[int]
+    dp_share: float = 0.0
 
 
 class SecureSum:
@@ -210,11 +212,16 @@ class SecureSum:
 
     def exchange(self, clients: GridClients, number: int, msg: ProtocolMessage,
                  shapes: Mapping[str, tuple[int, ...]],
-                 model: Mapping[str, np.ndarray] | None = None) -> SecureExchange:
+                 model: Mapping[str, np.ndarray] | None = None,
+                 dp_std: float = 0.0) -> SecureExchange:
         """The client step of ``msg.compute`` (clients that do not upload add zeros) and, with
-        ``model``, every client's evaluation of it, in one secure sum."""
+        ``model``, every client's evaluation of it, in one secure sum. ``dp_std``: the
+        user-level DP noise of the uploads' sum, added by the members in shares of variance
+        ``dp_std^2 / members`` (distributed DP); a member lost leaves its share out
+        (:attr:`SecureExchange.dp_share`)."""
         members = msg.compute if model is None else clients.everyone
-        sums, included, nbytes = self._run(clients, number, msg, members, "step", model)
+        dp = {"dp_std": dp_std, "dp_members": len(members)} if dp_std > 0 else {}
+        sums, included, nbytes = self._run(clients, number, msg, members, "step", model, dp)
         computing = set(msg.compute.tolist())
         computed = [c for c in included if c in computing]
         weight = dict(zip(*np.unique(msg.upload, return_counts=True), strict=True))
@@ -224,7 +231,8 @@ class SecureSum:
             name[len(EVALUATION):]: float(v[0]) for name, v in sums.items()
             if name.startswith(EVALUATION)}
         return SecureExchange(secure_sum(arrays, int(sum(weight.get(c, 0) for c in computed))),
-                              computed, nbytes, evaluation, included)
+                              computed, nbytes, evaluation, included,
+                              len(included) / len(members) if dp else 0.0)
 
     def evaluate(self, clients: GridClients, number: int, msg: ProtocolMessage,
                  model: Mapping[str, np.ndarray]) -> tuple[dict[str, float], list[int]]:
@@ -239,13 +247,14 @@ class SecureSum:
 
     def _run(self, clients: GridClients, number: int, msg: ProtocolMessage,
              members: np.ndarray, kind: str, model: Mapping[str, np.ndarray] | None,
+             dp: Mapping[str, float] | None = None,
              ) -> tuple[dict[str, np.ndarray], list[int], int]:
         exponents = self.exponents[kind]
         for _ in range(ATTEMPTS):
             nodes = clients.nodes(members)
             client_of = {node: c for c, node in nodes.items()}
             fitins = _fitins(clients.envelope(number, msg, nodes, model, kind=kind,
-                                              exponents=exponents))
+                                              exponents=exponents, **(dp or {})))
             instructions = dict.fromkeys(nodes.values(), fitins)
             mean, results = (None, []) if len(nodes) < 2 else secure_mean(
                 PromptGrid(clients.grid), instructions, self.timeout)
@@ -292,6 +301,9 @@ def contribute(msg: Message, party: Party) -> Message:
             party.step(envelope)
         values.update({name: weight * uploads[name].weighted_sum(np.ones(1)) if name in uploads
                        else np.zeros(shape) for name, shape in party.shapes.items()})
+        if envelope.extra.get("dp_std"):  # distributed DP: this member's share of the noise
+            for name, share in party.dp_share(envelope).items():
+                values[name] = values[name] + share
     else:
         values = party.evaluate(envelope)
     vector, order = encode(values, exponents)

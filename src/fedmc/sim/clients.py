@@ -51,6 +51,9 @@ class Exchange:
     sums
         The evaluation sums of the model the exchange carried (``exchange(..., evaluate=)``),
         taken by every client before its step; None when it carried none.
+    dp_share
+        The share of the user-level DP noise's variance that the clients added to ``summed``
+        themselves (distributed DP; 0: the server adds all of it).
     """
 
     summed: Summed
@@ -58,6 +61,7 @@ class Exchange:
     message: Message
     noised: bool = False
     sums: dict[str, float] | None = None
+    dp_share: float = 0.0
 
 
 def carried_out(msg: Message, included: np.ndarray) -> Message:
@@ -82,10 +86,14 @@ class ClientPopulation(Protocol):
     folds_evaluation: bool
 
     def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]],
-                 evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
+                 evaluate: Mapping[str, np.ndarray] | None = None,
+                 dp_std: float = 0.0) -> Exchange:
         """Deliver ``msg``; the sum of the uploads of the declared ``shapes`` that came back.
         With ``evaluate``, every client first adds its evaluation sums under that model (on
-        its state before the step) to :attr:`Exchange.sums`."""
+        its state before the step) to :attr:`Exchange.sums`. ``dp_std``: the user-level DP
+        noise the sum must carry; a population whose clients add shares of it themselves
+        (distributed DP) says how much in :attr:`Exchange.dp_share`, the server adds the
+        rest."""
         ...
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
@@ -114,7 +122,8 @@ class SimulatedClients:
         raise NotImplementedError
 
     def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]],
-                 evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
+                 evaluate: Mapping[str, np.ndarray] | None = None,
+                 dp_std: float = 0.0) -> Exchange:
         """:meth:`run` and the sum of the uploads (each batch summed as it comes, so the
         uploads of one batch at a time are held), after :meth:`evaluate` of ``evaluate``."""
         sums = None if evaluate is None else self.evaluate(evaluate)

@@ -80,14 +80,15 @@ class _Server:
         the message as it was carried out: only the clients whose replies were included).
         With ``evaluate``, the exchange also carries that evaluation, which is finished
         before the server step (the state is still the one it evaluates)."""
+        std = 0.0 if self.dp_std is None else self.dp_std(msg)
         done = self.clients.exchange(msg, self.shapes,
-                                     None if evaluate is None else evaluate.model)
+                                     None if evaluate is None else evaluate.model, std)
         if evaluate is not None:
             evaluate.finish(done.sums or {})
         summed = done.summed if done.noised else self._noised(done.summed)
-        std = 0.0 if self.dp_std is None else self.dp_std(done.message)
-        if std > 0:  # user-level DP: the server never sees the sum without the noise
-            summed = add_noise(summed, std, self.rng)
+        if std > 0 and done.dp_share < 1.0:  # user-level DP: the server step never sees the
+            # sum without the noise (the rest of it, when the clients added shares)
+            summed = add_noise(summed, std * np.sqrt(1.0 - done.dp_share), self.rng)
         self.bytes_up += done.bytes_up
         self.bytes_down += len(msg.recipients) * msg.nbytes
         self.state = self.algorithm.server_step(self.cfg, self.state, summed, done.message)
