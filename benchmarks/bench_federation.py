@@ -121,7 +121,9 @@ def main() -> None:
     evaluation = (f", of which the evaluation's exchange {median['evaluate']:.3f} s"
                   if times["evaluate"] else " (the evaluation travels with the next message)")
     print(f"per round (median of {len(times['round'])}): {median['round']:.3f} s{evaluation} "
-          f"(min {min(times['round']):.3f}, max {max(times['round']):.3f})")
+          f"(mean {statistics.mean(times['round']):.3f}, min {min(times['round']):.3f}, "
+          f"max {max(times['round']):.3f} in round "
+          f"{2 + times['round'].index(max(times['round']))})")
     superlink, nodes = meter.per_round()
     print(f"CPU per round: SuperLink {superlink:.2f} s, all {args.clients} nodes {nodes:.2f} s")
     print(f"fedmc run, same settings: {simulated_round(data, args.rounds):.4f} s per round")
