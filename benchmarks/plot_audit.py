@@ -24,14 +24,16 @@ NAMES = {"fedmc-admm": "FedMC-ADMM", "fedmavg": "FedMAvg", "rfrec": "RFRec"}
 VIEWS = {"plain": "plain uploads", "secagg": "SecAgg sums", "dp": "SecAgg + DP (eps 8)"}
 
 
-def bars(folder: Path) -> list[tuple[str, float, float, tuple[float, float]]]:
-    """(label, precision / base rate, recall, the ratio's interval) of each view of one audit:
-    its best first-observation attack (pooled over the seeds of ``--repeat``, if any; the
-    interval is the ratio itself for one seed)."""
+def bars(folder: Path) -> list[tuple[tuple[str, str], int, tuple]]:
+    """Each view of one audit as ``((algorithm, view), seeds pooled, bar)``, the bar ``(label,
+    precision / base rate, recall, the ratio's interval)`` of its best first-observation
+    attack (pooled over the seeds of ``--repeat``, if any; for one seed the interval is the
+    ratio itself)."""
     config = json.loads((folder / "config.json").read_text())
     name = NAMES.get(config["algorithm"], config["algorithm"])
     if "consensus" in config["params"]:
         name += f" ({config['params']['consensus']})"
+    runs = config.get("repeat", 1)
     best: dict[str, dict] = {}
     for r in json.loads((folder / "audit.json").read_text()):
         if r.get("seeds", config.get("seeds")) != config.get("seeds"):
@@ -45,15 +47,21 @@ def bars(folder: Path) -> list[tuple[str, float, float, tuple[float, float]]]:
     out = []
     for view, r in best.items():
         ratio = r["precision"] / r["base_rate"]
-        label = f"{name}\n{VIEWS[view]}" + (f", {config['repeat']} seeds"
-                                            if config.get("repeat", 1) > 1 else "")
-        out.append((label, ratio, r["recall"],
-                    (ratio - r.get("ratio_low", ratio), r.get("ratio_high", ratio) - ratio)))
+        label = f"{name}\n{VIEWS[view]}" + (f", {runs} seeds" if runs > 1 else "")
+        out.append(((name, view), runs, (label, ratio, r["recall"], (
+            ratio - r.get("ratio_low", ratio), r.get("ratio_high", ratio) - ratio))))
     return out
 
 
 def main(target: str, folders: list[str]) -> None:
-    data = [bar for folder in folders for bar in bars(Path(folder))]
+    """Plot the audits in ``folders`` to ``target``: one bar per (algorithm, view), in the
+    order first seen; of two audits of the same view, the one pooling more seeds."""
+    chosen: dict[tuple[str, str], tuple[int, tuple]] = {}
+    for folder in folders:
+        for key, runs, bar in bars(Path(folder)):
+            if key not in chosen or runs > chosen[key][0]:
+                chosen[key] = (runs, bar)
+    data = [bar for _, bar in chosen.values()]
     labels, lift, recall, interval = zip(*data, strict=True)
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 0.45 * len(labels) + 1.2), sharey=True)
     y = range(len(labels))
