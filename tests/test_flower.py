@@ -148,6 +148,29 @@ def test_packed_contents_are_one_record_and_unpack_exactly():
     assert unpack(content) is content  # not packed: as it is
 
 
+def test_a_clients_dp_share_is_its_own_and_the_same_when_an_exchange_is_repeated():
+    """Distributed DP: a share of variance std^2 / members on every upload entry, from a stream
+    of the client's secret and the exchange's number (a repeated secure sum adds the same
+    share: no second draw is released; another client or exchange draws anew)."""
+    from fedmc.core.protocol import FederationInfo
+    from fedmc.flower.client_app import Party
+
+    algorithm = get_algorithm("fedmc-admm").algorithm
+    info = FederationInfo(n_clients=9, n_items=400, normalizer=None, value_range=(1.0, 5.0))
+    me, other = (Party(c, algorithm, algorithm.Config(rank=5), info, None, None)
+                 for c in (0, 1))
+
+    def share(party, exchange):
+        envelope = Envelope(exchange, Message(exchange, "round", np.arange(9), np.arange(9), {}),
+                            extra={"dp_std": 0.9, "dp_members": 9})
+        return np.concatenate([v.ravel() for v in party.dp_share(envelope).values()])
+
+    first = share(me, 4)
+    np.testing.assert_array_equal(share(me, 4), first)
+    assert not np.allclose(share(me, 5), first) and not np.allclose(share(other, 4), first)
+    assert first.size > 2000 and abs(first.std() / (0.9 / 3) - 1.0) < 0.05
+
+
 def test_a_node_stays_quiet_for_most_of_the_usual_gap_and_then_polls():
     poller = Poller(poll=0.1, longest=0.5)
     assert poller.pause(0.0) == 0.1  # nothing learned yet
