@@ -92,7 +92,8 @@ _LOCAL_EXTRAS = [
         "--out", help="Output folder of config.json, history.csv, summary.json.")],
         Path("runs/federated")),
     _option("secagg", Annotated[bool, typer.Option(
-        "--secagg", help="Sum every upload and evaluation with SecAgg+.",
+        "--secagg", help="Sum every upload and evaluation with SecAgg+ (with --dp-*, the "
+        "clients add the noise in shares: distributed DP).",
         rich_help_panel=FLOWER)], False),
     _option("timeout", Annotated[float, typer.Option(
         help="Seconds to wait for the replies of one exchange.", rich_help_panel=FLOWER)],

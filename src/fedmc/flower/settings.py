@@ -89,8 +89,8 @@ class FederatedRun:
         return self.algorithm.Config(**self.params)
 
     def privacy(self) -> UserDP | None:
-        """The run's user-level DP (central: the clients clip, the server adds the noise to
-        every sum), None when off."""
+        """The run's user-level DP (the clients clip; the server adds the noise to every sum,
+        or with :attr:`secagg` the clients add it in shares), None when off."""
         r = self.run
         return user_dp(r.user_dp_clip, r.user_dp_delta, r.user_dp_epsilon, r.user_dp_noise,
                        r.user_dp_setup_scale, r.user_dp_setup_clip)
