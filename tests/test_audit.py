@@ -109,6 +109,62 @@ def test_a_first_visit_with_zero_duals_gives_the_exact_ratings():
         np.testing.assert_array_equal(got, values)
 
 
+def test_a_cohorts_sum_splits_into_its_members_exclusive_items_and_their_ratings():
+    """SecAgg alone: in the sum of a cohort's first visits (zero duals, consensus on rated
+    items) the rows of an item only one member rated are that member's, parallel to its u:
+    grouped by direction they are each member's exclusive items, decoded exactly."""
+    from fedmc.privacy.audit_run import ADMMTarget
+
+    data = one_user_clients(m=12, n=60)
+    cfg = ALGORITHM.Config(rank=3, consensus="rated", dual_init="zeros", beta=0.6, inner=5)
+    records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(12, 4), rounds=1)
+    target = ADMMTarget(cfg, data, records, STARS)
+    o = next(o for o in audit.observations(records, "secagg", UPLOAD) if o.round == 1)
+    truth = rated_items(data)
+    owner = {}
+    for c in o.clients.tolist():
+        for j in truth[c].tolist():
+            owner[j] = -1 if j in owner else c  # -1: rated by several members
+    rows = audit.guessed_rated(o.array)
+    y = target.rank_one(o, o.array, rows, len(o.clients))
+    groups = audit.parallel_groups(y)
+    for g in groups:  # one member's exclusive items per group, every member with 3 or more
+        assert len({owner[j] for j in rows[g].tolist()}) == 1 and owner[rows[g][0]] >= 0
+    exclusive = {c: [j for j, k in owner.items() if k == c] for c in o.clients.tolist()}
+    assert len(groups) == sum(len(items) >= 3 for items in exclusive.values()) >= 2
+    assert_split_is_exact(data, target, o)
+
+
+def assert_split_is_exact(data, target, o):
+    """Every rating target.split decodes from o is the one its item's only rater gave."""
+    truth = rated_items(data)
+    raters = {}
+    for c in o.clients.tolist():
+        for j in truth[c].tolist():
+            raters.setdefault(j, []).append(c)
+    items, ratings = target.split(o)
+    assert len(items) >= 6
+    for j, r in zip(items.tolist(), ratings.tolist(), strict=True):
+        assert len(raters[j]) == 1
+        own, values = _own(data, raters[j][0])
+        assert values[own == j][0] == r
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "adam"])
+def test_a_cohorts_sum_of_rfrecs_first_steps_splits_into_its_members(optimizer):
+    """The same for RFRec's first round (under Adam, rows that reach alpha are several
+    members' steps and are left out)."""
+    from fedmc.privacy.audit_run import RFRecTarget
+
+    algorithm = get_algorithm("rfrec").algorithm
+    data = one_user_clients(m=12, n=60)
+    cfg = algorithm.Config(rank=3, optimizer=optimizer)
+    records, _ = record_boundary(algorithm, cfg, data, lambda: make_sampler(12, 5), rounds=1)
+    target = RFRecTarget(cfg, data, records, STARS)
+    o = next(o for o in audit.observations(records, "secagg", "V") if o.round == 1)
+    assert_split_is_exact(data, target, o)
+
+
 def test_fedmavg_uploads_give_the_exact_ratings_and_user_factor():
     """decode_fedmavg's ratings are the truth, and its u replays the client's Q2 steps (a
     plain re-computation) into the upload."""

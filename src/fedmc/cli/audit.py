@@ -144,12 +144,14 @@ def _table(rows: list[dict[str, Any]], title: str) -> None:
     """One line per (view, attack): the rated-set attacks' precision and recall against the
     base rate (lift: precision over base rate, with its interval when runs are pooled), the
     reconstruction's RMSE and like/dislike accuracy against the mean's."""
+    from fedmc.privacy.audit_run import RECONSTRUCTIONS
+
     table = Table(title=title, show_header=True, header_style="bold")
     for name in ("view", "attack", "found", "guessing", "lift", "scored"):
         table.add_column(name)
     for r in rows:
-        if r["attack"] == "ratings":
-            table.add_row(r["view"], "ratings",
+        if r["attack"] in RECONSTRUCTIONS:
+            table.add_row(r["view"], r["attack"],
                           f"RMSE {r['rmse']:.4f}, acc. {r['accuracy']:.3f}",
                           f"mean: {r['rmse_mean']:.4f}, {r['accuracy_mean']:.3f} "
                           f"(constant {r['accuracy_constant']:.3f})", "",

@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg, stats
+from scipy import linalg, sparse, stats
+from scipy.sparse import csgraph
 
 from fedmc.algorithms.fedmavg.config import ModelAveragingConfig
 from fedmc.algorithms.rfrec.client import ADAM_EPS
@@ -219,6 +220,21 @@ def _decode_with_hidden(c: np.ndarray, b: np.ndarray, e: np.ndarray, scale: floa
         if cost[i] < best_cost:
             best, best_cost = m[i], float(cost[i])
     return _nearest(best, grid)
+
+
+def parallel_groups(rows: np.ndarray, tol: float = 1e-8, least: int = 3) -> list[np.ndarray]:
+    """The groups of at least ``least`` rows parallel to one another (``|cos| > 1 - tol``,
+    joined transitively), largest first. In a cohort's sum of uploads whose rows are each
+    parallel to the uploader's ``u`` (:func:`decode_rank_one`), the rows of the items only
+    one member rated are that member's: one group per member, which splits the sum; a row
+    that several members' rows add up to is parallel to none of them."""
+    norms = np.linalg.norm(rows, axis=1)
+    live = np.flatnonzero(norms > 0)
+    unit = rows[live] / norms[live, None]
+    close = sparse.csr_matrix(np.abs(unit @ unit.T) > 1.0 - tol)
+    _, label = csgraph.connected_components(close, directed=False)
+    groups = [live[label == k] for k in np.unique(label)]
+    return sorted((g for g in groups if len(g) >= least), key=len, reverse=True)
 
 
 def decode_fedmavg(rows: np.ndarray, V: np.ndarray, factor: float, steps: int,

@@ -18,6 +18,7 @@ individual uploads can do with the same closed form.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,7 @@ from fedmc.privacy.audit import (
     first_gradients,
     guessed_rated,
     observations,
+    parallel_groups,
     rated_sets,
     rating_scores,
     reference_factor,
@@ -51,6 +53,7 @@ from fedmc.testing import BoundaryRecord, record_boundary
 VIEWS = ("plain", "secagg", "dp")
 ALGORITHMS = ("fedmc-admm", "fedmavg", "rfrec")
 LIKE = 4.0  # a rating of 4 stars or more is a like
+RECONSTRUCTIONS = ("ratings", "split ratings")  # the attacks that decode ratings
 
 
 @dataclass(frozen=True)
@@ -106,10 +109,39 @@ class Target:
         """What ``o`` holds on the items nobody in it rated, up to a factor."""
         return None
 
+    def rank_one(self, o: Observation, array: np.ndarray, rows: np.ndarray, members: int,
+                 ) -> np.ndarray | None:
+        """The rows ``rows`` of ``array`` (the sum of ``members`` uploads of ``o``: one user's,
+        a cohort's mean with 1, or the cohort's sum) as the client step's closed form makes
+        them for one user: parallel to its ``u`` (:func:`fedmc.privacy.audit.decode_rank_one`);
+        None where ``o`` has no such form."""
+        return None
+
+    def decode_rows(self, o: Observation, rows: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """One user's ratings (normalized) of the items ``rows`` from its rank-one rows
+        ``y``."""
+        raise NotImplementedError
+
     def decode(self, o: Observation, noise_std: float,
                ) -> tuple[np.ndarray, np.ndarray] | None:
-        """Items and their decoded ratings (normalized) from ``o``, or None."""
-        return None
+        """Items and their decoded ratings (normalized) from ``o``'s mean upload as one
+        user's, or None."""
+        array, rows = self._one(o, noise_std)
+        y = self.rank_one(o, array, rows, 1) if len(rows) else None
+        return None if y is None else (rows, self.decode_rows(o, rows, y))
+
+    def split(self, o: Observation) -> tuple[np.ndarray, np.ndarray] | None:
+        """Items and decoded ratings from a cohort's sum split into its members
+        (:func:`fedmc.privacy.audit.parallel_groups`): on an item only one member rated, the
+        sum's row is that member's, parallel to its ``u``; each group of parallel rows is
+        decoded as one user's. None where the target has no rank-one form for ``o``."""
+        rows = guessed_rated(o.array, self.reference(o))
+        y = self.rank_one(o, o.array, rows, len(o.clients)) if len(rows) else None
+        groups = [] if y is None else parallel_groups(y)
+        if not groups:
+            return None
+        return (np.concatenate([rows[g] for g in groups]),
+                np.concatenate([self.decode_rows(o, rows[g], y[g]) for g in groups]))
 
     def _one(self, o: Observation, noise_std: float) -> tuple[np.ndarray, np.ndarray]:
         """The mean upload of ``o``'s clients (one client's in plain view) and the rows
@@ -155,29 +187,35 @@ class ADMMTarget(Target):
         return sum(self.cfg.beta * (V - self.sent[self.previous[o.round, c]])
                    for c in o.clients.tolist())
 
-    def decode(self, o: Observation, noise_std: float,
-               ) -> tuple[np.ndarray, np.ndarray] | None:
-        """The set-up dual (paper duals) or the first visit (zero duals, consensus on rated
-        items) as one user's: :func:`fedmc.privacy.audit.decode_rank_one`."""
-        cfg, n = self.cfg, self.data.n_items
-        array, rows = self._one(o, noise_std)
-        if not len(rows):
-            return None
-        V0 = self.sent[0]
+    def rank_one(self, o: Observation, array: np.ndarray, rows: np.ndarray, members: int,
+                 ) -> np.ndarray | None:
+        """The set-up dual (paper duals) less ``beta V^0_j`` per rater (consensus on rated
+        items), or a first visit (zero duals, consensus on rated items) less
+        ``beta (V^k_j - V^0_j)``."""
+        cfg, V0 = self.cfg, self.sent[0]
         if o.round == 0 and cfg.dual_init == "paper":
-            y = array[rows]
-            if self.rated:  # the set-up upload adds beta V^0_j once per rater
-                count = 1.0 if len(o.clients) == 1 else self.counts[0][rows] / len(o.clients)
-                y = y - cfg.beta * count * V0[rows]
-            return rows, decode_rank_one(y, V0[rows], 1.0 / n, self.grid)
+            if not self.rated:
+                return array[rows]
+            # the set-up upload adds beta V^0_j once per rater (of a cohort's mean: per rater
+            # over the cohort's size)
+            count = (1.0 if len(o.clients) == 1 else
+                     self.counts[0][rows] * members / len(o.clients))
+            return array[rows] - cfg.beta * np.reshape(count, (len(rows), -1)) * V0[rows]
         if (self.rated and cfg.dual_init == "zeros" and o.round > 0
                 and all(self.previous[o.round, c] == 0 for c in o.clients.tolist())):
-            V = self.sent[o.round]
-            y = array[rows] - cfg.beta * (V[rows] - V0[rows])
-            hidden = cfg.layout.ones_col_v  # zeroed in round uploads: the user's bias, searched
-            return rows, decode_rank_one(y, V[rows], 2.0, self.grid, 1.0 / cfg.beta,
-                                         hidden=hidden if hidden >= 0 else None)
+            return array[rows] - cfg.beta * (self.sent[o.round][rows] - V0[rows])
         return None
+
+    def decode_rows(self, o: Observation, rows: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """:func:`fedmc.privacy.audit.decode_rank_one` of the set-up dual, or of the first
+        visit's exact W-step (the user's bias, in the column of ``V`` the round uploads leave
+        out, found too)."""
+        cfg = self.cfg
+        if o.round == 0:
+            return decode_rank_one(y, self.sent[0][rows], 1.0 / self.data.n_items, self.grid)
+        hidden = cfg.layout.ones_col_v
+        return decode_rank_one(y, self.sent[o.round][rows], 2.0, self.grid, 1.0 / cfg.beta,
+                               hidden=hidden if hidden >= 0 else None)
 
 
 class FedMAvgTarget(Target):
@@ -227,18 +265,25 @@ class RFRecTarget(Target):
         """``Clip(Z)`` of the round."""
         return self.shared[o.round]
 
-    def decode(self, o: Observation, noise_std: float,
-               ) -> tuple[np.ndarray, np.ndarray] | None:
-        """The first round's uploads: one step from ``V_(i) = V̄^0``."""
+    def rank_one(self, o: Observation, array: np.ndarray, rows: np.ndarray, members: int,
+                 ) -> np.ndarray | None:
+        """The first round's step from ``V_(i) = V̄^0``: its gradients
+        (:func:`fedmc.privacy.audit.first_gradients`), off the shared columns. Of a sum under
+        Adam, a row with an entry of at least ``alpha`` (no single first step reaches it) is
+        several members' and is zeroed (their gradients do not follow from it)."""
         if o.round != 1:
-            return None
-        array, rows = self._one(o, noise_std)
-        if not len(rows):
             return None
         ref = self.shared[1]
         y = array[rows] - reference_factor(array, ref) * ref[rows]
-        G = first_gradients(y, self.cfg.alpha, self.cfg.optimizer == "adam")
-        return rows, decode_rank_one(G, self.sent[1][rows], 2.0, self.grid)
+        adam = self.cfg.optimizer == "adam"
+        G = first_gradients(y, self.cfg.alpha, adam)
+        if adam and members > 1:
+            G[(np.abs(y) >= self.cfg.alpha).any(axis=1)] = 0.0
+        return G
+
+    def decode_rows(self, o: Observation, rows: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """:func:`fedmc.privacy.audit.decode_rank_one` of the first gradients."""
+        return decode_rank_one(y, self.sent[1][rows], 2.0, self.grid)
 
 
 TARGETS: dict[str, type[Target]] = {"fedmc-admm": ADMMTarget, "fedmavg": FedMAvgTarget,
@@ -252,11 +297,13 @@ def rated_items(data: FederatedData) -> dict[int, np.ndarray]:
             for c in range(data.n_clients)}
 
 
-def reconstruction(target: Target, obs: Sequence[Observation], noise_std: float,
+def reconstruction(target: Target, obs: Sequence[Observation],
+                   decode: Callable[[Observation], tuple[np.ndarray, np.ndarray] | None],
                    ) -> dict[str, float]:
-    """Decode every observation the target can; score each client once (its first decoded
-    observation), on its training ratings of the items decoded for it, on the original
-    scale, against predicting the mean training rating."""
+    """Decode every observation ``decode`` can (items and ratings); score each client once
+    (its first decoded observation), on its training ratings of the items decoded for it
+    (of a cohort's observation: every member's), on the original scale, against predicting
+    the mean training rating."""
     data = target.data
     tr, ptr, norm = data.train, data.client_ptr, data.normalizer
     predicted, true, done = [], [], set()
@@ -264,7 +311,7 @@ def reconstruction(target: Target, obs: Sequence[Observation], noise_std: float,
         fresh = [c for c in o.clients.tolist() if c not in done]
         if not fresh:
             continue
-        decoded = target.decode(o, noise_std)
+        decoded = decode(o)
         if decoded is None:
             continue
         lookup = dict(zip(*(x.tolist() for x in decoded), strict=True))
@@ -325,7 +372,12 @@ def run_audit(data: FederatedData, settings: AuditSettings,
                                 data.n_items)
             out.append({**head, "attack": attack, **scores,
                         "ratio": scores["precision"] / scores["base_rate"]})
-        out.append({**head, "attack": "ratings", **reconstruction(target, obs, std)})
+        out.append({**head, "attack": "ratings",
+                    **reconstruction(target, obs, functools.partial(target.decode,
+                                                                    noise_std=std))})
+        if view == "secagg":
+            out.append({**head, "attack": "split ratings",
+                        **reconstruction(target, obs, target.split)})
     return out
 
 
@@ -345,7 +397,7 @@ def pool_runs(runs: Sequence[Sequence[Mapping[str, Any]]], level: float = 0.95,
     for view, attack in keys:
         rows = [r for run in runs for r in run if (r["view"], r["attack"]) == (view, attack)]
         row = dict(rows[0])
-        if attack == "ratings":
+        if attack in RECONSTRUCTIONS:
             for key in ("rmse", "rmse_mean"):
                 row[key] = float(np.sqrt(_weighted(rows, key, "ratings", power=2)))
             for key in ("accuracy", "accuracy_mean", "accuracy_constant"):
