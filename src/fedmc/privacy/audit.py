@@ -20,7 +20,9 @@ truth: precision, recall, and the base rate (the precision of guessing at random
 
 The decoders recover a one-user client's ratings from the closed form of its client step:
 :func:`decode_rank_one` (FedMC-ADMM's set-up dual, RFRec's first step through
-:func:`first_gradients`) and :func:`decode_fedmavg` (FedMAvg's ``W_i``).
+:func:`first_gradients`) and :func:`decode_fedmavg` (FedMAvg's ``W_i``). Under secure
+aggregation, :func:`parallel_groups` splits a cohort's sum of such rank-one uploads into its
+members' exclusive items, each group decodable as one user's.
 :mod:`fedmc.privacy.audit_run` runs them all on one algorithm and data set.
 """
 

@@ -7,7 +7,9 @@
 * the rated-item-set attack (:func:`fedmc.privacy.audit.rated_sets`), from each client's first
   observation and from the intersection over every round it took part in;
 * rating reconstruction of one-user clients, by the decoder of the algorithm's client step
-  (:class:`Target`), scored as RMSE and like/dislike accuracy against predicting the mean.
+  (:class:`Target`), scored as RMSE and like/dislike accuracy against predicting the mean;
+  in the ``secagg`` view also from the cohort's sum split into its members
+  (:meth:`Target.split`, ``split ratings``).
 
 Views: ``plain`` (each client's upload; ``active`` clients per round, uniform), ``secagg``
 (the cohort's sum; same sampling) and ``dp`` (the sum of clipped uploads plus the Gaussian
