@@ -150,18 +150,21 @@ def assert_split_is_exact(data, target, o):
         assert values[own == j][0] == r
 
 
-@pytest.mark.parametrize("optimizer", ["gd", "adam"])
-def test_a_cohorts_sum_of_rfrecs_first_steps_splits_into_its_members(optimizer):
+@pytest.mark.parametrize(("name", "params"), [
+    ("rfrec", {"optimizer": "gd"}), ("rfrec", {"optimizer": "adam"}),
+    ("fedmavg", {"gamma": 1e-3})])
+def test_a_cohorts_sum_of_rfrec_and_fedmavg_uploads_splits_into_its_members(name, params):
     """The same for RFRec's first round (under Adam, rows that reach alpha are several
-    members' steps and are left out)."""
-    from fedmc.privacy.audit_run import RFRecTarget
+    members' steps and are left out) and FedMAvg's W_i (each member's own shrink factor of V
+    unknown in the sum: found with |u|)."""
+    from fedmc.privacy.audit_run import TARGETS
 
-    algorithm = get_algorithm("rfrec").algorithm
+    algorithm = get_algorithm(name).algorithm
     data = one_user_clients(m=12, n=60)
-    cfg = algorithm.Config(rank=3, optimizer=optimizer)
+    cfg = algorithm.Config(rank=3, **params)
     records, _ = record_boundary(algorithm, cfg, data, lambda: make_sampler(12, 5), rounds=1)
-    target = RFRecTarget(cfg, data, records, STARS)
-    o = next(o for o in audit.observations(records, "secagg", "V") if o.round == 1)
+    target = TARGETS[name](cfg, data, records, STARS)
+    o = next(o for o in audit.observations(records, "secagg", target.upload) if o.round == 1)
     assert_split_is_exact(data, target, o)
 
 

@@ -184,15 +184,22 @@ def decode_rank_one(rows: np.ndarray, V: np.ndarray, scale: float, grid: np.ndar
         t = t[:, None]
         return c[None, :] * (1.0 + damping * t**2) / (scale * t) + b[None, :] * t
 
-    mags = np.logspace(-4, 2, n_scales)
+    best = _search_scale(ratings, grid, np.logspace(-4, 2, n_scales), n_minima)
+    return _nearest(ratings(np.array([best]))[0], grid)
+
+
+def _search_scale(ratings: Callable[[np.ndarray], np.ndarray], grid: np.ndarray,
+                  mags: np.ndarray, n_minima: int) -> float:
+    """The scale ``t`` (of either sign) whose ``ratings(t)`` lie nearest the rating grid: the
+    magnitudes ``mags`` of both signs, then a refinement within 0.5% around each of the
+    ``n_minima`` best local minima (:func:`decode_rank_one`)."""
     coarse = np.concatenate([mags[::-1], -mags])  # one path through the scales of each sign
     cost = _grid_costs(ratings(coarse), grid)
     minima = np.flatnonzero((cost <= np.roll(cost, 1)) & (cost <= np.roll(cost, -1)))
     fine = np.linspace(0.995, 1.005, 1001)
-    best = min((_best_scale(ratings, coarse[i] * fine, grid)
+    return min((_best_scale(ratings, coarse[i] * fine, grid)
                 for i in minima[np.argsort(cost[minima])[:n_minima]]),
                key=lambda st: st[1])[0]
-    return _nearest(ratings(np.array([best]))[0], grid)
 
 
 def _decode_with_hidden(c: np.ndarray, b: np.ndarray, e: np.ndarray, scale: float,
@@ -239,7 +246,7 @@ def parallel_groups(rows: np.ndarray, tol: float = 1e-8, least: int = 3) -> list
     return sorted((g for g in groups if len(g) >= least), key=len, reverse=True)
 
 
-def decode_fedmavg(rows: np.ndarray, V: np.ndarray, factor: float, steps: int,
+def decode_fedmavg(rows: np.ndarray, V: np.ndarray, factor: float | None, steps: int,
                    cfg: ModelAveragingConfig, n_clients: int, grid: np.ndarray,
                    ) -> tuple[np.ndarray, np.ndarray] | None:
     """Ratings (normalized, on the sorted ``grid``) and the user factor ``u`` of a one-user
@@ -260,12 +267,13 @@ def decode_fedmavg(rows: np.ndarray, V: np.ndarray, factor: float, steps: int,
     ``u``; with ``w`` their unit direction and ``u = t w``, ``m_j = sign(t) (y_j . w -
     (A^Q2 - factor) v_j . w) / (a rho K)``. ``|t| = rho``; the sign, refined within 1% of
     ``rho``, is the one that puts the ``m_j`` nearest the grid.
+
+    ``factor`` None (a member's rows split from a cohort's sum, :func:`parallel_groups`, the
+    sum less the cohort's total factor times ``V``): the client's own factor is unknown, but
+    it is ``(1 - g)^Q2``, a function of ``rho``; then ``rho`` and the sign are searched
+    together (:func:`_search_scale`).
     """
-    g = 1.0 - factor ** (1.0 / steps) if 0.0 < factor < 1.0 else 0.0
     f_scale, shift = cfg.w_objective(n_clients)
-    rho2 = cfg.gamma / (g * cfg.gamma2) - shift if g > 0.0 else 0.0
-    if not rho2 > 0.0:
-        return None
     w = np.linalg.svd(rows, full_matrices=False)[2][0]
     c, b = rows @ w, V @ w
 
@@ -275,10 +283,18 @@ def decode_fedmavg(rows: np.ndarray, V: np.ndarray, factor: float, steps: int,
         a = f_scale / d
         A = 1.0 - cfg.gamma / d - a * rho**2
         K = (1.0 - A**steps) / (1.0 - A)
-        return np.sign(t)[:, None] * (c[None, :] - (A**steps - factor) * b[None, :]) / (a * rho * K)
+        own = (1.0 - cfg.gamma / d) ** steps if factor is None else factor
+        return np.sign(t)[:, None] * (c[None, :] - (A**steps - own) * b[None, :]) / (a * rho * K)
 
-    rho = np.sqrt(rho2) * np.linspace(0.99, 1.01, 2001)
-    best = _best_scale(ratings, np.concatenate([rho, -rho]), grid)[0]
+    if factor is None:
+        best = _search_scale(ratings, grid, np.logspace(-4, 5, 6000), 20)
+    else:
+        g = 1.0 - factor ** (1.0 / steps) if 0.0 < factor < 1.0 else 0.0
+        rho2 = cfg.gamma / (g * cfg.gamma2) - shift if g > 0.0 else 0.0
+        if not rho2 > 0.0:
+            return None
+        rho = np.sqrt(rho2) * np.linspace(0.99, 1.01, 2001)
+        best = _best_scale(ratings, np.concatenate([rho, -rho]), grid)[0]
     return _nearest(ratings(np.array([best]))[0], grid), best * w
 
 
