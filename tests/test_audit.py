@@ -142,7 +142,9 @@ def assert_split_is_exact(data, target, o):
     for c in o.clients.tolist():
         for j in truth[c].tolist():
             raters.setdefault(j, []).append(c)
-    items, ratings = target.split(o)
+    groups = target.split(o)
+    items = np.concatenate([g.items for g in groups])
+    ratings = np.concatenate([g.ratings for g in groups])
     assert len(items) >= 6
     for j, r in zip(items.tolist(), ratings.tolist(), strict=True):
         assert len(raters[j]) == 1
@@ -166,6 +168,29 @@ def test_a_cohorts_sum_of_rfrec_and_fedmavg_uploads_splits_into_its_members(name
     target = TARGETS[name](cfg, data, records, STARS)
     o = next(o for o in audit.observations(records, "secagg", target.upload) if o.round == 1)
     assert_split_is_exact(data, target, o)
+
+
+def test_groups_seen_in_two_cohorts_name_their_client():
+    """Two groups that agree on 3 shared items (most of either) are one user's; the one
+    client their cohorts share is named, with the items of both. Groups that share fewer
+    items, or few of their items, or disagree on a rating, are not linked; a linked pair whose
+    cohorts share two clients names nobody."""
+    G = audit.Group
+
+    def group(cohort, items, ratings):
+        return G(np.array(cohort), np.array(items), np.array(ratings, dtype=float))
+
+    groups = [group([1, 5, 7], [1, 2, 3, 4], [5, 4, 3, 1]),
+              group([5, 8, 9], [2, 3, 4, 6], [4, 3, 1, 2]),   # client 5 again
+              group([2, 8, 11], [2, 3, 9], [4, 3, 5]),       # shares 2 items only
+              group([3, 9, 11], [1, 2, 3, 4], [5, 4, 2, 1]),  # disagrees on item 3
+              group([20, 21, 22], [30, 31, 32], [1, 2, 3]),
+              group([20, 21, 23], [30, 31, 32], [1, 2, 3]),  # cohorts share 20 and 21
+              group([40, 41, 42], list(range(50, 60)), [3] * 10),
+              group([40, 43, 44], [50, 51, 52, *range(60, 67)], [3] * 10)]  # 3 of 10 shared
+    named = audit.link_groups(groups)
+    assert set(named) == {5}
+    np.testing.assert_array_equal(named[5], [1, 2, 3, 4, 6])
 
 
 def test_fedmavg_uploads_give_the_exact_ratings_and_user_factor():

@@ -39,8 +39,9 @@ def test_audit_repeats_seeds_and_pools_them(monkeypatch, capsys, tmp_path,
                                "--view", "secagg", "--seed", 3, "--repeat", 2, "--out", out)
     assert code == 0, err
     rows = json.loads((out / "audit.json").read_text())
-    assert [r["seeds"] for r in rows] == ["3"] * 4 + ["4"] * 4 + ["3-4"] * 4
-    assert [r["attack"] for r in rows[:4]] == ["first", "intersect", "ratings", "split ratings"]
+    assert [r["seeds"] for r in rows] == ["3"] * 5 + ["4"] * 5 + ["3-4"] * 5
+    assert [r["attack"] for r in rows[:5]] == ["first", "intersect", "ratings", "split ratings",
+                                               "linked"]
     pooled = {r["attack"]: r for r in rows if r["seeds"] == "3-4"}
     assert pooled["first"]["clients"] == sum(r["clients"] for r in rows
                                              if r["attack"] == "first" and r["seeds"] != "3-4")

@@ -246,6 +246,65 @@ def parallel_groups(rows: np.ndarray, tol: float = 1e-8, least: int = 3) -> list
     return sorted((g for g in groups if len(g) >= least), key=len, reverse=True)
 
 
+@dataclass(frozen=True)
+class Group:
+    """One member's rows split from a cohort's sum (:func:`parallel_groups`): the cohort's
+    ``clients`` (which of them it is, the sum does not say), the ``items`` only that member
+    rated, and its decoded ``ratings`` of them."""
+
+    clients: np.ndarray
+    items: np.ndarray
+    ratings: np.ndarray
+
+
+def link_groups(groups: Sequence[Group], least: int = 3, overlap: float = 0.5,
+                ) -> dict[int, np.ndarray]:
+    """The clients that groups split from different cohorts name, with their items.
+
+    Two groups are linked when they share at least ``least`` items, and at least ``overlap``
+    of the smaller group's, and agree on the rating of every item they share: most likely one
+    user's, seen in two cohorts (each group is the user's items less those of the cohort's
+    other members, so two of them share most), and then that user is in both. Where two
+    linked groups' cohorts have exactly one client in common, that client gets a vote for
+    each; a group belongs to the client with most votes, and a named client's guessed rated
+    items are those of its groups (the cross-round attack on split sums)."""
+    if not groups:
+        return {}
+    n_items = 1 + max(int(g.items.max()) for g in groups)
+    n_clients = 1 + max(int(g.clients.max()) for g in groups)
+    values = np.unique(np.concatenate([g.ratings for g in groups]))
+    rows = np.repeat(np.arange(len(groups)), [len(g.items) for g in groups])
+    items = np.concatenate([g.items for g in groups])
+    level = np.searchsorted(values, np.concatenate([g.ratings for g in groups]))
+    ones = np.ones(len(items))
+    by_item = sparse.csr_matrix((ones, (rows, items)), shape=(len(groups), n_items))
+    by_rating = sparse.csr_matrix((ones, (rows, items * len(values) + level)),
+                                  shape=(len(groups), n_items * len(values)))
+    shared, agreed = (by_item @ by_item.T).tocoo(), (by_rating @ by_rating.T).tocsr()
+    same = np.asarray(agreed[shared.row, shared.col]).ravel() == shared.data
+    size = np.array([len(g.items) for g in groups])
+    smaller = np.minimum(size[shared.row], size[shared.col])
+    keep = (same & (shared.data >= np.maximum(least, overlap * smaller))
+            & (shared.row < shared.col))
+    a, b = shared.row[keep], shared.col[keep]
+    cohorts = sparse.csr_matrix(
+        (np.ones(sum(len(g.clients) for g in groups)),
+         (np.repeat(np.arange(len(groups)), [len(g.clients) for g in groups]),
+          np.concatenate([g.clients for g in groups]))), shape=(len(groups), n_clients))
+    common = np.asarray((cohorts[a].multiply(cohorts[b])).sum(axis=1)).ravel()
+    one = common == 1
+    client = (cohorts[a[one]].multiply(cohorts[b[one]])).tocsr()
+    client = client.indices[client.indptr[:-1]]  # the one client of each such pair
+    votes = sparse.coo_matrix((np.ones(2 * len(client)), (np.concatenate([a[one], b[one]]),
+                                                          np.concatenate([client, client]))),
+                              shape=(len(groups), n_clients)).tocsr()
+    named: dict[int, list[np.ndarray]] = {}
+    for g in np.flatnonzero(np.diff(votes.indptr)):
+        row = votes.getrow(g)
+        named.setdefault(int(row.indices[np.argmax(row.data)]), []).append(groups[g].items)
+    return {c: np.unique(np.concatenate(parts)) for c, parts in named.items()}
+
+
 def decode_fedmavg(rows: np.ndarray, V: np.ndarray, factor: float | None, steps: int,
                    cfg: ModelAveragingConfig, n_clients: int, grid: np.ndarray,
                    ) -> tuple[np.ndarray, np.ndarray] | None:

@@ -37,11 +37,13 @@ from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
 from fedmc.privacy.accounting import UserDP
 from fedmc.privacy.audit import (
+    Group,
     Observation,
     decode_fedmavg,
     decode_rank_one,
     first_gradients,
     guessed_rated,
+    link_groups,
     observations,
     parallel_groups,
     rated_sets,
@@ -132,18 +134,15 @@ class Target:
         y = self.rank_one(o, array, rows, 1) if len(rows) else None
         return None if y is None else (rows, self.decode_rows(o, rows, y))
 
-    def split(self, o: Observation) -> tuple[np.ndarray, np.ndarray] | None:
-        """Items and decoded ratings from a cohort's sum split into its members
-        (:func:`fedmc.privacy.audit.parallel_groups`): on an item only one member rated, the
-        sum's row is that member's, parallel to its ``u``; each group of parallel rows is
-        decoded as one user's. None where the target has no rank-one form for ``o``."""
+    def split(self, o: Observation) -> list[Group]:
+        """A cohort's sum split into its members (:func:`fedmc.privacy.audit.
+        parallel_groups`): on an item only one member rated, the sum's row is that member's,
+        parallel to its ``u``; each group of parallel rows decoded as one user's (empty where
+        the target has no rank-one form for ``o``)."""
         rows = guessed_rated(o.array, self.reference(o))
         y = self.rank_one(o, o.array, rows, len(o.clients)) if len(rows) else None
-        groups = [] if y is None else parallel_groups(y)
-        if not groups:
-            return None
-        return (np.concatenate([rows[g] for g in groups]),
-                np.concatenate([self.decode_rows(o, rows[g], y[g]) for g in groups]))
+        return [] if y is None else [Group(o.clients, rows[g], self.decode_rows(o, rows[g], y[g]))
+                                     for g in parallel_groups(y)]
 
     def _one(self, o: Observation, noise_std: float) -> tuple[np.ndarray, np.ndarray]:
         """The mean upload of ``o``'s clients (one client's in plain view) and the rows
@@ -193,7 +192,7 @@ class ADMMTarget(Target):
                  ) -> np.ndarray | None:
         """The set-up dual (paper duals) less ``beta V^0_j`` per rater (consensus on rated
         items), or a first visit (zero duals, consensus on rated items) less
-        ``beta (V^k_j - V^0_j)``."""
+        ``beta (V^k_j - V^0_j)`` (of a cohort's sum: the rows of its first-visit members)."""
         cfg, V0 = self.cfg, self.sent[0]
         if o.round == 0 and cfg.dual_init == "paper":
             if not self.rated:
@@ -203,8 +202,11 @@ class ADMMTarget(Target):
             count = (1.0 if len(o.clients) == 1 else
                      self.counts[0][rows] * members / len(o.clients))
             return array[rows] - cfg.beta * np.reshape(count, (len(rows), -1)) * V0[rows]
+        first = [self.previous[o.round, c] == 0 for c in o.clients.tolist()]
+        # one user's upload, or a cohort's mean, needs every member on its first visit; a
+        # split sum, one (its exclusive rows are its own, the others' rows join no group)
         if (self.rated and cfg.dual_init == "zeros" and o.round > 0
-                and all(self.previous[o.round, c] == 0 for c in o.clients.tolist())):
+                and (all(first) if members == 1 else any(first))):
             return array[rows] - cfg.beta * (self.sent[o.round][rows] - V0[rows])
         return None
 
@@ -395,9 +397,25 @@ def run_audit(data: FederatedData, settings: AuditSettings,
                     **reconstruction(target, obs, functools.partial(target.decode,
                                                                     noise_std=std))})
         if view == "secagg":
+            splits = {id(o): target.split(o) for o in obs}
             out.append({**head, "attack": "split ratings",
-                        **reconstruction(target, obs, target.split)})
+                        **reconstruction(target, obs, functools.partial(_split_of, splits))})
+            linked = link_groups([g for o in obs for g in splits[id(o)]])
+            scores = set_scores(linked, items, data.n_items)
+            out.append({**head, "attack": "linked", **scores,
+                        "ratio": scores["precision"] / scores["base_rate"]})
     return out
+
+
+def _split_of(splits: Mapping[int, Sequence[Group]], o: Observation,
+              ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The items and ratings of the groups split from ``o`` (``splits``, by the observation's
+    ``id``), together; None for none."""
+    groups = splits[id(o)]
+    if not groups:
+        return None
+    return (np.concatenate([g.items for g in groups]),
+            np.concatenate([g.ratings for g in groups]))
 
 
 def pool_runs(runs: Sequence[Sequence[Mapping[str, Any]]], level: float = 0.95,
