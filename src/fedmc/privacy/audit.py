@@ -22,7 +22,8 @@ The decoders recover a one-user client's ratings from the closed form of its cli
 :func:`decode_rank_one` (FedMC-ADMM's set-up dual, RFRec's first step through
 :func:`first_gradients`) and :func:`decode_fedmavg` (FedMAvg's ``W_i``). Under secure
 aggregation, :func:`parallel_groups` splits a cohort's sum of such rank-one uploads into its
-members' exclusive items, each group decodable as one user's.
+members' exclusive items, each group decodable as one user's (a :class:`Group`), and
+:func:`link_groups` names the clients whose groups recur in several cohorts.
 :mod:`fedmc.privacy.audit_run` runs them all on one algorithm and data set.
 """
 

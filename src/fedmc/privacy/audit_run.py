@@ -9,7 +9,9 @@
 * rating reconstruction of one-user clients, by the decoder of the algorithm's client step
   (:class:`Target`), scored as RMSE and like/dislike accuracy against predicting the mean;
   in the ``secagg`` view also from the cohort's sum split into its members
-  (:meth:`Target.split`, ``split ratings``).
+  (:meth:`Target.split`, ``split ratings``), and the rated-item-set attack of the split
+  groups linked across cohorts, which names clients (``linked``,
+  :func:`fedmc.privacy.audit.link_groups`).
 
 Views: ``plain`` (each client's upload; ``active`` clients per round, uniform), ``secagg``
 (the cohort's sum; same sampling) and ``dp`` (the sum of clipped uploads plus the Gaussian
@@ -356,7 +358,8 @@ def run_audit(data: FederatedData, settings: AuditSettings,
     """The audit's rows (module docstring): per view, the rated-set attack from the first
     observation (``first``), intersected over rounds (``intersect``) and, when there is a
     set-up upload, from the first round's observation (``first-round``), and the
-    reconstruction (``ratings``);
+    reconstruction (``ratings``); in the ``secagg`` view also ``split ratings`` and
+    ``linked``;
     each row names the algorithm, the view, and in the ``dp`` view the noise multiplier and
     the epsilon spent."""
     algorithm = get_algorithm(settings.algorithm).algorithm
@@ -389,10 +392,8 @@ def run_audit(data: FederatedData, settings: AuditSettings,
         if any(o.round == 0 for o in shown):  # a set-up upload: the rounds' on their own too
             attacks.append(("first-round", [o for o in shown if o.round > 0], False))
         for attack, seen, intersect in attacks:
-            scores = set_scores(rated_sets(seen, target.reference, std, intersect), items,
-                                data.n_items)
-            out.append({**head, "attack": attack, **scores,
-                        "ratio": scores["precision"] / scores["base_rate"]})
+            out.append({**head, "attack": attack, **_set_row(
+                rated_sets(seen, target.reference, std, intersect), items, data.n_items)})
         out.append({**head, "attack": "ratings",
                     **reconstruction(target, obs, functools.partial(target.decode,
                                                                     noise_std=std))})
@@ -400,11 +401,16 @@ def run_audit(data: FederatedData, settings: AuditSettings,
             splits = {id(o): target.split(o) for o in obs}
             out.append({**head, "attack": "split ratings",
                         **reconstruction(target, obs, functools.partial(_split_of, splits))})
-            linked = link_groups([g for o in obs for g in splits[id(o)]])
-            scores = set_scores(linked, items, data.n_items)
-            out.append({**head, "attack": "linked", **scores,
-                        "ratio": scores["precision"] / scores["base_rate"]})
+            out.append({**head, "attack": "linked", **_set_row(
+                link_groups([g for o in obs for g in splits[id(o)]]), items, data.n_items)})
     return out
+
+
+def _set_row(guesses: dict[int, np.ndarray], truth: dict[int, np.ndarray],
+             n_items: int) -> dict[str, Any]:
+    """:func:`fedmc.privacy.audit.set_scores` with the lift (precision over base rate)."""
+    scores = set_scores(guesses, truth, n_items)
+    return {**scores, "ratio": scores["precision"] / scores["base_rate"]}
 
 
 def _split_of(splits: Mapping[int, Sequence[Group]], o: Observation,
