@@ -25,7 +25,7 @@ from fedmc.core.uploads import Summed, Uploads
 from fedmc.privacy.accounting import UserDP
 from fedmc.sim.clients import Exchange, PerClientClients, carried_out
 from fedmc.sim.history import History
-from fedmc.sim.loop import Simulation, simulate
+from fedmc.sim.loop import RoundCallback, Simulation, simulate
 
 IGNORED_COLUMNS = ("seconds",)
 FEDERATION_COLUMNS = ("participants", "lost")
@@ -130,10 +130,12 @@ class BoundaryRecord:
 def record_boundary(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable[[], Any],
                     rounds: int = 4, seed: int = 0,
                     driver: str = "batched",
-                    dp: UserDP | None = None) -> tuple[list[BoundaryRecord], Simulation]:
+                    dp: UserDP | None = None, callback: RoundCallback | None = None,
+                    ) -> tuple[list[BoundaryRecord], Simulation]:
     """Run ``algorithm`` with its client and server steps wrapped so that every upload and
     every input of the server step is recorded (copies, taken as they cross; with ``dp``,
-    the uploads before clipping and the sums with their noise)."""
+    the uploads before clipping and the sums with their noise); ``callback`` follows the
+    rounds (:func:`fedmc.sim.loop.simulate`)."""
     records: list[BoundaryRecord] = []
 
     def client_step(cfg_, shard, state, msg, compute, upload):
@@ -154,7 +156,8 @@ def record_boundary(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Cal
         return algorithm.server_step(cfg_, server, summed, msg)
 
     wrapped = dataclasses.replace(algorithm, client_step=client_step, server_step=server_step)
-    sim = simulate(wrapped, cfg, data, make_sampler(), rounds, seed, 1, driver=driver, dp=dp)
+    sim = simulate(wrapped, cfg, data, make_sampler(), rounds, seed, 1, callback, driver=driver,
+                   dp=dp)
     return records, sim
 
 

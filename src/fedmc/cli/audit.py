@@ -11,19 +11,24 @@ seed's). Bad input exits 2 with a one-line reason (``fedmc.cli.main``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from fedmc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fedmc.sim.loop import RoundCallback
 
 AUDIT_FILES = ("config.json", "audit.json", "audit.csv", "status.json")
 COLUMNS = ("seeds", "algorithm", "view", "attack", "precision", "recall", "base_rate", "ratio",
@@ -70,7 +75,7 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
                                                      )] = None,
         overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier audit "
                                                 "in --out.")] = False,
-        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     ) -> None:
         """Attack the uploads as a curious server would: rated-item sets and ratings of
         one-user clients, by what the server holds (plain, SecAgg, SecAgg + DP)."""
@@ -102,7 +107,7 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
         target = folder.claim()
         seeds = range(seed, seed + repeat)
         label = str(seed) if repeat == 1 else f"{seed}-{seeds[-1]}"
-        with interrupt_marks(folder):
+        with interrupt_marks(folder), _bars(quiet) as bars:
             runs = []
             for s in seeds:
                 run_data = data_settings.model_copy(update={"seed": s})
@@ -110,9 +115,8 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
                                 run_data)
                 step = f", seed {s} ({s - seed + 1} of {repeat})" if repeat > 1 else ""
                 runs.append([{"seeds": str(s), **r} for r in run_audit(
-                    data, dataclasses.replace(settings, seed=s), None if quiet else
-                    lambda v, step=step: err.print(f"audit: {algorithm}, {v} view{step}",
-                                                   markup=False))])
+                    data, dataclasses.replace(settings, seed=s), None if bars is None else
+                    lambda v, step=step: bars(f"{algorithm}, {v} view{step}", rounds))])
             shown = runs[0] if repeat == 1 else [{**r, "seeds": label} for r in pool_runs(runs)]
             rows = [r for run in runs for r in run] + (shown if repeat > 1 else [])
             config = {"algorithm": algorithm, "params": resolved,
@@ -127,6 +131,23 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
         _table(shown, f"audit of {algorithm} on {data_settings.source}"
                + (f", seeds {label} pooled" if repeat > 1 else ""))
         err.print(f"wrote {target}/config.json, audit.json, audit.csv", soft_wrap=True)
+
+
+@contextlib.contextmanager
+def _bars(quiet: bool) -> Iterator[Callable[[str, int], RoundCallback] | None]:
+    """A Rich progress display on stderr (None when quiet) and, for each run of an audit, a
+    bar of its rounds: ``bars(label, rounds)`` adds one and gives its round callback."""
+    if quiet:
+        yield None
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=err) as progress:
+
+        def bar(label: str, rounds: int) -> RoundCallback:
+            task = progress.add_task(label, total=rounds)
+            return lambda k, _: progress.update(task, completed=k)
+
+        yield bar
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:

@@ -53,6 +53,7 @@ from fedmc.privacy.audit import (
     reference_factor,
     set_scores,
 )
+from fedmc.sim.loop import RoundCallback
 from fedmc.sim.sampling import make_sampler
 from fedmc.testing import BoundaryRecord, record_boundary
 
@@ -354,7 +355,8 @@ def reconstruction(target: Target, obs: Sequence[Observation],
 
 
 def run_audit(data: FederatedData, settings: AuditSettings,
-              progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+              progress: Callable[[str], RoundCallback | None] | None = None,
+              ) -> list[dict[str, Any]]:
     """The audit's rows (module docstring): per view, the rated-set attack from the first
     observation (``first``), intersected over rounds (``intersect``) and, when there is a
     set-up upload, from the first round's observation (``first-round``), and the
@@ -369,14 +371,13 @@ def run_audit(data: FederatedData, settings: AuditSettings,
     grid = norm.transform(np.unique(norm.inverse(tr.values)))
     out: list[dict[str, Any]] = []
     for view in settings.views:
-        if progress is not None:
-            progress(view)
+        callback = None if progress is None else progress(view)
         dp = settings.dp if view == "dp" else None
         kind = "bernoulli" if dp is not None else "uniform"
         records, sim = record_boundary(
             algorithm, cfg, data, lambda kind=kind: make_sampler(data.n_clients, settings.active,
                                                                  kind),
-            settings.rounds, settings.seed, dp=dp)
+            settings.rounds, settings.seed, dp=dp, callback=callback)
         head: dict[str, Any] = {"algorithm": settings.algorithm, "view": view}
         std = 0.0
         if dp is not None:
