@@ -299,10 +299,10 @@ def link_groups(groups: Sequence[Group], least: int = 3, overlap: float = 0.5,
     votes = sparse.coo_matrix((np.ones(2 * len(client)), (np.concatenate([a[one], b[one]]),
                                                           np.concatenate([client, client]))),
                               shape=(len(groups), n_clients)).tocsr()
+    owner = np.asarray(votes.argmax(axis=1)).ravel()  # of each group, its most voted client
     named: dict[int, list[np.ndarray]] = {}
     for g in np.flatnonzero(np.diff(votes.indptr)):
-        row = votes.getrow(g)
-        named.setdefault(int(row.indices[np.argmax(row.data)]), []).append(groups[g].items)
+        named.setdefault(int(owner[g]), []).append(groups[g].items)
     return {c: np.unique(np.concatenate(parts)) for c, parts in named.items()}
 
 
