@@ -251,6 +251,18 @@ def test_the_paper_consensus_rounds_give_the_rated_sets_through_the_previous_vis
     assert first_round["clients"] > 10
 
 
+def test_the_audit_decodes_the_set_up_duals_of_the_rated_consensus():
+    """consensus="rated" with the paper's duals: one user's set-up upload less beta V^0 on its
+    rated items (once per rater) is its dual, decoded exactly by the audit."""
+    from fedmc.privacy.audit_run import AuditSettings, run_audit
+
+    rows = run_audit(one_user_clients(), AuditSettings(
+        "fedmc-admm", {"rank": 3, "consensus": "rated", "dual_init": "paper", "inner": 2},
+        rounds=1, active=4, views=("plain",)))
+    ratings = next(r for r in rows if r["attack"] == "ratings")
+    assert ratings["rmse"] == 0.0 and ratings["clients"] == 12
+
+
 def test_pooled_runs_weigh_each_client_and_rating_once():
     """pool_runs: precision over every guessed client of every run, RMSE over every rating,
     an interval from the runs' own ratios (Student's t, 1 degree of freedom here)."""

@@ -204,7 +204,7 @@ class ADMMTarget(Target):
             # over the cohort's size)
             count = (1.0 if len(o.clients) == 1 else
                      self.counts[0][rows] * members / len(o.clients))
-            return array[rows] - cfg.beta * np.reshape(count, (len(rows), -1)) * V0[rows]
+            return array[rows] - cfg.beta * count * V0[rows]
         first = [self.previous[o.round, c] == 0 for c in o.clients.tolist()]
         # one user's upload, or a cohort's mean, needs every member on its first visit; a
         # split sum, one (its exclusive rows are its own, the others' rows join no group)
