@@ -274,24 +274,17 @@ def link_groups(groups: Sequence[Group], least: int = 3, overlap: float = 0.5,
     n_items = 1 + max(int(g.items.max()) for g in groups)
     n_clients = 1 + max(int(g.clients.max()) for g in groups)
     values = np.unique(np.concatenate([g.ratings for g in groups]))
-    rows = np.repeat(np.arange(len(groups)), [len(g.items) for g in groups])
-    items = np.concatenate([g.items for g in groups])
-    level = np.searchsorted(values, np.concatenate([g.ratings for g in groups]))
-    ones = np.ones(len(items))
-    by_item = sparse.csr_matrix((ones, (rows, items)), shape=(len(groups), n_items))
-    by_rating = sparse.csr_matrix((ones, (rows, items * len(values) + level)),
-                                  shape=(len(groups), n_items * len(values)))
+    by_item = _incidence([g.items for g in groups], n_items)
+    by_rating = _incidence([g.items * len(values) + np.searchsorted(values, g.ratings)
+                            for g in groups], n_items * len(values))  # (item, rating) pairs
+    cohorts = _incidence([g.clients for g in groups], n_clients)
     shared, agreed = (by_item @ by_item.T).tocoo(), (by_rating @ by_rating.T).tocsr()
     same = np.asarray(agreed[shared.row, shared.col]).ravel() == shared.data
-    size = np.array([len(g.items) for g in groups])
+    size = np.diff(by_item.indptr)
     smaller = np.minimum(size[shared.row], size[shared.col])
     keep = (same & (shared.data >= np.maximum(least, overlap * smaller))
             & (shared.row < shared.col))
     a, b = shared.row[keep], shared.col[keep]
-    cohorts = sparse.csr_matrix(
-        (np.ones(sum(len(g.clients) for g in groups)),
-         (np.repeat(np.arange(len(groups)), [len(g.clients) for g in groups]),
-          np.concatenate([g.clients for g in groups]))), shape=(len(groups), n_clients))
     common = np.asarray((cohorts[a].multiply(cohorts[b])).sum(axis=1)).ravel()
     one = common == 1
     client = (cohorts[a[one]].multiply(cohorts[b[one]])).tocsr()
@@ -304,6 +297,14 @@ def link_groups(groups: Sequence[Group], least: int = 3, overlap: float = 0.5,
     for g in np.flatnonzero(np.diff(votes.indptr)):
         named.setdefault(int(owner[g]), []).append(groups[g].items)
     return {c: np.unique(np.concatenate(parts)) for c, parts in named.items()}
+
+
+def _incidence(columns: Sequence[np.ndarray], width: int) -> sparse.csr_matrix:
+    """A 0/1 matrix of ``width`` columns with one row per array of ``columns``, its ones at
+    that array's (distinct) entries."""
+    rows = np.repeat(np.arange(len(columns)), [len(c) for c in columns])
+    return sparse.csr_matrix((np.ones(len(rows)), (rows, np.concatenate(columns))),
+                             shape=(len(columns), width))
 
 
 def decode_fedmavg(rows: np.ndarray, V: np.ndarray, factor: float | None, steps: int,
