@@ -22,6 +22,7 @@ client's previous exchange (:mod:`fedmc.flower.client_state`).
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -61,9 +62,9 @@ class Party:
     store: StateStore
     secret: int = field(default_factory=lambda: secrets.randbits(128), repr=False)
 
-    @property
+    @functools.cached_property
     def shapes(self) -> Mapping[str, tuple[int, ...]]:
-        """The shapes of the algorithm's uploads."""
+        """The shapes of the algorithm's uploads (fixed for the run: worked out once)."""
         return self.algorithm.upload_shapes(self.cfg, self.info)
 
     def step(self, envelope: Envelope) -> tuple[Uploads, int]:
