@@ -25,10 +25,10 @@ import time
 import numpy as np
 from sweep import parse_value
 
-from fedmc.algorithms.fedmc_admm import FedMCADMM
 from fedmc.data import FederatedData
 from fedmc.data.split import random_test_mask
-from fedmc.pipeline import DataSettings, federate, load_ratings
+from fedmc.estimators import FedMCADMM
+from fedmc.run.data import DataSettings, federate, load_ratings
 
 
 def validation_data(seed: int = 0) -> FederatedData:

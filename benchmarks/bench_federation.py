@@ -28,13 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from fedmc.algorithms.fedmc_admm import ALGORITHM
+from fedmc.algorithms.fedmc_admm import PAPER
+from fedmc.federation.sampling import make_sampler
+from fedmc.federation.settings import Schedule
 from fedmc.flower.local import run_local
 from fedmc.flower.settings import FederatedRun
-from fedmc.pipeline import DataSettings, federate, load_ratings
-from fedmc.runner import RunSettings
-from fedmc.sim.loop import simulate
-from fedmc.sim.sampling import make_sampler
+from fedmc.run.data import DataSettings, federate, load_ratings
+from fedmc.sim import simulate
 
 
 def phases(events: list[dict]) -> dict[str, list[float]]:
@@ -85,10 +85,10 @@ def simulated_round(data_settings: DataSettings, rounds: int) -> float:
     """Seconds per round of the batched simulation (training and evaluation)."""
     data = federate(load_ratings(data_settings), data_settings)
     sampler = make_sampler(data.n_clients, None)
-    cfg = ALGORITHM.Config()
-    simulate(ALGORITHM, cfg, data, sampler, 1, 0)  # load the compiled kernels
+    cfg = PAPER.Config()
+    simulate(PAPER, cfg, data, sampler, 1, 0)  # load the compiled kernels
     start = time.perf_counter()
-    simulate(ALGORITHM, cfg, data, make_sampler(data.n_clients, None), rounds, 0)
+    simulate(PAPER, cfg, data, make_sampler(data.n_clients, None), rounds, 0)
     return (time.perf_counter() - start) / rounds
 
 
@@ -103,8 +103,8 @@ def main() -> None:
     data = DataSettings(dataset=args.dataset, clients=args.clients)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        run = FederatedRun(RunSettings(rounds=args.rounds, active=None), {},
-                           secagg=args.secagg, timeout=120.0, out=work / "out")
+        run = FederatedRun(schedule=Schedule(rounds=args.rounds), secagg=args.secagg,
+                           timeout=120.0, out=work / "out")
         meter = CpuMeter()
         start = time.perf_counter()
         run_local(run, data, work / "work", args.stock_nodes, meter)

@@ -28,8 +28,8 @@ import numpy as np
 from fedmc.algorithms.felb import ALGORITHM, ALGORITHM_MU, FelbConfig, FelbMUConfig
 from fedmc.algorithms.felb.baselines import aggregated_bmf
 from fedmc.data.boolean import BooleanFederatedData, load_boolean
-from fedmc.sim.loop import simulate
-from fedmc.sim.sampling import UniformSampler
+from fedmc.federation.sampling import UniformSampler
+from fedmc.sim import simulate
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REAL_SETS = {

@@ -64,8 +64,8 @@ def report(label: str, args: str, seeds: list[int], keys: tuple[str, ...]) -> No
 
 def als_cpu_time(seeds: list[int]) -> None:
     """Train ALS with its defaults in-process: wall and CPU seconds of the training only."""
-    from fedmc.algorithms.als import ALS as ALSModel
-    from fedmc.pipeline import DataSettings, federate, load_ratings
+    from fedmc.estimators import ALS as ALSModel
+    from fedmc.run.data import DataSettings, federate, load_ratings
 
     print(f"\n## ALS training only, in-process ({numba.get_num_threads()} Numba threads)")
     for seed in seeds:

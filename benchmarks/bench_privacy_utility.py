@@ -34,7 +34,7 @@ import numpy as np
 from bench_cross_device import item_mean_rmse, test_data, validation_data
 from sweep import parse_value
 
-from fedmc.algorithms import get_algorithm
+from fedmc.estimators import estimator_class
 
 
 def fit(data, algorithm: str, rounds: int, eps: float, noise: float | None, q: float,
@@ -46,7 +46,7 @@ def fit(data, algorithm: str, rounds: int, eps: float, noise: float | None, q: f
         budget["user_dp_noise"] = noise
     dp = budget and {**budget, "user_dp_clip": clip, "user_dp_delta": 1e-6,
                      "user_dp_setup_scale": setup_scale, "user_dp_setup_clip": setup_clip}
-    model = get_algorithm(algorithm)(**params, rounds=rounds, sampling="bernoulli",
+    model = estimator_class(algorithm)(**params, rounds=rounds, sampling="bernoulli",
                                      participation=q, random_state=0, eval_every=rounds, **dp)
     start = time.perf_counter()
     try:

@@ -22,12 +22,10 @@ import time
 
 import numpy as np
 
-from fedmc.algorithms.als import ALS
-from fedmc.algorithms.fedmc_admm import FedMCADMM
-from fedmc.algorithms.rfrec import RFRec
 from fedmc.api import load_federated
 from fedmc.core.ranking import ranking_metrics, ranking_sums
 from fedmc.data import FederatedData
+from fedmc.estimators import ALS, FedMCADMM, RFRec
 
 K = 10
 

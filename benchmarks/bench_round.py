@@ -19,10 +19,10 @@ import time
 import numpy as np
 
 from fedmc import load_federated
-from fedmc.algorithms.fedmc_admm import ALGORITHM, FedMCADMMConfig
+from fedmc.algorithms.fedmc_admm import BY_CONSENSUS, FedMCADMMConfig
 from fedmc.core.uploads import sum_uploads
+from fedmc.federation.sampling import UniformSampler
 from fedmc.sim.clients import BatchedClients
-from fedmc.sim.sampling import UniformSampler
 
 PAPER = dict(rank=5, inner=10, lam=1e-6, gamma=1e-6, beta=1e4, init_scale=2e-4,
              steps="paper", biases=False, clip=False)
@@ -40,7 +40,7 @@ def main() -> None:
     ns = ap.parse_args()
     data = load_federated(ns.dataset, clients=ns.clients, normalize="zscore", seed=0)
     cfg = FedMCADMMConfig(**({} if ns.defaults else PAPER))
-    alg = ALGORITHM
+    alg = BY_CONSENSUS[cfg.consensus]
     rng = np.random.default_rng(0)
     info = data.federation_info()
     draws = alg.draws(cfg, data, rng)

@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from fedmc.algorithms import get_algorithm
-from fedmc.pipeline import DataSettings, federate, load_ratings
+from fedmc.estimators import estimator_class
+from fedmc.run.data import DataSettings, federate, load_ratings
 
 
 def parse_value(text: str):
@@ -51,7 +51,7 @@ def main() -> None:
         k, vs = g.split("=", 1)
         keys.append(k)
         values.append([v if v == "lam/p" else parse_value(v) for v in vs.split(",")])
-    cls = get_algorithm(args.algorithm)
+    cls = estimator_class(args.algorithm)
     datas = {}
     for seed in range(args.seeds):
         settings = DataSettings(dataset=args.dataset, clients=args.clients,

@@ -11,7 +11,7 @@ import pytest
 from fedmc.data import FederatedData, Normalizer, Ratings
 
 # The command line runs a rank without compiled specialized kernels on the generic ones and
-# compiles the others in a background process (fedmc.precompile): tests compile in the
+# compiles the others in a background process (fedmc.run.precompile): tests compile in the
 # foreground, so no process outlives them and results do not depend on what was compiled.
 os.environ.setdefault("FEDMC_KERNELS", "specialized")
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedmc.algorithms.als import ALS, ridge_rows
+from fedmc.algorithms.als.kernels import ridge_rows
 from fedmc.api import load_federated
-from fedmc.pipeline import DataSettings
-from fedmc.runner import RunSettings, execute
+from fedmc.estimators import ALS
+from fedmc.run.data import DataSettings
+from fedmc.run.runner import execute
+from fedmc.run.settings import RunSettings
 from tests.conftest import tiny_federated
 
 

@@ -1,4 +1,4 @@
-"""The curious server's attacks (fedmc.privacy.audit) on tiny federations: rated-item sets
+"""The curious server's attacks (fedmc.audit.attacks) on tiny federations: rated-item sets
 from every algorithm's uploads, and the decoders of one user's ratings checked against the
 truth (and, for FedMAvg, against a plain re-computation of the client's steps)."""
 
@@ -7,16 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedmc.algorithms import get_algorithm
-from fedmc.algorithms.fedmc_admm import ALGORITHM
-from fedmc.algorithms.fedmc_admm.rated import UPLOAD
+from fedmc.algorithms.fedmc_admm import RATED
+from fedmc.algorithms.fedmc_admm.rated.client import UPLOAD
+from fedmc.algorithms.registry import spec
 from fedmc.algorithms.rfrec.client import shared_uploads
+from fedmc.audit import attacks as audit
+from fedmc.audit.boundary import record_boundary
+from fedmc.audit.run import rated_items
+from fedmc.core.scale import Normalizer
 from fedmc.data import FederatedData, Ratings
-from fedmc.data.normalize import Normalizer
-from fedmc.privacy import audit
-from fedmc.privacy.audit_run import rated_items
-from fedmc.sim.sampling import make_sampler
-from fedmc.testing import record_boundary
+from fedmc.federation.sampling import make_sampler
 from tests.conftest import tiny_federated
 
 STARS = np.arange(1.0, 6.0)
@@ -39,8 +39,8 @@ def _own(data: FederatedData, c: int) -> tuple[np.ndarray, np.ndarray]:
 
 def test_plain_uploads_give_the_exact_rated_sets_and_sums_only_their_union():
     data = tiny_federated(m=30, n=25, p=30, density=0.15, seed=2)[0]
-    cfg = ALGORITHM.Config(rank=2, consensus="rated", inner=3)
-    records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(30, 6), rounds=5)
+    cfg = RATED.Config(rank=2, consensus="rated", inner=3)
+    records, _ = record_boundary(RATED, cfg, data, lambda: make_sampler(30, 6), rounds=5)
     truth = rated_items(data)
     plain = audit.set_scores(audit.rated_sets(list(audit.observations(records, "plain", UPLOAD))),
                              truth, 25)
@@ -59,8 +59,9 @@ def test_uploads_off_the_servers_reference_are_the_exact_rated_sets(name):
     """FedMAvg's unrated rows are the broadcast V times one factor per client; RFRec's are the
     shared columns, which the server replays from the V̄ it sent (exactly, checked)."""
     data = tiny_federated(m=30, n=25, p=30, density=0.15, seed=2)[0]
-    algorithm = get_algorithm(name).algorithm
-    cfg = algorithm.Config(rank=2)
+    entry = spec(name)
+    cfg = entry.Config(rank=2)
+    algorithm = entry.algorithm_for(cfg)
     records, _ = record_boundary(algorithm, cfg, data, lambda: make_sampler(30, 8), rounds=3)
     sent = {r.message.round: r.message.arrays["V"] for r in records if r.message.round > 0}
     reference = sent
@@ -81,8 +82,8 @@ def test_uploads_off_the_servers_reference_are_the_exact_rated_sets(name):
 def test_setup_uploads_of_one_user_clients_give_their_exact_ratings():
     """The closed form of the set-up dual (Y_j^0 parallel to u) recovers every rating."""
     data = one_user_clients()
-    cfg = ALGORITHM.Config(rank=3, consensus="rated", dual_init="paper", beta=0.6)
-    records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(12, 3), rounds=1)
+    cfg = RATED.Config(rank=3, consensus="rated", dual_init="paper", beta=0.6)
+    records, _ = record_boundary(RATED, cfg, data, lambda: make_sampler(12, 3), rounds=1)
     setup = records[0]
     V0 = setup.message.arrays["V"]
     for o in audit.observations([setup], "plain", UPLOAD):
@@ -97,8 +98,8 @@ def test_a_first_visit_with_zero_duals_gives_the_exact_ratings():
     is 2 (m_j - u . v_j) u / (1 + |u|^2 / beta) on each rated item, without the column of V
     fixed to 1 (whose partner in u, the user's bias, the decoder searches too)."""
     data = one_user_clients()
-    cfg = ALGORITHM.Config(rank=3, consensus="rated", dual_init="zeros", beta=0.6, inner=5)
-    records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(12, 4), rounds=1)
+    cfg = RATED.Config(rank=3, consensus="rated", dual_init="zeros", beta=0.6, inner=5)
+    records, _ = record_boundary(RATED, cfg, data, lambda: make_sampler(12, 4), rounds=1)
     V0, V = records[0].message.arrays["V"], records[1].message.arrays["V"]
     for o in audit.observations(records[1:], "plain", UPLOAD):
         rated, values = _own(data, int(o.clients[0]))
@@ -113,11 +114,11 @@ def test_a_cohorts_sum_splits_into_its_members_exclusive_items_and_their_ratings
     """SecAgg alone: in the sum of a cohort's first visits (zero duals, consensus on rated
     items) the rows of an item only one member rated are that member's, parallel to its u:
     grouped by direction they are each member's exclusive items, decoded exactly."""
-    from fedmc.privacy.audit_run import ADMMTarget
+    from fedmc.audit.run import ADMMTarget
 
     data = one_user_clients(m=12, n=60)
-    cfg = ALGORITHM.Config(rank=3, consensus="rated", dual_init="zeros", beta=0.6, inner=5)
-    records, _ = record_boundary(ALGORITHM, cfg, data, lambda: make_sampler(12, 4), rounds=1)
+    cfg = RATED.Config(rank=3, consensus="rated", dual_init="zeros", beta=0.6, inner=5)
+    records, _ = record_boundary(RATED, cfg, data, lambda: make_sampler(12, 4), rounds=1)
     target = ADMMTarget(cfg, data, records, STARS)
     o = next(o for o in audit.observations(records, "secagg", UPLOAD) if o.round == 1)
     truth = rated_items(data)
@@ -159,13 +160,14 @@ def test_a_cohorts_sum_of_rfrec_and_fedmavg_uploads_splits_into_its_members(name
     """The same for RFRec's first round (under Adam, rows that reach alpha are several
     members' steps and are left out) and FedMAvg's W_i (each member's own shrink factor of V
     unknown in the sum: found with |u|)."""
-    from fedmc.privacy.audit_run import TARGETS
+    from fedmc.algorithms.registry import load
 
-    algorithm = get_algorithm(name).algorithm
+    entry = spec(name)
     data = one_user_clients(m=12, n=60)
-    cfg = algorithm.Config(rank=3, **params)
+    cfg = entry.Config(rank=3, **params)
+    algorithm = entry.algorithm_for(cfg)
     records, _ = record_boundary(algorithm, cfg, data, lambda: make_sampler(12, 5), rounds=1)
-    target = TARGETS[name](cfg, data, records, STARS)
+    target = load(entry.audit)(cfg, data, records, STARS)
     o = next(o for o in audit.observations(records, "secagg", target.upload) if o.round == 1)
     assert_split_is_exact(data, target, o)
 
@@ -196,9 +198,10 @@ def test_groups_seen_in_two_cohorts_name_their_client():
 def test_fedmavg_uploads_give_the_exact_ratings_and_user_factor():
     """decode_fedmavg's ratings are the truth, and its u replays the client's Q2 steps (a
     plain re-computation) into the upload."""
-    algorithm = get_algorithm("fedmavg").algorithm
+    entry = spec("fedmavg")
     data = one_user_clients()
-    cfg = algorithm.Config(rank=3, gamma=1e-3)
+    cfg = entry.Config(rank=3, gamma=1e-3)
+    algorithm = entry.algorithm_for(cfg)
     records, sim = record_boundary(algorithm, cfg, data, lambda: make_sampler(12, 12), rounds=1)
     rec = records[0]
     V, steps = rec.message.arrays["V"], int(rec.message.flags["q2"])
@@ -226,9 +229,10 @@ def test_fedmavg_uploads_give_the_exact_ratings_and_user_factor():
 def test_rfrecs_first_step_gives_the_exact_ratings(optimizer):
     """One step from V_(i) = V̄^0: the change is -alpha G (gd) or -alpha G / (|G| + eps)
     (Adam), with -G_j = 2 (m_j - u . v_j) u."""
-    algorithm = get_algorithm("rfrec").algorithm
+    entry = spec("rfrec")
     data = one_user_clients()
-    cfg = algorithm.Config(rank=3, optimizer=optimizer)
+    cfg = entry.Config(rank=3, optimizer=optimizer)
+    algorithm = entry.algorithm_for(cfg)
     records, _ = record_boundary(algorithm, cfg, data, lambda: make_sampler(12, 12), rounds=1)
     V0 = records[1].message.arrays["V"]
     shared = shared_uploads(cfg, [V0])[0]
@@ -241,7 +245,7 @@ def test_rfrecs_first_step_gives_the_exact_ratings(optimizer):
 def test_the_paper_consensus_rounds_give_the_rated_sets_through_the_previous_visits_v():
     """consensus="all": a visit moves an unrated row by beta (V^k - V^l), l the client's
     previous visit; off that, a round's upload is the client's rated set."""
-    from fedmc.privacy.audit_run import AuditSettings, run_audit
+    from fedmc.audit.run import AuditSettings, run_audit
 
     data = tiny_federated(m=30, n=25, p=30, density=0.15, seed=2)[0]
     rows = run_audit(data, AuditSettings("fedmc-admm", {"rank": 2, "inner": 2}, rounds=4,
@@ -254,7 +258,7 @@ def test_the_paper_consensus_rounds_give_the_rated_sets_through_the_previous_vis
 def test_the_audit_decodes_the_set_up_duals_of_the_rated_consensus():
     """consensus="rated" with the paper's duals: one user's set-up upload less beta V^0 on its
     rated items (once per rater) is its dual, decoded exactly by the audit."""
-    from fedmc.privacy.audit_run import AuditSettings, run_audit
+    from fedmc.audit.run import AuditSettings, run_audit
 
     rows = run_audit(one_user_clients(), AuditSettings(
         "fedmc-admm", {"rank": 3, "consensus": "rated", "dual_init": "paper", "inner": 2},
@@ -266,7 +270,7 @@ def test_the_audit_decodes_the_set_up_duals_of_the_rated_consensus():
 def test_pooled_runs_weigh_each_client_and_rating_once():
     """pool_runs: precision over every guessed client of every run, RMSE over every rating,
     an interval from the runs' own ratios (Student's t, 1 degree of freedom here)."""
-    from fedmc.privacy.audit_run import pool_runs
+    from fedmc.audit.run import pool_runs
 
     def runs(p, g, b, c, rmse, n):
         return [{"view": "dp", "attack": "first", "precision": p, "recall": 0.5, "base_rate": b,

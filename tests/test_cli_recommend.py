@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from fedmc.model import load_model
-from fedmc.pipeline import DataSettings, federated_data
+from fedmc.run.data import DataSettings, federated_data
 from tests.conftest import require_shared_data
 from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (a fixture)
 

@@ -165,7 +165,7 @@ def test_new_rank_runs_on_generic_kernels_then_on_compiled_ones(monkeypatch, cap
     """A rank whose specialized kernels are not compiled runs on the generic ones (no
     foreground compilation) and says so; once compiled, the same run uses the specialized ones
     and agrees to rounding; compile time is reported apart from training time."""
-    from fedmc import precompile
+    from fedmc.run import precompile
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("FEDMC_KERNELS", "auto")

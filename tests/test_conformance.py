@@ -8,16 +8,17 @@ import pytest
 
 from fedmc.algorithms.fedmavg import ALGORITHM as FEDMAVG
 from fedmc.algorithms.fedmavg import POSTER as FEDMAVG_POSTER
-from fedmc.algorithms.fedmc_admm import ALGORITHM as FEDMC_ADMM
+from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
+from fedmc.algorithms.fedmc_admm import RATED as FEDMC_ADMM_RATED
 from fedmc.algorithms.felb import ALGORITHM as FELB
 from fedmc.algorithms.felb import ALGORITHM_MU as FELB_MU
 from fedmc.algorithms.rfrec import ALGORITHM as RFREC
 from fedmc.algorithms.rfrec import ALGORITHM_F as RFRECF
 from fedmc.data.boolean import BooleanFederatedData
+from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import UserDP
+from fedmc.sim import simulate
 from fedmc.sim.clients import PerClientClients
-from fedmc.sim.loop import simulate
-from fedmc.sim.sampling import make_sampler
 from fedmc.testing import (
     assert_drivers_agree,
     assert_same_history,
@@ -31,12 +32,12 @@ CASES = [
     (FEDMC_ADMM, {"rank": 2, "steps": "paper", "biases": False, "reg_u": "l1", "reg_v": "l1",
                   "dual_init": "zeros"}, {"sampling": "bernoulli", "participation": 0.5}),
     (FEDMC_ADMM, {"rank": 3, "biases": True}, {"dropout": 0.3, "active": 4}),
-    (FEDMC_ADMM, {"rank": 2, "consensus": "rated"}, {}),
-    (FEDMC_ADMM, {"rank": 2, "consensus": "rated", "dual_init": "paper", "reg_u": "l1"},
+    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated"}, {}),
+    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "dual_init": "paper", "reg_u": "l1"},
      {"sampling": "bernoulli", "participation": 0.4}, "one-user"),
-    (FEDMC_ADMM, {"rank": 3, "consensus": "rated", "steps": "paper"}, {"dropout": 0.3},
+    (FEDMC_ADMM_RATED, {"rank": 3, "consensus": "rated", "steps": "paper"}, {"dropout": 0.3},
      "one-user"),
-    (FEDMC_ADMM, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
+    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
                   "dual_init": "zeros"}, {"sampling": "bernoulli", "participation": 0.4}),
     (FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}, {}),
     (FEDMAVG, {"rank": 2, "u_update": "sampled", "biases": True},
@@ -154,10 +155,10 @@ def test_chunked_messages_give_the_same_history(case, data, monkeypatch):
 
 DP_CASES = [
     (FEDMC_ADMM, {"rank": 2, "inner": 3, "beta": 0.8, "lam": 0.05, "gamma": 0.02}, {}),
-    (FEDMC_ADMM, {"rank": 2, "consensus": "rated"}, {}, "one-user"),
-    (FEDMC_ADMM, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
+    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated"}, {}, "one-user"),
+    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
                   "dual_init": "zeros"}, {}, "one-user"),
-    (FEDMC_ADMM, {"rank": 2, "consensus": "rated", "weights": "sqrt-items"}, {}),
+    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items"}, {}),
     (FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}, {}),
     (RFREC, {"rank": 2, "delta": 0.3, "s": 0.1}, {}),
     (FELB, {"rank": 2, "local_steps": 3}, {}),

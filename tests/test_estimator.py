@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from fedmc.algorithms import algorithm_names, get_algorithm
-from fedmc.algorithms.fedmc_admm import FedMCADMM
+from fedmc.algorithms.registry import algorithm_names
+from fedmc.estimators import FedMCADMM, estimator_class
 from tests.conftest import tiny_federated
 
 
 @pytest.mark.parametrize("name", algorithm_names())
 def test_signature_lists_every_parameter_explicitly(name):
-    cls = get_algorithm(name)
+    cls = estimator_class(name)
     params = inspect.signature(cls).parameters
     assert set(params) == set(cls().get_params())
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
@@ -28,7 +28,7 @@ def test_signature_lists_every_parameter_explicitly(name):
 
 @pytest.mark.parametrize("name", algorithm_names())
 def test_clone_gives_equal_parameters_and_init_stores_only(name):
-    cls = get_algorithm(name)
+    cls = estimator_class(name)
     est = cls(random_state=7)
     copy = clone(est)
     assert copy is not est and copy.get_params() == est.get_params()
@@ -59,5 +59,5 @@ def test_fitted_model_keeps_factors_not_ratings():
         assert value is not data and value is not data.train
     arrays = [v for v in vars(est).values() if isinstance(v, np.ndarray)]
     assert not any(np.shares_memory(a, data.train.values) for a in arrays)
-    pred = est.predict([0, 1], [3, 4])
+    pred = est.predict_indices([0, 1], [3, 4])
     assert pred.shape == (2,) and np.all(np.isfinite(pred))

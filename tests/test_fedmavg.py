@@ -6,16 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedmc.algorithms import get_algorithm
-from fedmc.algorithms.fedmavg import ALGORITHM, POSTER, FedMAvg, FedMAvgConfig
+from fedmc.algorithms.fedmavg import ALGORITHM, POSTER, FedMAvgConfig
 from fedmc.algorithms.fedmavg.client import step_c
 from fedmc.algorithms.fedmavg.config import FedMAvgPosterConfig
 from fedmc.algorithms.fedmavg.kernels import gram_lambda_max
 from fedmc.api import load_federated
-from fedmc.pipeline import DataSettings
-from fedmc.runner import RunSettings, execute
-from fedmc.sim.loop import simulate
-from fedmc.sim.sampling import WithReplacementSampler
+from fedmc.estimators import FedMAvg, estimator_class
+from fedmc.federation.sampling import WithReplacementSampler
+from fedmc.run.data import DataSettings
+from fedmc.run.runner import execute
+from fedmc.run.settings import RunSettings
+from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler
 from tests.conftest import tiny_federated
 
@@ -206,7 +207,7 @@ def test_same_seed_same_history(name):
     data = load_federated("synthetic", clients=20)
     runs = []
     for _ in range(2):
-        model = get_algorithm(name)(rank=4, rounds=6, active=5, random_state=3).fit(data)
+        model = estimator_class(name)(rank=4, rounds=6, active=5, random_state=3).fit(data)
         runs.append([{k: v for k, v in row.items() if k != "seconds"}
                      for row in model.history_.rows])
     assert runs[0] == runs[1]

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize, minimize_scalar
 
-from fedmc.algorithms.fedmc_admm import ALGORITHM, FedMCADMM, FedMCADMMConfig
+from fedmc.algorithms.fedmc_admm import BY_CONSENSUS, FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.kernels import rated_once, u_steps, w_steps
 from fedmc.core.kernels import rank_token
 from fedmc.core.prox import Regularizer
-from fedmc.sim.loop import simulate
+from fedmc.estimators import FedMCADMM
+from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler
 from tests.conftest import tiny_federated
 
@@ -94,8 +95,8 @@ def test_w_step_solves_subproblem_15(per_row):
 def run(data, schedule, seed=0, **params):
     """FedMC-ADMM on ``data`` with the rounds' client sets given by ``schedule``."""
     cfg = FedMCADMMConfig(**params)
-    return cfg, simulate(ALGORITHM, cfg, data, ScheduledSampler(data.n_clients, schedule),
-                         len(schedule), seed)
+    return cfg, simulate(BY_CONSENSUS[cfg.consensus], cfg, data,
+                         ScheduledSampler(data.n_clients, schedule), len(schedule), seed)
 
 
 @pytest.mark.parametrize("kind", ["l2", "l1", "none", "box"])

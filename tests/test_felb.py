@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedmc.algorithms.felb import ALGORITHM, ALGORITHM_MU, Felb, FelbMU
+from fedmc.algorithms.felb import ALGORITHM, ALGORITHM_MU
 from fedmc.algorithms.felb.client import _gradient_step
 from fedmc.algorithms.felb.config import FelbConfig, FelbMUConfig
 from fedmc.algorithms.felb.prox import prox_elb, prox_proximity
 from fedmc.data.boolean import BooleanFederatedData, load_boolean
 from fedmc.errors import DataError
-from fedmc.sim.loop import simulate
+from fedmc.estimators import Felb, FelbMU
+from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler
 
 VARIANTS = [(ALGORITHM, FelbConfig), (ALGORITHM_MU, FelbMUConfig)]

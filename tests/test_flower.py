@@ -11,9 +11,12 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from fedmc.algorithms import get_algorithm  # noqa: E402
+from fedmc.algorithms.registry import spec  # noqa: E402
 from fedmc.core.protocol import Message  # noqa: E402
 from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
+from fedmc.federation.history import History  # noqa: E402
+from fedmc.federation.loop import Outcome
+from fedmc.federation.sampling import make_sampler  # noqa: E402
 from fedmc.flower.client_state import StateStore  # noqa: E402
 from fedmc.flower.compact import pack, unpack  # noqa: E402
 from fedmc.flower.local import run_local  # noqa: E402
@@ -31,11 +34,9 @@ from fedmc.flower.wire import (  # noqa: E402
     unpack_sums,
     unpack_uploads,
 )
-from fedmc.pipeline import DataSettings, federate, load_ratings  # noqa: E402
-from fedmc.runner import RunSettings  # noqa: E402
-from fedmc.sim.history import History  # noqa: E402
-from fedmc.sim.loop import Simulation, simulate  # noqa: E402
-from fedmc.sim.sampling import make_sampler  # noqa: E402
+from fedmc.run.data import DataSettings, federate, load_ratings  # noqa: E402
+from fedmc.run.settings import RunSettings  # noqa: E402
+from fedmc.sim import simulate  # noqa: E402
 from fedmc.testing import assert_same_history  # noqa: E402
 
 PARAMS = {"rank": 3}
@@ -153,11 +154,13 @@ def test_a_clients_dp_share_is_its_own_and_the_same_when_an_exchange_is_repeated
     of the client's secret and the exchange's number (a repeated secure sum adds the same
     share: no second draw is released; another client or exchange draws anew)."""
     from fedmc.core.protocol import FederationInfo
+    from fedmc.federation.aggregator import Aggregator
     from fedmc.flower.client_app import Party
 
-    algorithm = get_algorithm("fedmc-admm").algorithm
+    cfg = spec("fedmc-admm").Config(rank=5)
+    algorithm = spec("fedmc-admm").algorithm_for(cfg)
     info = FederationInfo(n_clients=9, n_items=400, normalizer=None, value_range=(1.0, 5.0))
-    me, other = (Party(c, algorithm, algorithm.Config(rank=5), info, None, None)
+    me, other = (Party(c, algorithm, cfg, info, None, None, Aggregator(algorithm, cfg, info))
                  for c in (0, 1))
 
     def share(party, exchange):
@@ -182,12 +185,13 @@ def test_a_node_stays_quiet_for_most_of_the_usual_gap_and_then_polls():
     assert poller.pause(30.0) == 0.5  # long idle: at most the longest interval
 
 
-def simulation(settings: DataSettings, run: RunSettings, params: dict) -> Simulation:
+def simulation(settings: DataSettings, run: RunSettings, params: dict) -> Outcome:
     data = federate(load_ratings(settings), settings)
     sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)
-    algorithm = get_algorithm(run.algorithm).algorithm
-    cfg = algorithm.Config(**params)
-    dp = FederatedRun(run, params).privacy()
+    entry = spec(run.algorithm)
+    cfg = entry.Config(**params)
+    algorithm = entry.algorithm_for(cfg)
+    dp = run.privacy()
     return simulate(algorithm, cfg, data, sampler, run.rounds, run.seed, 1, dp=dp)
 
 
@@ -205,8 +209,8 @@ def federated(tmp_path: Path, settings: DataSettings, run: RunSettings, params: 
         if on_event is not None:
             on_event(event, fed)
 
-    run_local(FederatedRun(run, params, out=out, **flags), settings, tmp_path / "work",
-              on_event=watch)
+    run_local(FederatedRun(run.algorithm, params, run.schedule(), out=out, **flags), settings,
+              tmp_path / "work", on_event=watch)
     for pid in started:  # every process started is gone, with its process group
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)
@@ -227,9 +231,10 @@ def test_three_nodes_two_rounds_give_the_simulations_history(tmp_path, algorithm
 
 def test_user_level_dp_travels_in_the_run_configuration():
     run = RunSettings(user_dp_clip=0.3, user_dp_noise=0.8, user_dp_setup_clip=1.0)
-    back = FederatedRun.from_run_config(FederatedRun(run, PARAMS).run_config())
-    assert back.privacy() == FederatedRun(run, PARAMS).privacy() != None  # noqa: E711
-    assert FederatedRun.from_run_config(FederatedRun(RunSettings(), {}).run_config()
+    sent = FederatedRun(run.algorithm, PARAMS, run.schedule())
+    back = FederatedRun.from_run_config(sent.run_config())
+    assert back.privacy() == run.privacy() != None  # noqa: E711
+    assert FederatedRun.from_run_config(FederatedRun().run_config()
                                         ).privacy() is None
 
 

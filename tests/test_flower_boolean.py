@@ -7,16 +7,16 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from fedmc.algorithms import get_algorithm  # noqa: E402
+from fedmc.algorithms.registry import spec  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
 from fedmc.errors import ConfigError, DataError  # noqa: E402
+from fedmc.federation.sampling import make_sampler  # noqa: E402
 from fedmc.flower.manifest import Manifest, population  # noqa: E402
 from fedmc.flower.shard import load_boolean_shard  # noqa: E402
 from fedmc.flower.split import client_files, write_split  # noqa: E402
-from fedmc.pipeline import DataSettings, load_boolean_data  # noqa: E402
-from fedmc.runner import RunSettings  # noqa: E402
-from fedmc.sim.loop import simulate  # noqa: E402
-from fedmc.sim.sampling import make_sampler  # noqa: E402
+from fedmc.run.data import DataSettings, load_boolean_data  # noqa: E402
+from fedmc.run.settings import RunSettings  # noqa: E402
+from fedmc.sim import simulate  # noqa: E402
 from fedmc.testing import assert_same_history  # noqa: E402
 from tests.test_flower import PARAMS, federated  # noqa: E402
 
@@ -69,9 +69,9 @@ def test_an_algorithm_for_the_other_kind_of_data_is_refused(tmp_path):
 def test_three_felb_nodes_two_rounds_give_the_simulations_history(tmp_path, name):
     settings, run = boolean_settings(), RunSettings(rounds=2, active=2, seed=0, algorithm=name)
     data = load_boolean_data(settings)
-    algorithm = get_algorithm(name).algorithm
+    cfg = spec(name).Config(**PARAMS)
     sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)
-    expected = simulate(algorithm, algorithm.Config(**PARAMS), data, sampler, run.rounds,
+    expected = simulate(spec(name).algorithm_for(cfg), cfg, data, sampler, run.rounds,
                         run.seed, 1).history
     history, out = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
     assert_same_history(history, expected, rtol=1e-9, atol=1e-9)

@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from fedmc.algorithms.fedmc_admm import ALGORITHM as FEDMC_ADMM  # noqa: E402
-from fedmc.pipeline import DataSettings, federate, load_ratings  # noqa: E402
-from fedmc.runner import RunSettings  # noqa: E402
-from fedmc.sim.sampling import make_sampler  # noqa: E402
+from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
+from fedmc.federation.sampling import make_sampler  # noqa: E402
+from fedmc.run.data import DataSettings, federate, load_ratings  # noqa: E402
+from fedmc.run.settings import RunSettings  # noqa: E402
 from fedmc.testing import assert_same_history, client_ids, replay  # noqa: E402
 from tests.conftest import require_shared_data  # noqa: E402
 from tests.test_flower import (  # noqa: E402

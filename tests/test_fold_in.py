@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from fedmc.algorithms.als import ALSConfig
-from fedmc.algorithms.als import fold_in as als_fold_in
+from fedmc.algorithms.als.config import ALSConfig
+from fedmc.algorithms.als.fold_in import fold_in as als_fold_in
 from fedmc.algorithms.fedmavg import FedMAvgConfig, FedMAvgPosterConfig
 from fedmc.algorithms.fedmavg.fold_in import fold_in as fedmavg_fold_in
 from fedmc.algorithms.fedmc_admm import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.fold_in import fold_in as admm_fold_in
+from fedmc.algorithms.registry import fold_in_algorithms, spec
 from fedmc.algorithms.rfrec import RFRecConfig, RFRecFConfig
 from fedmc.algorithms.rfrec.fold_in import fold_in as rfrec_fold_in
 from fedmc.core.prox import Regularizer
 from fedmc.errors import ConfigError
-from fedmc.model import fold_in_algorithms, get_fold_in
 
 
 def problem(layout, n=40, rated=25, seed=0):
@@ -120,6 +120,6 @@ def test_a_user_without_ratings_gets_the_prox_of_zero():
 def test_registry_names_and_unknown_algorithms():
     assert {"fedmc-admm", "fedmavg", "fedmavg-poster", "rfrec", "rfrecf", "als"} <= set(
         fold_in_algorithms())
-    assert get_fold_in("als") is als_fold_in
+    assert spec("als").load_fold_in() is als_fold_in
     with pytest.raises(ConfigError, match="not available for felb"):
-        get_fold_in("felb")
+        spec("felb").load_fold_in()

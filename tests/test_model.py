@@ -12,11 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fedmc.algorithms.als import ALS
-from fedmc.algorithms.fedmc_admm import FedMCADMM
 from fedmc.data import FederatedData, Ratings
 from fedmc.data.split import random_test_mask
 from fedmc.errors import ConfigError, DataError
+from fedmc.estimators import ALS, FedMCADMM
 from fedmc.model import FactorModel, NewUser, load_model
 
 RAW_USERS = np.arange(40) * 7 + 100  # raw ids 100, 107, ...: never the dense indices
@@ -58,7 +57,7 @@ def test_save_load_predict_equals_the_in_memory_model(tmp_path, fitted, name, us
             dense_i = np.searchsorted(RAW_ITEMS, raw_i)
             got = loaded.predict(raw_u[:3], raw_i)
             assert np.array_equal(got, model.predict(raw_u[:3], raw_i))
-            assert np.array_equal(got, est.predict(data.user_index[:3], dense_i))
+            assert np.array_equal(got, est.predict_indices(data.user_index[:3], dense_i))
         a, b = loaded.recommend(raw_u[0]), model.recommend(raw_u[0])
         assert np.array_equal(a.items, b.items) and np.array_equal(a.ratings, b.ratings)
     me = loaded.fold_in(RAW_ITEMS[:4], [5, 4, 1, 2])
@@ -158,7 +157,7 @@ def test_random_ids_never_crash(fitted, user, items, n):
 def test_estimator_predict_checks_dense_indices(fitted, users):
     est = fitted[0]["fedmc-admm"]
     try:
-        pred = est.predict(users, [0] * len(users))
+        pred = est.predict_indices(users, [0] * len(users))
         assert np.all(np.isfinite(pred))
     except DataError as exc:
         assert "\n" not in str(exc)
@@ -167,9 +166,9 @@ def test_estimator_predict_checks_dense_indices(fitted, users):
 def test_estimator_predict_refuses_what_used_to_crash(fitted):
     est = fitted[0]["fedmc-admm"]
     with pytest.raises(DataError, match="item index 1000000 is out of range"):
-        est.predict([0], [10**6])
+        est.predict_indices([0], [10**6])
     with pytest.raises(DataError, match="user index -1 is out of range"):
-        est.predict([-1], [0])
+        est.predict_indices([-1], [0])
 
 
 def test_a_new_user_is_a_new_user(fitted):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fedmc.algorithms import algorithm_names, get_algorithm
-from fedmc.algorithms.protocols import PROTOCOL_OPTIONS, PROTOCOLS, VARIANTS, apply_protocol
+from fedmc.algorithms.registry import PROTOCOL_OPTIONS, SPECS
+from fedmc.run.settings import apply_protocol
 
 UNSET = dict.fromkeys(PROTOCOL_OPTIONS)
 
@@ -38,9 +38,9 @@ def test_a_given_active_sets_the_bernoulli_rate_of_the_cross_device_variant():
     assert options["active"] == "4802" and "participation" not in defaulted
 
 
-def test_protocols_and_variants_name_real_algorithms_and_parameters():
-    names = set(algorithm_names())
-    assert set(PROTOCOLS) - {"default"} <= names
-    for (algorithm, _), settings in VARIANTS.items():
-        fields = get_algorithm(algorithm).Config.model_fields
-        assert all(k in fields or k in PROTOCOL_OPTIONS for k in settings), settings
+def test_protocols_and_variants_name_real_options_and_parameters():
+    for entry in SPECS.values():
+        assert set(entry.protocol) <= set(PROTOCOL_OPTIONS), entry.name
+        fields = entry.Config.model_fields
+        for settings in entry.variants.values():
+            assert all(k in fields or k in PROTOCOL_OPTIONS for k in settings), settings

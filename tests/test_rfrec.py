@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedmc.algorithms import get_algorithm
-from fedmc.algorithms.rfrec import ALGORITHM, ALGORITHM_F, RFRec, RFRecF
+from fedmc.algorithms.rfrec import ALGORITHM, ALGORITHM_F
 from fedmc.algorithms.rfrec.client import dense
-from fedmc.sim.loop import simulate
+from fedmc.estimators import RFRec, RFRecF, estimator_class
+from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler
 from tests.conftest import tiny_federated
 
@@ -229,12 +229,12 @@ def test_rfrecf_communication_rounds_match_lemma_3_9(p):
 
 
 def test_history_columns_and_ldp_epsilon(tiny):
-    model = get_algorithm("rfrec")(rank=2, delta=0.2, s=0.04, rounds=3).fit(tiny)
+    model = estimator_class("rfrec")(rank=2, delta=0.2, s=0.04, rounds=3).fit(tiny)
     h = model.history_
     assert list(h.column("comm_rounds")) == [0, 2, 4, 6]
     assert h.last("epsilon") == pytest.approx(10.0)
     assert np.isfinite(h.last("test_rmse"))
-    model = get_algorithm("rfrecf")(rank=2, rounds=3).fit(tiny)
+    model = estimator_class("rfrecf")(rank=2, rounds=3).fit(tiny)
     assert "epsilon" not in model.history_.columns
     cfg = model.config_
     assert (cfg.alpha, cfg.lam, cfg.lam_u, cfg.p) == (0.01, 100.0, 10.0, 0.5)

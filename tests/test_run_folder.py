@@ -16,7 +16,7 @@ import pytest
 
 from fedmc.errors import ConfigError
 from fedmc.files import strict_json, write_atomic
-from fedmc.run_folder import RunFolder
+from fedmc.run.folder import RunFolder
 
 
 def test_strict_json_writes_null_for_undefined_numbers():

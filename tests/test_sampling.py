@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fedmc.errors import ConfigError
-from fedmc.sim.sampling import BernoulliSampler, DropoutSampler, UniformSampler
+from fedmc.federation.sampling import BernoulliSampler, DropoutSampler, UniformSampler
 
 
 def inclusion_frequency(sampler, n_draws=4000, seed=0) -> np.ndarray:

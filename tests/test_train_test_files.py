@@ -10,7 +10,7 @@ from fedmc.api import load_federated
 from fedmc.data.loaders import load_ratings_file
 from fedmc.data.split import fixed_split
 from fedmc.errors import ConfigError
-from fedmc.pipeline import DataSettings, federated_data
+from fedmc.run.data import DataSettings, federated_data
 
 TRAIN = "user,item,rating\n10,a,4\n10,b,3\n20,a,5\n20,c,1\n30,b,2\n30,c,4\n"
 # user 40 and item d are unseen in training; (10, c) and (30, a) are predictable

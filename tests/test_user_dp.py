@@ -11,15 +11,17 @@ import pytest
 from dp_accounting import pld, rdp
 from scipy import stats
 
-from fedmc.algorithms import get_algorithm
-from fedmc.algorithms.fedmc_admm import ALGORITHM as FEDMC_ADMM
+from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
+from fedmc.algorithms.fedmc_admm import RATED as FEDMC_ADMM_RATED
+from fedmc.algorithms.registry import spec
+from fedmc.audit.boundary import record_boundary
 from fedmc.core.uploads import RowPatch, Stacked, sum_uploads
 from fedmc.errors import ConfigError
+from fedmc.federation.population import Placement
+from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import ORDERS, Plan, UserDP, calibrate, epsilon
 from fedmc.privacy.gaussian import add_noise, clip_uploads, noise_share, squared_norms
 from fedmc.sim.clients import BatchedClients
-from fedmc.sim.sampling import make_sampler
-from fedmc.testing import record_boundary
 from tests.conftest import tiny_federated
 from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (fixture)
 
@@ -129,11 +131,15 @@ class SharingClients(BatchedClients):
     shares of the noise themselves, here three quarters of its variance; the server must add
     only the rest."""
 
-    def exchange(self, msg, shapes, evaluate=None, dp_std=0.0):
-        done = super().exchange(msg, shapes, evaluate, dp_std)
+    placement = Placement(user_dp="clients")
+
+    def exchange(self, msg, aggregator, evaluate=None):
+        done = super().exchange(msg, aggregator, evaluate)
+        dp_std = aggregator.std(msg)
         if dp_std == 0.0:
             return done
-        shares = noise_share(dict(shapes), dp_std * np.sqrt(0.75), 1, np.random.default_rng())
+        shares = noise_share(dict(aggregator.shapes), dp_std * np.sqrt(0.75), 1,
+                             np.random.default_rng())
         return dataclasses.replace(done, dp_share=0.75, summed=done.summed.with_arrays(
             {k: v + shares[k] for k, v in done.summed.arrays.items()}))
 
@@ -155,8 +161,9 @@ def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale(name, se
     counts, of norm 1 > 0.7), FedMAvg's dense W_i and RFRec's shared columns plus rows alike;
     and when the clients added shares of the noise (distributed DP), still the same noise."""
     data = tiny_federated(m=40, n=30, p=40, density=0.3, seed=1)[0]
-    algorithm = get_algorithm(name).algorithm
-    cfg = algorithm.Config(rank=4, **params)
+    entry = spec(name)
+    cfg = entry.Config(rank=4, **params)
+    algorithm = entry.algorithm_for(cfg)
     dp = UserDP(clip=0.05, noise=0.8, setup_scale=3.0, setup_clip=setup_clip)
     records, _ = record_boundary(
         algorithm, cfg, data, lambda: make_sampler(40, sampling="bernoulli", participation=0.3),
@@ -200,7 +207,7 @@ def test_a_run_reports_its_epsilon(monkeypatch, capsys, tmp_path, ratings_csv): 
 
 
 def test_a_setup_nobody_uploads_in_is_neither_noised_nor_accounted():
-    from fedmc.sim.loop import simulate
+    from fedmc.sim import simulate
 
     data = tiny_federated(m=20, n=10, p=20, density=0.4, seed=3)[0]
     cfg = FEDMC_ADMM.Config(rank=2, dual_init="zeros")
@@ -220,13 +227,14 @@ def test_a_run_with_a_set_up_clip_spends_what_dp_accounting_composes():
     Gaussian mechanism of multiplier ``setup_scale * noise``, whatever its clip; each round a
     Poisson-subsampled Gaussian of multiplier ``noise``: the run's epsilon column is their
     composition by dp_accounting's RDP accountant, after the set-up and after every round."""
-    from fedmc.sim.loop import simulate
+    from fedmc.sim import simulate
 
     data = tiny_federated(m=30, n=12, p=30, density=0.4, seed=2)[0]
-    cfg = FEDMC_ADMM.Config(rank=2, consensus="rated", weights="sqrt-items", dual_init="zeros")
+    cfg = FEDMC_ADMM_RATED.Config(rank=2, consensus="rated", weights="sqrt-items",
+                                  dual_init="zeros")
     dp = UserDP(clip=0.3, noise=0.9, setup_scale=2.0, setup_clip=1.0)
     sampler = make_sampler(30, sampling="bernoulli", participation=0.2)
-    eps = simulate(FEDMC_ADMM, cfg, data, sampler, 4, dp=dp).history.column("epsilon")
+    eps = simulate(FEDMC_ADMM_RATED, cfg, data, sampler, 4, dp=dp).history.column("epsilon")
     for k, got in enumerate(eps):
         events = [dp_accounting.GaussianDpEvent(2.0 * 0.9)]
         if k:

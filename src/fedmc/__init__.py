@@ -1,6 +1,6 @@
 """fedmc: federated matrix completion and factorization.
 
-The algorithms and :func:`load_federated` are imported lazily, so ``import fedmc`` is cheap.
+The estimators and :func:`load_federated` are imported lazily, so ``import fedmc`` is cheap.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from typing import Any
 __version__ = "0.1.0"  # the single source of the version (pyproject reads it)
 
 _LAZY = {
-    "FedMCADMM": "fedmc.algorithms.fedmc_admm",
+    **dict.fromkeys(("FedMCADMM", "FedMAvg", "FedMAvgPoster", "RFRec", "RFRecF", "Felb",
+                     "FelbMU", "ALS"), "fedmc.estimators"),
     "load_federated": "fedmc.api",
     "load_model": "fedmc.model",
     "FactorModel": "fedmc.model",

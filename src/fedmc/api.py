@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fedmc.data import FederatedData
-from fedmc.pipeline import DataSettings, federated_data
+from fedmc.run.data import DataSettings, federated_data
 
 
 def load_federated(
@@ -44,7 +44,7 @@ def load_federated(
         A file of training ratings and one of test ratings, instead of ``dataset`` or
         ``ratings`` and a split.
     **settings
-        Any other field of :class:`fedmc.pipeline.DataSettings`: ``data_dir``, ``columns``,
+        Any other field of :class:`fedmc.run.data.DataSettings`: ``data_dir``, ``columns``,
         ``duplicates``, ``partition``, ``split``, ``test_fraction``, ``normalize``, ``seed``.
     """
     cfg = DataSettings(dataset=dataset, ratings=ratings, clients=clients, train=train,

@@ -14,18 +14,20 @@ new algorithm or driver joins by being added there.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
+from fedmc.audit.boundary import record_boundary
 from fedmc.core.protocol import Algorithm, Message
-from fedmc.core.uploads import Summed, Uploads
+from fedmc.federation.aggregator import Aggregator
+from fedmc.federation.history import History
+from fedmc.federation.loop import Outcome
+from fedmc.federation.population import Exchange, carried_out
 from fedmc.privacy.accounting import UserDP
-from fedmc.sim.clients import Exchange, PerClientClients, carried_out
-from fedmc.sim.history import History
-from fedmc.sim.loop import RoundCallback, Simulation, simulate
+from fedmc.sim import simulate
+from fedmc.sim.clients import PerClientClients
 
 IGNORED_COLUMNS = ("seconds",)
 FEDERATION_COLUMNS = ("participants", "lost")
@@ -62,7 +64,7 @@ def assert_same_history(a: History, b: History, rtol: float = 1e-10, atol: float
 
 
 def run_driver(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable[[], Any],
-               rounds: int, seed: int, driver: str, dp: UserDP | None = None) -> Simulation:
+               rounds: int, seed: int, driver: str, dp: UserDP | None = None) -> Outcome:
     """One simulation of ``algorithm`` with a fresh sampler, evaluating every round (with
     user-level DP ``dp``, if any)."""
     return simulate(algorithm, cfg, data, make_sampler(), rounds, seed, 1, driver=driver, dp=dp)
@@ -72,7 +74,7 @@ def assert_drivers_agree(algorithm: Algorithm, cfg: Any, data: Any,
                          make_sampler: Callable[[], Any], rounds: int = 6, seed: int = 0,
                          drivers: Iterable[str] = ("batched", "per-client"),
                          rtol: float = 1e-10, atol: float = 1e-10,
-                         dp: UserDP | None = None) -> list[Simulation]:
+                         dp: UserDP | None = None) -> list[Outcome]:
     """Run ``algorithm`` under every driver and require the same history (``seconds``
     aside) and the same final published model."""
     sims = [run_driver(algorithm, cfg, data, make_sampler, rounds, seed, d, dp) for d in drivers]
@@ -96,12 +98,11 @@ class ReplayClients(PerClientClients):
         super().__init__(*args)
         self.included = {k: np.array(sorted(v), dtype=np.int64) for k, v in included.items()}
 
-    def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]],
-                 evaluate: Mapping[str, np.ndarray] | None = None,
-                 dp_std: float = 0.0) -> Exchange:
+    def exchange(self, msg: Message, aggregator: Aggregator,
+                 evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
         """Run ``msg`` with its round's included clients only."""
-        return super().exchange(carried_out(msg, self.included[msg.round]), shapes, evaluate,
-                                dp_std)
+        return super().exchange(carried_out(msg, self.included[msg.round]), aggregator,
+                                evaluate)
 
 
 def client_ids(history: History, column: str = "participants") -> dict[int, list[int]]:
@@ -112,61 +113,10 @@ def client_ids(history: History, column: str = "participants") -> dict[int, list
 
 
 def replay(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable[[], Any],
-           rounds: int, seed: int, included: Mapping[int, Iterable[int]]) -> Simulation:
-    """:func:`fedmc.sim.loop.simulate` with :class:`ReplayClients`, evaluating every round."""
+           rounds: int, seed: int, included: Mapping[int, Iterable[int]]) -> Outcome:
+    """:func:`fedmc.sim.simulate` with :class:`ReplayClients`, evaluating every round."""
     return simulate(algorithm, cfg, data, make_sampler(), rounds, seed, 1,
                     driver=lambda *args: ReplayClients(included, *args))
-
-
-@dataclasses.dataclass
-class BoundaryRecord:
-    """What crossed the client/server boundary in one exchange."""
-
-    message: Message
-    uploads: list[tuple[Uploads, np.ndarray]]
-    summed: Summed | None = None
-
-
-def record_boundary(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable[[], Any],
-                    rounds: int = 4, seed: int = 0,
-                    driver: str = "batched",
-                    dp: UserDP | None = None, callback: RoundCallback | None = None,
-                    ) -> tuple[list[BoundaryRecord], Simulation]:
-    """Run ``algorithm`` with its client and server steps wrapped so that every upload and
-    every input of the server step is recorded (copies, taken as they cross; with ``dp``,
-    the uploads before clipping and the sums with their noise); ``callback`` follows the
-    rounds (:func:`fedmc.sim.loop.simulate`)."""
-    records: list[BoundaryRecord] = []
-
-    def client_step(cfg_, shard, state, msg, compute, upload):
-        state, uploads = algorithm.client_step(cfg_, shard, state, msg, compute, upload)
-        if not records or records[-1].message is not msg:
-            records.append(BoundaryRecord(msg, []))
-        if len(upload):
-            records[-1].uploads.append((_copy_uploads(uploads), np.ones(len(upload))))
-        return state, uploads
-
-    def server_step(cfg_, server, summed, msg):
-        if not isinstance(summed, Summed):
-            raise AssertionError(f"the server step was handed a {type(summed).__name__}")
-        if not records or records[-1].message is not msg:
-            records.append(BoundaryRecord(msg, []))
-        records[-1].summed = Summed.with_arrays(summed, {k: np.array(v) for k, v in
-                                                         summed.arrays.items()})
-        return algorithm.server_step(cfg_, server, summed, msg)
-
-    wrapped = dataclasses.replace(algorithm, client_step=client_step, server_step=server_step)
-    sim = simulate(wrapped, cfg, data, make_sampler(), rounds, seed, 1, callback, driver=driver,
-                   dp=dp)
-    return records, sim
-
-
-def _copy_uploads(uploads: Uploads) -> Uploads:
-    return {name: dataclasses.replace(
-        s, dense=None if s.dense is None else np.array(s.dense),
-        rows=None if s.rows is None else dataclasses.replace(
-            s.rows, values=np.array(s.rows.values)))
-        for name, s in uploads.items()}
 
 
 def assert_server_sees_only_sums(algorithm: Algorithm, cfg: Any, data: Any,

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from fedmc.algorithms import algorithm_names
+from fedmc.algorithms.registry import algorithm_names
 from fedmc.cli.audit import register as register_audit_command
 from fedmc.cli.data import data_app
 from fedmc.cli.experiment import register as register_experiment_commands
@@ -180,9 +180,9 @@ def run(
 
     With no options: FedMC-ADMM on the embedded synthetic data, offline, in seconds.
     """
-    from fedmc.precompile import compile_in_background
-    from fedmc.run_folder import RunFolder
-    from fedmc.runner import execute, write_outputs
+    from fedmc.run.folder import RunFolder
+    from fedmc.run.precompile import compile_in_background
+    from fedmc.run.runner import execute, write_outputs
 
     run_settings, data_settings, params = resolve_options(locals())
     label = f"{algorithm} on {data_settings.source}"
@@ -206,9 +206,8 @@ def run(
 def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """``fedmc run``'s options (by name) as run settings, data settings and the algorithm's
     parameters; commands that take the same options (``fedmc federate``) share it."""
-    from fedmc.algorithms.protocols import apply_protocol
-    from fedmc.pipeline import DataSettings
-    from fedmc.runner import RunSettings
+    from fedmc.run.data import DataSettings
+    from fedmc.run.settings import RunSettings, apply_protocol
 
     named = {k: options[k] for k in ("rank", "inner", "reg_u", "lam", "reg_v", "gamma", "beta",
                                      "init_scale", "steps", "biases", "clip")}

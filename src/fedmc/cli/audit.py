@@ -1,10 +1,10 @@
 """``fedmc audit``: play the curious server against one algorithm (``docs/privacy.md``).
 
 ``register(app, parse_params)`` adds the command to the ``fedmc`` Typer app. The audit runs the
-algorithm with one user per client once per server view (:mod:`fedmc.privacy.audit_run`),
+algorithm with one user per client once per server view (:mod:`fedmc.audit.run`),
 for ``--repeat`` seeds, and writes ``config.json``, ``audit.json`` and ``audit.csv`` to ``--out
-DIR`` (checked, locked and written as a run's folder, :mod:`fedmc.run_folder`): the rows of
-each seed and, with several, the pooled rows (:func:`fedmc.privacy.audit_run.pool_runs`; the
+DIR`` (checked, locked and written as a run's folder, :mod:`fedmc.run.folder`): the rows of
+each seed and, with several, the pooled rows (:func:`fedmc.audit.run.pool_runs`; the
 ``seeds`` column tells them apart). The table on stdout shows the pooled rows (or the one
 seed's). Bad input exits 2 with a one-line reason (``fedmc.cli.main``).
 """
@@ -28,7 +28,7 @@ from rich.table import Table
 from fedmc.errors import ConfigError
 
 if TYPE_CHECKING:
-    from fedmc.sim.loop import RoundCallback
+    from fedmc.federation.loop import RoundCallback
 
 AUDIT_FILES = ("config.json", "audit.json", "audit.csv", "status.json")
 COLUMNS = ("seeds", "algorithm", "view", "attack", "precision", "recall", "base_rate", "ratio",
@@ -79,14 +79,15 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
     ) -> None:
         """Attack the uploads as a curious server would: rated-item sets and ratings of
         one-user clients, by what the server holds (plain, SecAgg, SecAgg + DP)."""
-        from fedmc.algorithms.protocols import PROTOCOL_OPTIONS, apply_protocol
+        from fedmc.algorithms.registry import PROTOCOL_OPTIONS
+        from fedmc.audit.run import VIEWS, AuditSettings, pool_runs, run_audit
         from fedmc.cli.interrupts import interrupt_marks
         from fedmc.files import strict_json, write_atomic
-        from fedmc.pipeline import DataSettings, federate, load_ratings
         from fedmc.privacy.accounting import UserDP
-        from fedmc.privacy.audit_run import VIEWS, AuditSettings, pool_runs, run_audit
-        from fedmc.run_folder import RunFolder
-        from fedmc.runner import versions
+        from fedmc.run.data import DataSettings, federate, load_ratings
+        from fedmc.run.folder import RunFolder
+        from fedmc.run.runner import versions
+        from fedmc.run.settings import apply_protocol
 
         views = VIEWS if not view or "all" in view else tuple(dict.fromkeys(view))
         if active != "all" and not active.isdigit():
@@ -165,7 +166,7 @@ def _table(rows: list[dict[str, Any]], title: str) -> None:
     """One line per (view, attack): the rated-set attacks' precision and recall against the
     base rate (lift: precision over base rate, with its interval when runs are pooled), the
     reconstruction's RMSE and like/dislike accuracy against the mean's."""
-    from fedmc.privacy.audit_run import RECONSTRUCTIONS
+    from fedmc.audit.run import RECONSTRUCTIONS
 
     table = Table(title=title, show_header=True, header_style="bold")
     for name in ("view", "attack", "found", "guessing", "lift", "scored"):

@@ -45,6 +45,7 @@ def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., 
     def split(**kw: Any) -> None:
         """Write one ratings file per client (and its held-out ratings), the manifest, and
         the Flower app with a run configuration: the files a real deployment hands out."""
+        from fedmc.federation.settings import Schedule
         from fedmc.flower.app import write_app, write_run_config
         from fedmc.flower.settings import RUN_CONFIG_DEFAULTS
         from fedmc.flower.split import write_split
@@ -53,8 +54,9 @@ def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., 
         out = kw["out"].resolve()
         manifest = write_split(data_settings, out)
         write_app(out / "app")
-        write_run_config(out / "run.toml", {**RUN_CONFIG_DEFAULTS, "seed": kw["seed"],
-                                            "active": min(10, manifest.n_clients),
+        schedule = Schedule(seed=kw["seed"], active=min(10, manifest.n_clients))
+        write_run_config(out / "run.toml", {**RUN_CONFIG_DEFAULTS,
+                                            "schedule": schedule.model_dump_json(),
                                             **({"algorithm": "felb"} if manifest.kind
                                                == "boolean" else {}),
                                             "manifest": str(out / "manifest.json")})
@@ -113,7 +115,8 @@ def _local(settings: tuple[Any, Any, dict[str, Any]], kw: dict[str, Any],
     from fedmc.flower.settings import FederatedRun
 
     run_settings, data_settings, params = settings
-    run = FederatedRun(run_settings, params, kw["secagg"], kw["timeout"], out=kw["out_dir"])
+    run = FederatedRun(run_settings.algorithm, params, run_settings.schedule(), kw["secagg"],
+                       kw["timeout"], out=kw["out_dir"])
     work = kw["work"] or Path(tempfile.mkdtemp(prefix="fedmc-federate-"))
     work.mkdir(parents=True, exist_ok=True)
     label = f"{run_settings.algorithm} on {data_settings.source}, federated"

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from fedmc.run_folder import RunFolder
+from fedmc.run.folder import RunFolder
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

@@ -44,7 +44,7 @@ def rank_token(r: int) -> RankToken:
 def use_generic_kernels(r: int, generic: bool = True) -> None:
     """Run rank ``r`` on the generic kernels (array token: compiled once for every rank) instead
     of the ones specialized for ``r`` (compiled per rank, faster). The command line does this
-    for a rank whose specialized kernels are not compiled yet (:mod:`fedmc.precompile`). The
+    for a rank whose specialized kernels are not compiled yet (:mod:`fedmc.run.precompile`). The
     two agree to rounding (the compiler may order a sum differently)."""
     if generic:
         _GENERIC_WIDTHS.add(r)

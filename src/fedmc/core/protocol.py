@@ -43,7 +43,7 @@ import numpy as np
 from fedmc.core.uploads import Summed, Uploads
 
 if TYPE_CHECKING:  # core sits below data: no import at run time
-    from fedmc.data.normalize import Normalizer
+    from fedmc.core.scale import Normalizer
 
 Array = np.ndarray
 

@@ -18,7 +18,7 @@ import numba
 import numpy as np
 
 from fedmc.core.protocol import FederationInfo
-from fedmc.data.normalize import NormalizeKind, Normalizer
+from fedmc.core.scale import NormalizeKind, Normalizer
 from fedmc.data.ratings import Ratings
 from fedmc.errors import DataError
 

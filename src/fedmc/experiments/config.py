@@ -7,10 +7,10 @@ which runs to make and how to report them::
     title = "FedMC-ADMM against FedMAvg"
     seeds = 3                          # seeds 0, 1, 2; or a list such as [0, 7]
 
-    [run]                              # fedmc.runner.RunSettings of every run
+    [run]                              # fedmc.run.settings.RunSettings of every run
     rounds = 100
     active = 10                        # or "all": every client in every round
-    [data]                             # fedmc.pipeline.DataSettings of every run
+    [data]                             # fedmc.run.data.DataSettings of every run
     clients = 100
 
     [[datasets]]

@@ -2,7 +2,7 @@
 
 Each run gets an id built from its labels (``ml-1m__fedmc-admm__inner=5__s0``) that does not
 depend on the order of the grid, and a complete set of resolved settings (the algorithm's
-parameters, :class:`fedmc.runner.RunSettings`, :class:`fedmc.pipeline.DataSettings`). The
+parameters, :class:`fedmc.run.settings.RunSettings`, :class:`fedmc.run.data.DataSettings`). The
 hash of all runs names the expanded experiment: a folder made for the same hash can be
 resumed.
 """
@@ -41,9 +41,9 @@ class RunSpec:
     params
         Algorithm parameters (the algorithm's defaults fill the rest).
     run
-        Keyword arguments of :class:`fedmc.runner.RunSettings` (seed included).
+        Keyword arguments of :class:`fedmc.run.settings.RunSettings` (seed included).
     data
-        Keyword arguments of :class:`fedmc.pipeline.DataSettings` (seed included).
+        Keyword arguments of :class:`fedmc.run.data.DataSettings` (seed included).
     facets
         What the report groups by: ``dataset``, ``method``, ``setting``, ``seed`` and one entry
         per grid key.
@@ -245,10 +245,10 @@ def validate(runs: list[RunSpec], name: str) -> None:
     Nothing is loaded or run: this checks algorithm names, parameter names and values, run
     and data settings, and data-set names.
     """
-    from fedmc.algorithms import get_algorithm
+    from fedmc.algorithms.registry import spec
     from fedmc.data.registry import dataset_names
-    from fedmc.pipeline import DataSettings
-    from fedmc.runner import RunSettings
+    from fedmc.run.data import DataSettings
+    from fedmc.run.settings import RunSettings
 
     known_sets = {*dataset_names(), *generated_names()}
     errors: dict[str, None] = {}
@@ -256,7 +256,7 @@ def validate(runs: list[RunSpec], name: str) -> None:
         method = f"{r.facets['method']} ({r.algorithm})"
         where = f"{method} on {r.facets['dataset']}"
         try:
-            algo = get_algorithm(r.algorithm)
+            algo = spec(r.algorithm)
         except FedMCError as exc:
             errors[f"{method}: {exc}"] = None
             continue

@@ -1,6 +1,6 @@
 """Run the missing runs of an experiment, in this process or in a pool of worker processes.
 
-Each run is :func:`fedmc.runner.execute` followed by :func:`fedmc.runner.write_outputs` into
+Each run is :func:`fedmc.run.runner.execute` followed by :func:`fedmc.run.runner.write_outputs` into
 its own folder, so a run killed at any point leaves no ``summary.json`` and is redone on the
 next start. With ``jobs > 1`` runs go to a :class:`~concurrent.futures.ProcessPoolExecutor`
 with the ``spawn`` start method (Numba's threads do not survive a fork). Progress: runs done of
@@ -33,7 +33,7 @@ from rich.progress import (
 from fedmc.errors import FedMCError
 from fedmc.experiments.expand import RunSpec
 from fedmc.experiments.store import run_dir
-from fedmc.sim.loop import RoundCallback
+from fedmc.federation.loop import RoundCallback
 
 ERROR_FILE = "error.txt"
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -53,8 +53,9 @@ def run_one(spec: RunSpec, out: Path, callback: RoundCallback | None = None) -> 
     An error in the user's settings or data gives its one-line message; anything else the
     traceback. Either is also written to ``out/error.txt``.
     """
-    from fedmc.pipeline import DataSettings
-    from fedmc.runner import RunSettings, execute, write_outputs
+    from fedmc.run.data import DataSettings
+    from fedmc.run.runner import execute, write_outputs
+    from fedmc.run.settings import RunSettings
 
     shutil.rmtree(out, ignore_errors=True)
     try:

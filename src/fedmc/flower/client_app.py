@@ -22,7 +22,6 @@ client's previous exchange (:mod:`fedmc.flower.client_state`).
 
 from __future__ import annotations
 
-import functools
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,9 +34,10 @@ from flwr.client.mod import secaggplus_mod
 from flwr.clientapp import ClientApp
 
 from fedmc.core.protocol import Algorithm, FederationInfo
-from fedmc.core.uploads import Stacked, Uploads
+from fedmc.core.uploads import Uploads
 from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
+from fedmc.federation.aggregator import Aggregator
 from fedmc.flower import secagg
 from fedmc.flower.client_state import StateStore
 from fedmc.flower.compact import compact_mod
@@ -45,14 +45,14 @@ from fedmc.flower.manifest import Manifest, population
 from fedmc.flower.settings import FederatedRun
 from fedmc.flower.shard import load_boolean_shard, load_shard
 from fedmc.flower.wire import Envelope, pack_reply, unpack_message
-from fedmc.privacy.gaussian import noise_share, with_clipping
 
 app = ClientApp(mods=[compact_mod, secaggplus_mod])
 
 
 @dataclass
 class Party:
-    """What one client holds in one run: its shard, its settings and its state store."""
+    """What one client holds in one run: its shard, its settings, its state store and the
+    run's aggregator (what it does to its uploads before they leave)."""
 
     client: int
     algorithm: Algorithm
@@ -60,16 +60,18 @@ class Party:
     info: FederationInfo
     shard: FederatedData
     store: StateStore
+    aggregator: Aggregator
     secret: int = field(default_factory=lambda: secrets.randbits(128), repr=False)
 
-    @functools.cached_property
+    @property
     def shapes(self) -> Mapping[str, tuple[int, ...]]:
-        """The shapes of the algorithm's uploads (fixed for the run: worked out once)."""
-        return self.algorithm.upload_shapes(self.cfg, self.info)
+        """The shapes of the algorithm's uploads."""
+        return self.aggregator.shapes
 
     def step(self, envelope: Envelope) -> tuple[Uploads, int]:
         """Settle the previous exchange, run the client step on the message, keep the new
-        state pending; the uploads (local noise added) and this client's multiplicity."""
+        state pending; the uploads as they leave this client (clipped under user-level DP,
+        its local noise added) and this client's multiplicity."""
         self.store.decide(envelope.included_of(self.client))
         msg = envelope.message
         weight = int(np.count_nonzero(msg.upload == self.client))
@@ -78,7 +80,10 @@ class Party:
                                                     self.store.working_copy(), msg, me,
                                                     me if weight else me[:0])
         self.store.propose(envelope.exchange, state)
-        return self._noised(uploads), weight
+        if not weight:
+            return uploads, weight
+        uploads = self.aggregator.prepare(msg, uploads)
+        return self.aggregator.local_noise(uploads, np.random.default_rng()), weight
 
     def evaluate(self, envelope: Envelope) -> dict[str, float]:
         """Settle the previous exchange; the evaluation sums under the envelope's model."""
@@ -90,22 +95,12 @@ class Party:
 
     def dp_share(self, envelope: Envelope) -> dict[str, np.ndarray]:
         """This client's share of the user-level DP noise of a secure exchange (distributed DP,
-        :func:`fedmc.privacy.gaussian.noise_share`): drawn from a stream seeded by a secret
-        only this process knows and the exchange's number, so a repeated secure sum (an
-        overflow) adds the same share again instead of releasing a second draw."""
+        :meth:`fedmc.federation.aggregator.Aggregator.dp_share`): drawn from a stream seeded
+        by a secret only this process knows and the exchange's number, so a repeated secure
+        sum (an overflow) adds the same share again instead of releasing a second draw."""
         std, members = envelope.extra["dp_std"], envelope.extra["dp_members"]
         rng = np.random.default_rng([self.secret, envelope.exchange])
-        return noise_share(self.shapes, std, members, rng)
-
-    def _noised(self, uploads: Uploads) -> Uploads:
-        """The algorithm's local noise added by this client itself (its local DP)."""
-        noise = self.algorithm.local_noise(self.cfg, self.info)
-        if not noise:
-            return uploads
-        rng = np.random.default_rng()
-        return {name: Stacked(s.shape, dense=(noise[name].perturb_sum(
-            s.weighted_sum(np.ones(1)), 1, rng) if name in noise else
-            s.weighted_sum(np.ones(1)))[None]) for name, s in uploads.items()}
+        return self.aggregator.dp_share(std, members, rng)
 
 
 _PARTIES: dict[tuple[int, int], Party] = {}
@@ -137,17 +132,15 @@ def _make_party(client: int, node: Mapping[str, Any], run: FederatedRun, run_id:
     else:
         shard = load_shard(manifest, client, Path(str(node["ratings"])), held, columns)
     algorithm, cfg, info = run.algorithm, run.config(), manifest.federation_info()
-    dp = run.privacy()
-    if dp is not None:  # user-level DP: this client clips its own uploads
-        algorithm = with_clipping(algorithm, dp.clip_of)
     sizes = population(manifest, algorithm.data_kind)
     store = StateStore(Path(str(node["state"])), run_id)
     if store.committed is None:  # this client's slice of the population's initial draws
-        init_seq = np.random.SeedSequence(run.run.seed).spawn(2)[0]
+        init_seq = np.random.SeedSequence(run.schedule.seed).spawn(2)[0]
         draws = algorithm.draws(cfg, sizes, np.random.default_rng(init_seq))
         own = draws.take(np.array([client]), manifest.rows_of(client))
         store.start(algorithm.init_clients(cfg, shard, own, info))
-    return Party(client, algorithm, cfg, info, shard, store)
+    return Party(client, algorithm, cfg, info, shard, store,
+                 Aggregator(algorithm, cfg, info, run.privacy()))
 
 
 @app.query()

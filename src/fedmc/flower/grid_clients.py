@@ -1,13 +1,15 @@
-"""The clients of a real federation, as the server loop (:mod:`fedmc.sim.loop`) sees them.
+"""The clients of a real federation, as the round loop (:mod:`fedmc.federation.loop`) sees them.
 
-:class:`GridClients` is a client population (:class:`fedmc.sim.clients.ClientPopulation`)
-whose clients are ClientApps on SuperNodes: an exchange sends the message to the nodes of the
-clients it names and waits up to ``timeout`` seconds for their replies. Plain exchanges sum
-the uploads that came back (:func:`fedmc.core.uploads.sum_uploads`, in client order, so a
-federation without losses reproduces the simulation's sums bit for bit); secure ones get only
-the sum from SecAgg+ (:mod:`fedmc.flower.secagg`). A client whose reply did not come is left
-out: the server step is handed the message as it was carried out, and the client drops the
-state it computed (:mod:`fedmc.flower.client_state`).
+:class:`GridClients` is a client population (:class:`fedmc.federation.population.
+ClientPopulation`) whose clients are ClientApps on SuperNodes: an exchange sends the message to
+the nodes of the clients it names and waits up to ``timeout`` seconds for their replies. Plain
+exchanges have the aggregator sum the uploads that came back (:meth:`fedmc.federation.
+aggregator.Aggregator.sum`, in client order, so a federation without losses reproduces the
+simulation's sums bit for bit); secure ones get only the sum from SecAgg+
+(:mod:`fedmc.flower.secagg`). The clients add their own local noise, and under secure
+aggregation their shares of the user-level DP noise (:attr:`GridClients.placement`). A client
+whose reply did not come is left out: the server step is handed the message as it was carried
+out, and the client drops the state it computed (:mod:`fedmc.flower.client_state`).
 
 Clients are known by the id in their node configuration: nodes that appear on the SuperLink
 are asked for it (``query``), so a node restarted under a new Flower node id takes its
@@ -27,8 +29,10 @@ from flwr.app import RecordDict
 from flwr.serverapp import Grid
 
 from fedmc.core.protocol import Message
-from fedmc.core.uploads import sum_uploads, upload_nbytes
+from fedmc.core.uploads import upload_nbytes
 from fedmc.errors import ConfigError
+from fedmc.federation.aggregator import Aggregator
+from fedmc.federation.population import Exchange, Placement, carried_out
 from fedmc.flower.transport import good_replies, send_and_receive
 from fedmc.flower.wire import (
     Envelope,
@@ -36,7 +40,6 @@ from fedmc.flower.wire import (
     unpack_sums,
     unpack_uploads,
 )
-from fedmc.sim.clients import Exchange, carried_out
 
 if TYPE_CHECKING:
     from fedmc.flower.secagg import SecureSum
@@ -109,18 +112,24 @@ class GridClients:
                 raise ConfigError(f"clients {missing} did not join within {wait:g} s")
             time.sleep(0.2)
 
-    def exchange(self, msg: Message, shapes: Shapes,
-                 evaluate: Mapping[str, np.ndarray] | None = None,
-                 dp_std: float = 0.0) -> Exchange:
+    @property
+    def placement(self) -> Placement:
+        """The clients add their own local noise; under secure aggregation also their shares
+        of the user-level DP noise (distributed DP), otherwise the server adds it (central
+        DP: the server process sees every upload anyway)."""
+        return Placement("clients", "server" if self.secure is None else "clients")
+
+    def exchange(self, msg: Message, aggregator: Aggregator,
+                 evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
         """Send ``msg`` to its clients (and ``evaluate``, the previous round's model, to every
-        client with it); the sum of the uploads that came back. With secure aggregation the
-        clients add the DP noise ``dp_std`` in shares (distributed DP); without it the server
-        adds it (central DP: the server process sees every upload anyway)."""
+        client with it); the sum of the uploads that came back."""
         sums, dp_share = None, 0.0
         previous = self._round
         number = self._begin(msg.round, msg.phase, msg.compute)
+        shapes = aggregator.shapes
         if self.secure is not None and (len(msg.upload) or evaluate is not None):
-            done = self.secure.exchange(self, number, msg, shapes, evaluate, dp_std)
+            done = self.secure.exchange(self, number, msg, shapes, evaluate,
+                                        aggregator.std(msg))
             summed, included, nbytes = done.summed, done.included, done.nbytes
             dp_share = done.dp_share
             if evaluate is not None:
@@ -132,7 +141,7 @@ class GridClients:
             weight = dict(zip(*np.unique(msg.upload, return_counts=True), strict=True))
             batches = [(unpack_uploads(replies[c], shapes), np.array([weight[c]]))
                        for c in included if c in weight]
-            summed = sum_uploads(batches, shapes)
+            summed = aggregator.sum(batches)
             nbytes = sum(upload_nbytes(uploads) for uploads, _ in batches)
             if evaluate is not None:
                 sums = self._added_sums(number, previous, replies)
@@ -140,7 +149,7 @@ class GridClients:
             self.last_included[c] = number
         self._end(number, msg.round, msg.phase, msg.compute, included)
         return Exchange(summed, nbytes, carried_out(msg, np.array(included, dtype=np.int64)),
-                        noised=True, sums=sums, dp_share=dp_share)
+                        sums=sums, dp_share=dp_share)
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
         """Every client's evaluation sums under ``model``, added up (in client order): a

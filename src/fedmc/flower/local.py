@@ -27,7 +27,7 @@ from fedmc.errors import FedMCError
 from fedmc.flower.app import write_app, write_run_config
 from fedmc.flower.settings import FederatedRun
 from fedmc.flower.split import client_files, write_split
-from fedmc.pipeline import DataSettings
+from fedmc.run.data import DataSettings
 
 GRACE = 5.0
 START_TIMEOUT = 60.0

@@ -23,8 +23,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedmc.core.protocol import FederationInfo
+from fedmc.core.scale import Normalizer
 from fedmc.data.boolean import BooleanFederatedData
-from fedmc.data.normalize import Normalizer
 from fedmc.errors import ConfigError
 
 FORMAT = 1

@@ -1,15 +1,15 @@
-"""The ServerApp: the server loop of ``fedmc run`` over real clients.
+"""The ServerApp: the round loop of ``fedmc run`` over real clients.
 
-It runs :func:`fedmc.sim.loop.simulate` itself, the same loop as a simulation (sampling with
-the server's stream, the algorithm's message, the server step on the cohort sum, evaluation
-by summed client sums), with :class:`fedmc.flower.grid_clients.GridClients` as the client
-population. It writes the files of ``fedmc run``'s contract into the run configuration's
-``out`` folder: ``config.json``, ``history.csv`` (with two more columns: ``participants``,
-the clients whose replies the round's sum included, and ``lost``, the clients asked in the
-round whose replies were not included, evaluation included) and ``summary.json``; also
-``model.npz`` (the published model, e.g. the item factors ``V``; for a factor model with
-``model.json``, the artifact of :mod:`fedmc.model`) and, while it runs,
-``progress.jsonl`` (one line per exchange and per evaluated round).
+It runs :func:`fedmc.federation.loop.run_rounds`, the same loop as a simulation (sampling with
+the server's stream, the algorithm's message, the server step on the cohort sum released by the
+aggregator, evaluation by summed client sums), with
+:class:`fedmc.flower.grid_clients.GridClients` as the client population. It writes the files of
+``fedmc run``'s contract into the run configuration's ``out`` folder: ``config.json``,
+``history.csv`` (with two more columns: ``participants``, the clients whose replies the round's
+sum included, and ``lost``, the clients asked in the round whose replies were not included,
+evaluation included) and ``summary.json``; also ``model.npz`` (the published model, e.g. the
+item factors ``V``; for a factor model with ``model.json``, the artifact of :mod:`fedmc.model`)
+and, while it runs, ``progress.jsonl`` (one line per exchange and per evaluated round).
 """
 
 from __future__ import annotations
@@ -24,15 +24,14 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 import fedmc
+from fedmc.federation.history import History
+from fedmc.federation.loop import TrainingClock, run_rounds, streams
 from fedmc.flower.grid_clients import GridClients, Record
 from fedmc.flower.manifest import Manifest, population
 from fedmc.flower.secagg import SecureSum
 from fedmc.flower.settings import FederatedRun
 from fedmc.model import FactorModel
-from fedmc.runner import RunResult, peak_memory_mb, versions, write_outputs
-from fedmc.sim.history import History
-from fedmc.sim.loop import simulate
-from fedmc.sim.sampling import make_sampler
+from fedmc.run.runner import RunResult, peak_memory_mb, versions, write_outputs
 
 app = ServerApp()
 
@@ -49,18 +48,20 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     manifest = Manifest.read(run.manifest)
     algorithm, cfg = run.algorithm, run.config()
     sizes = population(manifest, algorithm.data_kind)
-    settings = run.run
-    sampler = make_sampler(manifest.n_clients, settings.active, settings.sampling,
-                           settings.participation, settings.dropout)
+    settings = run.schedule
+    sampler = settings.sampler(manifest.n_clients)
     run.out.mkdir(parents=True, exist_ok=True)
     progress = _Progress(run.out / "progress.jsonl")
     secure = SecureSum(manifest.n_clients, run.timeout) if run.secagg else None
     clients = GridClients(grid, manifest.n_clients, run.timeout, secure, progress.exchange)
     clients.connect(run.timeout)
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
-    sim = simulate(algorithm, cfg, sizes, sampler, settings.rounds,
-                   settings.seed, settings.eval_every, progress.round,
-                   driver=lambda *_: clients, dp=run.privacy())
+    clock = TrainingClock()
+    init_rng, server_rng = streams(settings.seed)
+    draws = algorithm.draws(cfg, sizes, init_rng)
+    sim = run_rounds(algorithm, cfg, sizes.federation_info(), draws.server, clients, sampler,
+                     settings.rounds, server_rng, settings.eval_every, progress.round,
+                     run.privacy(), clock)
     _mark_participants(sim.history, clients.log)
     final = sim.history.rows[-1]
     summary = {**final, "train_seconds": final["seconds"],
@@ -99,9 +100,9 @@ def _config(run: FederatedRun, manifest: Manifest) -> dict[str, Any]:
     import flwr
 
     return {
-        "algorithm": run.run.algorithm,
+        "algorithm": run.algorithm_name,
         "params": run.config().model_dump(mode="json"),
-        "run": run.run.model_dump(mode="json"),
+        "run": {"algorithm": run.algorithm_name, **run.schedule.model_dump(mode="json")},
         "data": {**manifest.source, "users": manifest.n_users, "items": manifest.n_items,
                  "normalizer": vars(manifest.normalizer)},
         "federation": {"secagg": run.secagg, "timeout": run.timeout,

@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from fedmc.core.scale import Normalizer
 from fedmc.data.boolean import BooleanFederatedData
 from fedmc.data.federated import CSR, FederatedData
-from fedmc.data.normalize import Normalizer
 from fedmc.flower.manifest import Manifest
-from fedmc.pipeline import DataSettings, federate, is_boolean, load_boolean_data, load_ratings
+from fedmc.run.data import DataSettings, federate, is_boolean, load_boolean_data, load_ratings
 
 HEADER = "user,item,rating\n"
 BOOLEAN_HEADER = "row,cols\n"
@@ -42,7 +42,7 @@ def write_split(settings: DataSettings, out: Path, boolean: bool | None = None) 
 
     ``boolean`` says whether to load Boolean data (as ``fedmc run`` does for an algorithm of
     ``data_kind="boolean"``: then no data option means ``synthetic-boolean``); by default the
-    data options decide (:func:`fedmc.pipeline.is_boolean`)."""
+    data options decide (:func:`fedmc.run.data.is_boolean`)."""
     if is_boolean(settings) if boolean is None else boolean:
         return _write_boolean_split(load_boolean_data(settings), settings, out)
     ratings = load_ratings(settings)

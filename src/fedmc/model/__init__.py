@@ -12,6 +12,5 @@ save and load (``docs/model.md``).
 """
 
 from fedmc.model.factor_model import FactorModel, NewUser, TopN, load_model
-from fedmc.model.fold_in import fold_in_algorithms, get_fold_in
 
-__all__ = ["FactorModel", "NewUser", "TopN", "fold_in_algorithms", "get_fold_in", "load_model"]
+__all__ = ["FactorModel", "NewUser", "TopN", "load_model"]

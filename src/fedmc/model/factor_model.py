@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from fedmc.algorithms.registry import spec
 from fedmc.core.factors import FactorLayout
 from fedmc.core.ranking import top_n
-from fedmc.data.normalize import Normalizer
+from fedmc.core.scale import Normalizer
 from fedmc.data.vocabulary import IdVocabulary
 from fedmc.errors import ConfigError, DataError
-from fedmc.model.fold_in import get_fold_in
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class FactorModel:
         Parameters
         ----------
         estimator
-            A fitted :class:`fedmc.estimator.FactorPredictions` estimator (``V_``, ``U_``,
+            A fitted :class:`fedmc.estimators.FactorPredictions` estimator (``V_``, ``U_``,
             ``item_ids_``, ``user_ids_``, ``data_name_``, ``config_``, ``info_``).
         user_data
             The :class:`~fedmc.data.FederatedData` it was fitted on, to keep the user factors
@@ -138,9 +138,7 @@ class FactorModel:
     @cached_property
     def config(self) -> Any:
         """The algorithm's validated ``Config``."""
-        from fedmc.algorithms import get_algorithm
-
-        return get_algorithm(self.algorithm).Config(**self.params)
+        return spec(self.algorithm).Config(**self.params)
 
     @property
     def layout(self) -> FactorLayout:
@@ -245,7 +243,7 @@ class FactorModel:
 
     def fold_in(self, items: Any, ratings: Any) -> NewUser:
         """A new user's factor from its own ratings, computed where they are (on the device)
-        with the algorithm's user step and the published ``V`` (:mod:`fedmc.model.fold_in`).
+        with the algorithm's user step and the published ``V`` (:mod:`fedmc.algorithms.fold_in`).
 
         Parameters
         ----------
@@ -267,7 +265,7 @@ class FactorModel:
         if np.any(counts > 1):
             raise DataError(f"item {self.item_ids[uniq[counts > 1][0]]!s} is rated more "
                             "than once")
-        u = get_fold_in(self.algorithm)(self.config, self.V, cols,
+        u = spec(self.algorithm).load_fold_in()(self.config, self.V, cols,
                                         self.normalizer.transform(values))
         return NewUser(factor=u, rated=cols)
 

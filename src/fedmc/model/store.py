@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from fedmc.data.normalize import Normalizer
+from fedmc.core.scale import Normalizer
 from fedmc.errors import DataError, FedMCError
 from fedmc.files import strict_json, write_atomic
 
@@ -192,10 +192,10 @@ def _value_range(path: Path, spec: Any) -> tuple[float, float]:
 
 def _check_layout(path: Path, fields: dict[str, Any]) -> None:
     """The settings validate, and the factors have their layout's width and fixed columns."""
-    from fedmc.algorithms import get_algorithm
+    from fedmc.algorithms.registry import spec
 
     try:
-        cfg = get_algorithm(fields["algorithm"]).Config(**fields["params"])
+        cfg = spec(fields["algorithm"]).Config(**fields["params"])
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "params"

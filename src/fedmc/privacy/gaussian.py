@@ -7,19 +7,17 @@ every summed array (:func:`add_noise`): by the server (central DP) or as one sha
 variance ``(noise * clip)^2 / n`` per client of a cohort of ``n`` (distributed DP,
 :func:`noise_share`, with secure aggregation hiding the shares: ``fedmc federate --secagg``);
 the sum carries the same noise either way, so the simulation draws it once, on the sum, from
-the server's stream (:mod:`fedmc.sim.loop`, where the sum is formed). :func:`with_clipping`
-wraps an algorithm so that every client clips, whichever driver runs it. The budget is
-accounted in :mod:`fedmc.privacy.accounting`; ``docs/privacy.md`` has the argument.
+the server's stream. Their one caller is :mod:`fedmc.federation.aggregator`, which decides who
+clips and draws what in each mode. The budget is accounted in :mod:`fedmc.privacy.accounting`;
+``docs/privacy.md`` has the argument.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
-from fedmc.core.protocol import Algorithm
 from fedmc.core.uploads import Stacked, Summed, Uploads
 
 
@@ -71,15 +69,3 @@ def noise_share(shapes: Mapping[str, tuple[int, ...]], std: float, members: int,
     array, so the shares of all members add up to the full noise."""
     share = std / np.sqrt(members)
     return {name: rng.normal(0.0, share, size=shape) for name, shape in shapes.items()}
-
-
-def with_clipping(algorithm: Algorithm, clip: Callable[[str], float]) -> Algorithm:
-    """``algorithm`` with every client's upload clipped by the client itself, to
-    ``clip(phase)`` in an exchange of that phase (:meth:`fedmc.privacy.accounting.UserDP.
-    clip_of`)."""
-
-    def client_step(cfg, shard, state, msg, compute, upload):
-        state, uploads = algorithm.client_step(cfg, shard, state, msg, compute, upload)
-        return state, clip_uploads(uploads, clip(msg.phase)) if len(upload) else uploads
-
-    return dataclasses.replace(algorithm, client_step=client_step)

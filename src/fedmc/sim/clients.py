@@ -1,9 +1,10 @@
 """Where the clients of a simulation live, and how a message reaches them.
 
-Both populations run the algorithm's own client step (:mod:`fedmc.core.protocol`) and return
-the uploads unsummed (:meth:`run`); :meth:`exchange` adds them up for the server loop
-(:mod:`fedmc.sim.loop`), which sees only the :class:`Exchange`. They differ only in how
-clients are grouped:
+Both populations run the algorithm's own client step (:mod:`fedmc.core.protocol`), have each
+batch's uploads prepared by the run's aggregator (:mod:`fedmc.federation.aggregator`: clipped
+under DP) and return them unsummed (:meth:`SimulatedClients.run`); :meth:`exchange` has the
+aggregator add them up for the round loop (:mod:`fedmc.federation.loop`), which sees only the
+:class:`fedmc.federation.population.Exchange`. They differ only in how clients are grouped:
 
 * :class:`BatchedClients`: every client in one stacked state, so a message is one call of the
   client step over all the clients it names (one Numba kernel): the fast simulation.
@@ -11,98 +12,25 @@ clients are grouped:
   call per client with a batch of one: the reference that the conformance suite
   (:mod:`fedmc.testing`) holds the batched simulation to, and the shape a real federation has.
 
-These classes are the only code that touches client state. A real federation is a third
-population behind the same :class:`ClientPopulation` interface (``fedmc.flower``): its
-clients live in other processes, some replies may never come, and with secure aggregation the
-server receives only the sum.
+These classes are the only code of the simulation that touches client state. A real
+federation is another population behind the same interface (``fedmc.flower``): its clients
+live in other processes, some replies may never come, and with secure aggregation the server
+receives only the sum.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws, Message
-from fedmc.core.uploads import Summed, Uploads, sum_uploads, upload_nbytes
+from fedmc.core.uploads import upload_nbytes
+from fedmc.federation.aggregator import Aggregator, Batch
+from fedmc.federation.population import SIMULATED, Exchange
 
-Batch = tuple[Uploads, np.ndarray]  # the uploads of a batch and each client's multiplicity
 CHUNK_RATINGS = 2**22  # ratings per client step of a large message (see BatchedClients.run)
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """What one message brought back to the server.
-
-    Attributes
-    ----------
-    summed
-        The cohort sum of the uploads that arrived.
-    bytes_up
-        Bytes the clients sent.
-    message
-        The message as it was carried out: ``compute`` and ``upload`` hold only the clients
-        whose replies were included (the message itself when none was lost).
-    noised
-        True when the clients added their local noise themselves (a real federation); a
-        simulation adds it to the sum instead.
-    sums
-        The evaluation sums of the model the exchange carried (``exchange(..., evaluate=)``),
-        taken by every client before its step; None when it carried none.
-    dp_share
-        The share of the user-level DP noise's variance that the clients added to ``summed``
-        themselves (distributed DP; 0: the server adds all of it).
-    """
-
-    summed: Summed
-    bytes_up: int
-    message: Message
-    noised: bool = False
-    sums: dict[str, float] | None = None
-    dp_share: float = 0.0
-
-
-def carried_out(msg: Message, included: np.ndarray) -> Message:
-    """``msg`` as it was carried out when only the clients ``included`` answered: ``compute``
-    and ``upload`` keep those clients (``msg`` itself when every client answered)."""
-    if np.isin(msg.compute, included).all():
-        return msg
-    return Message(msg.round, msg.phase, msg.compute[np.isin(msg.compute, included)],
-                   msg.upload[np.isin(msg.upload, included)], msg.arrays, msg.flags)
-
-
-class ClientPopulation(Protocol):
-    """The clients of a run.
-
-    ``folds_evaluation``: True for a population whose exchanges cost far more than the clients'
-    work (a real federation, where every exchange is a round trip through the SuperLink). The
-    server loop then evaluates a round's model along with the next round's message
-    (``exchange(msg, shapes, evaluate=model)``) instead of in an exchange of its own; the
-    history is the same either way.
-    """
-
-    folds_evaluation: bool
-
-    def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]],
-                 evaluate: Mapping[str, np.ndarray] | None = None,
-                 dp_std: float = 0.0) -> Exchange:
-        """Deliver ``msg``; the sum of the uploads of the declared ``shapes`` that came back.
-        With ``evaluate``, every client first adds its evaluation sums under that model (on
-        its state before the step) to :attr:`Exchange.sums`. ``dp_std``: the user-level DP
-        noise the sum must carry; a population whose clients add shares of it themselves
-        (distributed DP) says how much in :attr:`Exchange.dp_share`, the server adds the
-        rest."""
-        ...
-
-    def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
-        """Every client's evaluation sums under the published ``model``, added up."""
-        ...
-
-    def user_factors(self) -> np.ndarray:
-        """All user factors in federated row order (simulation only)."""
-        ...
 
 
 def _multiplicities(msg: Message) -> tuple[np.ndarray, np.ndarray]:
@@ -112,20 +40,22 @@ def _multiplicities(msg: Message) -> tuple[np.ndarray, np.ndarray]:
 
 
 class SimulatedClients:
-    """A population in this process: every client named by a message answers."""
+    """A population in this process: every client named by a message answers; every noise is
+    drawn on the sum (:data:`fedmc.federation.population.SIMULATED`)."""
 
     folds_evaluation = False  # an exchange costs what the clients compute: nothing to save
+    placement = SIMULATED
 
-    def run(self, msg: Message) -> Iterator[Batch]:
-        """Run the client step of the clients ``msg`` names; their uploads, unsummed, batch
-        by batch."""
+    def run(self, msg: Message, aggregator: Aggregator) -> Iterable[Batch]:
+        """Run the client step of the clients ``msg`` names; their uploads as they leave the
+        clients (:meth:`Aggregator.prepare`), unsummed, batch by batch."""
         raise NotImplementedError
 
-    def exchange(self, msg: Message, shapes: Mapping[str, tuple[int, ...]],
-                 evaluate: Mapping[str, np.ndarray] | None = None,
-                 dp_std: float = 0.0) -> Exchange:
-        """:meth:`run` and the sum of the uploads (each batch summed as it comes, so the
-        uploads of one batch at a time are held), after :meth:`evaluate` of ``evaluate``."""
+    def exchange(self, msg: Message, aggregator: Aggregator,
+                 evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
+        """:meth:`run` and the aggregator's sum of the uploads (each batch summed as it comes,
+        so the uploads of one batch at a time are held), after :meth:`evaluate` of
+        ``evaluate``."""
         sums = None if evaluate is None else self.evaluate(evaluate)
         nbytes = 0
 
@@ -135,8 +65,8 @@ class SimulatedClients:
                 nbytes += upload_nbytes(uploads)
                 yield uploads, weights
 
-        summed = sum_uploads(counted(self.run(msg)), shapes)
-        return Exchange(summed, nbytes, msg, sums=sums)
+        return Exchange(aggregator.sum(counted(self.run(msg, aggregator))), nbytes, msg,
+                        sums=sums)
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
         """Every client's evaluation sums under ``model``, added up."""
@@ -153,7 +83,7 @@ class BatchedClients(SimulatedClients):
         self.shard = data
         self.state = algorithm.init_clients(cfg, data, draws, info)
 
-    def run(self, msg: Message) -> Iterator[Batch]:
+    def run(self, msg: Message, aggregator: Aggregator) -> Iterator[Batch]:
         """One client step over ``msg.compute`` (client ids are positions in the stack), or,
         for an algorithm whose clients share nothing in the batched state
         (``Algorithm.split_batches``), one per chunk of at most :data:`CHUNK_RATINGS` ratings,
@@ -166,7 +96,7 @@ class BatchedClients(SimulatedClients):
                 self.cfg, self.shard, self.state, msg, chunk, uploaders[mine]
             )
             if mine.any():
-                yield uploads, counts[mine]
+                yield aggregator.prepare(msg, uploads), counts[mine]
 
     def _chunks(self, clients: np.ndarray) -> Iterator[np.ndarray]:
         """``clients`` in consecutive chunks (all of them at once when the algorithm's clients
@@ -207,7 +137,7 @@ class PerClientClients(SimulatedClients):
             for c, shard in enumerate(self.shards)
         ]
 
-    def run(self, msg: Message) -> list[Batch]:
+    def run(self, msg: Message, aggregator: Aggregator) -> list[Batch]:
         """The client step of each client of ``msg.compute``, one at a time."""
         uploaders, counts = _multiplicities(msg)
         weight = dict(zip(uploaders.tolist(), counts.tolist(), strict=True))
@@ -219,7 +149,7 @@ class PerClientClients(SimulatedClients):
                 self.cfg, self.shards[c], self.states[c], msg, me, up
             )
             if len(up):
-                out.append((uploads, np.array([weight[c]])))
+                out.append((aggregator.prepare(msg, uploads), np.array([weight[c]])))
         return out
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:

@@ -55,7 +55,6 @@ from fedmc.algorithms.fedmavg.config import (
     ModelAveragingConfig,
 )
 from fedmc.core.protocol import Algorithm
-from fedmc.estimator import FactorEstimator
 
 _FUNCTIONS = dict(
     data_kind="ratings",
@@ -76,35 +75,5 @@ ALGORITHM = Algorithm(name="fedmavg", Config=FedMAvgConfig, **_FUNCTIONS)
 POSTER = Algorithm(name="fedmavg-poster", Config=FedMAvgPosterConfig, **_FUNCTIONS)
 
 
-class FedMAvg(FactorEstimator):
-    """FedMAvg with the hyper-parameters of section 5.2 on the batched simulation.
-
-    Examples
-    --------
-    >>> from fedmc.api import load_federated
-    >>> data = load_federated("synthetic", clients=20)
-    >>> model = FedMAvg(rank=5, rounds=5, active=5).fit(data)
-    >>> len(model.history_)
-    6
-    """
-
-    algorithm = ALGORITHM
-
-
-class FedMAvgPoster(FactorEstimator):
-    """The original FedMAvg (Algorithm 1 of the poster) on the batched simulation.
-
-    Examples
-    --------
-    >>> from fedmc.api import load_federated
-    >>> data = load_federated("synthetic", clients=20)
-    >>> model = FedMAvgPoster(rank=5, rounds=5, active=5, sampling="replacement").fit(data)
-    >>> model.history_.last("q2")
-    3.0
-    """
-
-    algorithm = POSTER
-
-
-__all__ = ["ALGORITHM", "POSTER", "FedMAvg", "FedMAvgConfig", "FedMAvgPoster",
-           "FedMAvgPosterConfig", "ModelAveragingConfig"]
+__all__ = ["ALGORITHM", "POSTER", "FedMAvgConfig", "FedMAvgPosterConfig",
+           "ModelAveragingConfig"]

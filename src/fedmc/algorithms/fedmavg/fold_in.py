@@ -1,4 +1,4 @@
-"""FedMAvg's fold-in (:mod:`fedmc.model.fold_in`): its U step, projected gradient steps with
+"""FedMAvg's fold-in (:mod:`fedmc.algorithms.fold_in`): its U step, projected gradient steps with
 step ``1/c`` on ``1/2 ||P(m - V u)||^2 + lambda/2 ||u||^2`` over the constraint sets, run to
 convergence with ``V`` fixed."""
 
@@ -9,7 +9,7 @@ import numpy as np
 from fedmc.algorithms.fedmavg.client import step_c
 from fedmc.algorithms.fedmavg.config import ModelAveragingConfig
 from fedmc.algorithms.fedmavg.kernels import u_gradient_steps
-from fedmc.model.fold_in import run_to_convergence, user_row
+from fedmc.algorithms.fold_in import run_to_convergence, user_row
 
 STEPS_PER_CALL = 1000
 

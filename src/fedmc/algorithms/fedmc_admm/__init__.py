@@ -19,17 +19,22 @@ block-diagonal prox metric: ``||sum_{j in Omega_t} w_j w_j^T||_F`` per user row 
 ``||sum_{t: (t,j) in Omega_i} u_t u_t^T||_F`` per item column ``j``. Each is the Lipschitz
 constant of its own block of the gradient, so the descent argument of the paper carries over
 block by block, with larger steps. See ``docs/algorithms.md``.
+
+``consensus="rated"`` (the cross-device mode, ``--partition user``) is a second algorithm on
+the same settings, :data:`RATED` (:mod:`~fedmc.algorithms.fedmc_admm.rated`);
+:data:`BY_CONSENSUS` picks one of the two by that setting
+(:mod:`fedmc.algorithms.registry`).
 """
 
 from __future__ import annotations
 
 from fedmc.algorithms.fedmc_admm import client, server
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
+from fedmc.algorithms.fedmc_admm.rated import RATED
 from fedmc.core.factors import uniform_draws
 from fedmc.core.protocol import Algorithm
-from fedmc.estimator import FactorEstimator
 
-ALGORITHM = Algorithm(
+PAPER = Algorithm(
     name="fedmc-admm",
     Config=FedMCADMMConfig,
     data_kind="ratings",
@@ -48,20 +53,6 @@ ALGORITHM = Algorithm(
     split_batches=True,
 )
 
+BY_CONSENSUS = {"all": PAPER, "rated": RATED}
 
-class FedMCADMM(FactorEstimator):
-    """FedMC-ADMM (Algorithm 1) on the batched simulation.
-
-    Examples
-    --------
-    >>> from fedmc import load_federated
-    >>> data = load_federated("synthetic", clients=20)
-    >>> model = FedMCADMM(rank=5, rounds=20, active=5).fit(data)
-    >>> model.history_.last("test_rmse") < 1.2
-    True
-    """
-
-    algorithm = ALGORITHM
-
-
-__all__ = ["ALGORITHM", "FedMCADMM", "FedMCADMMConfig"]
+__all__ = ["BY_CONSENSUS", "PAPER", "RATED", "FedMCADMMConfig"]

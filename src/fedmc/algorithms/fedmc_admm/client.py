@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fedmc.algorithms.fedmc_admm import rated
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.kernels import initial_duals, local_updates
 from fedmc.core.factors import error_sums
@@ -23,6 +23,9 @@ from fedmc.core.kernels import rank_token
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.uploads import Stacked, Uploads
 from fedmc.data.federated import FederatedData
+
+if TYPE_CHECKING:
+    from fedmc.algorithms.fedmc_admm.rated.client import RatedState
 
 UPLOAD = "delta"  # the change of beta W_i + Y_i
 
@@ -42,10 +45,8 @@ class ClientState:
 
 
 def init_clients(cfg: FedMCADMMConfig, shard: FederatedData, draws: InitialDraws,
-                 info: FederationInfo) -> ClientState | rated.RatedState:
+                 info: FederationInfo) -> ClientState:
     """``U_i^0`` from the client's draws; ``W_i, Y_i`` are set by the set-up exchange."""
-    if cfg.consensus == "rated":
-        return rated.init_clients(cfg, shard, draws, info)
     shape = (shard.n_clients, info.n_items, cfg.layout.width)
     return ClientState(np.array(draws.rows["U"]), np.zeros(shape), np.zeros(shape),
                        info.n_clients)
@@ -55,11 +56,8 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState, 
                 compute: np.ndarray, upload: np.ndarray) -> tuple[ClientState, Uploads]:
     """Set-up: ``W_i^0 = V^0`` and ``Y_i^0``; a round: steps 4(a)-(c) given ``V^k``.
 
-    Every client that computes uploads (``compute`` equals ``upload``). With consensus on
-    rated items: :func:`fedmc.algorithms.fedmc_admm.rated.client_step`.
+    Every client that computes uploads (``compute`` equals ``upload``).
     """
-    if cfg.consensus == "rated":
-        return rated.client_step(cfg, shard, state, msg, compute, upload)
     if msg.phase == "setup":
         return _setup(cfg, shard, state, msg.arrays["V"], compute, upload)
     tr = shard.train
@@ -99,13 +97,16 @@ def _rows(X: np.ndarray, positions: np.ndarray) -> np.ndarray:
     return X[positions]
 
 
-def evaluate(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState,
+def evaluate(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState | RatedState,
              model: Mapping[str, np.ndarray]) -> dict[str, float]:
-    """Error, regularizer and sparsity sums of the batch under the published ``V``."""
+    """Error, regularizer and sparsity sums of the batch under the published ``V`` (under
+    either consensus)."""
     return error_sums(shard, state.U, model["V"], cfg.clip_range(shard.value_range),
                       cfg.regularizers()[0], cfg.layout)
 
 
-def user_factors(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState) -> np.ndarray:
-    """The batch's ``U`` rows (simulation only: they never leave a client)."""
+def user_factors(cfg: FedMCADMMConfig, shard: FederatedData,
+                 state: ClientState | RatedState) -> np.ndarray:
+    """The batch's ``U`` rows under either consensus (simulation only: they never leave a
+    client)."""
     return state.U

@@ -17,7 +17,7 @@ import numpy as np
 
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.kernels import u_steps
-from fedmc.model.fold_in import run_to_convergence, user_row
+from fedmc.algorithms.fold_in import run_to_convergence, user_row
 
 STEPS_PER_CALL = 1000  # steps between two looks at the change (run_to_convergence)
 
@@ -41,7 +41,7 @@ def fold_in(cfg: FedMCADMMConfig, V: np.ndarray, items: np.ndarray,
     numpy.ndarray
         ``u`` in the factor layout (the all-ones column set), from zero, after batches of
         ``STEPS_PER_CALL`` steps until a batch leaves it unchanged
-        (:func:`fedmc.model.fold_in.run_to_convergence`).
+        (:func:`fedmc.algorithms.fold_in.run_to_convergence`).
     """
     layout = cfg.layout
     U = np.zeros((1, layout.width))

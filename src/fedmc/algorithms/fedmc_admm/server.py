@@ -11,16 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fedmc.algorithms.fedmc_admm import rated
 from fedmc.algorithms.fedmc_admm.client import UPLOAD
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.kernels import server_prox
 from fedmc.core.factors import factor_metrics
 from fedmc.core.protocol import FederationInfo, Message
 from fedmc.core.uploads import Summed
+from fedmc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fedmc.algorithms.fedmc_admm.rated.server import RatedServerState
 
 
 @dataclass
@@ -33,11 +37,11 @@ class ServerState:
 
 
 def init_server(cfg: FedMCADMMConfig, info: FederationInfo,
-                draws: Mapping[str, np.ndarray]) -> ServerState | rated.RatedServerState:
+                draws: Mapping[str, np.ndarray]) -> ServerState:
     """``V^0`` from the server's draws; every ``W_i^0 = V^0``, so the total starts at
     ``p beta V^0`` (the duals ``Y_i^0`` arrive in the set-up exchange)."""
-    if cfg.consensus == "rated":
-        return rated.init_server(cfg, info, draws)
+    if cfg.consensus != "all":
+        raise ConfigError(f"consensus={cfg.consensus} runs fedmc_admm.RATED, not this algorithm")
     V = np.array(draws["V"])
     return ServerState(V, info.n_clients * cfg.beta * V, info.n_clients)
 
@@ -45,23 +49,21 @@ def init_server(cfg: FedMCADMMConfig, info: FederationInfo,
 def setup(cfg: FedMCADMMConfig, server: ServerState, info: FederationInfo) -> Message:
     """Send ``V^0`` to every client; with the paper's duals each uploads ``Y_i^0``."""
     everyone = np.arange(info.n_clients, dtype=np.int64)
-    uploaders = everyone if cfg.dual_init == "paper" or cfg.consensus == "rated" else everyone[:0]
+    uploaders = everyone if cfg.dual_init == "paper" else everyone[:0]
     return Message(0, "setup", everyone, uploaders, {"V": server.V})
 
 
-def message(cfg: FedMCADMMConfig, server: ServerState, k: int, sampled: np.ndarray,
-            rng: np.random.Generator) -> Message:
-    """Step 3: ``V^k`` to the sampled clients ``S_k``, who all compute and upload."""
+def message(cfg: FedMCADMMConfig, server: ServerState | RatedServerState, k: int,
+            sampled: np.ndarray, rng: np.random.Generator) -> Message:
+    """Step 3: ``V^k`` to the sampled clients ``S_k``, who all compute and upload (under
+    either consensus)."""
     return Message(k, "round", sampled, sampled, {"V": server.V})
 
 
 def server_step(cfg: FedMCADMMConfig, server: ServerState, summed: Summed,
                 msg: Message) -> ServerState:
     """Add the cohort's summed changes; after a round solve (16):
-    ``V = prox_{R/(p beta)}(sum_i (beta W_i + Y_i) / (p beta))`` ((68) for l2, (73) for l1).
-    With consensus on rated items: :func:`fedmc.algorithms.fedmc_admm.rated.server_step`."""
-    if cfg.consensus == "rated":
-        return rated.server_step(cfg, server, summed, msg)
+    ``V = prox_{R/(p beta)}(sum_i (beta W_i + Y_i) / (p beta))`` ((68) for l2, (73) for l1)."""
     server.total += summed[UPLOAD]
     if msg.phase == "round":
         pb = server.n_clients * cfg.beta
@@ -71,21 +73,17 @@ def server_step(cfg: FedMCADMMConfig, server: ServerState, summed: Summed,
 
 
 def upload_shapes(cfg: FedMCADMMConfig, info: FederationInfo) -> dict[str, tuple[int, ...]]:
-    """One ``(n, r)`` array: the change of ``beta W_i + Y_i`` (and the rater counts with
-    consensus on rated items)."""
-    if cfg.consensus == "rated":
-        return rated.upload_shapes(cfg, info)
+    """One ``(n, r)`` array: the change of ``beta W_i + Y_i``."""
     return {UPLOAD: (info.n_items, cfg.layout.width)}
 
 
-def model(cfg: FedMCADMMConfig, server: ServerState) -> dict[str, np.ndarray]:
-    """The published item factors ``V``."""
+def model(cfg: FedMCADMMConfig, server: ServerState | RatedServerState,
+          ) -> dict[str, np.ndarray]:
+    """The published item factors ``V`` (under either consensus)."""
     return {"V": server.V}
 
 
 def metrics(cfg: FedMCADMMConfig, server: ServerState, sums: Mapping[str, float],
             info: FederationInfo) -> dict[str, float]:
     """Objective (17), errors and sparsity of the current ``(U, V)``."""
-    if cfg.consensus == "rated":
-        return rated.metrics(cfg, server, sums, info)
     return factor_metrics(sums, server.V, info, cfg.regularizers()[1], cfg.layout)

@@ -29,16 +29,9 @@ readings of the paper's gaps are options with the defaults of ``docs/felb.md`` (
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
 from fedmc.algorithms.felb import client, server
 from fedmc.algorithms.felb.config import FelbConfig, FelbMUConfig
-from fedmc.algorithms.felb.prox import binarize
 from fedmc.core.protocol import Algorithm
-from fedmc.estimator import FederatedEstimator
-from fedmc.sim.loop import Simulation
 
 _FUNCTIONS = dict(
     data_kind="boolean",
@@ -59,48 +52,4 @@ ALGORITHM = Algorithm(name="felb", Config=FelbConfig, **_FUNCTIONS)
 ALGORITHM_MU = Algorithm(name="felb-mu", Config=FelbMUConfig, **_FUNCTIONS)
 
 
-class Felb(FederatedEstimator):
-    """Felb: federated Elbmf with Lipschitz (iPALM) steps (Alg. 1, Eq. 8).
-
-    Learned attributes: ``U_`` ``(n, k)`` the relaxed client factors in federated row order
-    (in a federation they stay on the clients), ``V_hat_`` ``(k, m)`` the server's model,
-    ``history_``.
-
-    Examples
-    --------
-    >>> from fedmc.data.boolean import load_boolean
-    >>> data = load_boolean("synthetic-boolean", n_clients=4, rows=200, cols=60, tiles=3)
-    >>> model = Felb(rank=3, rounds=5).fit(data)
-    >>> model.binary_factors()[1].shape
-    (3, 60)
-    """
-
-    algorithm = ALGORITHM
-
-    def _learn(self, sim: Simulation, data: Any) -> None:
-        super()._learn(sim, data)
-        self.U_ = sim.clients.user_factors()
-        self.V_hat_ = self.model_["V_hat"]
-
-    def factors(self) -> tuple[np.ndarray, np.ndarray]:
-        """Relaxed factors: ``U`` ``(n, k)`` in federated row order and ``V_hat`` ``(k, m)``."""
-        return self.U_, self.V_hat_
-
-    def binary_factors(self) -> tuple[np.ndarray, np.ndarray]:
-        """The final binarization of ``U`` and ``V_hat`` (spec 2.6), as ``uint8``."""
-        return binarize(self.U_), binarize(self.V_hat_)
-
-
-class FelbMU(Felb):
-    """Felb-MU: Felb with the multiplicative-update step matrices of Lee and Seung (Sec. 3.2).
-
-    Per-entry steps ``eta_U = U~ / (U~ V V^T + eps)`` and ``eta_V = V~ / (U^T U V~ + eps)``;
-    the prox parameters become per-entry too (``kappa eta``, ``lambda_t eta``, ``gamma eta``).
-    The extrapolated point is clamped at 0 first, so that every step is nonnegative. As in
-    MU, an entry that reaches exactly 0 stays 0 (zero-locking).
-    """
-
-    algorithm = ALGORITHM_MU
-
-
-__all__ = ["ALGORITHM", "ALGORITHM_MU", "Felb", "FelbConfig", "FelbMU", "FelbMUConfig"]
+__all__ = ["ALGORITHM", "ALGORITHM_MU", "FelbConfig", "FelbMUConfig"]

@@ -44,7 +44,6 @@ from __future__ import annotations
 from fedmc.algorithms.rfrec import client, server
 from fedmc.algorithms.rfrec.config import RFRecConfig, RFRecFConfig
 from fedmc.core.protocol import Algorithm
-from fedmc.estimator import FactorEstimator
 
 _FUNCTIONS = dict(
     data_kind="ratings",
@@ -66,32 +65,4 @@ ALGORITHM = Algorithm(name="rfrec", Config=RFRecConfig, **_FUNCTIONS)
 ALGORITHM_F = Algorithm(name="rfrecf", Config=RFRecFConfig, **_FUNCTIONS)
 
 
-class RFRec(FactorEstimator):
-    """RFRec (Algorithm 1): local gradient steps on ``f_i + lambda psi_i``, server averaging.
-
-    One round is one iteration ``k``. History extras: ``comm_rounds`` (cumulative
-    communication rounds, Definition 3.8) and ``epsilon`` (``2 delta / s``) when LDP is on.
-
-    Examples
-    --------
-    >>> from fedmc.api import load_federated
-    >>> data = load_federated("synthetic", clients=20)
-    >>> model = RFRec(rank=5, rounds=20).fit(data)
-    >>> model.history_.last("comm_rounds")
-    40.0
-    """
-
-    algorithm = ALGORITHM
-
-
-class RFRecF(FactorEstimator):
-    """RFRecF (Algorithm 2): Bernoulli(p) switching between local steps and aggregation.
-
-    The coin ``zeta_k`` is drawn from the server's stream; ``zeta_{-1} = 0``, so the first
-    iteration communicates with probability ``p`` and every later one with ``2 p (1-p)``.
-    """
-
-    algorithm = ALGORITHM_F
-
-
-__all__ = ["ALGORITHM", "ALGORITHM_F", "RFRec", "RFRecConfig", "RFRecF", "RFRecFConfig"]
+__all__ = ["ALGORITHM", "ALGORITHM_F", "RFRecConfig", "RFRecFConfig"]

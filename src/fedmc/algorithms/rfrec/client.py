@@ -194,7 +194,7 @@ def shared_uploads(cfg: RFRecConfig, broadcasts: Sequence[np.ndarray]) -> list[n
     """``Clip(Z)`` after each RFRec (Algorithm 1) round whose message carried ``broadcasts[k]``
     (from the first round's ``V̄^0``, which the set-up sent before): what every client uploads
     on the items it did not rate. Only the public ``V̄`` history moves ``Z``, so the server
-    can compute it (the audit's reference, :mod:`fedmc.privacy.audit`)."""
+    can compute it (the audit's reference, :mod:`fedmc.audit.attacks`)."""
     Z = np.array(broadcasts[0])
     empty = np.zeros((0, Z.shape[1]))
     state = ClientState(empty, np.zeros(1, np.int64), np.zeros(0, np.int64),

@@ -1,13 +1,13 @@
-"""RFRec's fold-in (:mod:`fedmc.model.fold_in`): a new user's ``u`` minimizes its part of
+"""RFRec's fold-in (:mod:`fedmc.algorithms.fold_in`): a new user's ``u`` minimizes its part of
 ``f_i``, ``||P(m - V̄ u)||^2 + lambda_u ||u||^2`` with ``V̄`` fixed: a ridge solve."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from fedmc.algorithms.als import ridge_rows
+from fedmc.algorithms.als.kernels import ridge_rows
+from fedmc.algorithms.fold_in import user_row
 from fedmc.algorithms.rfrec.config import RFRecConfig
-from fedmc.model.fold_in import user_row
 
 
 def fold_in(cfg: RFRecConfig, V: np.ndarray, items: np.ndarray,

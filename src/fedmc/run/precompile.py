@@ -5,7 +5,7 @@ in them (:func:`fedmc.core.kernels.rank_token`), which makes them about twice as
 8-12 s of compilation on a 2-core machine the first time a rank is used. The command line does
 not make a user wait for that: a run at a rank whose specialized kernels are not compiled yet
 runs on the generic kernels (compiled once for every rank) and afterwards starts
-``python -m fedmc.precompile ALGORITHM PARAMS`` in the background, which compiles the
+``python -m fedmc.run.precompile ALGORITHM PARAMS`` in the background, which compiles the
 specialized kernels into Numba's cache on a tiny problem and leaves a marker; later runs at that
 rank use them. ``config.json`` records which kernels a run used (``kernels``); the two agree to
 rounding.
@@ -30,14 +30,15 @@ import numba
 import numpy as np
 
 import fedmc
+from fedmc.algorithms.registry import AlgorithmSpec, spec
 from fedmc.data.registry import user_cache_dir
 
 
-def token_width(algorithm_cls: type, cfg: Any) -> int | None:
+def token_width(entry: AlgorithmSpec, cfg: Any) -> int | None:
     """The rank token's width of a run (factor columns with the bias columns), or None for
     algorithms whose kernels take no rank token (ALS, the Boolean ones)."""
     layout = getattr(cfg, "layout", None)
-    if layout is None or getattr(algorithm_cls, "algorithm", None) is None:
+    if layout is None or not entry.federated:
         return None
     return layout.width
 
@@ -75,7 +76,7 @@ def compile_in_background(algorithm: str, params: dict[str, Any]) -> None:
     """Start a detached, low-priority process that compiles ``algorithm``'s specialized
     kernels for the settings ``params`` (it outlives this process and prints nothing)."""
     subprocess.Popen(
-        [sys.executable, "-m", "fedmc.precompile", algorithm, json.dumps(params)],
+        [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True, preexec_fn=lambda: os.nice(10),
     )
@@ -97,13 +98,12 @@ def _tiny_data(width: int):
 
 def compile_now(algorithm: str, params: dict[str, Any]) -> None:
     """Compile ``algorithm``'s specialized kernels for ``params`` and mark them compiled."""
-    from fedmc.algorithms import get_algorithm
+    from fedmc.estimators import estimator_class
 
-    cls = get_algorithm(algorithm)
-    width = token_width(cls, cls.Config(**params))
+    width = token_width(spec(algorithm), spec(algorithm).Config(**params))
     if width is None:
         return
-    cls(**params, rounds=2, active=2).fit(_tiny_data(width))
+    estimator_class(algorithm)(**params, rounds=2, active=2).fit(_tiny_data(width))
     mark_compiled(algorithm, width)
 
 

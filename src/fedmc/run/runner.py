@@ -20,56 +20,21 @@ from typing import Any, Literal
 import numba
 import numpy as np
 import scipy
-from pydantic import BaseModel, ConfigDict, Field
 
 import fedmc
-from fedmc import precompile
-from fedmc.algorithms import get_algorithm
+from fedmc.algorithms.registry import spec
 from fedmc.core.compile_time import compile_seconds
 from fedmc.core.kernels import use_generic_kernels
 from fedmc.data import FederatedData
 from fedmc.errors import ConfigError
-from fedmc.estimator import Estimator, FactorPredictions
+from fedmc.estimators import Estimator, FactorPredictions, estimator_class
+from fedmc.federation.history import History
+from fedmc.federation.loop import RoundCallback
 from fedmc.files import strict_json, write_atomic
 from fedmc.model import FactorModel
-from fedmc.pipeline import DataSettings, federated_data, load_boolean_data
-from fedmc.sim.history import History
-from fedmc.sim.loop import RoundCallback
-from fedmc.sim.sampling import SamplingKind
-
-
-class RunSettings(BaseModel):
-    """Everything that defines a run besides the data and the algorithm's own parameters."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    algorithm: str = "fedmc-admm"
-    rounds: int = Field(100, ge=0)
-    active: int | None = Field(10, ge=1, description="clients per round (uniform sampling)")
-    sampling: SamplingKind = "uniform"
-    participation: float | None = Field(
-        None, gt=0, le=1, description="p_i of every client for Bernoulli sampling"
-    )
-    dropout: float = Field(0.0, ge=0, lt=1, description="share of drawn clients that drop out")
-    eval_every: int = Field(1, ge=1)
-    seed: int = 0
-    user_dp_epsilon: float | None = Field(None, gt=0, description="user-level DP budget")
-    user_dp_delta: float = Field(1e-6, gt=0, lt=1, description="delta of the DP budget")
-    user_dp_noise: float | None = Field(None, ge=0, description="DP noise / clip")
-    user_dp_clip: float | None = Field(None, gt=0, description="L2 bound of one upload")
-    user_dp_setup_scale: float = Field(1.0, gt=0, description="set-up noise / round noise")
-    user_dp_setup_clip: float | None = Field(None, gt=0, description="L2 bound of a set-up "
-                                             "upload (default: user_dp_clip)")
-    ranking_k: int | None = Field(
-        None, ge=1, description="cut-off K of the ranking metrics added after training"
-    )
-    save_user_factors: bool = Field(
-        False, description="save U, raw user ids and rated items with the model (simulation)"
-    )
-    defaulted: list[str] = Field(
-        default_factory=list,
-        description="options taken from the algorithm's protocol (fedmc.algorithms.protocols)",
-    )
+from fedmc.run import precompile
+from fedmc.run.data import DataSettings, federated_data, load_boolean_data
+from fedmc.run.settings import RunSettings
 
 
 @dataclass
@@ -99,31 +64,31 @@ def execute(
     artifact (``RunResult.artifact``; user factors only with ``save_user_factors``).
 
     ``kernels="auto"`` runs a rank whose specialized kernels are not compiled yet on the
-    generic kernels instead of compiling them first (:mod:`fedmc.precompile`; the caller may
+    generic kernels instead of compiling them first (:mod:`fedmc.run.precompile`; the caller may
     then compile them in the background: ``RunResult.config["kernels"]`` says which ran).
     """
     started = time.perf_counter()
     compiled_before = compile_seconds()
-    algo_cls = get_algorithm(run.algorithm)
-    cfg = algo_cls.Config(**params)  # validate parameters before any loading
+    entry = spec(run.algorithm)
+    algo_cls = estimator_class(run.algorithm)
+    cfg = entry.Config(**params)  # validate parameters before any loading
     factor_model = issubclass(algo_cls, FactorPredictions)
     if not factor_model and (run.ranking_k is not None or run.save_user_factors):
         raise ConfigError(f"--ranking-k and --save-user-factors need a factor model; "
                           f"{run.algorithm} is not one")
-    width = precompile.token_width(algo_cls, cfg)
+    width = precompile.token_width(entry, cfg)
     generic = (kernels == "auto" and width is not None
                and not precompile.is_compiled(run.algorithm, width))
     if width is not None:
         use_generic_kernels(width, generic)
     settings = {**run.model_dump(), "random_state": run.seed}  # the estimator's run params
     dp_keys = ("user_dp_epsilon", "user_dp_noise", "user_dp_clip")
-    if "user_dp_clip" not in algo_cls.run_params and any(settings[k] is not None
-                                                         for k in dp_keys):
+    if not entry.federated and any(settings[k] is not None for k in dp_keys):
         raise ConfigError(f"user-level DP applies to federated algorithms; "
                           f"{run.algorithm} is not one")
     model = algo_cls(**cfg.model_dump(),
                      **{k: v for k, v in settings.items() if k in algo_cls.run_params})
-    if algo_cls.data_kind == "boolean":
+    if entry.data_kind == "boolean":
         data = load_boolean_data(data_settings)
         stats = {"rows": data.shape[0], "columns": data.shape[1], "density": data.density}
     else:

@@ -1,17 +1,17 @@
 """The curious server's audit of one algorithm on one data set (``fedmc audit``).
 
 :func:`run_audit` runs the algorithm once per server view with its boundary recorded
-(:func:`fedmc.testing.record_boundary`), takes what the server holds in that view
-(:func:`fedmc.privacy.audit.observations`) and scores two attacks against the truth:
+(:func:`fedmc.audit.boundary.record_boundary`), takes what the server holds in that view
+(:func:`fedmc.audit.attacks.observations`) and scores two attacks against the truth:
 
-* the rated-item-set attack (:func:`fedmc.privacy.audit.rated_sets`), from each client's first
+* the rated-item-set attack (:func:`fedmc.audit.attacks.rated_sets`), from each client's first
   observation and from the intersection over every round it took part in;
 * rating reconstruction of one-user clients, by the decoder of the algorithm's client step
   (:class:`Target`), scored as RMSE and like/dislike accuracy against predicting the mean;
   in the ``secagg`` view also from the cohort's sum split into its members
   (:meth:`Target.split`, ``split ratings``), and the rated-item-set attack of the split
   groups linked across cohorts, which names clients (``linked``,
-  :func:`fedmc.privacy.audit.link_groups`).
+  :func:`fedmc.audit.attacks.link_groups`).
 
 Views: ``plain`` (each client's upload; ``active`` clients per round, uniform), ``secagg``
 (the cohort's sum; same sampling) and ``dp`` (the sum of clipped uploads plus the Gaussian
@@ -30,15 +30,12 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from fedmc.algorithms import get_algorithm
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
-from fedmc.algorithms.fedmc_admm.rated import COUNT
+from fedmc.algorithms.fedmc_admm.rated.client import COUNT
+from fedmc.algorithms.registry import SPECS, load
 from fedmc.algorithms.rfrec.client import shared_uploads
 from fedmc.algorithms.rfrec.config import RFRecConfig, RFRecFConfig
-from fedmc.data.federated import FederatedData
-from fedmc.errors import ConfigError
-from fedmc.privacy.accounting import UserDP
-from fedmc.privacy.audit import (
+from fedmc.audit.attacks import (
     Group,
     Observation,
     decode_fedmavg,
@@ -53,12 +50,16 @@ from fedmc.privacy.audit import (
     reference_factor,
     set_scores,
 )
-from fedmc.sim.loop import RoundCallback
-from fedmc.sim.sampling import make_sampler
-from fedmc.testing import BoundaryRecord, record_boundary
+from fedmc.audit.boundary import BoundaryRecord, record_boundary
+from fedmc.data.federated import FederatedData
+from fedmc.errors import ConfigError
+from fedmc.federation.loop import RoundCallback
+from fedmc.federation.sampling import make_sampler
+from fedmc.privacy.accounting import UserDP
 
 VIEWS = ("plain", "secagg", "dp")
-ALGORITHMS = ("fedmc-admm", "fedmavg", "rfrec")
+ALGORITHMS = tuple(name for name, entry in SPECS.items() if entry.audit is not None)
+"""The algorithms with an audit target (their registry entries name it)."""
 LIKE = 4.0  # a rating of 4 stars or more is a like
 RECONSTRUCTIONS = ("ratings", "split ratings")  # the attacks that decode ratings
 
@@ -90,13 +91,13 @@ class AuditSettings:
 
     def config(self) -> Any:
         """The algorithm's validated ``Config`` from ``params``."""
-        return get_algorithm(self.algorithm).algorithm.Config(**self.params)
+        return SPECS[self.algorithm].Config(**self.params)
 
 
 class Target:
     """What the attacks need to know of one algorithm's uploads: the upload's name, the
     exchanges read, the reference (what an observation holds on items nobody in it rated,
-    :func:`fedmc.privacy.audit.guessed_rated`) and the decoder of one user's ratings.
+    :func:`fedmc.audit.attacks.guessed_rated`) and the decoder of one user's ratings.
 
     ``records`` are the run's exchanges, ``grid`` the rating values on the normalized scale.
     ``sets``: the uploads the rated-item-set attack reads, side by side (the decoded upload
@@ -120,7 +121,7 @@ class Target:
                  ) -> np.ndarray | None:
         """The rows ``rows`` of ``array`` (the sum of ``members`` uploads of ``o``: one user's,
         a cohort's mean with 1, or the cohort's sum) as the client step's closed form makes
-        them for one user: parallel to its ``u`` (:func:`fedmc.privacy.audit.decode_rank_one`);
+        them for one user: parallel to its ``u`` (:func:`fedmc.audit.attacks.decode_rank_one`);
         None where ``o`` has no such form."""
         return None
 
@@ -138,7 +139,7 @@ class Target:
         return None if y is None else (rows, self.decode_rows(o, rows, y))
 
     def split(self, o: Observation) -> list[Group]:
-        """A cohort's sum split into its members (:func:`fedmc.privacy.audit.
+        """A cohort's sum split into its members (:func:`fedmc.audit.attacks.
         parallel_groups`): on an item only one member rated, the sum's row is that member's,
         parallel to its ``u``; each group of parallel rows decoded as one user's (empty where
         the target has no rank-one form for ``o``)."""
@@ -214,7 +215,7 @@ class ADMMTarget(Target):
         return None
 
     def decode_rows(self, o: Observation, rows: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """:func:`fedmc.privacy.audit.decode_rank_one` of the set-up dual, or of the first
+        """:func:`fedmc.audit.attacks.decode_rank_one` of the set-up dual, or of the first
         visit's exact W-step (the user's bias, in the column of ``V`` the round uploads leave
         out, found too)."""
         cfg = self.cfg
@@ -227,7 +228,7 @@ class ADMMTarget(Target):
 
 class FedMAvgTarget(Target):
     """FedMAvg: ``W_i``, ``Q2`` gradient steps from the broadcast ``V^k`` (reference ``V^k``,
-    decoder :func:`fedmc.privacy.audit.decode_fedmavg`, every round)."""
+    decoder :func:`fedmc.audit.attacks.decode_fedmavg`, every round)."""
 
     upload = "W"
 
@@ -243,7 +244,7 @@ class FedMAvgTarget(Target):
         return array[rows] - reference_factor(array, V) * V[rows]
 
     def decode_rows(self, o: Observation, rows: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """:func:`fedmc.privacy.audit.decode_fedmavg` of a member's rows split from a sum
+        """:func:`fedmc.audit.attacks.decode_fedmavg` of a member's rows split from a sum
         (its own factor unknown, searched)."""
         return decode_fedmavg(y, self.sent[o.round][rows], None, self._steps(o), self.cfg,
                               self.data.n_clients, self.grid)[0]
@@ -255,7 +256,7 @@ class FedMAvgTarget(Target):
 
     def decode(self, o: Observation, noise_std: float,
                ) -> tuple[np.ndarray, np.ndarray] | None:
-        """:func:`fedmc.privacy.audit.decode_fedmavg` on the mean upload (its factor known:
+        """:func:`fedmc.audit.attacks.decode_fedmavg` on the mean upload (its factor known:
         the multiple of ``V^k`` its unrated rows share)."""
         array, rows = self._one(o, noise_std)
         if not len(rows):
@@ -271,8 +272,8 @@ class RFRecTarget(Target):
     """RFRec (Algorithm 1): ``Clip(V_(i))``; reference the shared columns every client uploads
     on the items it did not rate (:func:`fedmc.algorithms.rfrec.client.shared_uploads`), which
     the server computes from the ``V̄`` it sent; decoder: the first round's step
-    (:func:`fedmc.privacy.audit.first_gradients`, then
-    :func:`fedmc.privacy.audit.decode_rank_one`)."""
+    (:func:`fedmc.audit.attacks.first_gradients`, then
+    :func:`fedmc.audit.attacks.decode_rank_one`)."""
 
     upload = "V"
 
@@ -292,7 +293,7 @@ class RFRecTarget(Target):
     def rank_one(self, o: Observation, array: np.ndarray, rows: np.ndarray, members: int,
                  ) -> np.ndarray | None:
         """The first round's step from ``V_(i) = V̄^0``: its gradients
-        (:func:`fedmc.privacy.audit.first_gradients`), off the shared columns. Of a sum under
+        (:func:`fedmc.audit.attacks.first_gradients`), off the shared columns. Of a sum under
         Adam, a row with an entry of at least ``alpha`` (no single first step reaches it) is
         several members' and is zeroed (their gradients do not follow from it)."""
         if o.round != 1:
@@ -306,12 +307,8 @@ class RFRecTarget(Target):
         return G
 
     def decode_rows(self, o: Observation, rows: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """:func:`fedmc.privacy.audit.decode_rank_one` of the first gradients."""
+        """:func:`fedmc.audit.attacks.decode_rank_one` of the first gradients."""
         return decode_rank_one(y, self.sent[1][rows], 2.0, self.grid)
-
-
-TARGETS: dict[str, type[Target]] = {"fedmc-admm": ADMMTarget, "fedmavg": FedMAvgTarget,
-                                    "rfrec": RFRecTarget}
 
 
 def rated_items(data: FederatedData) -> dict[int, np.ndarray]:
@@ -364,8 +361,9 @@ def run_audit(data: FederatedData, settings: AuditSettings,
     ``linked``;
     each row names the algorithm, the view, and in the ``dp`` view the noise multiplier and
     the epsilon spent."""
-    algorithm = get_algorithm(settings.algorithm).algorithm
+    entry = SPECS[settings.algorithm]
     cfg = settings.config()
+    algorithm = entry.algorithm_for(cfg)
     items = rated_items(data)
     norm, tr = data.normalizer, data.train
     grid = norm.transform(np.unique(norm.inverse(tr.values)))
@@ -384,7 +382,7 @@ def run_audit(data: FederatedData, settings: AuditSettings,
             noise = float(sim.history.column("dp_noise")[-1])
             std = noise * dp.clip
             head.update(dp_noise=noise, epsilon=float(sim.history.column("epsilon")[-1]))
-        target = TARGETS[settings.algorithm](cfg, data, records, grid)
+        target = load(entry.audit)(cfg, data, records, grid)
         mode = "plain" if view == "plain" else "sum"
         obs = list(observations(records, mode, target.upload))
         shown = obs if target.sets == (target.upload,) else list(
@@ -409,7 +407,7 @@ def run_audit(data: FederatedData, settings: AuditSettings,
 
 def _set_row(guesses: dict[int, np.ndarray], truth: dict[int, np.ndarray],
              n_items: int) -> dict[str, Any]:
-    """:func:`fedmc.privacy.audit.set_scores` with the lift (precision over base rate)."""
+    """:func:`fedmc.audit.attacks.set_scores` with the lift (precision over base rate)."""
     scores = set_scores(guesses, truth, n_items)
     return {**scores, "ratio": scores["precision"] / scores["base_rate"]}
 

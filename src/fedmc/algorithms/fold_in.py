@@ -1,5 +1,6 @@
-"""Each algorithm's fold-in: a new user's factor from the published item model, computed with
-the algorithm's own user step, as a client that joins after training would on its device.
+"""Helpers every algorithm's fold-in uses: a new user's factor from the published item model,
+computed with the algorithm's own user step, as a client that joins after training would on its
+device.
 
 A fold-in is a function ``fold_in(cfg, V, items, values) -> u``:
 
@@ -12,56 +13,22 @@ A fold-in is a function ``fold_in(cfg, V, items, values) -> u``:
   column set with biases).
 
 It solves the same problem the algorithm's clients solve for their own rows in training (same
-regularizer, constraint sets and solver), with ``V`` fixed. Registered by algorithm name here,
-imported on first use. Two helpers serve the implementations: :func:`user_row` (the user's
-ratings as a one-row CSR, what the algorithms' row kernels take) and :func:`run_to_convergence`
-(repeat an iterative user step until it stops moving).
+regularizer, constraint sets and solver), with ``V`` fixed; each algorithm's registry entry
+names its own (:mod:`fedmc.algorithms.registry`). Two helpers serve the implementations:
+:func:`user_row` (the user's ratings as a one-row CSR, what the algorithms' row kernels take)
+and :func:`run_to_convergence` (repeat an iterative user step until it stops moving).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib import import_module
 from typing import Any
 
 import numpy as np
 
 from fedmc.data.federated import CSR
-from fedmc.errors import ConfigError
 
 FoldIn = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-
-_REGISTRY: dict[str, str] = {
-    "fedmc-admm": "fedmc.algorithms.fedmc_admm.fold_in:fold_in",
-    "fedmavg": "fedmc.algorithms.fedmavg.fold_in:fold_in",
-    "fedmavg-poster": "fedmc.algorithms.fedmavg.fold_in:fold_in",
-    "rfrec": "fedmc.algorithms.rfrec.fold_in:fold_in",
-    "rfrecf": "fedmc.algorithms.rfrec.fold_in:fold_in",
-    "als": "fedmc.algorithms.als:fold_in",
-}
-
-
-def fold_in_algorithms() -> list[str]:
-    """The algorithms whose models can fold in a new user."""
-    return list(_REGISTRY)
-
-
-def get_fold_in(algorithm: str) -> FoldIn:
-    """The fold-in of ``algorithm``.
-
-    Raises
-    ------
-    ConfigError
-        When ``algorithm`` has none yet.
-    """
-    try:
-        module, name = _REGISTRY[algorithm].split(":")
-    except KeyError:
-        raise ConfigError(
-            f"folding in a new user is not available for {algorithm} models (it is for "
-            f"{', '.join(fold_in_algorithms())})"
-        ) from None
-    return getattr(import_module(module), name)
 
 
 def user_row(items: np.ndarray, values: np.ndarray) -> CSR:

@@ -1,7 +1,7 @@
 """The curious server: what it can infer from what it receives (issue 13's audit).
 
 :func:`observations` turns a run recorded at the client/server boundary
-(:func:`fedmc.testing.record_boundary`) into what the server holds in each mode:
+(:func:`fedmc.audit.boundary.record_boundary`) into what the server holds in each mode:
 
 * ``plain``: every client's own upload (a server process that forms the sum itself);
 * ``secagg``: the cohort's sum only (secure aggregation);
@@ -24,7 +24,7 @@ The decoders recover a one-user client's ratings from the closed form of its cli
 aggregation, :func:`parallel_groups` splits a cohort's sum of such rank-one uploads into its
 members' exclusive items, each group decodable as one user's (a :class:`Group`), and
 :func:`link_groups` names the clients whose groups recur in several cohorts.
-:mod:`fedmc.privacy.audit_run` runs them all on one algorithm and data set.
+:mod:`fedmc.audit.run` runs them all on one algorithm and data set.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from scipy.sparse import csgraph
 
 from fedmc.algorithms.fedmavg.config import ModelAveragingConfig
 from fedmc.algorithms.rfrec.client import ADAM_EPS
-from fedmc.testing import BoundaryRecord
+from fedmc.audit.boundary import BoundaryRecord
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from fedmc.core.scale import NormalizeKind
 from fedmc.data import FederatedData, Ratings, partition_users
 from fedmc.data.loaders import load_ratings_file
-from fedmc.data.normalize import NormalizeKind
 from fedmc.data.partition import PartitionKind
 from fedmc.data.registry import load_dataset
 from fedmc.data.split import fixed_split, random_test_mask, user_holdout_test_mask

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
 from fedmc.errors import ConfigError
+
+
+class Sampler(Protocol):
+    """Anything that draws the clients of a round."""
+
+    n_clients: int
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """Sorted ``int64`` ids of the clients taking part."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -145,3 +155,21 @@ def make_sampler(
     else:
         raise ConfigError(f"unknown sampling {sampling!r}: use uniform|bernoulli|replacement")
     return DropoutSampler(sampler, dropout) if dropout > 0 else sampler
+
+
+def poisson_rate(sampler: Sampler) -> float:
+    """The rate ``q`` at which ``sampler`` includes each client independently (Poisson
+    sampling, which the accountant amplifies); 1 when every client takes part in every round.
+
+    Dropout after Poisson sampling leaves each client's inclusion independent at a lower rate,
+    so ``q`` (the rate before dropout) bounds it.
+    """
+    base = sampler.base if isinstance(sampler, DropoutSampler) else sampler
+    if isinstance(base, UniformSampler) and base.active == base.n_clients:
+        return 1.0
+    if isinstance(base, BernoulliSampler):
+        rates = np.unique(base.probabilities)
+        if len(rates) == 1:
+            return float(rates[0])
+    raise ConfigError("user-level DP needs Poisson sampling (--sampling bernoulli, one rate "
+                      "for every client) or every client in every round")

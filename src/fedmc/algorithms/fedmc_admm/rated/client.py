@@ -1,56 +1,10 @@
-"""FedMC-ADMM with consensus on rated items (``consensus="rated"``): the cross-device mode.
-
-The paper's constraint ``W_i = V`` asks every client to keep a copy of the whole item matrix,
-and its V-step (16) averages over all ``p`` copies, most of which, for a client holding one
-user, are stale copies of an old ``V``. Here client ``i`` keeps the constraint only on the
-items it rated, ``W_ij = V_j`` for ``j in J_i``, so ``V_j`` averages over the clients that
-rated ``j``. With ``f_i = 1/2 ||P_Omega_i(M_i - U_i W_i)||^2`` the augmented Lagrangian is
-
-    L = sum_i [f_i(U_i, W_i) + R_i(U_i)] + R(V)
-        + sum_i sum_{j in J_i} [<Y_ij, W_ij - V_j> + beta/2 ||W_ij - V_j||^2],
-
-(objective (17) times ``p``: ``beta`` and ``R`` are per rated (client, item) pair and per item,
-so their values do not depend on the number of clients). A visit of client ``i`` in round
-``k`` (``docs/algorithms.md`` has the derivation):
-
-* (14) ``N`` prox-gradient steps on ``U_i`` against the consensus ``V^k`` (the paper steps
-  against ``W_i^k``, the client's copies from its last visit, often many rounds old);
-* (11) the exact W-step (the paper's Remark 4.1) on every rated item:
-  ``(sum_t u_t u_t^T + beta I) w_j = sum_t m_tj u_t + beta v_j - y_j``, an ``r x r`` solve
-  (Sherman-Morrison-sized for one user);
-* (13) ``Y_ij <- Y_ij + beta (W_ij - V_j^k)``; by the optimality of the W-step this is
-  ``sum_t e_tj u_t`` with the residuals ``e_tj = m_tj - u_t . w_j``, so a client stores one
-  scalar per rating for its duals, not a vector;
-* it uploads, on its rated items only, the change of ``beta W_ij + Y_ij`` (sparse rows).
-
-The server keeps ``T_j = sum_i (beta W_ij + Y_ij)`` and the raters ``n_j`` (both sums of
-uploads; the counts come once, in the set-up exchange, and reveal each item's number of raters
-over the whole federation) and sets ``V_j = prox_{R/(beta n_j)}(T_j / (beta n_j))``. With
-``dual_init="zeros"`` every contribution starts at ``beta V_j^0``, so the set-up upload is the
-counts alone and the server sets ``T_j^0 = beta n_j V_j^0`` itself.
-
-**Client weights** (``weights="sqrt-items"``). Client ``i`` weighs ``a_i = |J_i|^(-1/2)``
-(``|J_i|``: its number of rated items), fixed by its own data, and the problem becomes
-``sum_i a_i [f_i + R_i + sum_{j in J_i} (<Y_ij, W_ij - V_j> + beta/2 ||W_ij - V_j||^2)]
-+ R(V)`` with the duals of the weighted problem ``a_i Y_ij``. Scaling a client's whole term by
-``a_i > 0`` leaves its U-, W- and dual steps unchanged, so the client computes exactly as
-before and only multiplies what it uploads, contributions and counts, by ``a_i``: the server
-keeps ``T_j = sum_i a_i (beta W_ij + Y_ij)`` and ``n_j = sum_i a_i`` and its V-step is the same
-formula, a consensus in which heavy raters weigh less. The point is user-level DP
-(``docs/privacy.md``): a client's counts then have L2 norm exactly 1 and its uploads scale with
-``a_i``, so one clip norm fits every client and rarely binds, instead of scaling each client by
-its own clip factor (which biases ``T_j / n_j``).
-
-A client's state is its user rows, two residual scalars per rating (its last two duals) and
-the ``V`` it saw at its last visit (for the change of its contribution). In the batched
-simulation the population keeps each distinct ``V^k`` once, with a reference count, instead of
-once per client (:class:`Snapshots`): a simulation specialisation, exact because every
-client of a round receives the same ``V^k``. Memory: ``O(ratings + users r + items r)``.
+"""The client side of FedMC-ADMM with consensus on rated items: its state, one visit (the
+U-steps (14), the exact W-step (11) on its rated items, the dual step (13)) and its uploads on
+its rated items (:mod:`fedmc.algorithms.fedmc_admm.rated`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,15 +12,13 @@ import numpy as np
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.kernels import (
     group_rows,
-    item_prox,
     rated_contributions,
     rated_initial_duals,
     rated_visits,
 )
-from fedmc.core.factors import factor_metrics
 from fedmc.core.kernels import rank_token
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
-from fedmc.core.uploads import RowPatch, Stacked, Summed, Uploads
+from fedmc.core.uploads import RowPatch, Stacked, Uploads
 from fedmc.data.federated import FederatedData
 
 UPLOAD = "delta"  # the change of beta W_ij + Y_ij on the rated items
@@ -188,58 +140,3 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, m
     weights = client_weights(cfg, ptr)
     return state, {UPLOAD: Stacked(V.shape, rows=contributed, scale=weights),
                    COUNT: Stacked((V.shape[0], 1), rows=counted, scale=weights)}
-
-
-def user_factors(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState) -> np.ndarray:
-    """The batch's ``U`` rows (simulation only: they never leave a client)."""
-    return state.U
-
-
-# --------------------------------------------------------------------------------- server
-
-
-@dataclass
-class RatedServerState:
-    """``V^k``, ``T_j = sum_i (beta W_ij + Y_ij)`` and the raters ``n_j`` of every item."""
-
-    V: np.ndarray
-    total: np.ndarray
-    counts: np.ndarray
-
-
-def init_server(cfg: FedMCADMMConfig, info: FederationInfo,
-                draws: Mapping[str, np.ndarray]) -> RatedServerState:
-    """``V^0``; the totals and counts arrive in the set-up exchange."""
-    V = np.array(draws["V"])
-    return RatedServerState(V, np.zeros_like(V), np.zeros(info.n_items))
-
-
-def server_step(cfg: FedMCADMMConfig, server: RatedServerState, summed: Summed,
-                msg: Message) -> RatedServerState:
-    """Add the cohort's summed contributions (and, at set-up, the counts, with zero duals
-    also ``beta n_j V_j^0``); after a round the V-step ``v_j = prox_{R/(beta n_j)}(T_j / (beta
-    n_j))``."""
-    server.total += summed[UPLOAD]
-    server.counts += summed[COUNT][:, 0]
-    if msg.phase == "setup" and cfg.dual_init == "zeros":
-        server.total += cfg.beta * summed[COUNT] * server.V
-    if msg.phase == "round":
-        server.V = item_prox(server.total, server.counts, cfg.beta,
-                             cfg.regularizers()[1].params, cfg.layout.ones_col_v)
-    return server
-
-
-def upload_shapes(cfg: FedMCADMMConfig, info: FederationInfo) -> dict[str, tuple[int, ...]]:
-    """The contributions' changes ``(n, r)`` and the rater counts ``(n, 1)``, both as sparse
-    rows on the client's rated items."""
-    return {UPLOAD: (info.n_items, cfg.layout.width), COUNT: (info.n_items, 1)}
-
-
-def metrics(cfg: FedMCADMMConfig, server: RatedServerState, sums: Mapping[str, float],
-            info: FederationInfo) -> dict[str, float]:
-    """Errors and sparsity of ``(U, V)``; the objective is ``sum_i [f_i + R_i] + R(V)``."""
-    reg_v = cfg.regularizers()[1]
-    out = factor_metrics(sums, server.V, info, reg_v, cfg.layout)
-    out["objective"] = (0.5 * sums["sse_z"] + sums["reg_u"]
-                        + reg_v.value(server.V[:, cfg.layout.free_mask_v()]))
-    return out

@@ -1,0 +1,69 @@
+"""The curious server's recording: everything that crosses the client/server boundary of a
+simulation, as it crosses (the raw material of the attacks in :mod:`fedmc.audit.attacks`, and
+of the conformance check that a server step is handed only cohort sums, :mod:`fedmc.testing`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fedmc.core.protocol import Algorithm, Message
+from fedmc.core.uploads import Summed, Uploads
+from fedmc.federation.loop import Outcome, RoundCallback
+from fedmc.privacy.accounting import UserDP
+from fedmc.sim import simulate
+
+
+@dataclasses.dataclass
+class BoundaryRecord:
+    """What crossed the client/server boundary in one exchange."""
+
+    message: Message
+    uploads: list[tuple[Uploads, np.ndarray]]
+    summed: Summed | None = None
+
+
+def record_boundary(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable[[], Any],
+                    rounds: int = 4, seed: int = 0,
+                    driver: str = "batched",
+                    dp: UserDP | None = None, callback: RoundCallback | None = None,
+                    ) -> tuple[list[BoundaryRecord], Outcome]:
+    """Run ``algorithm`` with its client and server steps wrapped so that every upload and
+    every input of the server step is recorded (copies, taken as they cross; with ``dp``,
+    the uploads before clipping and the sums with their noise); ``callback`` follows the
+    rounds (:func:`fedmc.sim.simulate`)."""
+    records: list[BoundaryRecord] = []
+
+    def client_step(cfg_, shard, state, msg, compute, upload):
+        state, uploads = algorithm.client_step(cfg_, shard, state, msg, compute, upload)
+        if not records or records[-1].message is not msg:
+            records.append(BoundaryRecord(msg, []))
+        if len(upload):
+            records[-1].uploads.append((_copy_uploads(uploads), np.ones(len(upload))))
+        return state, uploads
+
+    def server_step(cfg_, server, summed, msg):
+        if not isinstance(summed, Summed):
+            raise AssertionError(f"the server step was handed a {type(summed).__name__}")
+        if not records or records[-1].message is not msg:
+            records.append(BoundaryRecord(msg, []))
+        records[-1].summed = Summed.with_arrays(summed, {k: np.array(v) for k, v in
+                                                         summed.arrays.items()})
+        return algorithm.server_step(cfg_, server, summed, msg)
+
+    wrapped = dataclasses.replace(algorithm, client_step=client_step, server_step=server_step)
+    sim = simulate(wrapped, cfg, data, make_sampler(), rounds, seed, 1, callback, driver=driver,
+                   dp=dp)
+    return records, sim
+
+
+def _copy_uploads(uploads: Uploads) -> Uploads:
+    return {name: dataclasses.replace(
+        s, dense=None if s.dense is None else np.array(s.dense),
+        rows=None if s.rows is None else dataclasses.replace(
+            s.rows, values=np.array(s.rows.values)))
+        for name, s in uploads.items()}

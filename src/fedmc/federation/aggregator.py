@@ -1,0 +1,149 @@
+"""The one owner of what crosses from the clients to the server.
+
+Every upload of every driver passes through an :class:`Aggregator`, on both sides:
+
+* client side, on each client's own upload: :meth:`Aggregator.prepare` (user-level DP: the
+  whole upload clipped to the phase's bound), :meth:`Aggregator.local_noise` (the algorithm's
+  own local DP noise, drawn by a client that adds it itself) and :meth:`Aggregator.dp_share`
+  (a client's share of the user-level DP noise, under secure aggregation);
+* server side: :meth:`Aggregator.sum` (the cohort sum of what arrived, the one place a plain
+  sum is formed) and :meth:`Aggregator.release` (what the server step is handed: the sum with
+  every noise its clients did not add themselves).
+
+So what the server learns in each mode is read off this module and its accountant
+(:mod:`fedmc.privacy.accounting`); ``docs/privacy.md`` has the argument:
+
+================  ===============================  =====================================
+mode              clients send                     the server step is handed
+================  ===============================  =====================================
+plain             their uploads                    the cohort sum
+local noise       uploads + their own noise        the sum of the noised uploads
+user DP, central  clipped uploads                  the sum + Gaussian noise (z C)
+user DP, secure   clipped uploads + noise shares   the secure sum (+ shares of lost members)
+================  ===============================  =====================================
+
+Where the noise is drawn is the population's :class:`fedmc.federation.population.Placement`:
+a simulation draws the cohort's noise on the sum from the server's stream (the same
+distribution as the clients' draws, in a fixed order, so every driver gives the same history),
+a real federation has its clients draw their own. The mechanisms themselves (clipping, the
+Gaussian draws, the local mechanisms' distributions) live in :mod:`fedmc.privacy`; this module
+is their only caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from fedmc.core.protocol import Algorithm, FederationInfo, Message
+from fedmc.core.uploads import Stacked, Summed, Uploads, sum_uploads
+from fedmc.federation.population import SIMULATED, Exchange, Placement
+from fedmc.privacy.accounting import Plan, Spent, UserDP
+from fedmc.privacy.gaussian import add_noise, clip_uploads, noise_share
+
+Batch = tuple[Uploads, np.ndarray]  # the uploads of a batch and each client's multiplicity
+
+
+class Aggregator:
+    """What a run's clients send and what its server step is handed (module docstring).
+
+    Parameters
+    ----------
+    algorithm, cfg, info
+        The run's algorithm, its settings and the federation's facts.
+    dp
+        User-level DP, or None.
+    plan
+        The exchanges the run releases (server side, with ``dp``): the noise multiplier is
+        calibrated to it and the budget accounted over it. A client needs none.
+    placement
+        Who draws which noise (the population's).
+    """
+
+    def __init__(self, algorithm: Algorithm, cfg: Any, info: FederationInfo,
+                 dp: UserDP | None = None, plan: Plan | None = None,
+                 placement: Placement = SIMULATED) -> None:
+        self.shapes: Mapping[str, tuple[int, ...]] = algorithm.upload_shapes(cfg, info)
+        self.local = algorithm.local_noise(cfg, info)
+        self.dp = dp
+        self.placement = placement
+        self.noise = self.spent = None
+        if dp is not None and plan is not None:
+            self.plan = plan
+            self.noise = dp.multiplier(plan)
+            self.spent = Spent(plan, self.noise, dp.delta)
+
+    # --- the client side: what one client does to its own upload -------------------------
+
+    def prepare(self, msg: Message, uploads: Uploads) -> Uploads:
+        """A batch of clients' uploads as they leave the clients: with user-level DP each
+        client's whole upload (all its arrays together) scaled to L2 norm at most the bound of
+        the exchange's phase (:meth:`fedmc.privacy.accounting.UserDP.clip_of`)."""
+        if self.dp is None or not uploads:
+            return uploads
+        return clip_uploads(uploads, self.dp.clip_of(msg.phase))
+
+    def local_noise(self, uploads: Uploads, rng: np.random.Generator) -> Uploads:
+        """One client's uploads with the algorithm's local noise added by the client itself
+        (a real federation's clients: :class:`Placement` ``local_noise="clients"``)."""
+        if not self.local:
+            return uploads
+        ones = np.ones(1)
+        out = {}
+        for name, stacked in uploads.items():
+            total = stacked.weighted_sum(ones)
+            if name in self.local:
+                total = self.local[name].perturb_sum(total, 1, rng)
+            out[name] = Stacked(stacked.shape, dense=total[None])
+        return out
+
+    def dp_share(self, std: float, members: int, rng: np.random.Generator,
+                 ) -> dict[str, np.ndarray]:
+        """One member's share of the user-level DP noise ``std`` on a secure sum of
+        ``members`` clients (distributed DP): variance ``std^2 / members`` on every entry."""
+        return noise_share(self.shapes, std, members, rng)
+
+    # --- the server side ------------------------------------------------------------------
+
+    def std(self, msg: Message) -> float:
+        """The standard deviation of the user-level DP noise on the sums of ``msg``'s
+        exchange (``noise * clip``); none on a set-up exchange that nobody uploads in."""
+        if self.noise is None:
+            return 0.0
+        if msg.phase != "setup":
+            return self.noise * self.dp.clip
+        if not self.plan.setup:
+            return 0.0
+        return self.noise * self.dp.clip_of("setup") * self.dp.setup_scale
+
+    def sum(self, batches: Iterable[Batch]) -> Summed:
+        """The cohort sum of the uploads of every batch, each client weighted by its
+        multiplicity (:func:`fedmc.core.uploads.sum_uploads`)."""
+        return sum_uploads(batches, self.shapes)
+
+    def release(self, exchange: Exchange, msg: Message,
+                rng: np.random.Generator) -> Summed:
+        """What the server step of ``msg``'s exchange is handed: the sum that arrived plus,
+        in this order, the local noise its clients did not add themselves (simulated on the
+        sum) and the user-level DP noise they did not add (all of it, or the shares of
+        members lost under distributed DP)."""
+        summed = exchange.summed
+        if self.local and self.placement.local_noise == "server":
+            arrays = dict(summed.arrays)
+            for name, mechanism in self.local.items():
+                arrays[name] = mechanism.perturb_sum(arrays[name], summed.count, rng)
+            summed = summed.with_arrays(arrays)
+        std = self.std(msg)
+        added = exchange.dp_share if self.placement.user_dp == "clients" else 0.0
+        if std > 0 and added < 1.0:
+            summed = add_noise(summed, std * np.sqrt(1.0 - added), rng)
+        return summed
+
+    def columns(self, rounds: int) -> dict[str, float]:
+        """The history's privacy columns after ``rounds`` rounds: ``epsilon`` spent at the
+        run's delta and the noise multiplier ``dp_noise`` (none without user-level DP)."""
+        if self.spent is None:
+            return {}
+        return {"epsilon": self.spent(rounds), "dp_noise": self.noise}

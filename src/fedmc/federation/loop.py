@@ -1,0 +1,222 @@
+"""The round, shared by every driver: sample, send, release the sum, step, evaluate, record.
+
+:func:`run_rounds` runs any :class:`fedmc.core.protocol.Algorithm` over any client population
+(:class:`fedmc.federation.population.ClientPopulation`): the simulation's
+(:func:`fedmc.sim.simulate`) and a real federation's (``fedmc.flower.server_app``). Each
+exchange is: the algorithm's message, the population's exchange (the clients' steps and the
+sum of their uploads), the aggregator's release of that sum (:mod:`fedmc.federation.
+aggregator`: any noise the clients did not add), the algorithm's server step on it. The server
+step never sees anything else.
+
+Randomness: one seed gives two streams (:func:`streams`), the initial draws
+(:attr:`Algorithm.draws`, taken by the driver) and the server's stream (client sampling,
+coins, simulated noise, in that order within a round), so every population produces the same
+history bit for bit (``seconds`` aside).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedmc.core.compile_time import compile_seconds
+from fedmc.core.protocol import Algorithm, FederationInfo, Message
+from fedmc.errors import ConfigError
+from fedmc.federation.aggregator import Aggregator
+from fedmc.federation.history import History
+from fedmc.federation.population import ClientPopulation
+from fedmc.federation.sampling import Sampler, poisson_rate
+from fedmc.privacy.accounting import Plan, UserDP
+
+RoundCallback = Callable[[int, dict[str, float] | None], None]
+
+
+@dataclass
+class Outcome:
+    """What a run of the rounds leaves: the history, the server's final state, the clients
+    and the federation's facts."""
+
+    history: History
+    server: Any
+    clients: ClientPopulation
+    info: FederationInfo
+
+
+def streams(seed: int | np.random.Generator) -> tuple[np.random.Generator, np.random.Generator]:
+    """The two streams of a run: the initial draws' and the server's (independent children of
+    ``seed``); or one generator that serves as both, in that order (how the Felb benchmarks
+    were recorded)."""
+    if isinstance(seed, np.random.Generator):
+        return seed, seed
+    init, server = np.random.SeedSequence(seed).spawn(2)
+    return np.random.default_rng(init), np.random.default_rng(server)
+
+
+class TrainingClock:
+    """Seconds of training so far, without the time Numba spent compiling kernels in them
+    (the first run at a new rank compiles; that is reported on its own, not as training).
+    Running from its creation until the first :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.start()
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter()
+        self._c0 = compile_seconds()
+
+    def stop(self) -> None:
+        elapsed = time.perf_counter() - self._t0
+        self.seconds += elapsed - (compile_seconds() - self._c0)
+
+
+class _Server:
+    """The server's loop state: its algorithm state, the aggregator, byte counters and random
+    stream."""
+
+    def __init__(self, algorithm: Algorithm, cfg: Any, state: Any,
+                 clients: ClientPopulation, aggregator: Aggregator,
+                 rng: np.random.Generator) -> None:
+        self.algorithm = algorithm
+        self.cfg = cfg
+        self.state = state
+        self.clients = clients
+        self.aggregator = aggregator
+        self.rng = rng
+        self.bytes_up = 0
+        self.bytes_down = 0
+
+    def exchange(self, msg: Message, evaluate: _Evaluation | None = None) -> None:
+        """Send ``msg``, have the aggregator release the sum of what came back, run the server
+        step on it (with the message as it was carried out: only the clients whose replies
+        were included). With ``evaluate``, the exchange also carries that evaluation, which
+        is finished before the server step (the state is still the one it evaluates)."""
+        done = self.clients.exchange(msg, self.aggregator,
+                                     None if evaluate is None else evaluate.model)
+        if evaluate is not None:
+            evaluate.finish(done.sums or {})
+        summed = self.aggregator.release(done, msg, self.rng)
+        self.bytes_up += done.bytes_up
+        self.bytes_down += len(msg.recipients) * msg.nbytes
+        self.state = self.algorithm.server_step(self.cfg, self.state, summed, done.message)
+
+
+@dataclass
+class _Evaluation:
+    """A round's evaluation: its model, and what to do with the clients' sums once they come
+    (write the round's history row and report it)."""
+
+    model: Mapping[str, np.ndarray]
+    finish: Callable[[dict[str, float]], None]
+
+
+def run_rounds(
+    algorithm: Algorithm,
+    cfg: Any,
+    info: FederationInfo,
+    server_draws: Mapping[str, np.ndarray],
+    clients: ClientPopulation,
+    sampler: Sampler,
+    rounds: int,
+    rng: np.random.Generator,
+    eval_every: int = 1,
+    callback: RoundCallback | None = None,
+    dp: UserDP | None = None,
+    clock: TrainingClock | None = None,
+) -> Outcome:
+    """Run the set-up exchange (if the algorithm has one) and ``rounds`` rounds.
+
+    Parameters
+    ----------
+    algorithm, cfg
+        The algorithm's functions and a validated instance of its ``Config``.
+    info
+        The federation's facts.
+    server_draws
+        The server's initial draws (``V^0``, say: :attr:`fedmc.core.protocol.InitialDraws.
+        server`).
+    clients
+        The client population (built by the driver with the clients' draws).
+    sampler
+        Draws the clients of each round.
+    rounds
+        Number of rounds ``K``.
+    rng
+        The server's stream (:func:`streams`).
+    eval_every
+        Evaluate after every ``eval_every`` rounds (and always after the last one).
+    callback
+        Called after each round with ``(round, row or None)``; for progress display.
+    dp
+        User-level differential privacy (:mod:`fedmc.federation.aggregator`): every upload
+        clipped, Gaussian noise on every sum, the budget of the set-up and the rounds
+        accounted; needs Poisson sampling (``BernoulliSampler`` with one rate) or every client
+        in every round.
+    clock
+        The training clock, if the driver started it before its own set-up.
+
+    Returns
+    -------
+    Outcome
+        The history has rows with ``round``, the algorithm's metrics, cumulative
+        ``bytes_up``/``bytes_down``, ``seconds`` (cumulative training time; evaluation and
+        kernel compilation excluded) and ``clients`` (clients sampled in that round); with
+        ``dp``, ``epsilon`` (spent so far at ``dp.delta``) and ``dp_noise`` (the multiplier).
+    """
+    if rounds < 0:
+        raise ConfigError(f"rounds must be >= 0, got {rounds}")
+    if eval_every < 1:
+        raise ConfigError(f"eval-every must be >= 1, got {eval_every}")
+    if sampler.n_clients != info.n_clients:
+        raise ConfigError(
+            f"the sampler draws from {sampler.n_clients} clients, the data has {info.n_clients}"
+        )
+    clock = TrainingClock() if clock is None else clock
+    history = History()
+    state = algorithm.init_server(cfg, info, server_draws)
+    setup = algorithm.setup(cfg, state, info)
+    plan = None
+    if dp is not None:
+        plan = Plan(rounds, poisson_rate(sampler), setup is not None and len(setup.upload) > 0,
+                    dp.setup_scale)
+    aggregator = Aggregator(algorithm, cfg, info, dp, plan, clients.placement)
+    server = _Server(algorithm, cfg, state, clients, aggregator, rng)
+    if setup is not None:
+        server.exchange(setup)
+    clock.stop()
+
+    def evaluation(k: int, n_clients: int) -> _Evaluation:
+        """Round ``k``'s evaluation: its row is written (and reported) once the sums come."""
+        row: dict[str, float] = {"bytes_up": server.bytes_up, "bytes_down": server.bytes_down,
+                                 "seconds": clock.seconds, "clients": n_clients,
+                                 **aggregator.columns(k)}
+
+        def finish(sums: dict[str, float]) -> None:
+            history.append({"round": k, **algorithm.metrics(cfg, server.state, sums, info),
+                            **row})
+            if callback is not None and k > 0:
+                callback(k, history.rows[-1])
+
+        return _Evaluation(algorithm.model(cfg, server.state), finish)
+
+    # A population that folds evaluations sends each with the next round's message; the last
+    # one (and every one, otherwise) is an exchange of its own.
+    waiting: _Evaluation | None = evaluation(0, 0)
+    for k in range(1, rounds + 1):
+        if waiting is not None and not clients.folds_evaluation:
+            waiting.finish(clients.evaluate(waiting.model))
+            waiting = None
+        clock.start()
+        sampled = sampler.sample(server.rng)
+        server.exchange(algorithm.message(cfg, server.state, k, sampled, server.rng), waiting)
+        clock.stop()
+        waiting = evaluation(k, len(sampled)) if (k % eval_every == 0 or k == rounds) else None
+        if waiting is None and callback is not None:
+            callback(k, None)
+    if waiting is not None:
+        waiting.finish(clients.evaluate(waiting.model))
+    return Outcome(history, server.state, clients, info)

@@ -1,0 +1,81 @@
+"""The settings of one ``fedmc run`` besides its data and its algorithm's parameters, and how
+an algorithm's paper protocol fills the options the user left out.
+
+:class:`RunSettings` is the federation's :class:`fedmc.federation.settings.Schedule` plus the
+algorithm and what the command does after training. ``fedmc run --algorithm X`` takes X's run
+protocol (:attr:`fedmc.algorithms.registry.AlgorithmSpec.protocol`) for every protocol option
+the user does not give, and the settings X's registry entry has for the chosen partition;
+``config.json`` lists the options so defaulted (``run.defaulted``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from fedmc.algorithms.registry import PROTOCOL_OPTIONS, spec
+from fedmc.federation.settings import Schedule
+
+
+class RunSettings(Schedule):
+    """Everything that defines a run besides the data and the algorithm's own parameters."""
+
+    algorithm: str = "fedmc-admm"
+    active: int | None = Field(10, ge=1, description="clients per round (uniform sampling; "
+                               "None: all); the command line's default is 10")
+    ranking_k: int | None = Field(
+        None, ge=1, description="cut-off K of the ranking metrics added after training"
+    )
+    save_user_factors: bool = Field(
+        False, description="save U, raw user ids and rated items with the model (simulation)"
+    )
+    defaulted: list[str] = Field(
+        default_factory=list,
+        description="options taken from the algorithm's run protocol "
+        "(fedmc.algorithms.registry)",
+    )
+
+    def schedule(self) -> Schedule:
+        """The federation's part of the settings."""
+        return Schedule(**{name: getattr(self, name) for name in Schedule.model_fields})
+
+
+def apply_protocol(algorithm: str, options: dict[str, Any], params: dict[str, Any],
+                   ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """Fill the protocol options the user left unset (None) from ``algorithm``'s protocol.
+
+    Parameters
+    ----------
+    algorithm
+        The ``--algorithm`` name.
+    options
+        ``fedmc run``'s options by name; None marks one the user did not give
+        (:data:`fedmc.algorithms.registry.PROTOCOL_OPTIONS` among them).
+    params
+        The algorithm parameters the user gave.
+
+    Returns
+    -------
+    options, params, defaulted
+        Copies with the protocol (and a variant's settings) filled in, and the names filled.
+    """
+    options, params = dict(options), dict(params)
+    entry = spec(algorithm)
+    defaulted = []
+    for name, value in entry.protocol.items():
+        if options.get(name) is None:
+            options[name] = value
+            defaulted.append(name)
+    given_active = options.get("active") is not None and "active" not in defaulted
+    for name, value in entry.variants.get(options["partition"], {}).items():
+        if name == "participation" and given_active:
+            continue  # --active N sets the rate (N / clients) of Bernoulli sampling
+        if name in PROTOCOL_OPTIONS:
+            if name in defaulted or options.get(name) is None:
+                options[name] = value
+                defaulted.append(name)
+        elif name not in params:
+            params[name] = value
+            defaulted.append(name)
+    return options, params, sorted(set(defaulted))
