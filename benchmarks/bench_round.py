@@ -43,7 +43,7 @@ def main() -> None:
     alg = BY_CONSENSUS[cfg.consensus]
     rng = np.random.default_rng(0)
     info = data.federation_info()
-    draws = alg.draws(cfg, data, rng)
+    draws = alg.draws(cfg, data.federation_info(), rng)
     clients = BatchedClients(alg, cfg, data, draws, info)
     server = alg.init_server(cfg, info, draws.server)
     shapes = alg.upload_shapes(cfg, info)

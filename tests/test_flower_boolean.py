@@ -11,7 +11,7 @@ from fedmc.algorithms.registry import spec  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
 from fedmc.errors import ConfigError, DataError  # noqa: E402
 from fedmc.federation.sampling import make_sampler  # noqa: E402
-from fedmc.flower.manifest import Manifest, population  # noqa: E402
+from fedmc.flower.manifest import Manifest  # noqa: E402
 from fedmc.flower.shard import load_boolean_shard  # noqa: E402
 from fedmc.flower.split import client_files, write_split  # noqa: E402
 from fedmc.run.data import DataSettings, load_boolean_data  # noqa: E402
@@ -32,7 +32,7 @@ def test_boolean_split_files_rebuild_the_simulation_shards_bit_for_bit(tmp_path)
     data = load_boolean_data(settings)
     assert manifest.kind == "boolean" and manifest.n_clients == 3
     assert (manifest.n_users, manifest.n_items) == data.shape
-    assert manifest.federation_info() == data.federation_info()
+    assert manifest.federation_info("boolean") == data.federation_info()
     for c in range(3):
         ones, signal = client_files(tmp_path / "split", c)
         shard, ref = load_boolean_shard(manifest, c, ones, signal), data.client_shard(c)
@@ -59,9 +59,10 @@ def test_a_boolean_shard_with_a_column_outside_the_manifest_is_refused(tmp_path)
 def test_an_algorithm_for_the_other_kind_of_data_is_refused(tmp_path):
     write_split(boolean_settings(), tmp_path / "split")
     manifest = Manifest.read(tmp_path / "split" / "manifest.json")
-    assert population(manifest, "boolean").shape == (manifest.n_users, manifest.n_items)
+    info = manifest.federation_info("boolean")
+    assert (info.n_users, info.n_items) == (manifest.n_users, manifest.n_items)
     with pytest.raises(ConfigError, match="needs ratings data, the manifest holds boolean"):
-        population(manifest, "ratings")
+        manifest.federation_info("ratings")
 
 
 @pytest.mark.federation

@@ -112,18 +112,19 @@ class FactorConfig(AlgorithmConfig):
         return value_range if self.clip else (-np.inf, np.inf)
 
 
-def uniform_draws(cfg: FactorConfig, data, rng: np.random.Generator) -> InitialDraws:
+def uniform_draws(cfg: FactorConfig, info: FederationInfo, rng: np.random.Generator,
+                  ) -> InitialDraws:
     """``V^0`` (the server's) and every user's ``U^0`` row uniform on ``[0, init_scale]``
     (section 5 of the FedMC-ADMM paper), biases at zero, the all-ones columns set.
 
     ``V^0`` is drawn first, then the user rows in federated order, so a seed gives the same
     numbers whichever driver hands them out.
     """
-    cfg.check_rank(data.n_users, data.n_items)
+    cfg.check_rank(info.n_users, info.n_items)
     layout = cfg.layout
     w = layout.width
-    V = rng.uniform(0.0, cfg.init_scale, size=(data.n_items, w))
-    U = rng.uniform(0.0, cfg.init_scale, size=(data.n_users, w))
+    V = rng.uniform(0.0, cfg.init_scale, size=(info.n_items, w))
+    U = rng.uniform(0.0, cfg.init_scale, size=(info.n_users, w))
     if cfg.biases:  # biases start at zero
         U[:, cfg.rank] = 0.0
         V[:, cfg.rank + 1] = 0.0

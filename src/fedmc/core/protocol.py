@@ -2,7 +2,7 @@
 
 An algorithm is an :class:`Algorithm`, a bundle of functions with these roles::
 
-    draws(cfg, data, rng)                  -> InitialDraws    every party's initial random numbers
+    draws(cfg, info, rng)                  -> InitialDraws    every party's initial random numbers
     init_server(cfg, info, draws.server)   -> server state
     init_clients(cfg, shard, draws)        -> client state    from the clients' own shard
     setup(cfg, server, info)               -> Message | None  an optional set-up exchange
@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # core sits below data: no import at run time
 Array = np.ndarray
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FederationInfo:
     """Facts every party knows before training: sizes and the public scale of the data.
 
@@ -63,12 +63,44 @@ class FederationInfo:
         for Boolean data).
     value_range
         Smallest and largest training rating, for clipping predictions.
+    client_rows
+        ``p + 1`` offsets: client ``c`` holds the user rows ``client_rows[c]:client_rows[c+1]``
+        of the federation's row order (where each client's initial draws lie).
+    kind
+        ``"ratings"`` or ``"boolean"``: the data an algorithm of that ``data_kind`` takes.
     """
 
     n_clients: int
     n_items: int
     normalizer: Normalizer | None = None
     value_range: tuple[float, float] = (-np.inf, np.inf)
+    client_rows: np.ndarray | None = None
+    kind: Literal["ratings", "boolean"] = "ratings"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FederationInfo):
+            return NotImplemented
+        a, b = self.client_rows, other.client_rows
+        same_rows = a is b or (a is not None and b is not None and np.array_equal(a, b))
+        return same_rows and (self.n_clients, self.n_items, self.normalizer, self.value_range,
+                              self.kind) == (other.n_clients, other.n_items, other.normalizer,
+                                             other.value_range, other.kind)
+
+    __hash__ = None  # type: ignore[assignment]  (holds an array)
+
+    @property
+    def n_users(self) -> int:
+        """Number of user rows over all clients."""
+        if self.client_rows is None:
+            raise ValueError("these facts have no client rows")
+        return int(self.client_rows[-1])
+
+    @property
+    def client_sizes(self) -> np.ndarray:
+        """Each client's number of user rows."""
+        if self.client_rows is None:
+            raise ValueError("these facts have no client rows")
+        return np.diff(self.client_rows)
 
 
 @dataclass(frozen=True)

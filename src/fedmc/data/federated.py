@@ -157,7 +157,8 @@ class FederatedData:
 
     def federation_info(self) -> FederationInfo:
         """The facts every party of this federation knows before training."""
-        return FederationInfo(self.n_clients, self.n_items, self.normalizer, self.value_range)
+        return FederationInfo(self.n_clients, self.n_items, self.normalizer, self.value_range,
+                              self.client_ptr)
 
     @classmethod
     def build(

@@ -41,7 +41,7 @@ from fedmc.federation.aggregator import Aggregator
 from fedmc.flower import secagg
 from fedmc.flower.client_state import StateStore
 from fedmc.flower.compact import compact_mod
-from fedmc.flower.manifest import Manifest, population
+from fedmc.flower.manifest import Manifest
 from fedmc.flower.settings import FederatedRun
 from fedmc.flower.shard import load_boolean_shard, load_shard
 from fedmc.flower.wire import Envelope, pack_reply, unpack_message
@@ -131,12 +131,12 @@ def _make_party(client: int, node: Mapping[str, Any], run: FederatedRun, run_id:
         shard = load_boolean_shard(manifest, client, Path(str(node["ratings"])), held)
     else:
         shard = load_shard(manifest, client, Path(str(node["ratings"])), held, columns)
-    algorithm, cfg, info = run.algorithm, run.config(), manifest.federation_info()
-    sizes = population(manifest, algorithm.data_kind)
+    algorithm, cfg = run.algorithm, run.config()
+    info = manifest.federation_info(algorithm.data_kind)
     store = StateStore(Path(str(node["state"])), run_id)
     if store.committed is None:  # this client's slice of the population's initial draws
         init_seq = np.random.SeedSequence(run.schedule.seed).spawn(2)[0]
-        draws = algorithm.draws(cfg, sizes, np.random.default_rng(init_seq))
+        draws = algorithm.draws(cfg, info, np.random.default_rng(init_seq))
         own = draws.take(np.array([client]), manifest.rows_of(client))
         store.start(algorithm.init_clients(cfg, shard, own, info))
     return Party(client, algorithm, cfg, info, shard, store,

@@ -1,15 +1,16 @@
 """The public facts of a federation, written by ``fedmc federate split`` as ``manifest.json``.
 
-Every party reads the manifest: the server to size its model and to know how many clients
-there are, each client to place its users and items. It holds no rating: sizes, the item
-vocabulary, the normalization (fitted on the training ratings, as ``fedmc run`` does) and the
-row range of every client's users in the federation's row order.
+Every party reads the manifest: the server to size its model and to know how many clients there
+are, each client to place its users and items. It holds no rating: sizes, the item vocabulary,
+the normalization (fitted on the training ratings, as ``fedmc run`` does) and the row range of
+every client's users in the federation's row order.
 
-The row ranges exist only so that a federation reproduces ``fedmc run``'s initial random
-values: a simulation draws every user's ``U^0`` row from one stream and hands each client its
-slice (:meth:`fedmc.core.protocol.InitialDraws.take`), so a client needs its slice's place to
-compute the same numbers. A production deployment, which need not match a simulation, would
-draw them locally instead.
+The row ranges exist only so that a federation reproduces ``fedmc run``'s initial random values
+(:attr:`fedmc.core.protocol.FederationInfo.client_rows`): a simulation draws every user's
+``U^0`` row from one stream and hands each client its slice
+(:meth:`fedmc.core.protocol.InitialDraws.take`), so a client needs its slice's place to compute
+the same numbers. A production deployment, which need not match a simulation, would draw them
+locally instead.
 """
 
 from __future__ import annotations
@@ -20,11 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from fedmc.core.protocol import FederationInfo
 from fedmc.core.scale import Normalizer
-from fedmc.data.boolean import BooleanFederatedData
 from fedmc.errors import ConfigError
 
 FORMAT = 1
@@ -83,11 +82,17 @@ class Manifest:
             raise ConfigError(f"client {client} is not one of the manifest's {self.n_clients}")
         return slice(int(self.client_rows[client]), int(self.client_rows[client + 1]))
 
-    def federation_info(self) -> FederationInfo:
-        """The facts the protocol's functions take."""
+    def federation_info(self, data_kind: str) -> FederationInfo:
+        """The facts the protocol's functions take, for an algorithm of ``data_kind`` (one for
+        the other kind of data is refused)."""
+        if data_kind != self.kind:
+            raise ConfigError(f"the algorithm needs {data_kind} data, the manifest holds "
+                              f"{self.kind} data (split again with the algorithm's data)")
         if self.kind == "boolean":
-            return FederationInfo(self.n_clients, self.n_items)
-        return FederationInfo(self.n_clients, self.n_items, self.normalizer, self.value_range)
+            return FederationInfo(self.n_clients, self.n_items, client_rows=self.client_rows,
+                                  kind="boolean")
+        return FederationInfo(self.n_clients, self.n_items, self.normalizer, self.value_range,
+                              self.client_rows)
 
     def write(self, path: Path) -> None:
         """Write as JSON."""
@@ -125,48 +130,3 @@ class Manifest:
             source=doc["source"],
             kind=doc.get("kind", "ratings"),
         )
-
-
-@dataclass(frozen=True)
-class Population:
-    """The sizes of a federation, standing in for its data where only sizes are needed: the
-    server's loop and :attr:`fedmc.core.protocol.Algorithm.draws`."""
-
-    manifest: Manifest
-
-    @property
-    def n_clients(self) -> int:
-        """Number of clients ``p``."""
-        return self.manifest.n_clients
-
-    @property
-    def n_users(self) -> int:
-        """Number of user rows over all clients."""
-        return self.manifest.n_users
-
-    @property
-    def n_items(self) -> int:
-        """Number of items ``n``."""
-        return self.manifest.n_items
-
-    def federation_info(self) -> FederationInfo:
-        """The facts the protocol's functions take."""
-        return self.manifest.federation_info()
-
-
-def population(manifest: Manifest, data_kind: str) -> Population | BooleanFederatedData:
-    """The sizes of the federation of ``manifest`` in the form the ``draws`` of an algorithm
-    of ``data_kind`` take: a :class:`Population`, or for Boolean data a
-    :class:`BooleanFederatedData` with the federation's shape and client rows and no ones
-    (Felb draws from the sizes only). An algorithm for the other kind of data is refused."""
-    if data_kind != manifest.kind:
-        raise ConfigError(f"the algorithm needs {data_kind} data, the manifest holds "
-                          f"{manifest.kind} data (split again with the algorithm's data)")
-    if manifest.kind != "boolean":
-        return Population(manifest)
-    return BooleanFederatedData(
-        A=sp.csr_matrix((manifest.n_users, manifest.n_items)),
-        client_ptr=manifest.client_rows,
-        row_index=np.arange(manifest.n_users),
-        name=manifest.name,
-    )

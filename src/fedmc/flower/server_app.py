@@ -27,7 +27,7 @@ import fedmc
 from fedmc.federation.history import History
 from fedmc.federation.loop import TrainingClock, run_rounds, streams
 from fedmc.flower.grid_clients import GridClients, Record
-from fedmc.flower.manifest import Manifest, population
+from fedmc.flower.manifest import Manifest
 from fedmc.flower.secagg import SecureSum
 from fedmc.flower.settings import FederatedRun
 from fedmc.model import FactorModel
@@ -47,7 +47,7 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     started = time.perf_counter()
     manifest = Manifest.read(run.manifest)
     algorithm, cfg = run.algorithm, run.config()
-    sizes = population(manifest, algorithm.data_kind)
+    info = manifest.federation_info(algorithm.data_kind)
     settings = run.schedule
     sampler = settings.sampler(manifest.n_clients)
     run.out.mkdir(parents=True, exist_ok=True)
@@ -58,8 +58,8 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     clock = TrainingClock()
     init_rng, server_rng = streams(settings.seed)
-    draws = algorithm.draws(cfg, sizes, init_rng)
-    sim = run_rounds(algorithm, cfg, sizes.federation_info(), draws.server, clients, sampler,
+    draws = algorithm.draws(cfg, info, init_rng)
+    sim = run_rounds(algorithm, cfg, info, draws.server, clients, sampler,
                      settings.rounds, server_rng, settings.eval_every, progress.round,
                      run.privacy(), clock)
     _mark_participants(sim.history, clients.log)

@@ -78,7 +78,7 @@ def simulate(
     clock = TrainingClock()
     init_rng, server_rng = streams(seed)
     info = data.federation_info()
-    draws = algorithm.draws(cfg, data, init_rng)
+    draws = algorithm.draws(cfg, info, init_rng)
     clients = population(algorithm, cfg, data, draws, info)
     return run_rounds(algorithm, cfg, info, draws.server, clients, sampler, rounds, server_rng,
                       eval_every, callback, dp, clock)

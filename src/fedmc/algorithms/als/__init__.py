@@ -54,7 +54,7 @@ def run_sweeps(cfg: ALSConfig, data: FederatedData, seed: int, eval_every: int =
     """
     info = data.federation_info()
     init_seq = np.random.SeedSequence(seed).spawn(2)[0]
-    draws = uniform_draws(cfg, data, np.random.default_rng(init_seq))
+    draws = uniform_draws(cfg, info, np.random.default_rng(init_seq))
     U, V = np.array(draws.rows["U"]), np.array(draws.server["V"])
     tr = data.train
     order = np.argsort(tr.indices, kind="stable")  # by item, then by user row

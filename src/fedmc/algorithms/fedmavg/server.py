@@ -16,7 +16,6 @@ from fedmc.algorithms.fedmavg.config import FedMAvgPosterConfig, ModelAveragingC
 from fedmc.core.factors import factor_metrics, uniform_draws
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.uploads import Summed
-from fedmc.data.federated import FederatedData
 
 
 @dataclass
@@ -29,11 +28,11 @@ class ServerState:
     q2: int = 0
 
 
-def draws(cfg: ModelAveragingConfig, data: FederatedData, rng: np.random.Generator,
+def draws(cfg: ModelAveragingConfig, info: FederationInfo, rng: np.random.Generator,
           ) -> InitialDraws:
     """``U^0, V^0`` uniform on ``[0, init_scale]`` (:func:`fedmc.core.factors.uniform_draws`),
     projected onto the constraint sets (the poster's set-up, the server step with ``A^0``)."""
-    out = uniform_draws(cfg, data, rng)
+    out = uniform_draws(cfg, info, rng)
     proj = cfg.projection()
     layout = cfg.layout
     U, V = proj.prox(out.rows["U"], 0.0), proj.prox(out.server["V"], 0.0)

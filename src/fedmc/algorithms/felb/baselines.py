@@ -93,7 +93,7 @@ def local_factors(
                          beta=0.01, gamma=0.0, sharpen=0.0, init="independent",
                          local_steps=elbmf_steps)
         info = data.federation_info()
-        draws = server.draws(cfg, data, rng)
+        draws = server.draws(cfg, data.federation_info(), rng)
         state = client.init_clients(cfg, data, draws, info)
         everyone = np.arange(data.n_clients, dtype=np.int64)
         msg = server.message(cfg, server.init_server(cfg, info, draws.server), 1, everyone, rng)

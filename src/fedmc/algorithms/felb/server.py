@@ -18,7 +18,6 @@ from fedmc.algorithms.felb.config import FelbConfig
 from fedmc.algorithms.felb.prox import elb_regularizer, prox_elb
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message, NoiseOnSum
 from fedmc.core.uploads import Summed
-from fedmc.data.boolean.data import BooleanFederatedData
 from fedmc.errors import ConfigError, DataError
 
 
@@ -31,17 +30,16 @@ class ServerState:
     syncs: int = 0
 
 
-def draws(cfg: FelbConfig, data: BooleanFederatedData, rng: np.random.Generator,
-          ) -> InitialDraws:
+def draws(cfg: FelbConfig, info: FederationInfo, rng: np.random.Generator) -> InitialDraws:
     """``U_i ~ U[0, 1]`` (padded to the largest client), the server's ``V_hat^0 ~ U[0, 1]``
     and, with ``init="independent"``, every client's own ``V_i ~ U[0, 1]``, in this order."""
-    if not isinstance(data, BooleanFederatedData):
+    if info.kind != "boolean":
         raise DataError(
-            f"Felb needs Boolean data (synthetic-boolean, a binary file, or ratings binarized "
-            f"at a threshold), got {type(data).__name__}"
+            "Felb needs Boolean data (synthetic-boolean, a binary file, or ratings binarized "
+            f"at a threshold), got {info.kind} data"
         )
-    C, k, m = data.n_clients, cfg.rank, data.shape[1]
-    clients = {"U": rng.random((C, int(data.client_sizes.max()), k))}
+    C, k, m = info.n_clients, cfg.rank, info.n_items
+    clients = {"U": rng.random((C, int(info.client_sizes.max()), k))}
     V_hat = rng.random((k, m))
     if cfg.init == "independent":
         clients["V"] = rng.random((C, k, m))

@@ -24,7 +24,6 @@ from fedmc.core.factors import factor_metrics
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message, NoiseOnSum
 from fedmc.core.prox import Regularizer
 from fedmc.core.uploads import Summed
-from fedmc.data.federated import FederatedData
 
 _COMMUNICATION = {"round": 2, "average": 1, "aggregate": 1}  # rounds each phase costs
 
@@ -40,11 +39,11 @@ class ServerState:
     zeta: bool = False
 
 
-def draws(cfg: RFRecConfig, data: FederatedData, rng: np.random.Generator) -> InitialDraws:
+def draws(cfg: RFRecConfig, info: FederationInfo, rng: np.random.Generator) -> InitialDraws:
     """``u_t, V̄^0 ~ N(0, init_scale^2)``, the users' rows first."""
-    cfg.check_rank(data.n_users, data.n_items)
-    U = cfg.init_scale * rng.standard_normal((data.n_users, cfg.rank))
-    V = cfg.init_scale * rng.standard_normal((data.n_items, cfg.rank))
+    cfg.check_rank(info.n_users, info.n_items)
+    U = cfg.init_scale * rng.standard_normal((info.n_users, cfg.rank))
+    V = cfg.init_scale * rng.standard_normal((info.n_items, cfg.rank))
     return InitialDraws(server={"V": V}, rows={"U": U})
 
 

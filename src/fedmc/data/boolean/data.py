@@ -88,7 +88,8 @@ class BooleanFederatedData:
 
     def federation_info(self) -> FederationInfo:
         """The facts every party knows before training: the clients and the ``m`` columns."""
-        return FederationInfo(self.n_clients, self.shape[1])
+        return FederationInfo(self.n_clients, self.shape[1], client_rows=self.client_ptr,
+                              kind="boolean")
 
     def top_items(self, n_items: int) -> BooleanFederatedData:
         """The same rows restricted to the ``n_items`` most frequent columns (a subsample).
