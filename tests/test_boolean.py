@@ -22,7 +22,7 @@ from fedmc.data.boolean.io import (
 )
 from fedmc.data.boolean.synthetic import synthetic_tiles
 from fedmc.errors import ConfigError, DataError
-from fedmc.privacy.local import UploadPrivacy, clip_uploads, gaussian_sigma, laplace_scale
+from fedmc.privacy.local import UploadPrivacy, bound_uploads, gaussian_sigma, laplace_scale
 from tests.conftest import require_shared_data
 
 
@@ -225,12 +225,12 @@ def test_clipping_bounds_the_uploads():
     rng = np.random.default_rng(0)
     V = rng.random((4, 3, 5)) * 3
     V[0] *= 0.01
-    clipped = clip_uploads(V, "frobenius", 1.5)
+    clipped = bound_uploads(V, "frobenius", 1.5)
     norms = np.linalg.norm(clipped, axis=(1, 2))
     assert np.all(norms <= 1.5 + 1e-12)
     np.testing.assert_array_equal(clipped[0], V[0])  # already inside the ball
-    assert clip_uploads(V - 2, "elementwise", 0.5).min() == -0.5
-    assert clip_uploads(V, "none", 1.0).max() == 1.0
+    assert bound_uploads(V - 2, "elementwise", 0.5).min() == -0.5
+    assert bound_uploads(V, "none", 1.0).max() == 1.0
 
 
 def test_noise_scale_and_sensitivity():

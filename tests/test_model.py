@@ -5,7 +5,6 @@ DataError (never a crash)."""
 from __future__ import annotations
 
 import json
-from contextlib import nullcontext
 
 import numpy as np
 import pytest
@@ -39,33 +38,6 @@ def fitted():
             "als": ALS(rank=3, sweeps=3).fit(data)}, data
 
 
-@pytest.mark.parametrize("name", ["fedmc-admm", "als"])
-@pytest.mark.parametrize("users", [False, True])
-def test_save_load_predict_equals_the_in_memory_model(tmp_path, fitted, name, users):
-    models, data = fitted
-    est = models[name]
-    model = FactorModel.from_estimator(est, data if users else None)
-    model.save(tmp_path)
-    loaded = load_model(tmp_path)
-    assert loaded.algorithm == name and loaded.config == est.config_
-    assert np.array_equal(loaded.V, est.V_) and np.array_equal(loaded.item_ids, RAW_ITEMS)
-    assert loaded.has_user_factors == users
-    if users:
-        rows = np.arange(data.n_users)
-        raw_u = data.user_ids[rows]
-        for raw_i in (RAW_ITEMS[[0, 5, 29]], RAW_ITEMS[[29, 0, 1]]):
-            dense_i = np.searchsorted(RAW_ITEMS, raw_i)
-            got = loaded.predict(raw_u[:3], raw_i)
-            assert np.array_equal(got, model.predict(raw_u[:3], raw_i))
-            assert np.array_equal(got, est.predict_indices(data.user_index[:3], dense_i))
-        a, b = loaded.recommend(raw_u[0]), model.recommend(raw_u[0])
-        assert np.array_equal(a.items, b.items) and np.array_equal(a.ratings, b.ratings)
-    me = loaded.fold_in(RAW_ITEMS[:4], [5, 4, 1, 2])
-    assert np.array_equal(me.factor, model.fold_in(RAW_ITEMS[:4], [5, 4, 1, 2]).factor)
-    with pytest.raises(DataError, match="no user factors") if not users else nullcontext():
-        loaded.predict(data.user_ids[0], RAW_ITEMS[0])
-
-
 def test_the_default_artifact_holds_no_user_data(tmp_path, fitted):
     models, _ = fitted
     FactorModel.from_estimator(models["fedmc-admm"]).save(tmp_path)
@@ -74,23 +46,6 @@ def test_the_default_artifact_holds_no_user_data(tmp_path, fitted):
     meta = json.loads((tmp_path / "model.json").read_text())
     assert meta["user_factors"] is False and meta["fedmc_version"]
     assert meta["layout"] == {"rank": 3, "biases": True, "width": 5, "item_bias_column": 4}
-
-
-def test_recommend_excludes_training_items_and_fold_in_ratings(fitted):
-    models, data = fitted
-    model = FactorModel.from_estimator(models["fedmc-admm"], data)
-    for t in range(data.n_users):
-        rated = set(data.item_ids[data.train.indices[data.train.indptr[t]:
-                                                     data.train.indptr[t + 1]]].tolist())
-        top = model.recommend(data.user_ids[t], n=10)
-        assert len(top) == min(10, 30 - len(rated)) and not rated & set(top.items.tolist())
-        assert np.all(np.diff(top.ratings) <= 1e-12)
-        everything = model.recommend(data.user_ids[t], n=30, exclude_rated=False)
-        assert sorted(everything.items.tolist()) == RAW_ITEMS.tolist()
-    me = model.fold_in(RAW_ITEMS[:25], np.full(25, 4.0))
-    top = model.recommend(me, n=10)
-    assert len(top) == 5 and set(top.items.tolist()) == set(RAW_ITEMS[25:].tolist())
-    assert np.allclose(top.ratings, model.predict(me, top.items))
 
 
 @pytest.mark.parametrize(

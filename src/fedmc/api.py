@@ -2,8 +2,8 @@
 
 >>> from fedmc import FedMCADMM, load_federated
 >>> data = load_federated("synthetic", clients=20)
->>> model = FedMCADMM(rank=5).fit(data, rounds=10, active=5)
->>> model.predict([0, 1], [3, 4]).shape
+>>> model = FedMCADMM(rank=5, rounds=10, active=5).fit(data)
+>>> model.predict_indices([0, 1], [3, 4]).shape
 (2,)
 """
 

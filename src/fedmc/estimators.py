@@ -190,7 +190,8 @@ class FactorPredictions:
         row_of_user = np.empty(n_users, dtype=np.int64)
         row_of_user[self.user_index_] = np.arange(n_users)
         clip = self.config_.clip_range(self.info_.value_range)
-        return predict_factors(self.U_, self.V_, row_of_user[users], items, self.info_, clip)
+        return predict_factors(self.U_, self.V_, row_of_user[users], items,
+                               self.info_.normalizer, clip)
 
     def ranking_metrics(self, data: Any, k: int) -> dict[str, float]:
         """Precision, recall, NDCG, MAP, hit rate and coverage at ``k`` of every user's top-k

@@ -2,8 +2,8 @@
 
 A spec says where the algorithm's protocol functions are (its :class:`fedmc.core.protocol.
 Algorithm`, or a choice of them by a setting), its ``Config``, its fold-in (how the saved
-model places a new user, :mod:`fedmc.model`), the run protocol its paper evaluates it under
-(what ``fedmc run --algorithm X`` takes for every protocol option the user does not give),
+model places a new user, :mod:`fedmc.model`), the settings its paper runs it with (what
+``fedmc run --algorithm X`` takes for every such option the user does not give),
 settings that go with a partition, and its audit target (:mod:`fedmc.audit`). References
 are ``"module:attribute"`` strings loaded on first use, so looking up a name imports nothing
 heavy and this module imports no algorithm.
@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from fedmc.algorithms.fold_in import FoldIn
     from fedmc.core.protocol import Algorithm
 
-PROTOCOL_OPTIONS = ("clients", "partition", "active", "sampling", "participation", "rounds")
-"""The protocol options a run protocol may set (``fedmc run``'s option names)."""
+PAPER_OPTIONS = ("clients", "partition", "active", "sampling", "participation", "rounds")
+"""The options of a run an algorithm's paper settings may fill (``fedmc run``'s option names:
+how many clients, who they are, who takes part in a round, how many rounds)."""
 
 _CROSS_SILO = {"clients": 100, "partition": "random", "rounds": 100}
 _ONE_USER_PER_CLIENT = {"clients": 1, "partition": "user", "active": "all"}
@@ -59,11 +60,11 @@ class AlgorithmSpec:
     fold_in
         ``fold_in(cfg, V, items, values) -> u`` (:mod:`fedmc.algorithms.fold_in`), None when
         its models cannot place a new user.
-    protocol
-        The run protocol of its paper: protocol options (:data:`PROTOCOL_OPTIONS`).
+    paper_settings
+        How its paper runs it: values of :data:`PAPER_OPTIONS`.
     variants
         By partition: settings applied where the user chose that partition and did not set
-        them (``Config`` fields and protocol options alike).
+        them (``Config`` fields and :data:`PAPER_OPTIONS` alike).
     audit
         Its target of the privacy audit (:mod:`fedmc.audit.run`), None when it has none.
     data_kind
@@ -75,7 +76,7 @@ class AlgorithmSpec:
     algorithm: str | None = None
     selected_by: str | None = None
     fold_in: str | None = None
-    protocol: Mapping[str, Any] = field(default_factory=lambda: _CROSS_SILO)
+    paper_settings: Mapping[str, Any] = field(default_factory=lambda: _CROSS_SILO)
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     audit: str | None = None
     data_kind: str = "ratings"
@@ -126,7 +127,7 @@ _SPECS = [
         "fedmc.algorithms.fedmc_admm:BY_CONSENSUS", selected_by="consensus",
         fold_in="fedmc.algorithms.fedmc_admm.fold_in:fold_in",
         # 100 clients, 10 drawn per round (--active's default), 100 rounds.
-        protocol=_CROSS_SILO,
+        paper_settings=_CROSS_SILO,
         # Cross-device FedMC-ADMM: consensus on rated items (docs/algorithms.md), each
         # client in a round with probability 0.1; settings chosen on a validation cut of
         # ML-1M's training ratings (benchmarks/README.md, "One user per client").
@@ -147,7 +148,7 @@ _SPECS = [
         "als", "fedmc.algorithms.als.config:ALSConfig",
         fold_in="fedmc.algorithms.als.fold_in:fold_in",
         # No clients to speak of; the progress counts its sweeps (default 15).
-        protocol={**_ONE_USER_PER_CLIENT, "rounds": 15}),
+        paper_settings={**_ONE_USER_PER_CLIENT, "rounds": 15}),
     AlgorithmSpec(
         "felb", "fedmc.algorithms.felb.config:FelbConfig", "fedmc.algorithms.felb:ALGORITHM",
         data_kind="boolean"),
@@ -158,12 +159,12 @@ _SPECS = [
         # One user per client, all clients in every iteration, 400 iterations.
         "rfrec", "fedmc.algorithms.rfrec.config:RFRecConfig",
         "fedmc.algorithms.rfrec:ALGORITHM", fold_in="fedmc.algorithms.rfrec.fold_in:fold_in",
-        protocol={**_ONE_USER_PER_CLIENT, "rounds": 400},
+        paper_settings={**_ONE_USER_PER_CLIENT, "rounds": 400},
         audit="fedmc.audit.run:RFRecTarget"),
     AlgorithmSpec(
         "rfrecf", "fedmc.algorithms.rfrec.config:RFRecFConfig",
         "fedmc.algorithms.rfrec:ALGORITHM_F", fold_in="fedmc.algorithms.rfrec.fold_in:fold_in",
-        protocol={**_ONE_USER_PER_CLIENT, "rounds": 400}),
+        paper_settings={**_ONE_USER_PER_CLIENT, "rounds": 400}),
 ]
 SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in _SPECS}
 

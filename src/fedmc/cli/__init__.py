@@ -57,7 +57,7 @@ def _root(
 
 ALGO = "Algorithm parameters"
 DATA = "Data"
-PROTO = "Protocol"
+PROTO = "Run"
 
 
 @app.command()
@@ -95,11 +95,11 @@ def run(
     test_fraction: Annotated[float, typer.Option(help="Share of ratings held out.",
                                                  rich_help_panel=DATA)] = 0.2,
     clients: Annotated[int | None, typer.Option(help="Number of clients p (default: the "
-                                                "algorithm's protocol, 100 for most).",
+                                                "algorithm's paper settings, 100 for most).",
                                                 rich_help_panel=PROTO)] = None,
     partition: Annotated[str | None, typer.Option(help="random|contiguous|powerlaw|user (one "
                                                   "user per client); default: the algorithm's "
-                                                  "protocol.", rich_help_panel=PROTO)] = None,
+                                                  "paper settings.", rich_help_panel=PROTO)] = None,
     active: Annotated[str | None, typer.Option(help="Clients per round (uniform sampling): a "
                                                "number or 'all'; default min(10, clients), all "
                                                "with --partition user.",
@@ -113,8 +113,8 @@ def run(
     dropout: Annotated[float, typer.Option(help="Share of drawn clients that drop out of a "
                                            "round.", rich_help_panel=PROTO)] = 0.0,
     rounds: Annotated[int | None, typer.Option(help="Communication rounds (default: the "
-                                               "algorithm's protocol: 400 for rfrec, 100 for "
-                                               "most).", rich_help_panel=PROTO)] = None,
+                                               "algorithm's paper settings: 400 for rfrec, 100 "
+                                               "for most).", rich_help_panel=PROTO)] = None,
     eval_every: Annotated[int, typer.Option(help="Evaluate every this many rounds.",
                                             rich_help_panel=PROTO)] = 1,
     seed: Annotated[int, typer.Option(help="Seed of split, partition, init and sampling.",
@@ -207,13 +207,13 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """``fedmc run``'s options (by name) as run settings, data settings and the algorithm's
     parameters; commands that take the same options (``fedmc federate``) share it."""
     from fedmc.run.data import DataSettings
-    from fedmc.run.settings import RunSettings, apply_protocol
+    from fedmc.run.settings import RunSettings, apply_paper_settings
 
     named = {k: options[k] for k in ("rank", "inner", "reg_u", "lam", "reg_v", "gamma", "beta",
                                      "init_scale", "steps", "biases", "clip")}
     params = {k: v for k, v in named.items() if v is not None}
     params.update(_parse_params(options["param"] or []))
-    o, params, defaulted = apply_protocol(options["algorithm"], options, params)
+    o, params, defaulted = apply_paper_settings(options["algorithm"], options, params)
     columns = _columns(o["columns"])
     data_settings = DataSettings(
         dataset=o["dataset"], ratings=o["ratings"], train=o.get("train"), test=o.get("test"),

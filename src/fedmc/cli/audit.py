@@ -79,7 +79,7 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
     ) -> None:
         """Attack the uploads as a curious server would: rated-item sets and ratings of
         one-user clients, by what the server holds (plain, SecAgg, SecAgg + DP)."""
-        from fedmc.algorithms.registry import PROTOCOL_OPTIONS
+        from fedmc.algorithms.registry import PAPER_OPTIONS
         from fedmc.audit.run import VIEWS, AuditSettings, pool_runs, run_audit
         from fedmc.cli.interrupts import interrupt_marks
         from fedmc.files import strict_json, write_atomic
@@ -87,15 +87,15 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
         from fedmc.run.data import DataSettings, federate, load_ratings
         from fedmc.run.folder import RunFolder
         from fedmc.run.runner import versions
-        from fedmc.run.settings import apply_protocol
+        from fedmc.run.settings import apply_paper_settings
 
         views = VIEWS if not view or "all" in view else tuple(dict.fromkeys(view))
         if active != "all" and not active.isdigit():
             raise ConfigError(f"--active takes a number of clients or 'all', got {active!r}")
         if repeat < 1:
             raise ConfigError(f"--repeat must be >= 1, got {repeat}")
-        _, params, defaulted = apply_protocol(
-            algorithm, {**dict.fromkeys(PROTOCOL_OPTIONS), "partition": "user"},
+        _, params, defaulted = apply_paper_settings(
+            algorithm, {**dict.fromkeys(PAPER_OPTIONS), "partition": "user"},
             parse_params(param or []))
         settings = AuditSettings(algorithm, params, rounds,
                                  None if active == "all" else int(active), views,

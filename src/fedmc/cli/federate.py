@@ -3,7 +3,7 @@
 ``split`` writes the files a deployment hands out, ``local`` runs a whole deployment on this
 machine (a SuperLink and one SuperNode per client, separate processes) and ``node`` serves
 one client to a SuperLink anywhere. ``split`` and ``local`` take ``fedmc run``'s data,
-protocol and algorithm options (their signatures are built from ``run``'s). See
+run and algorithm options (their signatures are built from ``run``'s). See
 ``docs/federation.md``.
 """
 

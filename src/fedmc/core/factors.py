@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from fedmc.core.kernels import predict_pairs, rank_token, residual_sums
 from fedmc.core.protocol import FederationInfo, InitialDraws
 from fedmc.core.prox import Regularizer
+from fedmc.core.scale import Normalizer
 from fedmc.errors import ConfigError
 
 
@@ -189,8 +190,10 @@ def factor_metrics(sums: Mapping[str, float], V: np.ndarray, info: FederationInf
 
 
 def predict(U: np.ndarray, V: np.ndarray, rows: np.ndarray, items: np.ndarray,
-            info: FederationInfo, clip: tuple[float, float]) -> np.ndarray:
-    """``U[rows] . V[items]`` mapped back to the original scale and clipped."""
-    z = predict_pairs(np.asarray(rows, dtype=np.int64), np.asarray(items, dtype=np.int64), U, V,
-                      rank_token(U.shape[1]))
-    return np.clip(info.normalizer.inverse(z), *clip)
+            normalizer: Normalizer, clip: tuple[float, float]) -> np.ndarray:
+    """``U[rows] . V[items]`` mapped back to the original scale and clipped: the one prediction
+    of a factor model (the estimators' and the saved model's)."""
+    z = predict_pairs(np.asarray(rows, dtype=np.int64), np.asarray(items, dtype=np.int64),
+                      np.ascontiguousarray(U, dtype=np.float64),
+                      np.ascontiguousarray(V, dtype=np.float64), rank_token(U.shape[1]))
+    return np.clip(normalizer.inverse(z), *clip)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from fedmc.algorithms.registry import spec
-from fedmc.core.factors import FactorLayout
+from fedmc.core.factors import FactorLayout, predict
 from fedmc.core.ranking import top_n
 from fedmc.core.scale import Normalizer
 from fedmc.data.vocabulary import IdVocabulary
@@ -199,8 +199,7 @@ class FactorModel:
             raise DataError(f"{len(rows)} users but {len(cols)} items: give one item per "
                             "user, or one user or one item for all")
         rows, cols = np.broadcast_arrays(rows, cols)
-        z = np.einsum("ij,ij->i", U[rows], self.V[cols])
-        return np.clip(self.normalizer.inverse(z), *self.clip)
+        return predict(U, self.V, rows, cols, self.normalizer, self.clip)
 
     def recommend(self, user: Any, n: int = 10, exclude_rated: bool = True) -> TopN:
         """The ``n`` items of highest predicted rating for ``user``.

@@ -42,8 +42,10 @@ def laplace_scale(epsilon: float, sensitivity: float) -> float:
     return sensitivity / epsilon
 
 
-def clip_uploads(V: np.ndarray, kind: ClipKind, theta: float) -> np.ndarray:
-    """Clip every client's upload ``V[c]`` (shape ``(s, k, m)``).
+def bound_uploads(V: np.ndarray, kind: ClipKind, theta: float) -> np.ndarray:
+    """Bound every client's upload ``V[c]`` (shape ``(s, k, m)``), as Felb's clients do before
+    they add their noise (Alg. 1 line 8: part of Felb's client step, not user-level DP's
+    clipping, which is :func:`fedmc.privacy.gaussian.clip_uploads`).
 
     ``"frobenius"``: ``V_c min(1, theta / ||V_c||_F)``; ``"elementwise"``: ``clip(V, -theta,
     theta)``; ``"none"``: ``clip(V, 0, 1)``, the box of the relaxed factors.
@@ -78,7 +80,7 @@ class UploadPrivacy:
     epsilon, delta
         Budget of one transmission.
     clip, theta
-        See :func:`clip_uploads`.
+        See :func:`bound_uploads`.
     shape
         ``(k, m)``.
     """
@@ -106,7 +108,7 @@ class UploadPrivacy:
     def privatize(self, V: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Clipped and noised uploads ``clip(V_c) + N_c`` for the stacked ``V`` ``(s, k, m)``:
         what each client sends."""
-        return clip_uploads(V, self.clip, self.theta) + self._noise((len(V), *self.shape), rng)
+        return bound_uploads(V, self.clip, self.theta) + self._noise((len(V), *self.shape), rng)
 
     def perturb_sum(self, total: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         """``total`` (the sum of ``n`` clipped uploads) plus the ``n`` clients' noise, drawn as

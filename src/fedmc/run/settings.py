@@ -1,11 +1,12 @@
 """The settings of one ``fedmc run`` besides its data and its algorithm's parameters, and how
-an algorithm's paper protocol fills the options the user left out.
+an algorithm's paper settings fill the options the user left out.
 
 :class:`RunSettings` is the federation's :class:`fedmc.federation.settings.Schedule` plus the
-algorithm and what the command does after training. ``fedmc run --algorithm X`` takes X's run
-protocol (:attr:`fedmc.algorithms.registry.AlgorithmSpec.protocol`) for every protocol option
-the user does not give, and the settings X's registry entry has for the chosen partition;
-``config.json`` lists the options so defaulted (``run.defaulted``).
+algorithm and what the command does after training. ``fedmc run --algorithm X`` takes X's
+paper settings (:attr:`fedmc.algorithms.registry.AlgorithmSpec.paper_settings`) for every
+option of :data:`~fedmc.algorithms.registry.PAPER_OPTIONS` the user does not give, and the
+settings X's registry entry has for the chosen partition; ``config.json`` lists the options
+so defaulted (``run.defaulted``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
-from fedmc.algorithms.registry import PROTOCOL_OPTIONS, spec
+from fedmc.algorithms.registry import PAPER_OPTIONS, spec
 from fedmc.federation.settings import Schedule
 
 
@@ -32,7 +33,7 @@ class RunSettings(Schedule):
     )
     defaulted: list[str] = Field(
         default_factory=list,
-        description="options taken from the algorithm's run protocol "
+        description="options taken from the algorithm's paper settings "
         "(fedmc.algorithms.registry)",
     )
 
@@ -41,9 +42,9 @@ class RunSettings(Schedule):
         return Schedule(**{name: getattr(self, name) for name in Schedule.model_fields})
 
 
-def apply_protocol(algorithm: str, options: dict[str, Any], params: dict[str, Any],
+def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[str, Any],
                    ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    """Fill the protocol options the user left unset (None) from ``algorithm``'s protocol.
+    """Fill the options the user left unset (None) from ``algorithm``'s paper settings.
 
     Parameters
     ----------
@@ -51,19 +52,19 @@ def apply_protocol(algorithm: str, options: dict[str, Any], params: dict[str, An
         The ``--algorithm`` name.
     options
         ``fedmc run``'s options by name; None marks one the user did not give
-        (:data:`fedmc.algorithms.registry.PROTOCOL_OPTIONS` among them).
+        (:data:`fedmc.algorithms.registry.PAPER_OPTIONS` among them).
     params
         The algorithm parameters the user gave.
 
     Returns
     -------
     options, params, defaulted
-        Copies with the protocol (and a variant's settings) filled in, and the names filled.
+        Copies with the paper settings (and a variant's) filled in, and the names filled.
     """
     options, params = dict(options), dict(params)
     entry = spec(algorithm)
     defaulted = []
-    for name, value in entry.protocol.items():
+    for name, value in entry.paper_settings.items():
         if options.get(name) is None:
             options[name] = value
             defaulted.append(name)
@@ -71,7 +72,7 @@ def apply_protocol(algorithm: str, options: dict[str, Any], params: dict[str, An
     for name, value in entry.variants.get(options["partition"], {}).items():
         if name == "participation" and given_active:
             continue  # --active N sets the rate (N / clients) of Bernoulli sampling
-        if name in PROTOCOL_OPTIONS:
+        if name in PAPER_OPTIONS:
             if name in defaulted or options.get(name) is None:
                 options[name] = value
                 defaulted.append(name)

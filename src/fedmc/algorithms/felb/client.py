@@ -27,7 +27,7 @@ from fedmc.algorithms.felb.prox import binarize, elb_regularizer, prox_elb, prox
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.uploads import Stacked, Uploads
 from fedmc.data.boolean.data import BooleanFederatedData
-from fedmc.privacy.local import clip_uploads
+from fedmc.privacy.local import bound_uploads
 
 UPLOAD = "V"
 EPS_DIV = 1e-12  # Felb-MU's guard against 0/0
@@ -97,7 +97,7 @@ def client_step(cfg: FelbConfig, shard: BooleanFederatedData, state: ClientState
     sent = V[np.searchsorted(compute, upload)]
     privacy = cfg.privacy(cfg.rank, V_hat.shape[1])
     if privacy is not None:
-        sent = clip_uploads(sent, privacy.clip, privacy.theta)
+        sent = bound_uploads(sent, privacy.clip, privacy.theta)
     return state, {UPLOAD: Stacked(V_hat.shape, dense=sent)}
 
 

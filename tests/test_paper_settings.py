@@ -1,46 +1,46 @@
-"""Each algorithm's paper protocol is ``fedmc run``'s default; the user's options win."""
+"""Each algorithm's paper settings are ``fedmc run``'s defaults; the user's options win."""
 
 from __future__ import annotations
 
-from fedmc.algorithms.registry import PROTOCOL_OPTIONS, SPECS
-from fedmc.run.settings import apply_protocol
+from fedmc.algorithms.registry import PAPER_OPTIONS, SPECS
+from fedmc.run.settings import apply_paper_settings
 
-UNSET = dict.fromkeys(PROTOCOL_OPTIONS)
+UNSET = dict.fromkeys(PAPER_OPTIONS)
 
 
 def test_rfrec_defaults_to_one_user_per_client_all_clients_400_rounds():
-    options, params, defaulted = apply_protocol("rfrec", UNSET, {})
+    options, params, defaulted = apply_paper_settings("rfrec", UNSET, {})
     assert (options["partition"], options["active"], options["rounds"]) == ("user", "all", 400)
     assert params == {} and {"partition", "active", "rounds"} <= set(defaulted)
 
 
 def test_the_users_options_win_and_are_not_listed_as_defaulted():
-    options, _, defaulted = apply_protocol("rfrec", {**UNSET, "rounds": 7, "partition": "random"},
-                                           {})
+    options, _, defaulted = apply_paper_settings(
+        "rfrec", {**UNSET, "rounds": 7, "partition": "random"}, {})
     assert options["rounds"] == 7 and options["partition"] == "random"
     assert "rounds" not in defaulted and "partition" not in defaulted
 
 
 def test_a_variant_applies_only_under_its_partition_and_only_to_unset_settings():
-    options, params, defaulted = apply_protocol(
+    options, params, defaulted = apply_paper_settings(
         "fedmc-admm", {**UNSET, "partition": "user"}, {"beta": 2.0})
     assert params["consensus"] == "rated" and params["beta"] == 2.0
     assert options["sampling"] == "bernoulli" and options["participation"] == 0.1
     assert "consensus" in defaulted and "beta" not in defaulted
-    _, params, _ = apply_protocol("fedmc-admm", UNSET, {})
+    _, params, _ = apply_paper_settings("fedmc-admm", UNSET, {})
     assert "consensus" not in params
 
 
 def test_a_given_active_sets_the_bernoulli_rate_of_the_cross_device_variant():
-    options, _, defaulted = apply_protocol("fedmc-admm", {**UNSET, "partition": "user",
+    options, _, defaulted = apply_paper_settings("fedmc-admm", {**UNSET, "partition": "user",
                                                           "active": "4802"}, {})
     assert options["sampling"] == "bernoulli" and options["participation"] is None
     assert options["active"] == "4802" and "participation" not in defaulted
 
 
-def test_protocols_and_variants_name_real_options_and_parameters():
+def test_paper_settings_and_variants_name_real_options_and_parameters():
     for entry in SPECS.values():
-        assert set(entry.protocol) <= set(PROTOCOL_OPTIONS), entry.name
+        assert set(entry.paper_settings) <= set(PAPER_OPTIONS), entry.name
         fields = entry.Config.model_fields
         for settings in entry.variants.values():
-            assert all(k in fields or k in PROTOCOL_OPTIONS for k in settings), settings
+            assert all(k in fields or k in PAPER_OPTIONS for k in settings), settings
