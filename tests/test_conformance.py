@@ -12,6 +12,7 @@ from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
 from fedmc.algorithms.fedmc_admm import RATED as FEDMC_ADMM_RATED
 from fedmc.algorithms.felb import ALGORITHM as FELB
 from fedmc.algorithms.felb import ALGORITHM_MU as FELB_MU
+from fedmc.algorithms.registry import SPECS
 from fedmc.algorithms.rfrec import ALGORITHM as RFREC
 from fedmc.algorithms.rfrec import ALGORITHM_F as RFRECF
 from fedmc.data.boolean import BooleanFederatedData
@@ -63,6 +64,13 @@ CASES = [
 ]
 
 
+def test_every_registered_algorithm_has_cases():
+    """A registered protocol algorithm joins the conformance suite by having cases here."""
+    registered = {a.name for entry in SPECS.values() for a in entry.algorithms()}
+    assert registered == {case[0].name for case in CASES}
+    assert {case[0].name for case in DP_CASES} <= registered
+
+
 def _case_id(case) -> str:
     algorithm, params, run = case[:3]
     return "-".join([algorithm.name, *(f"{k}={v}" for k, v in {**params, **run}.items()),
@@ -111,7 +119,7 @@ def test_server_step_is_handed_only_cohort_sums(case, data):
 
 class FoldingClients(PerClientClients):
     """The per-client loop, taking each evaluation along with the next round's message (as a
-    real federation does, fedmc.sim.clients.ClientPopulation.folds_evaluation)."""
+    real federation does, fedmc.federation.population.ClientPopulation.folds_evaluation)."""
 
     folds_evaluation = True
 

@@ -34,13 +34,15 @@ from fedmc.algorithms.registry import AlgorithmSpec, spec
 from fedmc.data.registry import user_cache_dir
 
 
-def token_width(entry: AlgorithmSpec, cfg: Any) -> int | None:
-    """The rank token's width of a run (factor columns with the bias columns), or None for
-    algorithms whose kernels take no rank token (ALS, the Boolean ones)."""
+def kernels_of(entry: AlgorithmSpec, cfg: Any) -> tuple[str, int] | None:
+    """Which specialized kernels a run uses: the protocol algorithm that runs ``cfg`` (its
+    name: FedMC-ADMM's two consensus modes run different kernels) and the rank token's width
+    (factor columns with the bias columns); None for algorithms whose kernels take no rank
+    token (ALS, the Boolean ones)."""
     layout = getattr(cfg, "layout", None)
     if layout is None or not entry.federated:
         return None
-    return layout.width
+    return entry.algorithm_for(cfg).name, layout.width
 
 
 def fingerprint() -> str:
@@ -58,7 +60,8 @@ def _marker(algorithm: str, width: int) -> Path:
 
 
 def is_compiled(algorithm: str, width: int) -> bool:
-    """Whether ``algorithm``'s kernels specialized for ``width`` are in Numba's cache."""
+    """Whether the kernels of the protocol algorithm named ``algorithm``, specialized for
+    ``width``, are in Numba's cache."""
     return _marker(algorithm, width).exists()
 
 
@@ -100,11 +103,11 @@ def compile_now(algorithm: str, params: dict[str, Any]) -> None:
     """Compile ``algorithm``'s specialized kernels for ``params`` and mark them compiled."""
     from fedmc.estimators import estimator_class
 
-    width = token_width(spec(algorithm), spec(algorithm).Config(**params))
-    if width is None:
+    kernels = kernels_of(spec(algorithm), spec(algorithm).Config(**params))
+    if kernels is None:
         return
-    estimator_class(algorithm)(**params, rounds=2, active=2).fit(_tiny_data(width))
-    mark_compiled(algorithm, width)
+    estimator_class(algorithm)(**params, rounds=2, active=2).fit(_tiny_data(kernels[1]))
+    mark_compiled(*kernels)
 
 
 if __name__ == "__main__":

@@ -76,11 +76,11 @@ def execute(
     if not factor_model and (run.ranking_k is not None or run.save_user_factors):
         raise ConfigError(f"--ranking-k and --save-user-factors need a factor model; "
                           f"{run.algorithm} is not one")
-    width = precompile.token_width(entry, cfg)
-    generic = (kernels == "auto" and width is not None
-               and not precompile.is_compiled(run.algorithm, width))
-    if width is not None:
-        use_generic_kernels(width, generic)
+    specialized = precompile.kernels_of(entry, cfg)
+    generic = (kernels == "auto" and specialized is not None
+               and not precompile.is_compiled(*specialized))
+    if specialized is not None:
+        use_generic_kernels(specialized[1], generic)
     settings = {**run.model_dump(), "random_state": run.seed}  # the estimator's run params
     dp_keys = ("user_dp_epsilon", "user_dp_noise", "user_dp_clip")
     if not entry.federated and any(settings[k] is not None for k in dp_keys):
@@ -102,8 +102,8 @@ def execute(
         }
     load_seconds = time.perf_counter() - started
     model.fit_with_progress(data, callback)
-    if width is not None and not generic:
-        precompile.mark_compiled(run.algorithm, width)
+    if specialized is not None and not generic:
+        precompile.mark_compiled(*specialized)
     history = model.history_
     if run.ranking_k is not None:
         history.rows[-1].update(model.ranking_metrics(data, run.ranking_k))
