@@ -46,26 +46,16 @@ def simulate(
 
     Parameters
     ----------
-    algorithm, cfg
-        The algorithm's functions and a validated instance of its ``Config``.
     data
         The federated data (:class:`fedmc.data.FederatedData` or Boolean data).
-    sampler
-        Draws the clients of each round.
-    rounds
-        Number of rounds ``K``.
     seed
         Seed of the initial draws and the server's stream
         (:func:`fedmc.federation.loop.streams`).
-    eval_every
-        Evaluate after every ``eval_every`` rounds (and always after the last one).
-    callback
-        Called after each round with ``(round, row or None)``; for progress display.
     driver
         ``"batched"`` (all clients stacked, the fast path), ``"per-client"`` (the reference
         loop over clients), or a factory of another population.
-    dp
-        User-level differential privacy (:func:`fedmc.federation.loop.run_rounds`).
+
+    The other parameters are :func:`fedmc.federation.loop.run_rounds`'s.
 
     Returns
     -------

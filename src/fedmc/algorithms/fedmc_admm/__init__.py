@@ -28,9 +28,12 @@ the same settings, :data:`RATED` (:mod:`~fedmc.algorithms.fedmc_admm.rated`);
 
 from __future__ import annotations
 
+import dataclasses
+
 from fedmc.algorithms.fedmc_admm import client, server
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
-from fedmc.algorithms.fedmc_admm.rated import RATED
+from fedmc.algorithms.fedmc_admm.rated import client as rated_client
+from fedmc.algorithms.fedmc_admm.rated import server as rated_server
 from fedmc.core.factors import uniform_draws
 from fedmc.core.protocol import Algorithm
 
@@ -52,7 +55,17 @@ PAPER = Algorithm(
     user_factors=client.user_factors,
     split_batches=True,
 )
-
+RATED = dataclasses.replace(
+    PAPER,
+    name="fedmc-admm-rated",
+    init_server=rated_server.init_server,
+    init_clients=rated_client.init_clients,
+    setup=rated_server.setup,
+    client_step=rated_client.client_step,
+    server_step=rated_server.server_step,
+    upload_shapes=rated_server.upload_shapes,
+    metrics=rated_server.metrics,
+)
 BY_CONSENSUS = {"all": PAPER, "rated": RATED}
 
 __all__ = ["BY_CONSENSUS", "PAPER", "RATED", "FedMCADMMConfig"]

@@ -46,34 +46,7 @@ the ``V`` it saw at its last visit (for the change of its contribution). In the 
 simulation the population keeps each distinct ``V^k`` once, with a reference count, instead of
 once per client (:class:`Snapshots`): a simulation specialisation, exact because every
 client of a round receives the same ``V^k``. Memory: ``O(ratings + users r + items r)``.
+
+The algorithm is :data:`fedmc.algorithms.fedmc_admm.RATED`: the paper's FedMC-ADMM with these
+client and server steps (its message, model, evaluation and draws are the paper's).
 """
-
-from __future__ import annotations
-
-from fedmc.algorithms.fedmc_admm import client as paper_client
-from fedmc.algorithms.fedmc_admm import server as paper_server
-from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
-from fedmc.algorithms.fedmc_admm.rated import client, server
-from fedmc.core.factors import uniform_draws
-from fedmc.core.protocol import Algorithm
-
-RATED = Algorithm(
-    name="fedmc-admm-rated",
-    Config=FedMCADMMConfig,
-    data_kind="ratings",
-    draws=uniform_draws,
-    init_server=server.init_server,
-    init_clients=client.init_clients,
-    setup=server.setup,
-    message=paper_server.message,
-    client_step=client.client_step,
-    server_step=server.server_step,
-    upload_shapes=server.upload_shapes,
-    model=paper_server.model,
-    evaluate=paper_client.evaluate,
-    metrics=server.metrics,
-    user_factors=paper_client.user_factors,
-    split_batches=True,
-)
-
-__all__ = ["RATED"]
