@@ -16,6 +16,12 @@ regularizer, constraint sets and solver), with ``V`` fixed. Registered by algori
 imported on first use. Two helpers serve the implementations: :func:`user_row` (the user's
 ratings as a one-row CSR, what the algorithms' row kernels take) and :func:`run_to_convergence`
 (repeat an iterative user step until it stops moving).
+
+:func:`fold_in_rows` folds in many users at once (``fedmc evaluate``: every test user from its
+own training ratings, what each device computes for itself): an algorithm may register a
+batched form ``fold_in_rows(cfg, V, R) -> U`` (``R`` a CSR of the users' ratings, one row per
+user; the same kernel over all rows, :func:`converge_rows`); the others are folded in one user
+at a time.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from fedmc.data.federated import CSR
 from fedmc.errors import ConfigError
 
 FoldIn = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+FoldInRows = Callable[[Any, np.ndarray, CSR], np.ndarray]
 
 _REGISTRY: dict[str, str] = {
     "fedmc-admm": "fedmc.algorithms.fedmc_admm.fold_in:fold_in",
@@ -38,6 +45,11 @@ _REGISTRY: dict[str, str] = {
     "rfrec": "fedmc.algorithms.rfrec.fold_in:fold_in",
     "rfrecf": "fedmc.algorithms.rfrec.fold_in:fold_in",
     "als": "fedmc.algorithms.als:fold_in",
+    "item-bias": "fedmc.algorithms.item_bias.fold_in:fold_in",
+}
+_ROWS: dict[str, str] = {
+    "fedmc-admm": "fedmc.algorithms.fedmc_admm.fold_in:fold_in_rows",
+    "item-bias": "fedmc.algorithms.item_bias.fold_in:fold_in_rows",
 }
 
 
@@ -64,6 +76,26 @@ def get_fold_in(algorithm: str) -> FoldIn:
     return getattr(import_module(module), name)
 
 
+def fold_in_rows(algorithm: str, cfg: Any, V: np.ndarray, R: CSR) -> np.ndarray:
+    """Every row of ``R`` (one user's ratings each, normalized scale) folded in: the rows of
+    ``U``, by the algorithm's batched fold-in where it has one, else user by user.
+
+    Raises
+    ------
+    ConfigError
+        When ``algorithm`` has no fold-in.
+    """
+    one = get_fold_in(algorithm)
+    if algorithm in _ROWS:
+        module, name = _ROWS[algorithm].split(":")
+        return getattr(import_module(module), name)(cfg, V, R)
+    U = np.empty((len(R.indptr) - 1, V.shape[1]))
+    for t in range(len(U)):
+        q = slice(R.indptr[t], R.indptr[t + 1])
+        U[t] = one(cfg, V, R.indices[q].astype(np.int64), R.values[q])
+    return U
+
+
 def user_row(items: np.ndarray, values: np.ndarray) -> CSR:
     """One user's ratings as a one-row CSR (``int32`` item indices, ``float64`` values)."""
     return CSR(indptr=np.array([0, len(items)], dtype=np.int64),
@@ -76,9 +108,19 @@ def run_to_convergence(steps: Callable[[np.ndarray], None], U: np.ndarray,
     """Call ``steps(U)`` (a batch of in-place steps on the one-row ``U``) until a call changes
     no entry by more than ``tolerance`` relative to the largest entry (at most ``max_calls``
     calls); returns the row."""
+    return converge_rows(steps, U, max_calls, tolerance)[0]
+
+
+def converge_rows(steps: Callable[[np.ndarray], None], U: np.ndarray, max_calls: int = 1000,
+                  tolerance: float = 1e-12) -> np.ndarray:
+    """Call ``steps(U)`` (in-place steps on every row of ``U``) until a call changes no row's
+    entries by more than ``tolerance`` relative to that row's largest entry (at most
+    ``max_calls`` calls); returns ``U``."""
     for _ in range(max_calls):
-        before = U[0].copy()
+        before = U.copy()
         steps(U)
-        if np.max(np.abs(U[0] - before)) <= tolerance * max(1.0, np.max(np.abs(U[0]))):
+        change = np.max(np.abs(U - before), axis=1, initial=0.0)
+        if np.all(change <= tolerance * np.maximum(1.0, np.max(np.abs(U), axis=1,
+                                                                 initial=0.0))):
             break
-    return U[0]
+    return U
