@@ -109,7 +109,12 @@ class FactorConfig(AlgorithmConfig):
     def clip_range(self, value_range: tuple[float, float]) -> tuple[float, float]:
         """Where predictions are clipped on the original scale: the training ratings'
         ``value_range`` with ``clip``, nowhere without."""
-        return value_range if self.clip else (-np.inf, np.inf)
+        return clip_range(self.clip, value_range)
+
+
+def clip_range(clip: bool, value_range: tuple[float, float]) -> tuple[float, float]:
+    """``value_range`` when predictions are clipped (``clip``), else the whole line."""
+    return value_range if clip else (-np.inf, np.inf)
 
 
 def uniform_draws(cfg: FactorConfig, data, rng: np.random.Generator) -> InitialDraws:
