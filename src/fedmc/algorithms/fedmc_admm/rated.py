@@ -29,6 +29,15 @@ over the whole federation) and sets ``V_j = prox_{R/(beta n_j)}(T_j / (beta n_j)
 ``dual_init="zeros"`` every contribution starts at ``beta V_j^0``, so the set-up upload is the
 counts alone and the server sets ``T_j^0 = beta n_j V_j^0`` itself.
 
+**Item-bias offset** (``offset="item-bias"``, with zero duals). The set-up upload also carries,
+per rated item, the client's mean residual ``a_i mean_t (z_tj - c_t)`` of the item-bias
+baseline (:mod:`fedmc.core.biases`: ``c_t`` the user's own bias, computed on the device), so
+the server forms the ridge item biases ``b0`` (2) from the same release as the counts, and
+sends ``b0`` with every round. Each client then fits the factors to its ratings less the
+offset, ``z_tj - b0_j`` (computed once, at its first visit), and the published model adds
+``b0`` to ``V``'s item-bias column: the factors and the learned bias start from the DP item
+biases instead of from zero, at the cost of the set-up upload's norm only.
+
 **Client weights** (``weights="sqrt-items"``). Client ``i`` weighs ``a_i = |J_i|^(-1/2)``
 (``|J_i|``: its number of rated items), fixed by its own data, and the problem becomes
 ``sum_i a_i [f_i + R_i + sum_{j in J_i} (<Y_ij, W_ij - V_j> + beta/2 ||W_ij - V_j||^2)]
@@ -63,6 +72,8 @@ from fedmc.algorithms.fedmc_admm.kernels import (
     rated_initial_duals,
     rated_visits,
 )
+from fedmc.core import biases
+from fedmc.core.biases import sqrt_item_weights
 from fedmc.core.factors import factor_metrics
 from fedmc.core.kernels import rank_token
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
@@ -71,6 +82,7 @@ from fedmc.data.federated import FederatedData
 
 UPLOAD = "delta"  # the change of beta W_ij + Y_ij on the rated items
 COUNT = "count"  # 1 per rated item, in the set-up exchange: the raters n_j
+OFFSET = "offset"  # the item-bias residual sums per rated item, in the set-up exchange
 
 
 class Snapshots:
@@ -111,7 +123,8 @@ class Snapshots:
 class RatedState:
     """A batch of clients' private variables: user rows ``U`` and those of the last visit
     (``U_prev``), residual scalars ``e``, ``e_prev`` per rating (their duals), the snapshot
-    slot of each client's last visit, and whether each client holds one user."""
+    slot of each client's last visit, whether each client holds one user and, with an
+    item-bias offset, its ratings less the offset (CSR and item-major order)."""
 
     U: np.ndarray
     U_prev: np.ndarray
@@ -120,6 +133,7 @@ class RatedState:
     seen: np.ndarray
     snapshots: Snapshots
     one_user: bool
+    offset_values: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def init_clients(cfg: FedMCADMMConfig, shard: FederatedData, draws: InitialDraws,
@@ -146,9 +160,7 @@ def _groups(shard: FederatedData, state: RatedState) -> tuple:
 def client_weights(cfg: FedMCADMMConfig, ptr: np.ndarray) -> np.ndarray | None:
     """``a_i`` of the clients whose rated items ``ptr`` delimits (:func:`group_rows`):
     ``|J_i|^(-1/2)`` with ``weights="sqrt-items"``; None (every ``a_i = 1``) otherwise."""
-    if cfg.weights == "equal":
-        return None
-    return 1.0 / np.sqrt(np.maximum(np.diff(ptr), 1))
+    return None if cfg.weights == "equal" else sqrt_item_weights(ptr)
 
 
 def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, msg: Message,
@@ -159,6 +171,10 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, m
     V = msg.arrays["V"]
     tr = shard.train
     groups = _groups(shard, state)
+    values = tr.values
+    if "b0" in msg.arrays:  # fit the factors to the ratings less the offset
+        values, group_values = _offset_values(shard, state, groups, msg.arrays["b0"])
+        groups = (*groups[:4], group_values)
     ptr, items = group_rows(compute, shard.client_ptr, tr.indptr, tr.indices, groups,
                             state.one_user)
     rows = np.empty((len(items), V.shape[1]))
@@ -173,9 +189,9 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, m
                                 state.U, V, state.e, cfg.beta, items, rows)
         else:  # beta V_j^0 each: the server adds beta n_j V_j^0 from the counts
             contributed = RowPatch(np.zeros_like(ptr), items[:0], rows[:0])
-        counted = RowPatch(ptr, items, np.ones((len(items), 1)))
+        counted = RowPatch(ptr, items, np.full((len(items), 1), cfg.count_scale))
     else:
-        rated_visits(compute, shard.client_ptr, tr.indptr, tr.indices, tr.values, groups,
+        rated_visits(compute, shard.client_ptr, tr.indptr, tr.indices, values, groups,
                      state.one_user, state.U, state.U_prev, state.e, state.e_prev, V,
                      state.snapshots.arrays, state.seen, cfg.inner, cfg.beta,
                      cfg.regularizers()[0].params, cfg.layout.ones_col_u,
@@ -186,8 +202,47 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, m
     state.snapshots.move(state.seen[compute], slot, len(compute))
     state.seen[compute] = slot
     weights = client_weights(cfg, ptr)
-    return state, {UPLOAD: Stacked(V.shape, rows=contributed, scale=weights),
-                   COUNT: Stacked((V.shape[0], 1), rows=counted, scale=weights)}
+    uploads = {UPLOAD: Stacked(V.shape, rows=contributed, scale=weights),
+               COUNT: Stacked((V.shape[0], 1), rows=counted, scale=weights)}
+    if cfg.offset != "none":
+        uploads[OFFSET] = Stacked((V.shape[0], 1), rows=_offset_sums(cfg, shard, compute, msg),
+                                  scale=weights)
+    return state, uploads
+
+
+def _offset_sums(cfg: FedMCADMMConfig, shard: FederatedData, compute: np.ndarray,
+                 msg: Message) -> RowPatch:
+    """At set-up, each client's mean residual ``z_tj - c_t`` over its users who rated item
+    ``j``, per rated item (``c_t`` the user's own bias (1) of :mod:`fedmc.core.biases`, against
+    zero item biases; a mean, since the counts weigh each client once per item); no rows in a
+    round."""
+    tr = shard.train
+    if msg.phase != "setup":
+        return RowPatch(np.zeros(len(compute) + 1, dtype=np.int64), np.zeros(0, np.int64),
+                        np.zeros((0, 1)))
+    rows = biases.ranges(shard.client_ptr[compute], shard.client_ptr[compute + 1])
+    held = biases.ranges(tr.indptr[rows], tr.indptr[rows + 1])
+    counts = np.diff(tr.indptr)[rows]
+    indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    items, z = tr.indices[held], tr.values[held]
+    c = biases.user_biases(indptr, items, z, np.zeros(shard.n_items), cfg.offset_lam_user)
+    owner = np.repeat(np.repeat(np.arange(len(compute)), np.diff(shard.client_ptr)[compute]),
+                      counts)
+    ptr, item, sums, raters = biases.client_item_sums(owner, items, z - np.repeat(c, counts),
+                                                      len(compute), shard.n_items)
+    return RowPatch(ptr, item, (sums / raters)[:, None])
+
+
+def _offset_values(shard: FederatedData, state: RatedState, groups: tuple,
+                   b0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ratings less the offset ``b0`` in CSR and item-major order, computed on first use
+    (``b0`` is fixed after the set-up)."""
+    if state.offset_values is None:
+        tr = shard.train
+        g_item, g_ptr, g_vals = groups[1], groups[2], groups[4]
+        state.offset_values = (tr.values - b0[tr.indices],
+                               g_vals - b0[np.repeat(g_item, np.diff(g_ptr))])
+    return state.offset_values
 
 
 def user_factors(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState) -> np.ndarray:
@@ -200,18 +255,20 @@ def user_factors(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState) 
 
 @dataclass
 class RatedServerState:
-    """``V^k``, ``T_j = sum_i (beta W_ij + Y_ij)`` and the raters ``n_j`` of every item."""
+    """``V^k``, ``T_j = sum_i (beta W_ij + Y_ij)``, the raters ``n_j`` of every item and the
+    item-bias offset ``b0`` (zero without one)."""
 
     V: np.ndarray
     total: np.ndarray
     counts: np.ndarray
+    b0: np.ndarray
 
 
 def init_server(cfg: FedMCADMMConfig, info: FederationInfo,
                 draws: Mapping[str, np.ndarray]) -> RatedServerState:
     """``V^0``; the totals and counts arrive in the set-up exchange."""
     V = np.array(draws["V"])
-    return RatedServerState(V, np.zeros_like(V), np.zeros(info.n_items))
+    return RatedServerState(V, np.zeros_like(V), np.zeros(info.n_items), np.zeros(info.n_items))
 
 
 def server_step(cfg: FedMCADMMConfig, server: RatedServerState, summed: Summed,
@@ -219,10 +276,13 @@ def server_step(cfg: FedMCADMMConfig, server: RatedServerState, summed: Summed,
     """Add the cohort's summed contributions (and, at set-up, the counts, with zero duals
     also ``beta n_j V_j^0``); after a round the V-step ``v_j = prox_{R/(beta n_j)}(T_j / (beta
     n_j))``."""
+    counts = summed[COUNT] / cfg.count_scale
     server.total += summed[UPLOAD]
-    server.counts += summed[COUNT][:, 0]
+    server.counts += counts[:, 0]
     if msg.phase == "setup" and cfg.dual_init == "zeros":
-        server.total += cfg.beta * summed[COUNT] * server.V
+        server.total += cfg.beta * counts * server.V
+    if msg.phase == "setup" and cfg.offset != "none":
+        server.b0 = biases.item_biases(summed[OFFSET][:, 0], counts[:, 0], cfg.offset_lam)
     if msg.phase == "round":
         server.V = item_prox(server.total, server.counts, cfg.beta,
                              cfg.regularizers()[1].params, cfg.layout.ones_col_v)
@@ -230,9 +290,20 @@ def server_step(cfg: FedMCADMMConfig, server: RatedServerState, summed: Summed,
 
 
 def upload_shapes(cfg: FedMCADMMConfig, info: FederationInfo) -> dict[str, tuple[int, ...]]:
-    """The contributions' changes ``(n, r)`` and the rater counts ``(n, 1)``, both as sparse
-    rows on the client's rated items."""
-    return {UPLOAD: (info.n_items, cfg.layout.width), COUNT: (info.n_items, 1)}
+    """The contributions' changes ``(n, r)``, the rater counts ``(n, 1)`` and, with an
+    item-bias offset, the residual sums ``(n, 1)``, all as sparse rows on the client's rated
+    items."""
+    shapes = {UPLOAD: (info.n_items, cfg.layout.width), COUNT: (info.n_items, 1)}
+    if cfg.offset != "none":
+        shapes[OFFSET] = (info.n_items, 1)
+    return shapes
+
+
+def model(cfg: FedMCADMMConfig, server: RatedServerState) -> dict[str, np.ndarray]:
+    """The published ``V``: the factors, with the offset ``b0`` added to the item biases."""
+    V = server.V.copy()
+    V[:, cfg.layout.rank + 1] += server.b0
+    return {"V": V}
 
 
 def metrics(cfg: FedMCADMMConfig, server: RatedServerState, sums: Mapping[str, float],

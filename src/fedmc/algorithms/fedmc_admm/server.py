@@ -51,8 +51,12 @@ def setup(cfg: FedMCADMMConfig, server: ServerState, info: FederationInfo) -> Me
 
 def message(cfg: FedMCADMMConfig, server: ServerState, k: int, sampled: np.ndarray,
             rng: np.random.Generator) -> Message:
-    """Step 3: ``V^k`` to the sampled clients ``S_k``, who all compute and upload."""
-    return Message(k, "round", sampled, sampled, {"V": server.V})
+    """Step 3: ``V^k`` to the sampled clients ``S_k``, who all compute and upload (with an
+    item-bias offset, also the offset ``b0``)."""
+    arrays = {"V": server.V}
+    if cfg.offset != "none":
+        arrays["b0"] = server.b0
+    return Message(k, "round", sampled, sampled, arrays)
 
 
 def server_step(cfg: FedMCADMMConfig, server: ServerState, summed: Summed,
@@ -79,7 +83,10 @@ def upload_shapes(cfg: FedMCADMMConfig, info: FederationInfo) -> dict[str, tuple
 
 
 def model(cfg: FedMCADMMConfig, server: ServerState) -> dict[str, np.ndarray]:
-    """The published item factors ``V``."""
+    """The published item factors ``V`` (with an item-bias offset, added to its bias
+    column)."""
+    if cfg.offset != "none":
+        return rated.model(cfg, server)
     return {"V": server.V}
 
 

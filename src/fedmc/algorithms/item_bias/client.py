@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedmc.algorithms.item_bias.config import ItemBiasConfig
+from fedmc.core import biases
 from fedmc.core.factors import error_sums
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.prox import Regularizer
@@ -49,17 +50,7 @@ def init_clients(cfg: ItemBiasConfig, shard: FederatedData, draws: InitialDraws,
 
 def user_biases(cfg: ItemBiasConfig, R: CSR, b: np.ndarray) -> np.ndarray:
     """(1) for every row of ``R``: each user's own bias against the item biases ``b``."""
-    n = np.diff(R.indptr)
-    residual = np.bincount(R.rows(), weights=R.values - b[R.indices], minlength=len(n))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n + cfg.lam_user > 0, residual / (n + cfg.lam_user), 0.0)
-
-
-def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """The concatenation of ``arange(starts[k], stops[k])`` over ``k``, without a loop."""
-    lengths = stops - starts
-    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    return (np.arange(int(lengths.sum())) + offsets).astype(np.int64)
+    return biases.user_biases(R.indptr, R.indices, R.values, b, cfg.lam_user)
 
 
 def client_step(cfg: ItemBiasConfig, shard: FederatedData, state: ClientState, msg: Message,
@@ -68,8 +59,8 @@ def client_step(cfg: ItemBiasConfig, shard: FederatedData, state: ClientState, m
     (at set-up, and the counts) or their change (a round) on the rated items."""
     tr = shard.train
     n_items = shard.n_items
-    rows = _ranges(shard.client_ptr[compute], shard.client_ptr[compute + 1])
-    held = _ranges(tr.indptr[rows], tr.indptr[rows + 1])
+    rows = biases.ranges(shard.client_ptr[compute], shard.client_ptr[compute + 1])
+    held = biases.ranges(tr.indptr[rows], tr.indptr[rows + 1])
     block = CSR(np.concatenate(([0], np.cumsum(np.diff(tr.indptr)[rows]))).astype(np.int64),
                 tr.indices[held], tr.values[held])
     c = user_biases(cfg, block, msg.arrays["b"])
@@ -82,17 +73,13 @@ def client_step(cfg: ItemBiasConfig, shard: FederatedData, state: ClientState, m
     # group the batch's ratings by (client, item): client k's rows, sorted by item
     client_of_row = np.repeat(np.arange(len(compute)),
                               shard.client_ptr[compute + 1] - shard.client_ptr[compute])
+    ptr, items, sums, counts = biases.client_item_sums(client_of_row[row_of], block.indices, x,
+                                                       len(compute), n_items)
     keep = np.isin(compute, upload)
-    key = client_of_row[row_of] * np.int64(n_items) + block.indices
-    groups, inverse = np.unique(key, return_inverse=True)
-    sums = np.bincount(inverse, weights=x, minlength=len(groups))
-    counts = np.bincount(inverse, minlength=len(groups)).astype(np.float64)
-    ptr = np.searchsorted(groups // n_items, np.arange(len(compute) + 1)).astype(np.int64)
-    items = (groups % n_items).astype(np.int64)
     mine = np.repeat(keep, np.diff(ptr))
     ptr = np.concatenate(([0], np.cumsum(np.diff(ptr)[keep]))).astype(np.int64)
     items, sums, counts = items[mine], sums[mine], counts[mine]
-    weights = client_weights(cfg, ptr)
+    weights = None if cfg.weights == "equal" else biases.sqrt_item_weights(ptr)
     if msg.phase != "setup":  # the counts do not change
         counts = counts[:0]
     counted = RowPatch(ptr if len(counts) else np.zeros_like(ptr), items[: len(counts)],
@@ -102,14 +89,6 @@ def client_step(cfg: ItemBiasConfig, shard: FederatedData, state: ClientState, m
         uploads[SUM] = Stacked((n_items, 1), rows=RowPatch(ptr, items, sums[:, None]),
                                scale=weights)
     return state, uploads
-
-
-def client_weights(cfg: ItemBiasConfig, ptr: np.ndarray) -> np.ndarray | None:
-    """``a_i`` of the clients whose rated items ``ptr`` delimits: ``|J_i|^(-1/2)`` with
-    ``weights="sqrt-items"``; None (every ``a_i = 1``) otherwise."""
-    if cfg.weights == "equal":
-        return None
-    return 1.0 / np.sqrt(np.maximum(np.diff(ptr), 1))
 
 
 def user_factors(cfg: ItemBiasConfig, shard: FederatedData, state: ClientState) -> np.ndarray:

@@ -21,6 +21,7 @@ import numpy as np
 
 from fedmc.algorithms.item_bias.client import COUNT, SUM
 from fedmc.algorithms.item_bias.config import ItemBiasConfig
+from fedmc.core import biases
 from fedmc.core.factors import factor_metrics
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.prox import Regularizer
@@ -65,11 +66,7 @@ def item_biases(cfg: ItemBiasConfig, total: np.ndarray, counts: np.ndarray) -> n
     ``signal="counts"``)."""
     if cfg.signal == "counts":
         return counts.copy()
-    n = np.maximum(counts, 0.0)
-    mu = float(total.sum() / n.sum()) if n.sum() > 0 else 0.0
-    denominator = n + cfg.lam_item
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denominator > 0, (total + cfg.lam_item * mu) / denominator, mu)
+    return biases.item_biases(total, counts, cfg.lam_item)
 
 
 def server_step(cfg: ItemBiasConfig, server: ServerState, summed: Summed,
