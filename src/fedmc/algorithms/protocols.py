@@ -4,7 +4,10 @@
 give (``--clients``, ``--partition``, ``--active``, ``--sampling``, ``--participation``,
 ``--rounds``); ``config.json`` lists the options so defaulted (``run.defaulted``).
 :data:`VARIANTS` adds settings for one algorithm under one partition (algorithm parameters and
-protocol options alike), applied where the user set neither.
+protocol options alike), applied where the user set neither. :data:`DP_VARIANTS` adds, to a
+run with a DP budget (``--dp-epsilon E``), the settings tuned for that budget (clip norms, the
+set-up's share of the noise, rounds, algorithm parameters), over the non-private variant's and
+again only where the user set nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
     "rfrecf": {**_ONE_USER_PER_CLIENT, "rounds": 400},
     # Centralized ALS: no clients to speak of; the progress counts its sweeps (default 15).
     "als": {**_ONE_USER_PER_CLIENT, "rounds": 15},
+    # The item-bias baseline: one user per client, one set-up exchange answered by everyone.
+    "item-bias": {**_ONE_USER_PER_CLIENT, "rounds": 0},
 }
 
 #: Settings of (algorithm, partition) applied where the user chose that partition and did not
@@ -39,6 +44,48 @@ VARIANTS: dict[tuple[str, str], dict[str, Any]] = {
                              "inner": 100, "dual_init": "zeros", "sampling": "bernoulli",
                              "participation": 0.1},
 }
+
+
+#: The user-level DP options a DP variant may set (``fedmc run``'s option names).
+DP_OPTIONS = ("dp_clip", "dp_setup_clip", "dp_setup_scale")
+
+_ADMM_DP = {"consensus": "rated", "weights": "sqrt-items", "dual_init": "zeros",
+            "offset": "item-bias", "count_scale": 0.3, "beta": 0.3, "gamma": 10.0, "lam": 2.0,
+            "inner": 100, "sampling": "bernoulli", "participation": 0.1, "dp_setup_clip": 0.5}
+
+#: Settings of (algorithm, partition) under user-level DP, by the budget they were tuned for
+#: on the validation cut of ML-1M's training ratings (benchmarks/README.md, "DP defaults"): a
+#: run with ``--dp-epsilon E`` takes those of the largest tuned budget at most ``E`` (the
+#: smallest budget's below it), where the user set none of them.
+DP_VARIANTS: dict[tuple[str, str], dict[float, dict[str, Any]]] = {
+    ("fedmc-admm", "user"): {
+        1.0: {**_ADMM_DP, "offset_lam": 10.0, "rounds": 30, "dp_clip": 0.02,
+              "dp_setup_scale": 0.3},
+        2.0: {**_ADMM_DP, "offset_lam": 4.0, "rounds": 30, "dp_clip": 0.02,
+              "dp_setup_scale": 0.3},
+        4.0: {**_ADMM_DP, "offset_lam": 2.0, "rounds": 90, "dp_clip": 0.05,
+              "dp_setup_scale": 0.5},
+        8.0: {**_ADMM_DP, "offset_lam": 1.0, "rounds": 90, "dp_clip": 0.05,
+              "dp_setup_scale": 0.5},
+    },
+    ("item-bias", "user"): {
+        1.0: {"count_scale": 0.3, "lam_item": 8.0, "lam_user": 3.0, "dp_clip": 0.5},
+        2.0: {"count_scale": 0.3, "lam_item": 4.0, "lam_user": 3.0, "dp_clip": 0.5},
+        4.0: {"count_scale": 0.3, "lam_item": 2.0, "lam_user": 3.0, "dp_clip": 0.5},
+        8.0: {"count_scale": 0.3, "lam_item": 1.0, "lam_user": 3.0, "dp_clip": 0.5},
+    },
+}
+
+
+def dp_variant(algorithm: str, partition: str, epsilon: float) -> dict[str, Any]:
+    """The settings :data:`DP_VARIANTS` holds for a run of ``algorithm`` under ``partition``
+    at budget ``epsilon`` (empty when none were tuned)."""
+    tuned = DP_VARIANTS.get((algorithm, partition), {})
+    if not tuned:
+        return {}
+    budgets = sorted(tuned)
+    below = [b for b in budgets if b <= epsilon]
+    return tuned[below[-1] if below else budgets[0]]
 
 
 def apply_protocol(algorithm: str, options: dict[str, Any], params: dict[str, Any],
@@ -66,14 +113,18 @@ def apply_protocol(algorithm: str, options: dict[str, Any], params: dict[str, An
             options[name] = value
             defaulted.append(name)
     given_active = options.get("active") is not None and "active" not in defaulted
-    for name, value in VARIANTS.get((algorithm, options["partition"]), {}).items():
-        if name == "participation" and given_active:
-            continue  # --active N sets the rate (N / clients) of Bernoulli sampling
-        if name in PROTOCOL_OPTIONS:
-            if name in defaulted or options.get(name) is None:
-                options[name] = value
+    variants = [VARIANTS.get((algorithm, options["partition"]), {})]
+    if options.get("dp_epsilon") is not None:
+        variants.append(dp_variant(algorithm, options["partition"], options["dp_epsilon"]))
+    for variant in variants:
+        for name, value in variant.items():
+            if name == "participation" and given_active:
+                continue  # --active N sets the rate (N / clients) of Bernoulli sampling
+            if name in PROTOCOL_OPTIONS or name in DP_OPTIONS:
+                if name in defaulted or options.get(name) is None:
+                    options[name] = value
+                    defaulted.append(name)
+            elif name not in params or name in defaulted:
+                params[name] = value
                 defaulted.append(name)
-        elif name not in params:
-            params[name] = value
-            defaulted.append(name)
     return options, params, sorted(set(defaulted))

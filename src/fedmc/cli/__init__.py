@@ -164,9 +164,9 @@ def run(
     dp_clip: Annotated[float | None, typer.Option(
         help="User-level DP: L2 bound of one client's whole upload.",
         rich_help_panel=PROTO)] = None,
-    dp_setup_scale: Annotated[float, typer.Option(
+    dp_setup_scale: Annotated[float | None, typer.Option(
         help="User-level DP: noise multiplier of a set-up upload (which every client sends) "
-        "over that of the rounds.", rich_help_panel=PROTO)] = 1.0,
+        "over that of the rounds (default 1).", rich_help_panel=PROTO)] = None,
     dp_setup_clip: Annotated[float | None, typer.Option(
         help="User-level DP: L2 bound of one client's set-up upload (default --dp-clip); "
         "that exchange's noise scales with it.", rich_help_panel=PROTO)] = None,
@@ -240,7 +240,8 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
         seed=o["seed"], ranking_k=o.get("ranking_k"),
         **{f"user_{k}": o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip",
-                                       "dp_setup_scale", "dp_setup_clip") if k in o},
+                                       "dp_setup_clip") if k in o},
+        user_dp_setup_scale=1.0 if o.get("dp_setup_scale") is None else o["dp_setup_scale"],
         save_user_factors=o.get("save_user_factors", False), defaulted=defaulted,
     )
     return run_settings, data_settings, params
