@@ -10,7 +10,7 @@ import pytest
 from scipy.optimize import minimize
 
 from fedmc.algorithms.item_bias import ALGORITHM, ItemBias, ItemBiasConfig
-from fedmc.core.biases import item_biases, user_biases
+from fedmc.core.biases import user_biases
 from fedmc.model import FactorModel, load_model
 from fedmc.sim.loop import simulate
 from fedmc.sim.sampling import make_sampler

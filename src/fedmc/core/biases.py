@@ -46,6 +46,20 @@ def ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     return (np.arange(int(lengths.sum())) + offsets).astype(np.int64)
 
 
+def batch_ratings(compute: np.ndarray, client_ptr: np.ndarray, indptr: np.ndarray,
+                  indices: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The training ratings of the clients at positions ``compute`` (users grouped by client,
+    ``client_ptr``; ratings a CSR ``(indptr, indices, values)`` over the users): their user
+    rows, a CSR over just those rows (``ptr``, items, values) and the batch position of the
+    client owning each rating."""
+    rows = ranges(client_ptr[compute], client_ptr[compute + 1])
+    held = ranges(indptr[rows], indptr[rows + 1])
+    counts = np.diff(indptr)[rows]
+    ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    owner = np.repeat(np.repeat(np.arange(len(compute)), np.diff(client_ptr)[compute]), counts)
+    return rows, ptr, indices[held], values[held], owner
+
+
 def client_item_sums(owner: np.ndarray, items: np.ndarray, x: np.ndarray, n_clients: int,
                      n_items: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per (client, item) the sum of ``x`` and the number of entries, for ratings owned by

@@ -220,16 +220,12 @@ def _offset_sums(cfg: FedMCADMMConfig, shard: FederatedData, compute: np.ndarray
     if msg.phase != "setup":
         return RowPatch(np.zeros(len(compute) + 1, dtype=np.int64), np.zeros(0, np.int64),
                         np.zeros((0, 1)))
-    rows = biases.ranges(shard.client_ptr[compute], shard.client_ptr[compute + 1])
-    held = biases.ranges(tr.indptr[rows], tr.indptr[rows + 1])
-    counts = np.diff(tr.indptr)[rows]
-    indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    items, z = tr.indices[held], tr.values[held]
+    _, indptr, items, z, owner = biases.batch_ratings(compute, shard.client_ptr, tr.indptr,
+                                                      tr.indices, tr.values)
     c = biases.user_biases(indptr, items, z, np.zeros(shard.n_items), cfg.offset_lam_user)
-    owner = np.repeat(np.repeat(np.arange(len(compute)), np.diff(shard.client_ptr)[compute]),
-                      counts)
-    ptr, item, sums, raters = biases.client_item_sums(owner, items, z - np.repeat(c, counts),
-                                                      len(compute), shard.n_items)
+    residual = z - np.repeat(c, np.diff(indptr))
+    ptr, item, sums, raters = biases.client_item_sums(owner, items, residual, len(compute),
+                                                      shard.n_items)
     return RowPatch(ptr, item, (sums / raters)[:, None])
 
 

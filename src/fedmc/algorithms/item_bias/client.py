@@ -59,10 +59,9 @@ def client_step(cfg: ItemBiasConfig, shard: FederatedData, state: ClientState, m
     (at set-up, and the counts) or their change (a round) on the rated items."""
     tr = shard.train
     n_items = shard.n_items
-    rows = biases.ranges(shard.client_ptr[compute], shard.client_ptr[compute + 1])
-    held = biases.ranges(tr.indptr[rows], tr.indptr[rows + 1])
-    block = CSR(np.concatenate(([0], np.cumsum(np.diff(tr.indptr)[rows]))).astype(np.int64),
-                tr.indices[held], tr.values[held])
+    rows, *block, owner = biases.batch_ratings(compute, shard.client_ptr, tr.indptr,
+                                               tr.indices, tr.values)
+    block = CSR(*block)
     c = user_biases(cfg, block, msg.arrays["b"])
     row_of = block.rows()
     if msg.phase == "setup":
@@ -71,10 +70,8 @@ def client_step(cfg: ItemBiasConfig, shard: FederatedData, state: ClientState, m
         x = -(c - state.c[rows])[row_of]
     state.c[rows] = c
     # group the batch's ratings by (client, item): client k's rows, sorted by item
-    client_of_row = np.repeat(np.arange(len(compute)),
-                              shard.client_ptr[compute + 1] - shard.client_ptr[compute])
-    ptr, items, sums, counts = biases.client_item_sums(client_of_row[row_of], block.indices, x,
-                                                       len(compute), n_items)
+    ptr, items, sums, counts = biases.client_item_sums(owner, block.indices, x, len(compute),
+                                                       n_items)
     keep = np.isin(compute, upload)
     mine = np.repeat(keep, np.diff(ptr))
     ptr = np.concatenate(([0], np.cumsum(np.diff(ptr)[keep]))).astype(np.int64)
