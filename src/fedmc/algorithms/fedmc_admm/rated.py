@@ -270,11 +270,19 @@ def init_server(cfg: FedMCADMMConfig, info: FederationInfo,
 def server_step(cfg: FedMCADMMConfig, server: RatedServerState, summed: Summed,
                 msg: Message) -> RatedServerState:
     """Add the cohort's summed contributions (and, at set-up, the counts, with zero duals
-    also ``beta n_j V_j^0``); after a round the V-step ``v_j = prox_{R/(beta n_j)}(T_j / (beta
-    n_j))``."""
+    ``beta n_j V_j^0`` instead of the contributions); after a round the V-step ``v_j =
+    prox_{R/(beta n_j)}(T_j / (beta n_j))``.
+
+    The server reads only the sums an exchange of its phase can carry: the counts (and the
+    offset's sums) at set-up, the contributions in a round and, with the paper's duals, at
+    set-up. The others hold no client's data (every client uploads no rows there), only the
+    noise of a DP run, which reading them would add to ``n_j`` and ``T_j`` for nothing.
+    """
     counts = summed[COUNT] / cfg.count_scale
-    server.total += summed[UPLOAD]
-    server.counts += counts[:, 0]
+    if msg.phase != "setup" or cfg.dual_init == "paper":
+        server.total += summed[UPLOAD]
+    if msg.phase == "setup":
+        server.counts += counts[:, 0]
     if msg.phase == "setup" and cfg.dual_init == "zeros":
         server.total += cfg.beta * counts * server.V
     if msg.phase == "setup" and cfg.offset != "none":
