@@ -50,8 +50,8 @@ VARIANTS: dict[tuple[str, str], dict[str, Any]] = {
 DP_OPTIONS = ("dp_clip", "dp_setup_clip", "dp_setup_scale")
 
 _ADMM_DP = {"consensus": "rated", "weights": "sqrt-items", "dual_init": "zeros",
-            "offset": "item-bias", "count_scale": 0.3, "beta": 0.3, "lam": 2.0, "inner": 100,
-            "sampling": "bernoulli", "participation": 0.1, "dp_clip": 0.02,
+            "offset": "item-bias", "count_scale": 0.3, "beta": 0.3, "lam": 2.0, "gamma": 10.0,
+            "inner": 100, "sampling": "bernoulli", "participation": 0.1,
             "dp_setup_clip": 0.3, "dp_setup_scale": 0.5}
 _BIAS_DP = {"count_scale": 0.3, "lam_user": 3.0, "dp_clip": 0.5}
 
@@ -61,11 +61,11 @@ _BIAS_DP = {"count_scale": 0.3, "lam_user": 3.0, "dp_clip": 0.5}
 #: smallest budget's below it), where the user set none of them.
 DP_VARIANTS: dict[tuple[str, str], dict[float, dict[str, Any]]] = {
     ("fedmc-admm", "user"): {
-        1.0: {**_ADMM_DP, "offset_lam": 8.0, "gamma": 100.0, "rounds": 30,
+        1.0: {**_ADMM_DP, "offset_lam": 8.0, "gamma": 30.0, "rounds": 60, "dp_clip": 0.01,
               "dp_setup_scale": 0.4},
-        2.0: {**_ADMM_DP, "offset_lam": 4.0, "gamma": 30.0, "rounds": 30},
-        4.0: {**_ADMM_DP, "offset_lam": 2.0, "gamma": 30.0, "rounds": 90},
-        8.0: {**_ADMM_DP, "offset_lam": 1.0, "gamma": 10.0, "rounds": 90, "dp_clip": 0.03,
+        2.0: {**_ADMM_DP, "offset_lam": 4.0, "rounds": 60, "dp_clip": 0.01},
+        4.0: {**_ADMM_DP, "offset_lam": 2.0, "rounds": 90, "dp_clip": 0.02},
+        8.0: {**_ADMM_DP, "offset_lam": 1.0, "rounds": 90, "dp_clip": 0.03,
               "dp_setup_clip": 0.5},
     },
     ("item-bias", "user"): {
