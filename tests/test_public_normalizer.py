@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from fedmc.algorithms.protocols import DP_VARIANTS, dp_variant
+from fedmc.algorithms import get_algorithm
+from fedmc.algorithms.protocols import DP_OPTIONS, DP_VARIANTS, PROTOCOL_OPTIONS, dp_variant
 from fedmc.cli import resolve_options, run
 from fedmc.data.normalize import Normalizer
 from fedmc.data.registry import rating_scale
@@ -90,6 +91,16 @@ def test_a_dp_budget_alone_picks_its_tuned_settings(epsilon):
     assert settings.rounds == expected["rounds"] and settings.sampling == "bernoulli"
     assert params["offset"] == "item-bias" and params["offset_lam"] == expected["offset_lam"]
     assert {"dp_clip", "rounds", "offset_lam", "normalize"} <= set(settings.defaulted)
+
+
+def test_dp_variants_name_real_settings_that_validate():
+    for (algorithm, _), by_budget in DP_VARIANTS.items():
+        fields = get_algorithm(algorithm).Config.model_fields
+        for settings in by_budget.values():
+            assert all(k in fields or k in PROTOCOL_OPTIONS or k in DP_OPTIONS
+                       for k in settings), settings
+            get_algorithm(algorithm).Config(**{k: v for k, v in settings.items()
+                                               if k in fields})
 
 
 def test_explicit_options_win_over_the_dp_defaults():
