@@ -70,6 +70,8 @@ def test_evaluate_folds_in_every_test_user_as_its_device_would(monkeypatch, caps
     assert report["test_mae"] == pytest.approx(np.mean(np.abs(errors)), rel=1e-9)
     assert report["test_ratings"] == len(errors)
     assert 0 <= report["precision@5"] <= 1 and report["ranking_k"] == 5
+    _run(monkeypatch, capsys, out, ratings_csv, "--overwrite")  # a new model: no stale report
+    assert not (out / "evaluation.json").exists()
 
 
 def test_train_and_test_files_give_the_split_s_numbers(monkeypatch, capsys, tmp_path,
