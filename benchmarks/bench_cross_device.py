@@ -31,17 +31,17 @@ from fedmc.estimators import FedMCADMM
 from fedmc.run.data import DataSettings, federate, load_ratings
 
 
-def validation_data(seed: int = 0) -> FederatedData:
+def validation_data(seed: int = 0, normalize: str = "zscore") -> FederatedData:
     """The training ratings of the seed's 80/20 split, cut 90/10 into fit and validation."""
     ratings = load_ratings(DataSettings(dataset="ml-1m", seed=seed))
     train = ratings.subset(~random_test_mask(ratings, 0.2, seed))
     return federate(train, DataSettings(dataset="ml-1m", partition="user", test_fraction=0.1,
-                                        seed=100 + seed))
+                                        seed=100 + seed, normalize=normalize))
 
 
-def test_data(seed: int) -> FederatedData:
+def test_data(seed: int, normalize: str = "zscore") -> FederatedData:
     """ML-1M, the seed's 80/20 split, one user per client."""
-    settings = DataSettings(dataset="ml-1m", partition="user", seed=seed)
+    settings = DataSettings(dataset="ml-1m", partition="user", seed=seed, normalize=normalize)
     return federate(load_ratings(settings), settings)
 
 

@@ -20,6 +20,11 @@ Examples::
         --eps inf,16,8,4,2,1 --clip 0.15 --setup-clip 1 --rounds 90 --fixed ...
 
 ``--noise Z`` runs at noise multiplier ``Z`` instead of a budget (with ``--eps inf``).
+``--normalize`` picks the normalizer (``public``, the default: from the rating scale 1..5, as
+a DP run must; ``zscore`` fitted on the training ratings, as before issue 21). ``rmse`` is what
+``fedmc evaluate`` measures: every held-out user folded in from its own training ratings
+against the published model (:func:`fedmc.run.evaluation.evaluate_model`); ``run_rmse`` the
+run's own last evaluation (each client's ``U`` as training left it).
 """
 
 from __future__ import annotations
@@ -34,7 +39,10 @@ import numpy as np
 from bench_cross_device import item_mean_rmse, test_data, validation_data
 from sweep import parse_value
 
+from fedmc.data.federated import CSR
 from fedmc.estimators import estimator_class
+from fedmc.model import FactorModel
+from fedmc.run.evaluation import HeldOut, evaluate_model
 
 
 def fit(data, algorithm: str, rounds: int, eps: float, noise: float | None, q: float,
@@ -47,14 +55,16 @@ def fit(data, algorithm: str, rounds: int, eps: float, noise: float | None, q: f
     dp = budget and {**budget, "user_dp_clip": clip, "user_dp_delta": 1e-6,
                      "user_dp_setup_scale": setup_scale, "user_dp_setup_clip": setup_clip}
     model = estimator_class(algorithm)(**params, rounds=rounds, sampling="bernoulli",
-                                     participation=q, random_state=0, eval_every=rounds, **dp)
+                                     participation=q, random_state=0,
+                                         eval_every=max(rounds, 1), **dp)
     start = time.perf_counter()
     try:
         model.fit(data)
     except np.linalg.LinAlgError as error:  # a step size that diverges: score it, go on
         return {"rmse": math.nan, "error": str(error)}
     last = model.history_.rows[-1]
-    out = {"rmse": round(float(last["test_rmse"]), 4),
+    out = {"rmse": round(folded_in_rmse(model, data), 4),
+           "run_rmse": round(float(last["test_rmse"]), 4),
            "spent": round(float(last["epsilon"]), 3) if dp else math.inf,
            "noise": round(float(last.get("dp_noise", 0.0)), 3),
            "seconds": round(time.perf_counter() - start, 1)}
@@ -64,6 +74,15 @@ def fit(data, algorithm: str, rounds: int, eps: float, noise: float | None, q: f
         out.update(ldp_epsilon_per_upload=per_upload, ldp_epsilon_expected_run=per_upload * q
                    * rounds)
     return out
+
+
+def folded_in_rmse(model, data) -> float:
+    """Test RMSE of the published model, every held-out user folded in from its own training
+    ratings (what ``fedmc evaluate`` measures)."""
+    inverse = data.normalizer.inverse
+    held = HeldOut(*(CSR(m.indptr, m.indices, inverse(m.values)) for m in (data.train,
+                                                                          data.test)))
+    return evaluate_model(FactorModel.from_estimator(model), held)["test_rmse"]
 
 
 def values(text: str) -> list:
@@ -83,12 +102,14 @@ def main() -> None:
     ap.add_argument("--q", default="0.1", help="Poisson sampling rates")
     ap.add_argument("--setup-scale", default="1", help="set-up noise / round noise")
     ap.add_argument("--setup-clip", default="none", help="clip norms of a set-up upload")
+    ap.add_argument("--normalize", default="public", help="public | zscore | center | none")
     ap.add_argument("--fixed", action="append", default=[], help="KEY=VALUE")
     ap.add_argument("--grid", action="append", default=[], help="KEY=V1,V2,...")
     args = ap.parse_args()
     fixed = {k: parse_value(v) for k, v in (f.split("=", 1) for f in args.fixed)}
     grid = dict(g.split("=", 1) for g in args.grid)
-    data = validation_data() if args.what == "validate" else test_data(0)
+    data = (validation_data(normalize=args.normalize) if args.what == "validate"
+            else test_data(0, args.normalize))
     print(json.dumps({"item_mean": round(item_mean_rmse(data), 4), "data": args.what}),
           flush=True)
     options = {"rounds": args.rounds, "eps": args.eps, "noise": args.noise, "q": args.q,

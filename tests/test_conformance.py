@@ -12,6 +12,7 @@ from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
 from fedmc.algorithms.fedmc_admm import RATED as FEDMC_ADMM_RATED
 from fedmc.algorithms.felb import ALGORITHM as FELB
 from fedmc.algorithms.felb import ALGORITHM_MU as FELB_MU
+from fedmc.algorithms.item_bias import ALGORITHM as ITEM_BIAS
 from fedmc.algorithms.registry import SPECS
 from fedmc.algorithms.rfrec import ALGORITHM as RFREC
 from fedmc.algorithms.rfrec import ALGORITHM_F as RFRECF
@@ -39,7 +40,16 @@ CASES = [
     (FEDMC_ADMM_RATED, {"rank": 3, "consensus": "rated", "steps": "paper"}, {"dropout": 0.3},
      "one-user"),
     (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
-                  "dual_init": "zeros"}, {"sampling": "bernoulli", "participation": 0.4}),
+                        "dual_init": "zeros"}, {"sampling": "bernoulli", "participation": 0.4}),
+    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
+                        "dual_init": "zeros", "offset": "item-bias", "count_scale": 0.4},
+     {"sampling": "bernoulli", "participation": 0.4}),
+    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "dual_init": "zeros",
+                        "offset": "item-bias"}, {"dropout": 0.3}, "one-user"),
+    (ITEM_BIAS, {"weights": "equal", "lam_item": 0.5}, {}),
+    (ITEM_BIAS, {"count_scale": 0.3}, {"sampling": "bernoulli", "participation": 0.4},
+     "one-user"),
+    (ITEM_BIAS, {"signal": "counts"}, {"dropout": 0.3}),
     (FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}, {}),
     (FEDMAVG, {"rank": 2, "u_update": "sampled", "biases": True},
      {"sampling": "bernoulli", "participation": 0.3}),
@@ -167,6 +177,11 @@ DP_CASES = [
     (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
                   "dual_init": "zeros"}, {}, "one-user"),
     (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items"}, {}),
+    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
+                  "dual_init": "zeros", "offset": "item-bias", "count_scale": 0.3}, {},
+     "one-user"),
+    (ITEM_BIAS, {"count_scale": 0.5}, {}, "one-user"),
+    (ITEM_BIAS, {"weights": "equal"}, {}),
     (FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}, {}),
     (RFREC, {"rank": 2, "delta": 0.3, "s": 0.1}, {}),
     (FELB, {"rank": 2, "local_steps": 3}, {}),

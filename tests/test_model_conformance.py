@@ -15,7 +15,8 @@ from fedmc.estimators import estimator_class
 from fedmc.model import FactorModel, load_model
 from tests.test_model import RAW_ITEMS, raw_data
 
-SMALL = {"als": {"sweeps": 3}, "rfrec": {"rounds": 4}, "rfrecf": {"rounds": 4}}
+SMALL = {"als": {"sweeps": 3}, "rfrec": {"rounds": 4}, "rfrecf": {"rounds": 4},
+         "item-bias": {"rounds": 1}}
 CASES = [(name, {}) for name in fold_in_algorithms()] + [("fedmc-admm", {"consensus": "rated"})]
 
 
@@ -30,13 +31,14 @@ def fitted(request):
     data = raw_data()
     cls = estimator_class(name)
     run = {"rounds": 4, "active": 2} if "active" in cls.run_params else {}
-    est = cls(rank=3, **{**run, **SMALL.get(name, {}), **params}).fit(data)
+    rank = {"rank": 3} if "rank" in cls.Config.model_fields else {}
+    est = cls(**rank, **{**run, **SMALL.get(name, {}), **params}).fit(data)
     return est, data
 
 
 def test_every_factor_algorithm_is_in_the_suite():
-    assert {"fedmc-admm", "fedmavg", "fedmavg-poster", "rfrec", "rfrecf", "als"} <= {
-        name for name, _ in CASES}
+    assert {"fedmc-admm", "fedmavg", "fedmavg-poster", "rfrec", "rfrecf", "als",
+            "item-bias"} <= {name for name, _ in CASES}
 
 
 @pytest.mark.parametrize("users", [False, True], ids=["published", "with-user-factors"])

@@ -188,7 +188,7 @@ def test_a_run_over_its_budget_exits_2(monkeypatch, capsys, tmp_path, ratings_cs
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 8,
                           "--rounds", 50, "--sampling", "bernoulli", "--participation", 0.5,
                           "--dp-epsilon", 1, "--dp-noise", 0.3, "--dp-clip", 1,
-                          "--out", tmp_path / "o", "-q")
+                          "--rating-scale", "1,5", "--out", tmp_path / "o", "-q")
     assert code == 2 and "over the budget" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
 
@@ -199,7 +199,8 @@ def test_a_run_reports_its_epsilon(monkeypatch, capsys, tmp_path, ratings_csv): 
 
     code, _, _ = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 8,
                         "--rounds", 3, "--sampling", "bernoulli", "--participation", 0.5,
-                        "--dp-epsilon", 4, "--dp-clip", 1, "--out", tmp_path, "-q")
+                        "--dp-epsilon", 4, "--dp-clip", 1, "--rating-scale", "1,5",
+                        "--out", tmp_path, "-q")
     assert code == 0
     eps = [float(r["epsilon"]) for r in csv.DictReader(open(tmp_path / "history.csv"))]
     summary = json.loads((tmp_path / "summary.json").read_text())

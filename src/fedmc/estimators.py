@@ -295,6 +295,21 @@ class RFRecF(FactorEstimator):
     name = "rfrecf"
 
 
+class ItemBias(FactorEstimator):
+    """The DP item-bias baseline (:mod:`fedmc.algorithms.item_bias`) on the batched simulation.
+
+    Examples
+    --------
+    >>> from fedmc import load_federated
+    >>> data = load_federated("synthetic", clients=20)
+    >>> model = ItemBias(rounds=0).fit(data)
+    >>> bool(model.history_.last("test_rmse") < 1.0)
+    True
+    """
+
+    name = "item-bias"
+
+
 class Felb(FederatedEstimator):
     """Felb: federated Elbmf with Lipschitz (iPALM) steps (Alg. 1, Eq. 8;
     :mod:`fedmc.algorithms.felb`).

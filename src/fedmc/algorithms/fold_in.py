@@ -14,9 +14,12 @@ A fold-in is a function ``fold_in(cfg, V, items, values) -> u``:
 
 It solves the same problem the algorithm's clients solve for their own rows in training (same
 regularizer, constraint sets and solver), with ``V`` fixed; each algorithm's registry entry
-names its own (:mod:`fedmc.algorithms.registry`). Two helpers serve the implementations:
-:func:`user_row` (the user's ratings as a one-row CSR, what the algorithms' row kernels take)
-and :func:`run_to_convergence` (repeat an iterative user step until it stops moving).
+names its own (:mod:`fedmc.algorithms.registry`), and may name a batched form
+``fold_in_rows(cfg, V, R) -> U`` (``R`` a CSR of many users' ratings, one row per user: the same
+kernel over all rows, :func:`converge_rows`), which ``fedmc evaluate`` uses to fold in every
+test user at once. Helpers: :func:`user_row` (the user's ratings as a one-row CSR, what the
+algorithms' row kernels take), :func:`run_to_convergence` and :func:`converge_rows` (repeat an
+iterative step until it stops moving).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 from fedmc.data.federated import CSR
 
 FoldIn = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+FoldInRows = Callable[[Any, np.ndarray, CSR], np.ndarray]
 
 
 def user_row(items: np.ndarray, values: np.ndarray) -> CSR:
@@ -43,9 +47,19 @@ def run_to_convergence(steps: Callable[[np.ndarray], None], U: np.ndarray,
     """Call ``steps(U)`` (a batch of in-place steps on the one-row ``U``) until a call changes
     no entry by more than ``tolerance`` relative to the largest entry (at most ``max_calls``
     calls); returns the row."""
+    return converge_rows(steps, U, max_calls, tolerance)[0]
+
+
+def converge_rows(steps: Callable[[np.ndarray], None], U: np.ndarray, max_calls: int = 1000,
+                  tolerance: float = 1e-12) -> np.ndarray:
+    """Call ``steps(U)`` (in-place steps on every row of ``U``) until a call changes no row's
+    entries by more than ``tolerance`` relative to that row's largest entry (at most
+    ``max_calls`` calls); returns ``U``."""
     for _ in range(max_calls):
-        before = U[0].copy()
+        before = U.copy()
         steps(U)
-        if np.max(np.abs(U[0] - before)) <= tolerance * max(1.0, np.max(np.abs(U[0]))):
+        change = np.max(np.abs(U - before), axis=1, initial=0.0)
+        if np.all(change <= tolerance * np.maximum(1.0, np.max(np.abs(U), axis=1,
+                                                                 initial=0.0))):
             break
-    return U[0]
+    return U

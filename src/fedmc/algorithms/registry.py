@@ -21,18 +21,29 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from fedmc.errors import ConfigError
 
 if TYPE_CHECKING:
     from fedmc.algorithms.fold_in import FoldIn
     from fedmc.core.protocol import Algorithm
+    from fedmc.data.federated import CSR
 
 PAPER_OPTIONS = ("clients", "partition", "active", "sampling", "participation", "rounds")
 """The options of a run an algorithm's paper settings may fill (``fedmc run``'s option names:
 how many clients, who they are, who takes part in a round, how many rounds)."""
 
+DP_OPTIONS = ("dp_clip", "dp_setup_clip", "dp_setup_scale")
+"""The user-level DP options (``fedmc run``'s names) that settings tuned for DP may fill."""
+
 _CROSS_SILO = {"clients": 100, "partition": "random", "rounds": 100}
 _ONE_USER_PER_CLIENT = {"clients": 1, "partition": "user", "active": "all"}
+_ADMM_DP = {"consensus": "rated", "weights": "sqrt-items", "dual_init": "zeros",
+            "offset": "item-bias", "count_scale": 0.3, "beta": 0.3, "lam": 2.0, "gamma": 10.0,
+            "inner": 100, "sampling": "bernoulli", "participation": 0.1,
+            "dp_setup_clip": 0.3, "dp_setup_scale": 0.5}
+_BIAS_DP = {"count_scale": 0.3, "lam_user": 3.0, "dp_clip": 0.5}
 
 
 def load(reference: str) -> Any:
@@ -60,11 +71,17 @@ class AlgorithmSpec:
     fold_in
         ``fold_in(cfg, V, items, values) -> u`` (:mod:`fedmc.algorithms.fold_in`), None when
         its models cannot place a new user.
+    fold_in_rows
+        Its batched form ``fold_in_rows(cfg, V, R) -> U`` (many users at once), if it has one.
     paper_settings
         How its paper runs it: values of :data:`PAPER_OPTIONS`.
     variants
         By partition: settings applied where the user chose that partition and did not set
         them (``Config`` fields and :data:`PAPER_OPTIONS` alike).
+    dp_variants
+        By partition, then by the budget they were tuned for: settings a run with user-level
+        DP at that budget takes where the user set none of them (``Config`` fields,
+        :data:`PAPER_OPTIONS` and :data:`DP_OPTIONS`; :meth:`dp_variant`).
     audit
         Its target of the privacy audit (:mod:`fedmc.audit.run`), None when it has none.
     data_kind
@@ -76,8 +93,10 @@ class AlgorithmSpec:
     algorithm: str | None = None
     selected_by: str | None = None
     fold_in: str | None = None
+    fold_in_rows: str | None = None
     paper_settings: Mapping[str, Any] = field(default_factory=lambda: _CROSS_SILO)
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    dp_variants: Mapping[str, Mapping[float, Mapping[str, Any]]] = field(default_factory=dict)
     audit: str | None = None
     data_kind: str = "ratings"
 
@@ -113,6 +132,28 @@ class AlgorithmSpec:
             )
         return load(self.fold_in)
 
+    def fold_in_users(self, cfg: Any, V: Any, R: CSR) -> Any:
+        """Every row of ``R`` (one user's ratings each, normalized scale) folded in: the rows
+        of ``U``, by the batched fold-in where there is one, else user by user."""
+        if self.fold_in_rows is not None:
+            return load(self.fold_in_rows)(cfg, V, R)
+        one = self.load_fold_in()
+        U = np.empty((len(R.indptr) - 1, V.shape[1]))
+        for t in range(len(U)):
+            q = slice(R.indptr[t], R.indptr[t + 1])
+            U[t] = one(cfg, V, R.indices[q].astype(np.int64), R.values[q])
+        return U
+
+    def dp_variant(self, partition: str, epsilon: float) -> Mapping[str, Any]:
+        """The settings tuned for a run under ``partition`` at budget ``epsilon``: those of
+        the largest tuned budget at most ``epsilon`` (the smallest one's below all of them);
+        empty when none were tuned."""
+        tuned = self.dp_variants.get(partition, {})
+        if not tuned:
+            return {}
+        below = [b for b in sorted(tuned) if b <= epsilon]
+        return tuned[below[-1] if below else min(tuned)]
+
     def algorithms(self) -> list[Algorithm]:
         """Every ``Algorithm`` object of this entry."""
         if self.algorithm is None:
@@ -126,6 +167,7 @@ _SPECS = [
         "fedmc-admm", "fedmc.algorithms.fedmc_admm.config:FedMCADMMConfig",
         "fedmc.algorithms.fedmc_admm:BY_CONSENSUS", selected_by="consensus",
         fold_in="fedmc.algorithms.fedmc_admm.fold_in:fold_in",
+        fold_in_rows="fedmc.algorithms.fedmc_admm.fold_in:fold_in_rows",
         # 100 clients, 10 drawn per round (--active's default), 100 rounds.
         paper_settings=_CROSS_SILO,
         # Cross-device FedMC-ADMM: consensus on rated items (docs/algorithms.md), each
@@ -134,6 +176,16 @@ _SPECS = [
         variants={"user": {"consensus": "rated", "beta": 0.6, "gamma": 12.0, "lam": 3.0,
                            "inner": 100, "dual_init": "zeros", "sampling": "bernoulli",
                            "participation": 0.1}},
+        # Tuned for user-level DP per budget on a validation cut of ML-1M's training ratings
+        # (benchmarks/README.md, "DP defaults and the utility table").
+        dp_variants={"user": {
+            1.0: {**_ADMM_DP, "offset_lam": 8.0, "gamma": 30.0, "rounds": 60, "dp_clip": 0.01,
+                  "dp_setup_scale": 0.4},
+            2.0: {**_ADMM_DP, "offset_lam": 4.0, "rounds": 60, "dp_clip": 0.01},
+            4.0: {**_ADMM_DP, "offset_lam": 2.0, "rounds": 90, "dp_clip": 0.02},
+            8.0: {**_ADMM_DP, "offset_lam": 1.0, "rounds": 90, "dp_clip": 0.03,
+                  "dp_setup_clip": 0.5},
+        }},
         audit="fedmc.audit.run:ADMMTarget"),
     AlgorithmSpec(
         "fedmavg", "fedmc.algorithms.fedmavg.config:FedMAvgConfig",
@@ -165,6 +217,17 @@ _SPECS = [
         "rfrecf", "fedmc.algorithms.rfrec.config:RFRecFConfig",
         "fedmc.algorithms.rfrec:ALGORITHM_F", fold_in="fedmc.algorithms.rfrec.fold_in:fold_in",
         paper_settings={**_ONE_USER_PER_CLIENT, "rounds": 400}),
+    AlgorithmSpec(
+        # The DP baseline: one user per client, one set-up exchange answered by everyone.
+        "item-bias", "fedmc.algorithms.item_bias.config:ItemBiasConfig",
+        "fedmc.algorithms.item_bias:ALGORITHM",
+        fold_in="fedmc.algorithms.item_bias.fold_in:fold_in",
+        fold_in_rows="fedmc.algorithms.item_bias.fold_in:fold_in_rows",
+        paper_settings={**_ONE_USER_PER_CLIENT, "rounds": 0},
+        dp_variants={"user": {1.0: {**_BIAS_DP, "lam_item": 8.0, "dp_clip": 0.3},
+                              2.0: {**_BIAS_DP, "lam_item": 4.0},
+                              4.0: {**_BIAS_DP, "lam_item": 2.0},
+                              8.0: {**_BIAS_DP, "lam_item": 1.0}}}),
 ]
 SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in _SPECS}
 

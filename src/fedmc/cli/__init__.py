@@ -20,6 +20,7 @@ from rich.table import Table
 from fedmc.algorithms.registry import algorithm_names
 from fedmc.cli.audit import register as register_audit_command
 from fedmc.cli.data import data_app
+from fedmc.cli.evaluate import register as register_evaluate_command
 from fedmc.cli.experiment import register as register_experiment_commands
 from fedmc.cli.interrupts import Interrupted, catch_signals, interrupt_marks
 from fedmc.cli.recommend import register as register_model_commands
@@ -36,6 +37,7 @@ app = typer.Typer(
 app.add_typer(data_app, name="data", help="List, describe and download data sets.")
 register_experiment_commands(app)
 register_model_commands(app)
+register_evaluate_command(app)
 err = Console(stderr=True)
 out = Console()
 
@@ -88,8 +90,12 @@ def run(
                                                    "algorithms).", rich_help_panel=DATA)] = None,
     noise: Annotated[float, typer.Option(help="XOR noise of --dataset synthetic-boolean.",
                                          rich_help_panel=DATA)] = 0.1,
-    normalize: Annotated[str, typer.Option(help="none|center|zscore (fitted on training "
-                                           "ratings).", rich_help_panel=DATA)] = "zscore",
+    normalize: Annotated[str | None, typer.Option(
+        help="none|center|zscore (fitted on training ratings) | public (from the rating "
+        "scale alone); default zscore, public with DP.", rich_help_panel=DATA)] = None,
+    rating_scale: Annotated[str | None, typer.Option(
+        help="The public rating scale LO,HI (e.g. 1,5): --normalize public maps it onto "
+        "[-1, 1]; default: the named data set's.", rich_help_panel=DATA)] = None,
     split: Annotated[str, typer.Option(help="random (per rating) | user (per-user holdout).",
                                        rich_help_panel=DATA)] = "random",
     test_fraction: Annotated[float, typer.Option(help="Share of ratings held out.",
@@ -158,9 +164,9 @@ def run(
     dp_clip: Annotated[float | None, typer.Option(
         help="User-level DP: L2 bound of one client's whole upload.",
         rich_help_panel=PROTO)] = None,
-    dp_setup_scale: Annotated[float, typer.Option(
+    dp_setup_scale: Annotated[float | None, typer.Option(
         help="User-level DP: noise multiplier of a set-up upload (which every client sends) "
-        "over that of the rounds.", rich_help_panel=PROTO)] = 1.0,
+        "over that of the rounds (default 1).", rich_help_panel=PROTO)] = None,
     dp_setup_clip: Annotated[float | None, typer.Option(
         help="User-level DP: L2 bound of one client's set-up upload (default --dp-clip); "
         "that exchange's noise scales with it.", rich_help_panel=PROTO)] = None,
@@ -214,14 +220,17 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     params = {k: v for k, v in named.items() if v is not None}
     params.update(_parse_params(options["param"] or []))
     o, params, defaulted = apply_paper_settings(options["algorithm"], options, params)
+    normalize = _normalize(o)
+    if o["normalize"] is None:
+        defaulted = sorted({*defaulted, "normalize"})
     columns = _columns(o["columns"])
     data_settings = DataSettings(
         dataset=o["dataset"], ratings=o["ratings"], train=o.get("train"), test=o.get("test"),
         columns=columns,
         data_dir=o["data_dir"], duplicates=o["duplicates"], clients=o["clients"],
         partition=o["partition"], split=o["split"], test_fraction=o["test_fraction"],
-        normalize=o["normalize"], binary=o["binary"], binarize=o["binarize"], noise=o["noise"],
-        seed=o["seed"],
+        normalize=normalize, rating_scale=_rating_scale(o.get("rating_scale")),
+        binary=o["binary"], binarize=o["binarize"], noise=o["noise"], seed=o["seed"],
     )
     run_settings = RunSettings(
         algorithm=o["algorithm"], rounds=o["rounds"],
@@ -230,10 +239,38 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
         seed=o["seed"], ranking_k=o.get("ranking_k"),
         **{f"user_{k}": o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip",
-                                       "dp_setup_scale", "dp_setup_clip") if k in o},
+                                       "dp_setup_clip") if k in o},
+        user_dp_setup_scale=1.0 if o.get("dp_setup_scale") is None else o["dp_setup_scale"],
         save_user_factors=o.get("save_user_factors", False), defaulted=defaulted,
     )
     return run_settings, data_settings, params
+
+
+def _normalize(o: dict[str, Any]) -> str:
+    """``--normalize``, or its default: ``public`` in a DP run (a normalizer fitted on the
+    training ratings is an exact release the budget does not cover, so a DP run refuses
+    one), ``zscore`` otherwise."""
+    private = o.get("dp_epsilon") is not None or o.get("dp_noise") is not None
+    if o["normalize"] is None:
+        return "public" if private else "zscore"
+    if private and o["normalize"] in ("center", "zscore"):
+        raise ConfigError(f"--normalize {o['normalize']} fits on the training ratings, which a "
+                          "DP run may not publish: use --normalize public (the default with "
+                          "DP) or none")
+    return o["normalize"]
+
+
+def _rating_scale(text: str | None) -> tuple[float, float] | None:
+    """``--rating-scale LO,HI``: two numbers (checked further where the data are read)."""
+    if text is None:
+        return None
+    parts = [part.strip() for part in text.split(",")]
+    try:
+        lo, hi = (float(part) for part in parts)
+    except ValueError:
+        raise ConfigError(f"--rating-scale takes two comma-separated numbers LO,HI, got "
+                          f"'{printable(text)}'") from None
+    return lo, hi
 
 
 def _columns(text: str | None) -> tuple[str, ...] | None:

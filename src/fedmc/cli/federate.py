@@ -24,7 +24,7 @@ import typer
 federate_app = typer.Typer(no_args_is_help=True, add_completion=False,
                            pretty_exceptions_enable=False)
 SPLIT_OPTIONS = ("dataset", "ratings", "columns", "data_dir", "duplicates", "normalize",
-                 "split", "test_fraction", "clients", "partition", "seed", "binary",
+                 "rating_scale", "split", "test_fraction", "clients", "partition", "seed", "binary",
                  "binarize", "noise")
 FLOWER = "Federation"
 # fedmc run's options a federation does not take: its own --out, a split given as two files,

@@ -110,7 +110,12 @@ class FactorConfig(AlgorithmConfig):
     def clip_range(self, value_range: tuple[float, float]) -> tuple[float, float]:
         """Where predictions are clipped on the original scale: the training ratings'
         ``value_range`` with ``clip``, nowhere without."""
-        return value_range if self.clip else (-np.inf, np.inf)
+        return clip_range(self.clip, value_range)
+
+
+def clip_range(clip: bool, value_range: tuple[float, float]) -> tuple[float, float]:
+    """``value_range`` when predictions are clipped (``clip``), else the whole line."""
+    return value_range if clip else (-np.inf, np.inf)
 
 
 def uniform_draws(cfg: FactorConfig, info: FederationInfo, rng: np.random.Generator,
@@ -193,7 +198,8 @@ def predict(U: np.ndarray, V: np.ndarray, rows: np.ndarray, items: np.ndarray,
             normalizer: Normalizer, clip: tuple[float, float]) -> np.ndarray:
     """``U[rows] . V[items]`` mapped back to the original scale and clipped: the one prediction
     of a factor model (the estimators' and the saved model's)."""
-    z = predict_pairs(np.asarray(rows, dtype=np.int64), np.asarray(items, dtype=np.int64),
+    z = predict_pairs(np.ascontiguousarray(rows, dtype=np.int64),
+                      np.ascontiguousarray(items, dtype=np.int64),
                       np.ascontiguousarray(U, dtype=np.float64),
                       np.ascontiguousarray(V, dtype=np.float64), rank_token(U.shape[1]))
     return np.clip(normalizer.inverse(z), *clip)

@@ -1,4 +1,11 @@
-"""Rating normalization fitted on training ratings only."""
+"""Rating normalization: fitted on training ratings only, or fixed by a public rating scale.
+
+``zscore`` and ``center`` fit the mean (and standard deviation) of the training ratings: exact
+data-dependent values, which a differentially private run may not publish. ``public`` depends
+on a public fact only, the rating scale ``[lo, hi]`` (MovieLens 1M: 1 to 5 stars), declared by
+the user (``--rating-scale``) or by a named data set's registry entry: centre at the scale's
+midpoint, unit at its half-width, so every rating maps into ``[-1, 1]``.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,8 @@ import numpy as np
 
 from fedmc.errors import ConfigError
 
-NormalizeKind = Literal["none", "center", "zscore"]
+NormalizeKind = Literal["none", "center", "zscore", "public"]
+RatingScale = tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -17,7 +25,8 @@ class Normalizer:
     """An affine map ``z = (r - mean) / scale`` and its inverse.
 
     ``kind="zscore"`` is what the FedMC-ADMM reference code does to all ratings; here the
-    mean and standard deviation come from the training ratings only.
+    mean and standard deviation come from the training ratings only. ``kind="public"`` is
+    :meth:`public`: a function of the rating scale alone.
     """
 
     kind: NormalizeKind = "none"
@@ -25,10 +34,23 @@ class Normalizer:
     scale: float = 1.0
 
     @classmethod
-    def fit(cls, values: np.ndarray, kind: NormalizeKind = "none") -> Normalizer:
-        """Fit on training values."""
+    def public(cls, scale: RatingScale) -> Normalizer:
+        """The map of the rating scale ``[lo, hi]`` onto ``[-1, 1]``: mean ``(lo + hi) / 2``,
+        scale ``(hi - lo) / 2``; no rating enters it."""
+        lo, hi = check_scale(scale)
+        return cls("public", 0.5 * (lo + hi), 0.5 * (hi - lo))
+
+    @classmethod
+    def fit(cls, values: np.ndarray, kind: NormalizeKind = "none",
+            scale: RatingScale | None = None) -> Normalizer:
+        """Fit on training values (``public``: from the rating ``scale``, values unread)."""
         if kind == "none":
             return cls("none", 0.0, 1.0)
+        if kind == "public":
+            if scale is None:
+                raise ConfigError("--normalize public needs the rating scale: give "
+                                  "--rating-scale LO,HI")
+            return cls.public(scale)
         if len(values) == 0:
             raise ConfigError("cannot normalize: there are no training ratings")
         mean = float(np.mean(values))
@@ -37,7 +59,7 @@ class Normalizer:
         if kind == "zscore":
             std = float(np.std(values))
             return cls("zscore", mean, std if std > 0 else 1.0)
-        raise ConfigError(f"unknown normalization {kind!r}: use none|center|zscore")
+        raise ConfigError(f"unknown normalization {kind!r}: use none|center|zscore|public")
 
     def transform(self, values: np.ndarray) -> np.ndarray:
         """Original scale to normalized scale."""
@@ -51,3 +73,14 @@ class Normalizer:
     def is_identity(self) -> bool:
         """True when no normalization is applied."""
         return self.kind == "none"
+
+
+def check_scale(scale: RatingScale) -> RatingScale:
+    """``scale`` as two finite floats ``lo < hi``, else a :class:`ConfigError`."""
+    try:
+        lo, hi = (float(v) for v in scale)
+    except (TypeError, ValueError):
+        raise ConfigError(f"a rating scale is two numbers LO,HI, got {scale!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ConfigError(f"a rating scale needs finite LO < HI, got {lo:g},{hi:g}")
+    return lo, hi

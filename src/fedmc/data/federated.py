@@ -18,7 +18,7 @@ import numba
 import numpy as np
 
 from fedmc.core.protocol import FederationInfo
-from fedmc.core.scale import NormalizeKind, Normalizer
+from fedmc.core.scale import NormalizeKind, Normalizer, RatingScale, check_scale
 from fedmc.data.ratings import Ratings
 from fedmc.errors import DataError
 
@@ -197,24 +197,42 @@ class FederatedData:
         is_test: np.ndarray,
         client_of_user: np.ndarray,
         normalize: NormalizeKind = "none",
+        scale: RatingScale | None = None,
     ) -> FederatedData:
         """:meth:`build` from all ratings and the test mask of a split, with the normalizer
         fitted on the training values.
+
+        A public rating ``scale`` (every rating must lie in it) is the rating range, instead
+        of the smallest and largest training rating; ``normalize="public"`` needs one and
+        reads no rating (:meth:`Normalizer.public`).
 
         No train and test copies of the ratings are made: the two CSR matrices are built
         straight from ``ratings``, so the peak memory is the ratings plus the CSRs (a third
         less than copying first on MovieLens- or Netflix-sized sets).
         """
         rows = _Rows(client_of_user, ratings.n_users)
+        if scale is not None:
+            scale = check_scale(scale)
+            _check_in_scale(ratings, scale)
         train_values = ratings.values[~is_test]
-        normalizer = Normalizer.fit(train_values, normalize)
-        value_range = _value_range(train_values)
+        normalizer = Normalizer.fit(train_values, normalize, scale)
+        value_range = scale if scale is not None else _value_range(train_values)
         del train_values
         return rows.assemble(
             _csr(ratings, is_test, False, rows.row_of_user, normalizer),
             _csr(ratings, is_test, True, rows.row_of_user, normalizer),
             ratings, normalizer, value_range,
         )
+
+
+def _check_in_scale(ratings: Ratings, scale: RatingScale) -> None:
+    """Every rating lies in the declared scale, else a one-line :class:`DataError`."""
+    if ratings.n_ratings == 0:
+        return
+    lo, hi = float(ratings.values.min()), float(ratings.values.max())
+    if lo < scale[0] or hi > scale[1]:
+        raise DataError(f"{ratings.name}: ratings range over [{lo:g}, {hi:g}], outside the "
+                        f"rating scale {scale[0]:g},{scale[1]:g}")
 
 
 def _value_range(train_values: np.ndarray) -> tuple[float, float]:

@@ -70,6 +70,9 @@ class DatasetSpec:
         ``"md5:<hex>"`` or ``"sha256:<hex>"`` of the archive, or ``None`` when unverified.
     manual
         How to obtain the files by hand (``{folder}`` is filled in) when ``url`` is ``None``.
+    scale
+        The public rating scale ``(lo, hi)`` the data set is documented with (MovieLens 1M:
+        1 to 5 stars): what ``--normalize public`` maps onto ``[-1, 1]``.
     """
 
     name: str
@@ -80,9 +83,12 @@ class DatasetSpec:
     url: str | None = None
     checksum: str | None = None
     manual: str | None = None
+    scale: tuple[float, float] | None = None
 
 
-def _movielens(name: str, folder: str, file: str, checksum: str | None, what: str) -> DatasetSpec:
+def _movielens(name: str, folder: str, file: str, checksum: str | None, what: str,
+               scale: tuple[float, float] = (0.5, 5.0)) -> DatasetSpec:
+    """A MovieLens set; half stars (0.5 to 5) unless ``scale`` says otherwise."""
     return DatasetSpec(
         name=name,
         description=f"MovieLens {what}",
@@ -91,6 +97,7 @@ def _movielens(name: str, folder: str, file: str, checksum: str | None, what: st
         parser="movielens",
         url=f"{GROUPLENS}{name}.zip",
         checksum=checksum,
+        scale=scale,
     )
 
 
@@ -104,6 +111,7 @@ DATASETS: dict[str, DatasetSpec] = {
             "u.data",
             "md5:0e33842e24a9c977be4e0107933c0723",
             "100K: 100,000 ratings, 943 users, 1,682 movies",
+            scale=(1.0, 5.0),
         ),
         _movielens(
             "ml-1m",
@@ -111,6 +119,7 @@ DATASETS: dict[str, DatasetSpec] = {
             "ratings.dat",
             "md5:c4d9eecfca2ab87c1945afe126590906",
             "1M: 1,000,209 ratings, 6,040 users, 3,706 movies",
+            scale=(1.0, 5.0),
         ),
         _movielens(
             "ml-10m",
@@ -154,6 +163,7 @@ DATASETS: dict[str, DatasetSpec] = {
             files=("combined_data_*.txt", "training_set/mv_*.txt"),
             parser="netflix",
             manual=_NETFLIX_HELP,
+            scale=(1.0, 5.0),
         ),
         DatasetSpec(
             name="jester",
@@ -162,6 +172,7 @@ DATASETS: dict[str, DatasetSpec] = {
             files=("jester_ratings.csv",),
             parser="jester",
             manual=_JESTER_HELP,
+            scale=(-10.0, 10.0),
         ),
     )
 }
@@ -176,6 +187,15 @@ _PARSERS: dict[str, Callable[[list[Path], Duplicates, str], Ratings]] = {
 def dataset_names() -> list[str]:
     """Every name :func:`load_dataset` accepts."""
     return [*DATASETS, *SYNTHETIC_NAMES]
+
+
+def rating_scale(name: str) -> tuple[float, float] | None:
+    """The public rating scale of the named set ``name`` (the synthetic sets: 1 to 5, as
+    their generator clips), None for an unknown name."""
+    if name in SYNTHETIC_NAMES:
+        return (1.0, 5.0)
+    spec = DATASETS.get(name)
+    return None if spec is None else spec.scale
 
 
 def get_spec(name: str) -> DatasetSpec:

@@ -34,7 +34,7 @@ FORMAT_VERSION = 1
 ARRAYS = "model.npz"
 METADATA = "model.json"
 _USER_ARRAYS = ("U", "user_ids", "rated_ptr", "rated_items")
-_NORMALIZE_KINDS = ("none", "center", "zscore")
+_NORMALIZE_KINDS = ("none", "center", "zscore", "public")
 
 
 def write(model: Any, folder: Path) -> Path:

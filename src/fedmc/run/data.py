@@ -12,7 +12,7 @@ from fedmc.core.scale import NormalizeKind
 from fedmc.data import FederatedData, Ratings, partition_users
 from fedmc.data.loaders import load_ratings_file
 from fedmc.data.partition import PartitionKind
-from fedmc.data.registry import load_dataset
+from fedmc.data.registry import load_dataset, rating_scale
 from fedmc.data.split import fixed_split, random_test_mask, user_holdout_test_mask
 from fedmc.errors import ConfigError
 
@@ -36,11 +36,22 @@ class DataSettings(BaseModel):
     split: Literal["random", "user"] = "random"
     test_fraction: float = Field(0.2, ge=0, lt=1)
     normalize: NormalizeKind = "zscore"
+    rating_scale: tuple[float, float] | None = Field(
+        None, description="the public rating scale LO,HI (default: the named set's)")
     binary: Path | None = Field(None, description="a 0/1 matrix or transaction file")
     binarize: float | None = Field(None, description="rating threshold that counts as 1")
     noise: float = Field(0.1, ge=0, le=1, description="XOR noise of synthetic-boolean")
     rows: int | None = Field(None, ge=1, description="rows of synthetic-boolean (500/client)")
     seed: int = 0
+
+    def public_scale(self) -> tuple[float, float] | None:
+        """The rating scale the user declared (``--rating-scale``), else the named data set's
+        registry entry's (a ratings file has none unless declared)."""
+        if self.rating_scale is not None:
+            return self.rating_scale
+        if self.ratings is None and self.train is None and self.binary is None:
+            return rating_scale(self.dataset or DEFAULT_DATASET)
+        return None
 
     @property
     def source(self) -> str:
@@ -116,7 +127,9 @@ def _federate_split(ratings: Ratings, is_test: np.ndarray,
     if np.all(is_test):
         raise ConfigError("the training split is empty")
     client_of_user = partition_users(n_users, settings.clients, settings.partition, settings.seed)
-    return FederatedData.from_split(ratings, is_test, client_of_user, settings.normalize)
+    declared = settings.normalize == "public" or settings.rating_scale is not None
+    return FederatedData.from_split(ratings, is_test, client_of_user, settings.normalize,
+                                    settings.public_scale() if declared else None)
 
 
 def is_boolean(settings: DataSettings) -> bool:

@@ -21,9 +21,10 @@ from fedmc.files import strict_json, write_atomic
 
 STATUS_FILE = "status.json"
 LOCK_FILE = ".lock"
-#: The files a run writes; an ``--overwrite`` removes them before the new run starts.
+#: The files a run writes (and ``fedmc evaluate``'s report on its model); an ``--overwrite``
+#: removes them before the new run starts.
 RUN_FILES = ("config.json", "history.csv", "summary.json", "model.npz", "model.json",
-             STATUS_FILE)
+             "evaluation.json", STATUS_FILE)
 
 
 class RunFolder:

@@ -96,7 +96,7 @@ def execute(
         stats = {**notes,
             "users": data.n_users,
             "items": data.n_items,
-            "ratings": data.train.nnz + data.test.nnz,
+            "n_ratings": data.train.nnz + data.test.nnz,  # "ratings" is the file's path
             "train_ratings": data.train.nnz,
             "test_ratings": data.test.nnz,
         }

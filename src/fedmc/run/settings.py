@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
-from fedmc.algorithms.registry import PAPER_OPTIONS, spec
+from fedmc.algorithms.registry import DP_OPTIONS, PAPER_OPTIONS, spec
 from fedmc.federation.settings import Schedule
 
 
@@ -44,7 +44,9 @@ class RunSettings(Schedule):
 
 def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[str, Any],
                    ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    """Fill the options the user left unset (None) from ``algorithm``'s paper settings.
+    """Fill the options the user left unset (None) from ``algorithm``'s paper settings, the
+    settings of its variant for the chosen partition and, with a DP budget (``dp_epsilon``),
+    those tuned for that budget (:meth:`fedmc.algorithms.registry.AlgorithmSpec.dp_variant`).
 
     Parameters
     ----------
@@ -69,14 +71,18 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
             options[name] = value
             defaulted.append(name)
     given_active = options.get("active") is not None and "active" not in defaulted
-    for name, value in entry.variants.get(options["partition"], {}).items():
-        if name == "participation" and given_active:
-            continue  # --active N sets the rate (N / clients) of Bernoulli sampling
-        if name in PAPER_OPTIONS:
-            if name in defaulted or options.get(name) is None:
-                options[name] = value
+    variants = [entry.variants.get(options["partition"], {})]
+    if options.get("dp_epsilon") is not None:
+        variants.append(entry.dp_variant(options["partition"], options["dp_epsilon"]))
+    for variant in variants:
+        for name, value in variant.items():
+            if name == "participation" and given_active:
+                continue  # --active N sets the rate (N / clients) of Bernoulli sampling
+            if name in PAPER_OPTIONS or name in DP_OPTIONS:
+                if name in defaulted or options.get(name) is None:
+                    options[name] = value
+                    defaulted.append(name)
+            elif name not in params or name in defaulted:
+                params[name] = value
                 defaulted.append(name)
-        elif name not in params:
-            params[name] = value
-            defaulted.append(name)
     return options, params, sorted(set(defaulted))

@@ -61,9 +61,11 @@ RATED = dataclasses.replace(
     init_server=rated_server.init_server,
     init_clients=rated_client.init_clients,
     setup=rated_server.setup,
+    message=rated_server.message,
     client_step=rated_client.client_step,
     server_step=rated_server.server_step,
     upload_shapes=rated_server.upload_shapes,
+    model=rated_server.model,
     metrics=rated_server.metrics,
 )
 BY_CONSENSUS = {"all": PAPER, "rated": RATED}

@@ -43,6 +43,20 @@ class FedMCADMMConfig(FactorConfig):
         "client i weighs 1/sqrt(|J_i|) over its |J_i| rated items, so its rater counts have "
         "norm 1 (user-level DP, docs/privacy.md)",
     )
+    count_scale: float = Field(1.0, gt=0, description="consensus on rated items: kappa, the "
+                               "factor on the uploaded rater counts (the server divides it out;"
+                               " below 1 it moves a DP set-up release's noise onto the counts)")
+    offset: Literal["none", "item-bias"] = Field(
+        "none",
+        description="item-bias: the set-up exchange also uploads the item-bias baseline's "
+        "residual sums, the server sets the ridge item biases b0 from them and the factors "
+        "are fitted to the ratings less b0 (published in V's bias column); needs "
+        "consensus=rated, dual_init=zeros and biases (docs/privacy.md)",
+    )
+    offset_lam: float = Field(3.0, ge=0, description="ridge weight of the offset's item biases "
+                              "(in weighted rater counts)")
+    offset_lam_user: float = Field(5.0, ge=0, description="ridge weight of a user's own bias "
+                                   "in the offset's residuals")
     biases: bool = True
     init_scale: float = 0.1
     clip: bool = True
@@ -51,6 +65,10 @@ class FedMCADMMConfig(FactorConfig):
     def _check(self) -> Self:
         if self.weights != "equal" and self.consensus != "rated":
             raise ValueError("client weights (weights=sqrt-items) need consensus=rated")
+        if self.offset != "none" and (self.consensus != "rated" or self.dual_init != "zeros"
+                                      or not self.biases):
+            raise ValueError("offset=item-bias needs consensus=rated, dual_init=zeros and "
+                             "biases")
         return self
 
     def regularizers(self) -> tuple[Regularizer, Regularizer]:

@@ -17,9 +17,10 @@ import numpy as np
 
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.kernels import u_steps
-from fedmc.algorithms.fold_in import run_to_convergence, user_row
+from fedmc.algorithms.fold_in import converge_rows, user_row
+from fedmc.data.federated import CSR
 
-STEPS_PER_CALL = 1000  # steps between two looks at the change (run_to_convergence)
+STEPS_PER_CALL = 1000  # steps between two looks at the change (converge_rows)
 
 
 def fold_in(cfg: FedMCADMMConfig, V: np.ndarray, items: np.ndarray,
@@ -41,18 +42,24 @@ def fold_in(cfg: FedMCADMMConfig, V: np.ndarray, items: np.ndarray,
     numpy.ndarray
         ``u`` in the factor layout (the all-ones column set), from zero, after batches of
         ``STEPS_PER_CALL`` steps until a batch leaves it unchanged
-        (:func:`fedmc.algorithms.fold_in.run_to_convergence`).
+        (:func:`fedmc.algorithms.fold_in.converge_rows`).
     """
+    return fold_in_rows(cfg, V, user_row(items, values))[0]
+
+
+def fold_in_rows(cfg: FedMCADMMConfig, V: np.ndarray, R: CSR) -> np.ndarray:
+    """:func:`fold_in` for every row of ``R`` at once (one user per row): the same kernel over
+    all rows, batch after batch until no row moves (:func:`fedmc.algorithms.fold_in.
+    converge_rows`)."""
     layout = cfg.layout
-    U = np.zeros((1, layout.width))
+    U = np.zeros((len(R.indptr) - 1, layout.width))
     layout.project_u(U)
-    R = user_row(items, values)
     V = np.ascontiguousarray(V, dtype=np.float64)
     reg = cfg.regularizers()[0].params
     token = np.zeros(layout.width)  # the generic kernel: one compilation serves every rank
 
     def steps(U: np.ndarray) -> None:
-        u_steps(R.indptr, R.indices, R.values, 0, 1, U, V, STEPS_PER_CALL, reg,
+        u_steps(R.indptr, R.indices, R.values, 0, len(U), U, V, STEPS_PER_CALL, reg,
                 layout.ones_col_u, cfg.steps == "per-row", token)
 
-    return run_to_convergence(steps, U)
+    return converge_rows(steps, U)

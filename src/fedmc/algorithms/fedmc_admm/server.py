@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,9 +21,6 @@ from fedmc.core.factors import factor_metrics
 from fedmc.core.protocol import FederationInfo, Message
 from fedmc.core.uploads import Summed
 from fedmc.errors import ConfigError
-
-if TYPE_CHECKING:
-    from fedmc.algorithms.fedmc_admm.rated.server import RatedServerState
 
 
 @dataclass
@@ -53,10 +49,9 @@ def setup(cfg: FedMCADMMConfig, server: ServerState, info: FederationInfo) -> Me
     return Message(0, "setup", everyone, uploaders, {"V": server.V})
 
 
-def message(cfg: FedMCADMMConfig, server: ServerState | RatedServerState, k: int,
-            sampled: np.ndarray, rng: np.random.Generator) -> Message:
-    """Step 3: ``V^k`` to the sampled clients ``S_k``, who all compute and upload (under
-    either consensus)."""
+def message(cfg: FedMCADMMConfig, server: ServerState, k: int, sampled: np.ndarray,
+            rng: np.random.Generator) -> Message:
+    """Step 3: ``V^k`` to the sampled clients ``S_k``, who all compute and upload."""
     return Message(k, "round", sampled, sampled, {"V": server.V})
 
 
@@ -77,9 +72,8 @@ def upload_shapes(cfg: FedMCADMMConfig, info: FederationInfo) -> dict[str, tuple
     return {UPLOAD: (info.n_items, cfg.layout.width)}
 
 
-def model(cfg: FedMCADMMConfig, server: ServerState | RatedServerState,
-          ) -> dict[str, np.ndarray]:
-    """The published item factors ``V`` (under either consensus)."""
+def model(cfg: FedMCADMMConfig, server: ServerState) -> dict[str, np.ndarray]:
+    """The published item factors ``V``."""
     return {"V": server.V}
 
 

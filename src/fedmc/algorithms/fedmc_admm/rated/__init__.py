@@ -29,6 +29,15 @@ over the whole federation) and sets ``V_j = prox_{R/(beta n_j)}(T_j / (beta n_j)
 ``dual_init="zeros"`` every contribution starts at ``beta V_j^0``, so the set-up upload is the
 counts alone and the server sets ``T_j^0 = beta n_j V_j^0`` itself.
 
+**Item-bias offset** (``offset="item-bias"``, with zero duals). The set-up upload also carries,
+per rated item, the client's mean residual ``a_i mean_t (z_tj - c_t)`` of the item-bias
+baseline (:mod:`fedmc.core.biases`: ``c_t`` the user's own bias, computed on the device), so
+the server forms the ridge item biases ``b0`` (2) from the same release as the counts, and
+sends ``b0`` with every round. Each client then fits the factors to its ratings less the
+offset, ``z_tj - b0_j`` (computed once, at its first visit), and the published model adds
+``b0`` to ``V``'s item-bias column: the factors and the learned bias start from the DP item
+biases instead of from zero, at the cost of the set-up upload's norm only.
+
 **Client weights** (``weights="sqrt-items"``). Client ``i`` weighs ``a_i = |J_i|^(-1/2)``
 (``|J_i|``: its number of rated items), fixed by its own data, and the problem becomes
 ``sum_i a_i [f_i + R_i + sum_{j in J_i} (<Y_ij, W_ij - V_j> + beta/2 ||W_ij - V_j||^2)]
@@ -48,5 +57,5 @@ once per client (:class:`Snapshots`): a simulation specialisation, exact because
 client of a round receives the same ``V^k``. Memory: ``O(ratings + users r + items r)``.
 
 The algorithm is :data:`fedmc.algorithms.fedmc_admm.RATED`: the paper's FedMC-ADMM with these
-client and server steps (its message, model, evaluation and draws are the paper's).
+client and server steps (its evaluation and draws are the paper's).
 """

@@ -1,6 +1,7 @@
 """The client side of FedMC-ADMM with consensus on rated items: its state, one visit (the
 U-steps (14), the exact W-step (11) on its rated items, the dual step (13)) and its uploads on
-its rated items (:mod:`fedmc.algorithms.fedmc_admm.rated`).
+its rated items, with the item-bias offset's set-up sums (:mod:`fedmc.algorithms.fedmc_admm.
+rated`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from fedmc.algorithms.fedmc_admm.kernels import (
     rated_initial_duals,
     rated_visits,
 )
+from fedmc.core import biases
+from fedmc.core.biases import sqrt_item_weights
 from fedmc.core.kernels import rank_token
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.uploads import RowPatch, Stacked, Uploads
@@ -23,6 +26,7 @@ from fedmc.data.federated import FederatedData
 
 UPLOAD = "delta"  # the change of beta W_ij + Y_ij on the rated items
 COUNT = "count"  # 1 per rated item, in the set-up exchange: the raters n_j
+OFFSET = "offset"  # the item-bias residual sums per rated item, in the set-up exchange
 
 
 class Snapshots:
@@ -63,7 +67,8 @@ class Snapshots:
 class RatedState:
     """A batch of clients' private variables: user rows ``U`` and those of the last visit
     (``U_prev``), residual scalars ``e``, ``e_prev`` per rating (their duals), the snapshot
-    slot of each client's last visit, and whether each client holds one user."""
+    slot of each client's last visit, whether each client holds one user and, with an
+    item-bias offset, its ratings less the offset (CSR and item-major order)."""
 
     U: np.ndarray
     U_prev: np.ndarray
@@ -72,6 +77,7 @@ class RatedState:
     seen: np.ndarray
     snapshots: Snapshots
     one_user: bool
+    offset_values: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def init_clients(cfg: FedMCADMMConfig, shard: FederatedData, draws: InitialDraws,
@@ -98,9 +104,7 @@ def _groups(shard: FederatedData, state: RatedState) -> tuple:
 def client_weights(cfg: FedMCADMMConfig, ptr: np.ndarray) -> np.ndarray | None:
     """``a_i`` of the clients whose rated items ``ptr`` delimits (:func:`group_rows`):
     ``|J_i|^(-1/2)`` with ``weights="sqrt-items"``; None (every ``a_i = 1``) otherwise."""
-    if cfg.weights == "equal":
-        return None
-    return 1.0 / np.sqrt(np.maximum(np.diff(ptr), 1))
+    return None if cfg.weights == "equal" else sqrt_item_weights(ptr)
 
 
 def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, msg: Message,
@@ -111,6 +115,10 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, m
     V = msg.arrays["V"]
     tr = shard.train
     groups = _groups(shard, state)
+    values = tr.values
+    if "b0" in msg.arrays:  # fit the factors to the ratings less the offset
+        values, group_values = _offset_values(shard, state, groups, msg.arrays["b0"])
+        groups = (*groups[:4], group_values)
     ptr, items = group_rows(compute, shard.client_ptr, tr.indptr, tr.indices, groups,
                             state.one_user)
     rows = np.empty((len(items), V.shape[1]))
@@ -125,9 +133,9 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, m
                                 state.U, V, state.e, cfg.beta, items, rows)
         else:  # beta V_j^0 each: the server adds beta n_j V_j^0 from the counts
             contributed = RowPatch(np.zeros_like(ptr), items[:0], rows[:0])
-        counted = RowPatch(ptr, items, np.ones((len(items), 1)))
+        counted = RowPatch(ptr, items, np.full((len(items), 1), cfg.count_scale))
     else:
-        rated_visits(compute, shard.client_ptr, tr.indptr, tr.indices, tr.values, groups,
+        rated_visits(compute, shard.client_ptr, tr.indptr, tr.indices, values, groups,
                      state.one_user, state.U, state.U_prev, state.e, state.e_prev, V,
                      state.snapshots.arrays, state.seen, cfg.inner, cfg.beta,
                      cfg.regularizers()[0].params, cfg.layout.ones_col_u,
@@ -138,5 +146,40 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, m
     state.snapshots.move(state.seen[compute], slot, len(compute))
     state.seen[compute] = slot
     weights = client_weights(cfg, ptr)
-    return state, {UPLOAD: Stacked(V.shape, rows=contributed, scale=weights),
-                   COUNT: Stacked((V.shape[0], 1), rows=counted, scale=weights)}
+    uploads = {UPLOAD: Stacked(V.shape, rows=contributed, scale=weights),
+               COUNT: Stacked((V.shape[0], 1), rows=counted, scale=weights)}
+    if cfg.offset != "none":
+        uploads[OFFSET] = Stacked((V.shape[0], 1), rows=_offset_sums(cfg, shard, compute, msg),
+                                  scale=weights)
+    return state, uploads
+
+
+def _offset_sums(cfg: FedMCADMMConfig, shard: FederatedData, compute: np.ndarray,
+                 msg: Message) -> RowPatch:
+    """At set-up, each client's mean residual ``z_tj - c_t`` over its users who rated item
+    ``j``, per rated item (``c_t`` the user's own bias (1) of :mod:`fedmc.core.biases`, against
+    zero item biases; a mean, since the counts weigh each client once per item); no rows in a
+    round."""
+    tr = shard.train
+    if msg.phase != "setup":
+        return RowPatch(np.zeros(len(compute) + 1, dtype=np.int64), np.zeros(0, np.int64),
+                        np.zeros((0, 1)))
+    _, indptr, items, z, owner = biases.batch_ratings(compute, shard.client_ptr, tr.indptr,
+                                                      tr.indices, tr.values)
+    c = biases.user_biases(indptr, items, z, np.zeros(shard.n_items), cfg.offset_lam_user)
+    residual = z - np.repeat(c, np.diff(indptr))
+    ptr, item, sums, raters = biases.client_item_sums(owner, items, residual, len(compute),
+                                                      shard.n_items)
+    return RowPatch(ptr, item, (sums / raters)[:, None])
+
+
+def _offset_values(shard: FederatedData, state: RatedState, groups: tuple,
+                   b0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ratings less the offset ``b0`` in CSR and item-major order, computed on first use
+    (``b0`` is fixed after the set-up)."""
+    if state.offset_values is None:
+        tr = shard.train
+        g_item, g_ptr, g_vals = groups[1], groups[2], groups[4]
+        state.offset_values = (tr.values - b0[tr.indices],
+                               g_vals - b0[np.repeat(g_item, np.diff(g_ptr))])
+    return state.offset_values

@@ -1,5 +1,6 @@
-"""The server side of FedMC-ADMM with consensus on rated items: ``V``, the totals ``T_j`` and
-the raters ``n_j``, and the V-step on them (:mod:`fedmc.algorithms.fedmc_admm.rated`).
+"""The server side of FedMC-ADMM with consensus on rated items: ``V``, the totals ``T_j``, the
+raters ``n_j`` and the item-bias offset ``b0``, and the V-step on them
+(:mod:`fedmc.algorithms.fedmc_admm.rated`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import numpy as np
 
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.kernels import item_prox
-from fedmc.algorithms.fedmc_admm.rated.client import COUNT, UPLOAD
+from fedmc.algorithms.fedmc_admm.rated.client import COUNT, OFFSET, UPLOAD
+from fedmc.core import biases
 from fedmc.core.factors import factor_metrics
 from fedmc.core.protocol import FederationInfo, Message
 from fedmc.core.uploads import Summed
@@ -20,11 +22,13 @@ from fedmc.errors import ConfigError
 
 @dataclass
 class RatedServerState:
-    """``V^k``, ``T_j = sum_i (beta W_ij + Y_ij)`` and the raters ``n_j`` of every item."""
+    """``V^k``, ``T_j = sum_i (beta W_ij + Y_ij)``, the raters ``n_j`` of every item and the
+    item-bias offset ``b0`` (zero without one)."""
 
     V: np.ndarray
     total: np.ndarray
     counts: np.ndarray
+    b0: np.ndarray
 
 
 def init_server(cfg: FedMCADMMConfig, info: FederationInfo,
@@ -33,25 +37,46 @@ def init_server(cfg: FedMCADMMConfig, info: FederationInfo,
     if cfg.consensus != "rated":
         raise ConfigError(f"consensus={cfg.consensus} runs fedmc_admm.PAPER, not this algorithm")
     V = np.array(draws["V"])
-    return RatedServerState(V, np.zeros_like(V), np.zeros(info.n_items))
+    return RatedServerState(V, np.zeros_like(V), np.zeros(info.n_items), np.zeros(info.n_items))
 
 
 def setup(cfg: FedMCADMMConfig, server: RatedServerState, info: FederationInfo) -> Message:
     """Send ``V^0`` to every client; each uploads a count per rated item (and, with the
-    paper's duals, its contributions)."""
+    paper's duals, its contributions; with an item-bias offset, its residual sums)."""
     everyone = np.arange(info.n_clients, dtype=np.int64)
     return Message(0, "setup", everyone, everyone, {"V": server.V})
+
+
+def message(cfg: FedMCADMMConfig, server: RatedServerState, k: int, sampled: np.ndarray,
+            rng: np.random.Generator) -> Message:
+    """``V^k`` (with an item-bias offset, also the offset ``b0``) to the sampled clients, who
+    all compute and upload."""
+    arrays = {"V": server.V}
+    if cfg.offset != "none":
+        arrays["b0"] = server.b0
+    return Message(k, "round", sampled, sampled, arrays)
 
 
 def server_step(cfg: FedMCADMMConfig, server: RatedServerState, summed: Summed,
                 msg: Message) -> RatedServerState:
     """Add the cohort's summed contributions (and, at set-up, the counts, with zero duals
-    also ``beta n_j V_j^0``); after a round the V-step ``v_j = prox_{R/(beta n_j)}(T_j / (beta
-    n_j))``."""
-    server.total += summed[UPLOAD]
-    server.counts += summed[COUNT][:, 0]
+    ``beta n_j V_j^0`` instead of the contributions); after a round the V-step ``v_j =
+    prox_{R/(beta n_j)}(T_j / (beta n_j))``.
+
+    The server reads only the sums an exchange of its phase can carry: the counts (and the
+    offset's sums) at set-up, the contributions in a round and, with the paper's duals, at
+    set-up. The others hold no client's data (every client uploads no rows there), only the
+    noise of a DP run, which reading them would add to ``n_j`` and ``T_j`` for nothing.
+    """
+    counts = summed[COUNT] / cfg.count_scale
+    if msg.phase != "setup" or cfg.dual_init == "paper":
+        server.total += summed[UPLOAD]
+    if msg.phase == "setup":
+        server.counts += counts[:, 0]
     if msg.phase == "setup" and cfg.dual_init == "zeros":
-        server.total += cfg.beta * summed[COUNT] * server.V
+        server.total += cfg.beta * counts * server.V
+    if msg.phase == "setup" and cfg.offset != "none":
+        server.b0 = biases.item_biases(summed[OFFSET][:, 0], counts[:, 0], cfg.offset_lam)
     if msg.phase == "round":
         server.V = item_prox(server.total, server.counts, cfg.beta,
                              cfg.regularizers()[1].params, cfg.layout.ones_col_v)
@@ -59,9 +84,23 @@ def server_step(cfg: FedMCADMMConfig, server: RatedServerState, summed: Summed,
 
 
 def upload_shapes(cfg: FedMCADMMConfig, info: FederationInfo) -> dict[str, tuple[int, ...]]:
-    """The contributions' changes ``(n, r)`` and the rater counts ``(n, 1)``, both as sparse
-    rows on the client's rated items."""
-    return {UPLOAD: (info.n_items, cfg.layout.width), COUNT: (info.n_items, 1)}
+    """The contributions' changes ``(n, r)``, the rater counts ``(n, 1)`` and, with an
+    item-bias offset, the residual sums ``(n, 1)``, all as sparse rows on the client's rated
+    items."""
+    shapes = {UPLOAD: (info.n_items, cfg.layout.width), COUNT: (info.n_items, 1)}
+    if cfg.offset != "none":
+        shapes[OFFSET] = (info.n_items, 1)
+    return shapes
+
+
+def model(cfg: FedMCADMMConfig, server: RatedServerState) -> dict[str, np.ndarray]:
+    """The published ``V``: the factors, with an item-bias offset ``b0`` added to the item
+    biases."""
+    if cfg.offset == "none":
+        return {"V": server.V}
+    V = server.V.copy()
+    V[:, cfg.layout.rank + 1] += server.b0
+    return {"V": V}
 
 
 def metrics(cfg: FedMCADMMConfig, server: RatedServerState, sums: Mapping[str, float],

@@ -1,0 +1,103 @@
+"""``fedmc evaluate RUN``: the exact evaluation of a run's published model on held-out ratings.
+
+A separate, explicit step by whoever holds the held-out ratings, never part of a private run's
+own outputs (``docs/privacy.md``). Every held-out user is folded in from its own training
+ratings with the algorithm's fold-in (what its device computes from the published model), its
+held-out ratings are predicted, and the exact metrics are printed and written to
+``RUN/evaluation.json`` (atomically, marked ``"private": false``):
+
+* ``fedmc evaluate RUN``: the run's own split, re-created in simulation from the data settings
+  of ``RUN/config.json`` (same source, seed, split and partition);
+* ``fedmc evaluate RUN --train A --test B``: users' training ratings ``A`` and held-out ratings
+  ``B``, two ratings files by raw ids (any format ``fedmc run --ratings`` reads; ``--columns``
+  as there). The users of ``B`` are evaluated, each folded in from its ratings in ``A``.
+
+Bad input (a folder without a model, a missing or unreadable file) exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fedmc.errors import ConfigError, DataError
+
+EVALUATION_FILE = "evaluation.json"
+out = Console()
+
+
+def evaluate(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (fedmc run --out DIR).")],
+    train: Annotated[Path | None, typer.Option(help="The evaluated users' own training "
+                                               "ratings, each user folded in from them (with "
+                                               "--test).")] = None,
+    test: Annotated[Path | None, typer.Option(help="Held-out ratings (raw ids; with --train); "
+                                              "default: the run's own split.")] = None,
+    columns: Annotated[str | None, typer.Option(help="user,item,rating column names or "
+                                                "0-based positions of --train and --test.")]
+    = None,
+    ranking_k: Annotated[int | None, typer.Option(help="Add precision, recall, NDCG, MAP, hit "
+                                                  "rate and coverage at K.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No table.")] = False,
+) -> None:
+    """Exact test metrics of a run's model: each held-out user folded in from its own
+    training ratings; writes RUN/evaluation.json ("private": false)."""
+    from fedmc.cli import _columns
+    from fedmc.data.loaders import load_ratings_file
+    from fedmc.files import strict_json, write_atomic
+    from fedmc.model import load_model
+    from fedmc.run.evaluation import evaluate_model, held_out_files, held_out_split
+
+    if (train is None) != (test is None):
+        raise ConfigError("give --train and --test together (or neither: the run's own split)")
+    if ranking_k is not None and ranking_k < 1:
+        raise ConfigError(f"--ranking-k must be at least 1, got {ranking_k}")
+    model = load_model(run_dir)
+    if test is None:
+        held = held_out_split(model, _run_data(run_dir))
+        source = {"source": "split"}
+    else:
+        cols = tuple(int(c) if c.isdigit() else c for c in _columns(columns) or ()) or None
+        held = held_out_files(model, load_ratings_file(train, columns=cols),
+                              load_ratings_file(test, columns=cols))
+        source = {"source": "files", "train": str(train), "test": str(test)}
+    metrics = evaluate_model(model, held, ranking_k)
+    report = {**metrics, "ranking_k": ranking_k, **held.notes, **source,
+              "algorithm": model.algorithm, "private": False}
+    write_atomic(run_dir / EVALUATION_FILE, strict_json(report))
+    if not quiet:
+        table = Table(title=f"{model.algorithm}: exact evaluation (not private)",
+                      header_style="bold")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for key, value in metrics.items():
+            table.add_row(key, f"{value:.4f}" if key not in ("test_ratings", "users")
+                          else f"{value:,.0f}")
+        out.print(table)
+    typer.echo(f"wrote {run_dir / EVALUATION_FILE}", err=True)
+
+
+def _run_data(run_dir: Path) -> dict:
+    """The ``data`` settings of the run's ``config.json``."""
+    path = run_dir / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError("no config.json here: not a run folder (or give --train and --test)",
+                        run_dir) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"cannot read the run's config.json: {exc}", path) from None
+    data = config.get("data") if isinstance(config, dict) else None
+    if not isinstance(data, dict):
+        raise DataError("config.json has no data settings", path)
+    return data
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``evaluate`` to the ``fedmc`` app."""
+    app.command("evaluate")(evaluate)

@@ -1,0 +1,125 @@
+"""The public normalizer (a function of the rating scale alone) and the settings a DP budget
+picks by default."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import numpy as np
+import pytest
+
+from fedmc.algorithms.registry import DP_OPTIONS, PAPER_OPTIONS, SPECS
+from fedmc.cli import resolve_options, run
+from fedmc.core.scale import Normalizer
+from fedmc.data.registry import rating_scale
+from fedmc.errors import ConfigError, DataError
+from fedmc.run.data import DataSettings, federated_data
+from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (fixture)
+
+
+def test_the_public_normalizer_maps_the_scale_onto_minus_one_one():
+    norm = Normalizer.public((1, 5))
+    assert (norm.kind, norm.mean, norm.scale) == ("public", 3.0, 2.0)
+    np.testing.assert_allclose(norm.transform([1, 3, 5]), [-1, 0, 1])
+    np.testing.assert_allclose(norm.inverse(norm.transform([1.5, 4.0])), [1.5, 4.0])
+    for bad in ((5, 1), (1, np.inf), ("a", 2)):
+        with pytest.raises(ConfigError):
+            Normalizer.public(bad)
+
+
+def test_named_sets_declare_their_scale():
+    assert rating_scale("ml-1m") == (1.0, 5.0) and rating_scale("ml-100k") == (1.0, 5.0)
+    assert rating_scale("ml-20m") == (0.5, 5.0) and rating_scale("synthetic") == (1.0, 5.0)
+    assert rating_scale("no-such-set") is None
+
+
+def test_a_public_normalizer_reads_no_rating(ratings_csv):  # noqa: F811
+    """Changing the ratings (one user more) changes neither the normalizer nor the rating
+    range of a public run, and a file without a declared scale is refused."""
+    with pytest.raises(ConfigError, match="--rating-scale"):
+        federated_data(DataSettings(ratings=ratings_csv, normalize="public", clients=4))
+    settings = DataSettings(ratings=ratings_csv, normalize="public", rating_scale=(1, 5),
+                            clients=4)
+    data = federated_data(settings)[0]
+    assert data.normalizer == Normalizer.public((1, 5)) and data.value_range == (1.0, 5.0)
+    text = ratings_csv.read_text() + "999,1,5\n999,2,5\n"
+    ratings_csv.write_text(text)
+    other = federated_data(settings)[0]
+    assert other.normalizer == data.normalizer and other.value_range == data.value_range
+    zscore = federated_data(DataSettings(ratings=ratings_csv, clients=4))[0].normalizer
+    assert zscore.mean != data.normalizer.mean
+
+
+def test_ratings_outside_the_declared_scale_are_refused(ratings_csv):  # noqa: F811
+    with pytest.raises(DataError, match="outside the rating scale 1,4"):
+        federated_data(DataSettings(ratings=ratings_csv, normalize="public",
+                                    rating_scale=(1, 4), clients=4))
+
+
+def _options(**given):
+    options = {name: p.default for name, p in inspect.signature(run).parameters.items()}
+    return {**options, **given}
+
+
+def test_dp_runs_default_to_the_public_normalizer_and_refuse_a_fitted_one(
+        monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
+    _, data, _ = resolve_options(_options(dataset="ml-1m"))
+    assert data.normalize == "zscore"  # unchanged without DP
+    _, data, _ = resolve_options(_options(dataset="ml-1m", dp_epsilon=2.0, dp_clip=1.0))
+    assert data.normalize == "public"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--partition",
+                          "user", "--dp-epsilon", 4, "--normalize", "zscore", "--out",
+                          tmp_path / "o", "-q")
+    assert code == 2 and "--normalize public" in err and len(err.strip().splitlines()) == 1
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--partition",
+                          "user", "--dp-epsilon", 4, "--out", tmp_path / "o", "-q")
+    assert code == 2 and "--rating-scale" in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 3.0, 8.0, 100.0])
+def test_a_dp_budget_alone_picks_its_tuned_settings(epsilon):
+    tuned = SPECS["fedmc-admm"].dp_variants["user"]
+    expected = tuned[max([b for b in tuned if b <= epsilon], default=min(tuned))]
+    assert SPECS["fedmc-admm"].dp_variant("user", epsilon) is expected
+    settings, data, params = resolve_options(_options(dataset="ml-1m", partition="user",
+                                                      dp_epsilon=epsilon))
+    assert settings.user_dp_clip == expected["dp_clip"]
+    assert settings.user_dp_setup_scale == expected["dp_setup_scale"]
+    assert settings.rounds == expected["rounds"] and settings.sampling == "bernoulli"
+    assert params["offset"] == "item-bias" and params["offset_lam"] == expected["offset_lam"]
+    assert {"dp_clip", "rounds", "offset_lam", "normalize"} <= set(settings.defaulted)
+
+
+def test_dp_variants_name_real_settings_that_validate():
+    tuned = [(entry, settings) for entry in SPECS.values()
+             for by_budget in entry.dp_variants.values() for settings in by_budget.values()]
+    assert tuned
+    for entry, settings in tuned:
+        fields = entry.Config.model_fields
+        assert all(k in fields or k in PAPER_OPTIONS or k in DP_OPTIONS
+                   for k in settings), settings
+        entry.Config(**{k: v for k, v in settings.items() if k in fields})
+
+
+def test_explicit_options_win_over_the_dp_defaults():
+    settings, _, params = resolve_options(_options(
+        dataset="ml-1m", partition="user", dp_epsilon=8.0, dp_clip=0.3, rounds=7, beta=0.9,
+        param=["offset=none"]))
+    assert settings.user_dp_clip == 0.3 and settings.rounds == 7
+    assert params["beta"] == 0.9 and params["offset"] == "none"
+    assert not {"dp_clip", "rounds", "beta", "offset"} & set(settings.defaulted)
+
+
+def test_the_dp_defaults_are_listed_in_config_json(monkeypatch, capsys, tmp_path,
+                                                   ratings_csv):  # noqa: F811
+    code, _, err = invoke(monkeypatch, capsys, "run", "-a", "item-bias", "--ratings",
+                          ratings_csv, "--rating-scale", "1,5", "--dp-epsilon", 2, "--out",
+                          tmp_path / "o", "-q")
+    assert code == 0, err
+    config = json.loads((tmp_path / "o" / "config.json").read_text())
+    tuned = SPECS["item-bias"].dp_variant("user", 2.0)
+    assert config["run"]["user_dp_clip"] == tuned["dp_clip"]
+    assert config["params"]["lam_item"] == tuned["lam_item"]
+    assert {"dp_clip", "lam_item", "partition", "rounds"} <= set(config["run"]["defaulted"])
