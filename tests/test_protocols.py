@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fedmc.algorithms import algorithm_names, get_algorithm
 from fedmc.algorithms.protocols import PROTOCOL_OPTIONS, PROTOCOLS, VARIANTS, apply_protocol
+from fedmc.errors import ConfigError
 
 UNSET = dict.fromkeys(PROTOCOL_OPTIONS)
 
@@ -19,6 +22,14 @@ def test_the_users_options_win_and_are_not_listed_as_defaulted():
                                            {})
     assert options["rounds"] == 7 and options["partition"] == "random"
     assert "rounds" not in defaulted and "partition" not in defaulted
+
+
+def test_given_clients_win_over_a_one_user_per_client_protocol():
+    options, _, defaulted = apply_protocol("rfrec", {**UNSET, "clients": 5}, {})
+    assert (options["clients"], options["partition"]) == (5, PROTOCOLS["default"]["partition"])
+    assert "clients" not in defaulted and options["active"] == "all"
+    with pytest.raises(ConfigError, match="--clients 5 conflicts with --partition user"):
+        apply_protocol("fedmc-admm", {**UNSET, "clients": 5, "partition": "user"}, {})
 
 
 def test_a_variant_applies_only_under_its_partition_and_only_to_unset_settings():

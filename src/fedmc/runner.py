@@ -52,7 +52,7 @@ class RunSettings(BaseModel):
     )
     dropout: float = Field(0.0, ge=0, lt=1, description="share of drawn clients that drop out")
     eval_every: int = Field(1, ge=1)
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     user_dp_epsilon: float | None = Field(None, gt=0, description="user-level DP budget")
     user_dp_delta: float = Field(1e-6, gt=0, lt=1, description="delta of the DP budget")
     user_dp_noise: float | None = Field(None, ge=0, description="DP noise / clip")

@@ -2,7 +2,10 @@
 
 ``fedmc run --algorithm X`` takes X's protocol for every protocol option the user does not
 give (``--clients``, ``--partition``, ``--active``, ``--sampling``, ``--participation``,
-``--rounds``); ``config.json`` lists the options so defaulted (``run.defaulted``).
+``--rounds``); ``config.json`` lists the options so defaulted (``run.defaulted``). A default
+never overrides what the user gave: ``--clients N`` under a protocol of one user per client
+(RFRec's) federates ``N`` clients, partitioned as the cross-silo protocol does, and
+``--clients N --partition user`` is a conflict.
 :data:`VARIANTS` adds settings for one algorithm under one partition (algorithm parameters and
 protocol options alike), applied where the user set neither.
 """
@@ -10,6 +13,8 @@ protocol options alike), applied where the user set neither.
 from __future__ import annotations
 
 from typing import Any
+
+from fedmc.errors import ConfigError
 
 #: The protocol options an algorithm's protocol may set (``fedmc run``'s option names).
 PROTOCOL_OPTIONS = ("clients", "partition", "active", "sampling", "participation", "rounds")
@@ -58,6 +63,11 @@ def apply_protocol(algorithm: str, options: dict[str, Any], params: dict[str, An
     -------
     options, params, defaulted
         Copies with the protocol (and a variant's settings) filled in, and the names filled.
+
+    Raises
+    ------
+    fedmc.errors.ConfigError
+        ``clients`` and ``partition="user"`` both given.
     """
     options, params = dict(options), dict(params)
     defaulted = []
@@ -65,6 +75,12 @@ def apply_protocol(algorithm: str, options: dict[str, Any], params: dict[str, An
         if options.get(name) is None:
             options[name] = value
             defaulted.append(name)
+    if options.get("partition") == "user" and "clients" not in defaulted \
+            and options.get("clients") is not None:
+        if "partition" not in defaulted:
+            raise ConfigError(f"--clients {options['clients']} conflicts with --partition user "
+                              "(one client per user): give one of them")
+        options["partition"] = PROTOCOLS["default"]["partition"]  # N clients, as asked
     given_active = options.get("active") is not None and "active" not in defaulted
     for name, value in VARIANTS.get((algorithm, options["partition"]), {}).items():
         if name == "participation" and given_active:
