@@ -24,14 +24,16 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 import fedmc
+from fedmc.errors import ConfigError
 from fedmc.flower.grid_clients import GridClients, Record
 from fedmc.flower.manifest import Manifest, population
-from fedmc.flower.secagg import SecureSum
+from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.settings import FederatedRun
 from fedmc.model import FactorModel
+from fedmc.privacy.accounting import Plan
 from fedmc.runner import RunResult, peak_memory_mb, versions, write_outputs
 from fedmc.sim.history import History
-from fedmc.sim.loop import simulate
+from fedmc.sim.loop import Sampler, poisson_rate, simulate
 from fedmc.sim.sampling import make_sampler
 
 app = ServerApp()
@@ -47,15 +49,16 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     """Train with the clients behind ``grid``; write the run files; the history."""
     started = time.perf_counter()
     manifest = Manifest.read(run.manifest)
+    preflight(run, manifest)
     algorithm, cfg = run.algorithm, run.config()
     sizes = population(manifest, algorithm.data_kind)
     settings = run.run
-    sampler = make_sampler(manifest.n_clients, settings.active, settings.sampling,
-                           settings.participation, settings.dropout)
+    sampler = _sampler(run, manifest)
     run.out.mkdir(parents=True, exist_ok=True)
     progress = _Progress(run.out / "progress.jsonl")
-    secure = SecureSum(manifest.n_clients, run.timeout) if run.secagg else None
-    clients = GridClients(grid, manifest.n_clients, run.timeout, secure, progress.exchange)
+    clients = GridClients(grid, manifest.n_clients, run.timeout,
+                          SecureSum() if run.secagg else None, progress.exchange,
+                          progress.write)
     clients.connect(run.timeout)
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     sim = simulate(algorithm, cfg, sizes, sampler, settings.rounds,
@@ -70,6 +73,37 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     _save_model(run, algorithm.name, cfg, algorithm.model(cfg, sim.server), manifest)
     progress.write({"event": "done"})
     return sim.history
+
+
+def preflight(run: FederatedRun, manifest: Manifest) -> None:
+    """Every check of the run's settings that the server's loop makes before its first
+    exchange (:func:`fedmc.sim.loop.simulate`: the algorithm's parameters against the data's
+    sizes, the sampling, the DP plan), made before any client is contacted, and the secure
+    aggregation's: at least two clients, and two per round unless the sampling is Bernoulli
+    (a secure sum of one upload is that upload; a round that draws fewer is skipped).
+    :class:`fedmc.errors.ConfigError` names the problem."""
+    algorithm, cfg, settings = run.algorithm, run.config(), run.run
+    sizes = population(manifest, algorithm.data_kind)
+    sampler = _sampler(run, manifest)
+    if run.secagg:
+        per_round = settings.active or manifest.n_clients
+        if manifest.n_clients < MIN_UPLOADERS or (settings.sampling != "bernoulli"
+                                                  and per_round < MIN_UPLOADERS):
+            raise ConfigError(f"secure aggregation sums the uploads of at least "
+                              f"{MIN_UPLOADERS} clients: {manifest.n_clients} clients, "
+                              f"{per_round} per round would reveal single uploads")
+    info = sizes.federation_info()
+    draws = algorithm.draws(cfg, sizes, np.random.default_rng(settings.seed))
+    dp = run.privacy()
+    if dp is not None:  # the plan's budget, as the loop computes it
+        setup = algorithm.setup(cfg, algorithm.init_server(cfg, info, draws.server), info)
+        dp.multiplier(Plan(settings.rounds, poisson_rate(sampler),
+                           setup is not None and len(setup.upload) > 0, dp.setup_scale))
+
+
+def _sampler(run: FederatedRun, manifest: Manifest) -> Sampler:
+    r = run.run
+    return make_sampler(manifest.n_clients, r.active, r.sampling, r.participation, r.dropout)
 
 
 def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.ndarray],
