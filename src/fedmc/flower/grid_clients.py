@@ -42,7 +42,7 @@ from fedmc.sim.clients import Exchange, carried_out
 
 Shapes = Mapping[str, tuple[int, ...]]
 Reply = tuple[Uploads, dict[str, float] | None]  # what the server took of a reply
-COLD_TIMEOUT = 120.0  # the least wait for a node's first message of a phase (compilation)
+COLD_TIMEOUT = 300.0  # the least wait for a node's first message of a phase (compilation)
 
 
 @dataclass
