@@ -66,7 +66,7 @@ def assert_within_quantization(model: dict[str, np.ndarray], reference: RunResul
 # RFRec's default optimizer, Adam, divides each step by the gradient's running size, so where a
 # gradient vanishes it turns differences of 1e-10 (quantization, even the order of a sum) into
 # steps of size alpha: its model is held to the bound with plain gradient steps ("gd"), its
-# metrics with both.
+# metrics with both (docs/federation.md, "Secure aggregation: scaling and precision").
 SECURE_CASES = {"fedmc-admm": ("fedmc-admm", {}, True), "fedmavg": ("fedmavg", {}, True),
                 "rfrec-gd": ("rfrec", {"optimizer": "gd"}, True),
                 "rfrec-adam": ("rfrec", {}, False), "felb": ("felb", {}, True)}

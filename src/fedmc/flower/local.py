@@ -227,10 +227,11 @@ class LocalFederation:
         return marked_processes(f"{MARKER}={self.marker}")
 
     def _check(self, run_id: int) -> None:
-        superlink = self.processes["superlink"]
-        if superlink.poll() is not None:
-            raise FederationError(f"the SuperLink exited ({superlink.returncode}); see "
-                                  f"{self.work / 'logs' / 'superlink.log'}")
+        for name, proc in self.processes.items():
+            if proc.poll() is not None:
+                what = "the SuperLink" if name == "superlink" else name
+                raise FederationError(f"{what} exited ({proc.returncode}); see "
+                                      f"{self.work / 'logs' / name}.log")
         runs = self._flwr(["ls", "local", "--run-id", str(run_id), "--format", "json"])
         status = runs["runs"][0]["status"] if runs.get("runs") else "unknown"
         if status.startswith("finished") and status != "finished:completed":

@@ -18,6 +18,11 @@ are clipped without a word. Here nothing is clipped silently:
   :data:`HEADROOM`, so its values may grow fourfold before a repeat (each repeat costs the
   four stages again).
 
+The server scales each sum back with the exponents it sent, never with what a client reports,
+and never unmasks a sum that would hold the uploads of fewer than two clients
+(:class:`RobustSecAggPlusWorkflow` halts before the unmask stage): such a sum would be one
+client's upload.
+
 Precision: with ``T = 2^30`` a quantum is ``2^(e-29)``, at most ``2^-26`` (1.5e-8) of the
 largest value in the cohort (``2^(e-3) <= max |x| < 2^(e-2)`` after an adjustment, ``e`` two
 more than the binary exponent of ``max |x|``); each client's stochastic rounding errs by less

@@ -25,7 +25,7 @@ from flwr.serverapp import Grid, ServerApp
 
 import fedmc
 from fedmc.errors import ConfigError
-from fedmc.flower.grid_clients import GridClients, Record
+from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record
 from fedmc.flower.manifest import Manifest, population
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.settings import FederatedRun
@@ -59,7 +59,7 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     clients = GridClients(grid, manifest.n_clients, run.timeout,
                           SecureSum() if run.secagg else None, progress.exchange,
                           progress.write)
-    clients.connect(run.timeout)
+    clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     sim = simulate(algorithm, cfg, sizes, sampler, settings.rounds,
                    settings.seed, settings.eval_every, progress.round,
