@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from fedmc.flower.local import marked_processes  # noqa: E402
+from fedmc.flower.local import marked_processes, signals_deferred  # noqa: E402
 from fedmc.run_folder import RunFolder  # noqa: E402
 from fedmc.runner import execute  # noqa: E402
 from fedmc.sim.history import History  # noqa: E402
@@ -68,6 +68,21 @@ def test_an_out_folder_in_use_or_holding_a_run_is_refused_before_anything_starts
     held.release("finished")
     assert code == 2 and "in use by another run" in err, err
     assert not (tmp_path / "work" / "logs").exists()
+
+
+def test_a_signal_waits_for_the_end_of_a_deferred_block_then_is_handled_as_usual():
+    """How no node escapes: a signal while a process starts (or the deployment stops) is
+    handled once it is recorded (or all are gone)."""
+    got: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    try:
+        with signals_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            assert got == []
+        assert got == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def fedmc(*args: object, **popen) -> subprocess.Popen:
