@@ -108,6 +108,8 @@ def test_bad_files_exit_2_and_write_nothing(monkeypatch, capsys, tmp_path, name)
         (["--normalize", "cube"], "normalize"),
         (["--bogus"], "no such option"),  # usage errors: the parser's own exceptions
         (["--rank", "abc"], "'--rank'"),
+        (["--seed", "-1"], "seed"),
+        (["--partition", "user"], "--clients 5 conflicts with --partition user"),
     ],
 )
 def test_bad_settings_exit_2(monkeypatch, capsys, tmp_path, ratings_csv, args, needle):
@@ -197,6 +199,20 @@ def test_als_runs_centrally_without_clients_and_records_its_defaults(monkeypatch
     assert config["data"]["partition"] == "user"
     assert {"clients", "partition"} <= set(config["run"]["defaulted"])
     assert json.loads((out / "summary.json").read_text())["round"] == 3
+
+
+def test_clients_given_under_a_one_user_per_client_protocol_are_the_clients(
+        monkeypatch, capsys, tmp_path, ratings_csv):
+    """RFRec's protocol (one client per user) does not replace ``--clients 5``."""
+    out = tmp_path / "rfrec"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "rfrec", "--ratings",
+                          ratings_csv, "--clients", 5, "--rounds", 1, "--out", out, "-q")
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert (config["data"]["clients"], config["data"]["partition"]) == (5, "random")
+    assert "clients" not in config["run"]["defaulted"]
+    with open(out / "history.csv") as fh:
+        assert int(list(csv.DictReader(fh))[-1]["clients"]) == 5
 
 
 def test_columns_with_spaces_two_fields_and_hostile_headers(monkeypatch, capsys, tmp_path,

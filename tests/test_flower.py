@@ -209,7 +209,7 @@ def federated(tmp_path: Path, settings: DataSettings, run: RunSettings, params: 
         if on_event is not None:
             on_event(event, fed)
 
-    run_local(FederatedRun(run.algorithm, params, run.schedule(), out=out, **flags), settings,
+    run_local(FederatedRun.of(run, params, out=out, **flags), settings,
               tmp_path / "work", on_event=watch)
     for pid in started:  # every process started is gone, with its process group
         with pytest.raises(ProcessLookupError):
@@ -231,7 +231,7 @@ def test_three_nodes_two_rounds_give_the_simulations_history(tmp_path, algorithm
 
 def test_user_level_dp_travels_in_the_run_configuration():
     run = RunSettings(user_dp_clip=0.3, user_dp_noise=0.8, user_dp_setup_clip=1.0)
-    sent = FederatedRun(run.algorithm, PARAMS, run.schedule())
+    sent = FederatedRun.of(run, PARAMS)
     back = FederatedRun.from_run_config(sent.run_config())
     assert back.privacy() == run.privacy() != None  # noqa: E711
     assert FederatedRun.from_run_config(FederatedRun().run_config()

@@ -115,6 +115,19 @@ def test_the_robust_workflow_is_the_stock_one_when_nothing_is_lost():
                                    atol=len(NODES) * 2 / QUANTIZATION)
 
 
+def test_a_sum_left_with_one_upload_is_never_unmasked():
+    """Two of four members upload (the others add zeros); one uploader lost before its
+    masked vector arrives would leave the other's upload alone in the sum: the workflow halts
+    before the unmask stage. A non-uploader lost leaves a sum of two uploads."""
+    uploaders = frozenset(NODES[:2])
+    mean, _ = secure_mean(LossyGrid(vectors(), NODES[1], Stage.COLLECT_MASKED_VECTORS),
+                          instructions(), 1.0, uploaders=uploaders)
+    assert mean is None
+    mean, results = secure_mean(LossyGrid(vectors(), NODES[2], Stage.COLLECT_MASKED_VECTORS),
+                                instructions(), 1.0, uploaders=uploaders)
+    assert mean is not None and len(results) == 3
+
+
 def test_values_beyond_the_range_raise_a_flag_and_show_their_exponent():
     vector, names = encode({"big": np.array([3.0, -5.0]), "small": 0.25, "zero": 0.0},
                            {"big": 1, "small": 0})

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from fedmc.algorithms.registry import PAPER_OPTIONS, SPECS
+import pytest
+
+from fedmc.algorithms.registry import CROSS_SILO, PAPER_OPTIONS, SPECS
+from fedmc.errors import ConfigError
 from fedmc.run.settings import apply_paper_settings
 
 UNSET = dict.fromkeys(PAPER_OPTIONS)
@@ -19,6 +22,14 @@ def test_the_users_options_win_and_are_not_listed_as_defaulted():
         "rfrec", {**UNSET, "rounds": 7, "partition": "random"}, {})
     assert options["rounds"] == 7 and options["partition"] == "random"
     assert "rounds" not in defaulted and "partition" not in defaulted
+
+
+def test_given_clients_win_over_one_user_per_client_paper_settings():
+    options, _, defaulted = apply_paper_settings("rfrec", {**UNSET, "clients": 5}, {})
+    assert (options["clients"], options["partition"]) == (5, CROSS_SILO["partition"])
+    assert "clients" not in defaulted and options["active"] == "all"
+    with pytest.raises(ConfigError, match="--clients 5 conflicts with --partition user"):
+        apply_paper_settings("fedmc-admm", {**UNSET, "clients": 5, "partition": "user"}, {})
 
 
 def test_a_variant_applies_only_under_its_partition_and_only_to_unset_settings():

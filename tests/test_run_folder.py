@@ -65,6 +65,13 @@ def test_a_failed_run_leaves_the_folder_as_it_was(tmp_path):
     folder.claim()
     folder.abandon()
     assert not (tmp_path / "new" / "out").exists()
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "notes.txt").write_text("mine")
+    folder = RunFolder(tmp_path / "old", "x")
+    folder.claim()
+    write_atomic(tmp_path / "old" / "history.csv", "round\n")  # a file written, then a failure
+    folder.abandon()
+    assert sorted(p.name for p in (tmp_path / "old").iterdir()) == ["notes.txt"]
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,8 @@ how many clients, who they are, who takes part in a round, how many rounds)."""
 DP_OPTIONS = ("dp_clip", "dp_setup_clip", "dp_setup_scale")
 """The user-level DP options (``fedmc run``'s names) that settings tuned for DP may fill."""
 
-_CROSS_SILO = {"clients": 100, "partition": "random", "rounds": 100}
+CROSS_SILO = {"clients": 100, "partition": "random", "rounds": 100}
+"""The paper settings of most algorithms (FedMC-ADMM's: 100 clients, users split at random)."""
 _ONE_USER_PER_CLIENT = {"clients": 1, "partition": "user", "active": "all"}
 _ADMM_DP = {"consensus": "rated", "weights": "sqrt-items", "dual_init": "zeros",
             "offset": "item-bias", "count_scale": 0.3, "beta": 0.3, "lam": 2.0, "gamma": 10.0,
@@ -94,7 +95,7 @@ class AlgorithmSpec:
     selected_by: str | None = None
     fold_in: str | None = None
     fold_in_rows: str | None = None
-    paper_settings: Mapping[str, Any] = field(default_factory=lambda: _CROSS_SILO)
+    paper_settings: Mapping[str, Any] = field(default_factory=lambda: CROSS_SILO)
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     dp_variants: Mapping[str, Mapping[float, Mapping[str, Any]]] = field(default_factory=dict)
     audit: str | None = None
@@ -169,7 +170,7 @@ _SPECS = [
         fold_in="fedmc.algorithms.fedmc_admm.fold_in:fold_in",
         fold_in_rows="fedmc.algorithms.fedmc_admm.fold_in:fold_in_rows",
         # 100 clients, 10 drawn per round (--active's default), 100 rounds.
-        paper_settings=_CROSS_SILO,
+        paper_settings=CROSS_SILO,
         # Cross-device FedMC-ADMM: consensus on rated items (docs/algorithms.md), each
         # client in a round with probability 0.1; settings chosen on a validation cut of
         # ML-1M's training ratings (benchmarks/README.md, "One user per client").

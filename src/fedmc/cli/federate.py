@@ -9,10 +9,12 @@ run and algorithm options (their signatures are built from ``run``'s). See
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import shutil
 import signal
+import sys
 import tempfile
 import typing
 from collections.abc import Callable
@@ -29,7 +31,8 @@ SPLIT_OPTIONS = ("dataset", "ratings", "columns", "data_dir", "duplicates", "nor
 FLOWER = "Federation"
 # fedmc run's options a federation does not take: its own --out, a split given as two files,
 # the ranking evaluation and saving the user factors (they stay on the nodes)
-RUN_ONLY = ("out_dir", "overwrite", "train", "test", "ranking_k", "save_user_factors")
+RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors")
+NOTED = ("refused", "failed", "skipped")  # progress events that are told on stderr
 
 
 def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., Any],
@@ -65,7 +68,8 @@ def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., 
 
     def local(**kw: Any) -> None:
         """Train with a real deployment on this machine: a SuperLink and one SuperNode per
-        client as separate processes; writes config.json, history.csv, summary.json."""
+        client as separate processes; writes config.json, history.csv, summary.json,
+        model.npz and progress.jsonl."""
         _local(resolve(kw), kw, progress, summary)
 
     out_required = inspect.Parameter(
@@ -90,9 +94,9 @@ def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
 
 
 _LOCAL_EXTRAS = [
-    _option("out_dir", Annotated[Path, typer.Option(
-        "--out", help="Output folder of config.json, history.csv, summary.json.")],
-        Path("runs/federated")),
+    _option("out_dir", Annotated[Path | None, typer.Option(
+        "--out", help="Output folder (default runs/<time>-<algorithm>-<data>-federated); "
+        "locked while the run lasts.")], None),
     _option("secagg", Annotated[bool, typer.Option(
         "--secagg", help="Sum every upload and evaluation with SecAgg+ (with --dp-*, the "
         "clients add the noise in shares: distributed DP).",
@@ -111,30 +115,47 @@ _LOCAL_EXTRAS = [
 
 def _local(settings: tuple[Any, Any, dict[str, Any]], kw: dict[str, Any],
            progress: Callable[..., Any], summary: Callable[..., None]) -> None:
-    from fedmc.flower.local import run_local
+    """``fedmc federate local``: as ``fedmc run``, the settings are checked and the output
+    folder claimed (checked, locked, an earlier run refused or, with ``--overwrite``,
+    removed) before anything starts; the deployment checks the rest against the data before
+    its first process starts."""
+    from fedmc.cli.interrupts import interrupt_marks
+    from fedmc.flower.local import RUN_FILES, run_local
     from fedmc.flower.settings import FederatedRun
+    from fedmc.run.folder import RunFolder
 
     run_settings, data_settings, params = settings
-    run = FederatedRun(run_settings.algorithm, params, run_settings.schedule(), kw["secagg"],
-                       kw["timeout"], out=kw["out_dir"])
-    work = kw["work"] or Path(tempfile.mkdtemp(prefix="fedmc-federate-"))
-    work.mkdir(parents=True, exist_ok=True)
+    run = FederatedRun.of(run_settings, params, secagg=kw["secagg"], timeout=kw["timeout"])
+    run.config()
+    run.privacy()  # the settings that need no data, before anything is written
+    name = f"{run_settings.algorithm}-{data_settings.source}-federated"
+    folder = RunFolder(kw["out_dir"], name, kw["overwrite"], RUN_FILES)
+    out = folder.claim()
+    run = dataclasses.replace(run, out=out)
     label = f"{run_settings.algorithm} on {data_settings.source}, federated"
+    work = kw["work"] or Path(tempfile.mkdtemp(prefix="fedmc-federate-"))
     try:
-        with progress(kw["quiet"], run_settings.rounds, label) as callback:
-            run_local(run, data_settings, work, kw["stock_nodes"],
-                      None if callback is None else lambda e, _: _report(e, callback))
+        with interrupt_marks(folder):
+            work.mkdir(parents=True, exist_ok=True)
+            with progress(kw["quiet"], run_settings.rounds, label) as callback:
+                run_local(run, data_settings, work, kw["stock_nodes"],
+                          lambda event, _: _report(event, callback))
     finally:
         if kw["work"] is None:
             shutil.rmtree(work, ignore_errors=True)
     if not kw["quiet"]:
-        summary(json.loads((kw["out_dir"] / "summary.json").read_text()), label)
-    typer.echo(f"wrote {kw['out_dir']}/config.json, history.csv, summary.json", err=True)
+        summary(json.loads((out / "summary.json").read_text()), label)
+    typer.echo(f"wrote {out}/config.json, history.csv, summary.json, model.npz", err=True)
 
 
-def _report(event: dict[str, Any], callback: Callable[[int, dict | None], None]) -> None:
-    if event["event"] == "round":
+def _report(event: dict[str, Any], callback: Callable[[int, dict | None], None] | None,
+            ) -> None:
+    """Show a round's row on the progress bar; tell what happened to clients on stderr."""
+    if event["event"] == "round" and callback is not None:
         callback(event["round"], event["row"])
+    elif event["event"] in NOTED:
+        sys.stderr.write(f"fedmc: round {event['round']}, exchange {event['exchange']}: "
+                         f"{event['event']}: {event['reason']}\n")
 
 
 @federate_app.command("node")

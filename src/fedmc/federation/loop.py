@@ -114,6 +114,14 @@ class _Evaluation:
     finish: Callable[[dict[str, float]], None]
 
 
+def privacy_plan(setup: Message | None, sampler: Sampler, rounds: int, dp: UserDP) -> Plan:
+    """The exchanges a run releases under user-level DP, which the accountant charges: the
+    algorithm's ``setup`` exchange if it has uploads, then ``rounds`` rounds at the sampler's
+    Poisson rate."""
+    return Plan(rounds, poisson_rate(sampler), setup is not None and len(setup.upload) > 0,
+                dp.setup_scale)
+
+
 def run_rounds(
     algorithm: Algorithm,
     cfg: Any,
@@ -179,10 +187,7 @@ def run_rounds(
     history = History()
     state = algorithm.init_server(cfg, info, server_draws)
     setup = algorithm.setup(cfg, state, info)
-    plan = None
-    if dp is not None:
-        plan = Plan(rounds, poisson_rate(sampler), setup is not None and len(setup.upload) > 0,
-                    dp.setup_scale)
+    plan = None if dp is None else privacy_plan(setup, sampler, rounds, dp)
     aggregator = Aggregator(algorithm, cfg, info, dp, plan, clients.placement)
     server = _Server(algorithm, cfg, state, clients, aggregator, rng)
     if setup is not None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 from flwr.app import Message as FlowerMessage
@@ -29,22 +29,23 @@ from flwr.app import RecordDict
 from flwr.serverapp import Grid
 
 from fedmc.core.protocol import Message
-from fedmc.core.uploads import upload_nbytes
+from fedmc.core.uploads import Uploads, upload_nbytes
 from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.population import Exchange, Placement, carried_out
+from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.transport import good_replies, send_and_receive
 from fedmc.flower.wire import (
     Envelope,
+    RefusedReply,
     pack_message,
     unpack_sums,
     unpack_uploads,
 )
 
-if TYPE_CHECKING:
-    from fedmc.flower.secagg import SecureSum
-
 Shapes = Mapping[str, tuple[int, ...]]
+Reply = tuple[Uploads, dict[str, float] | None]  # what the server took of a reply
+COLD_TIMEOUT = 300.0  # the least wait for a node's first message of a phase (compilation)
 
 
 @dataclass
@@ -85,6 +86,11 @@ class GridClients:
     on_exchange
         Called with every exchange's number, round, phase and clients before it is sent
         (progress reports).
+    on_event
+        Called with what else happened in an exchange, as a dict with ``event``
+        (``refused``: a reply the server did not take; ``failed``: a client's error;
+        ``skipped``: a step no client took), ``exchange``, ``round``, ``clients`` and
+        ``reason``.
     """
 
     grid: Grid
@@ -92,7 +98,9 @@ class GridClients:
     timeout: float
     secure: SecureSum | None = None
     on_exchange: Callable[[int, int, str, list[int]], None] | None = None
+    on_event: Callable[[dict[str, Any]], None] | None = None
     log: list[Record] = field(default_factory=list)
+    warm: set[tuple[int, str]] = field(default_factory=set)
     node_of: dict[int, int] = field(default_factory=dict)
     last_included: dict[int, int] = field(default_factory=dict)
     _asked: set[int] = field(default_factory=set)
@@ -127,6 +135,11 @@ class GridClients:
         previous = self._round
         number = self._begin(msg.round, msg.phase, msg.compute)
         shapes = aggregator.shapes
+        if self.secure is not None and 0 < len(np.unique(msg.upload)) < MIN_UPLOADERS:
+            self._note(number, msg.round, "skipped", msg.upload, "a secure sum needs the "
+                       f"uploads of at least {MIN_UPLOADERS} clients; the message names "
+                       f"{len(np.unique(msg.upload))}: no client takes this step")
+            msg = carried_out(msg, msg.compute[:0])
         if self.secure is not None and (len(msg.upload) or evaluate is not None):
             done = self.secure.exchange(self, number, msg, shapes, evaluate,
                                         aggregator.std(msg))
@@ -136,11 +149,11 @@ class GridClients:
                 sums = done.sums
                 self._end(number, previous, "evaluate", self.everyone, done.evaluated)
         else:
-            replies = self._send(number, msg, evaluate)
-            included = sorted(set(replies) & set(msg.compute.tolist()))
             weight = dict(zip(*np.unique(msg.upload, return_counts=True), strict=True))
-            batches = [(unpack_uploads(replies[c], shapes), np.array([weight[c]]))
-                       for c in included if c in weight]
+            replies = self._checked(number, msg, self._send(number, msg, evaluate),
+                                    {c: shapes for c in weight}, evaluate is not None)
+            included = sorted(set(replies) & set(msg.compute.tolist()))
+            batches = [(replies[c][0], np.array([weight[c]])) for c in included if c in weight]
             summed = aggregator.sum(batches)
             nbytes = sum(upload_nbytes(uploads) for uploads, _ in batches)
             if evaluate is not None:
@@ -161,18 +174,52 @@ class GridClients:
             total, included = self.secure.evaluate(self, number, msg, model)
             self._end(number, msg.round, "evaluate", self.everyone, included)
             return total
-        return self._added_sums(number, msg.round, self._send(number, msg, model))
+        replies = self._checked(number, msg, self._send(number, msg, model), {}, True)
+        return self._added_sums(number, msg.round, replies)
+
+    def _checked(self, number: int, msg: Message, replies: Mapping[int, RecordDict],
+                 uploads: Mapping[int, Shapes], sums: bool) -> dict[int, Reply]:
+        """What the server takes of each reply: the uploads of the clients in ``uploads``
+        (every declared upload, :func:`fedmc.flower.wire.unpack_uploads`) and, with
+        ``sums``, the evaluation sums. A reply that is not finite or has the wrong shape
+        is refused: its client is left out of the exchange (lost) and the reason noted."""
+        taken = {}
+        for c, content in sorted(replies.items()):
+            try:
+                shapes = uploads.get(c, {})
+                mine = unpack_uploads(content, shapes) if shapes else {}
+                if set(mine) != set(shapes):
+                    raise RefusedReply(f"uploads {sorted(mine)}, expected {sorted(shapes)}")
+                taken[c] = (mine, unpack_sums(content) if sums else None)
+            except RefusedReply as exc:
+                self._note(number, msg.round, "refused", [c], f"client {c}: {exc}")
+        return taken
 
     def _added_sums(self, number: int, round_: int,
-                    replies: Mapping[int, RecordDict]) -> dict[str, float]:
+                    replies: Mapping[int, Reply]) -> dict[str, float]:
         """The evaluation sums of every client's reply, added up in client order (and the
         evaluation of round ``round_`` logged)."""
         total: dict[str, float] = {}
         for c in sorted(replies):
-            for key, value in unpack_sums(replies[c]).items():
+            for key, value in (replies[c][1] or {}).items():
                 total[key] = total.get(key, 0.0) + value
         self._end(number, round_, "evaluate", self.everyone, sorted(replies))
         return total
+
+    def timeout_for(self, nodes: Iterable[int], phase: str) -> float:
+        """Seconds to wait for the replies of ``nodes`` to a message of ``phase``:
+        :attr:`timeout`, or at least :data:`COLD_TIMEOUT` while one of them has not yet
+        answered a message of that phase (its first compiles the kernels it runs)."""
+        if all((node, phase) in self.warm for node in nodes):
+            return self.timeout
+        return max(self.timeout, COLD_TIMEOUT)
+
+    def _note(self, number: int, round_: int, event: str, clients: Iterable[int],
+              reason: str) -> None:
+        """Report what happened to ``clients`` in an exchange (``on_event``)."""
+        if self.on_event is not None:
+            self.on_event({"event": event, "exchange": number, "round": round_,
+                           "clients": sorted({int(c) for c in clients}), "reason": reason})
 
     @property
     def everyone(self) -> np.ndarray:
@@ -207,8 +254,15 @@ class GridClients:
         out = [FlowerMessage(content, dst_node_id=node, group_id=str(msg.round),
                              message_type="train.step" if c in compute else "evaluate")
                for c, node in nodes.items()]
-        replies = good_replies(send_and_receive(self.grid, out, self.timeout))
-        return {client_of[node]: m.content for node, m in replies.items()}
+        replies = send_and_receive(self.grid, out,
+                                   self.timeout_for(nodes.values(), msg.phase))
+        self.warm.update((m.metadata.src_node_id, msg.phase) for m in replies)
+        for m in replies:
+            if m.has_error():
+                client = client_of[m.metadata.src_node_id]
+                self._note(number, msg.round, "failed", [client],
+                           f"client {client}: {m.error.reason}")
+        return {client_of[node]: m.content for node, m in good_replies(replies).items()}
 
     def _refresh(self) -> None:
         """Ask nodes that appeared since the last look which client they are."""

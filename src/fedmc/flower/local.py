@@ -2,9 +2,13 @@
 
 A SuperLink and one SuperNode per client, each a separate process in a session of its own,
 on free localhost ports, insecure, with a private ``FLWR_HOME``; the run is submitted with
-``flwr run`` and followed through the server's ``progress.jsonl``. Every process started here
-is stopped when the federation closes (SIGTERM to its process group, SIGKILL after a grace
-period), also on Ctrl-C or failure.
+``flwr run`` and followed through the server's ``progress.jsonl``. Every process of the
+deployment is stopped when the federation closes (SIGTERM, SIGKILL after a grace period), also
+on Ctrl-C, SIGTERM or failure: the processes started here with their process groups, and the
+ones the SuperLink starts in sessions of their own (its SuperExec, which starts the ServerApp,
+``flwr-serverapp``), found by a marker in their environment (``FEDMC_DEPLOYMENT``; on Linux,
+through ``/proc``). SIGINT and SIGTERM wait while a process is being started or the
+deployment stopped, so none escapes.
 """
 
 from __future__ import annotations
@@ -16,19 +20,27 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 from fedmc.errors import FedMCError
 from fedmc.flower.app import write_app, write_run_config
+from fedmc.flower.server_app import preflight
 from fedmc.flower.settings import FederatedRun
 from fedmc.flower.split import client_files, write_split
 from fedmc.run.data import DataSettings
+from fedmc.run.folder import RUN_FILES as SIMULATION_FILES
 
+#: The files of a federated run in its output folder (``fedmc.run.folder.RunFolder``).
+RUN_FILES = (*SIMULATION_FILES, "progress.jsonl")
+MARKER = "FEDMC_DEPLOYMENT"
 GRACE = 5.0
 START_TIMEOUT = 60.0
 PROGRESS_POLL = 0.02  # seconds between reads of the progress file (events reach on_event promptly)
@@ -78,10 +90,12 @@ class LocalFederation:
                              ["client_rows"]) - 1
         self.port = 0
         self.processes: dict[str, subprocess.Popen] = {}
+        self.marker = uuid.uuid4().hex
         home = self.work / "flwr-home"
         home.mkdir(parents=True, exist_ok=True)
         (self.work / "logs").mkdir(exist_ok=True)
-        self.env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
+        self.env = {**os.environ, MARKER: self.marker,
+                    "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
                     "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.5",
                     "FLWR_LOG_LEVEL": "WARNING",  # Flower's commands beside this Python first:
                     "PATH": os.pathsep.join([str(Path(sys.executable).parent),
@@ -124,14 +138,12 @@ class LocalFederation:
         self.spawn(f"node-{client}", cmd)
 
     def spawn(self, name: str, cmd: list[str]) -> subprocess.Popen:
-        """Start ``cmd`` in a session of its own, its output in ``logs/NAME.log``."""
-        log = open(self.work / "logs" / f"{name}.log", "ab")
-        try:
+        """Start ``cmd`` in a session of its own, its output in ``logs/NAME.log`` (a signal
+        waits until the process is recorded, so :meth:`stop` finds it)."""
+        with signals_deferred(), open(self.work / "logs" / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        finally:
-            log.close()
-        self.processes[name] = proc
+            self.processes[name] = proc
         return proc
 
     def kill(self, name: str) -> None:
@@ -171,24 +183,55 @@ class LocalFederation:
             time.sleep(PROGRESS_POLL)
 
     def stop(self) -> None:
-        """Stop every process started here: SIGTERM, then SIGKILL after a grace period."""
-        for proc in self.processes.values():
-            _signal_group(proc, signal.SIGTERM)
-        deadline = time.monotonic() + GRACE
-        for proc in self.processes.values():
+        """Stop every process of the deployment (module docstring): SIGTERM, then SIGKILL
+        after a grace period; a signal that comes meanwhile waits until all are gone."""
+        with signals_deferred():
+            self._signal_all(signal.SIGTERM)
+            deadline = time.monotonic() + GRACE
+            for proc in self.processes.values():
+                try:
+                    proc.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            while self._marked() and time.monotonic() < deadline:
+                time.sleep(PROGRESS_POLL)
+            for _ in range(10):  # a process started meanwhile is found again
+                if not self._signal_all(signal.SIGKILL):
+                    break
+                time.sleep(PROGRESS_POLL)
+            for proc in self.processes.values():
+                proc.wait()
+            self.processes.clear()
+
+    def _signal_all(self, sig: signal.Signals) -> bool:
+        """Send ``sig`` to the process group of every process started here and of every
+        process with this deployment's marker; whether any was alive."""
+        groups = {proc.pid for proc in self.processes.values() if proc.poll() is None}
+        for pid in self._marked():
             try:
-                proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+                groups.add(os.getpgid(pid))
+            except ProcessLookupError:
+                continue
+        groups.discard(os.getpgrp())  # never this command's own group
+        alive = False
+        for pgid in groups:
+            try:
+                os.killpg(pgid, sig)
+                alive = True
+            except (ProcessLookupError, PermissionError):
                 pass
-            _signal_group(proc, signal.SIGKILL)
-            proc.wait()
-        self.processes.clear()
+        return alive
+
+    def _marked(self) -> list[int]:
+        """Processes whose environment holds this deployment's marker."""
+        return marked_processes(f"{MARKER}={self.marker}")
 
     def _check(self, run_id: int) -> None:
-        superlink = self.processes["superlink"]
-        if superlink.poll() is not None:
-            raise FederationError(f"the SuperLink exited ({superlink.returncode}); see "
-                                  f"{self.work / 'logs' / 'superlink.log'}")
+        for name, proc in self.processes.items():
+            if proc.poll() is not None:
+                what = "the SuperLink" if name == "superlink" else name
+                raise FederationError(f"{what} exited ({proc.returncode}); see "
+                                      f"{self.work / 'logs' / name}.log")
         runs = self._flwr(["ls", "local", "--run-id", str(run_id), "--format", "json"])
         status = runs["runs"][0]["status"] if runs.get("runs") else "unknown"
         if status.startswith("finished") and status != "finished:completed":
@@ -221,20 +264,59 @@ class LocalFederation:
 def run_local(run: FederatedRun, data: DataSettings, work: Path, stock_nodes: bool = False,
               on_event: Callable[[dict[str, Any], LocalFederation], None] | None = None,
               ) -> None:
-    """Split ``data`` into ``work/split``, start a local deployment, run ``run`` on it and
-    stop every process; ``on_event`` gets every line of the server's ``progress.jsonl`` with
-    the federation (to report progress, or to kill and restart nodes in a test)."""
+    """Split ``data`` into ``work/split``, check the run's settings against it as the server
+    will (:func:`fedmc.flower.server_app.preflight`), start a local deployment, run ``run`` on
+    it and stop every process; ``on_event`` gets every line of the server's
+    ``progress.jsonl`` with the federation (to report progress, or to kill and restart nodes
+    in a test)."""
     split = work / "split"
     run = dataclasses.replace(run, manifest=(split / "manifest.json").resolve(),
                               out=run.out.resolve())
     run.config()  # bad parameters fail before anything starts
-    write_split(data, split, boolean=run.algorithm.data_kind == "boolean")
+    run.privacy()
+    preflight(run, write_split(data, split, boolean=run.algorithm.data_kind == "boolean"))
     run_config = write_run_config(work / "run.toml", run.run_config())
     with LocalFederation(work, split, stock_nodes) as fed:
         fed.start()
         run_id = fed.submit(write_app(work / "app"), run_config)
         fed.wait(run_id, run.out / "progress.jsonl",
                  None if on_event is None else (lambda event: on_event(event, fed)))
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back during the block, then handle the first that came as
+    usual (in the main thread; elsewhere signals are not delivered anyway)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        caught.append(signum)
+
+    previous = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            signal.raise_signal(caught[0])
+
+
+def marked_processes(marker: str) -> list[int]:
+    """The processes of this user whose environment holds ``marker`` (``NAME=VALUE``), read
+    from ``/proc`` (none where there is no ``/proc``)."""
+    needle = marker.encode() + b"\0"
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if needle in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:  # gone, or another user's
+            continue
+    return found
 
 
 def _signal_group(proc: subprocess.Popen, sig: signal.Signals) -> None:

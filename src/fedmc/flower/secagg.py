@@ -18,6 +18,11 @@ are clipped without a word. Here nothing is clipped silently:
   :data:`HEADROOM`, so its values may grow fourfold before a repeat (each repeat costs the
   four stages again).
 
+The server scales each sum back with the exponents it sent, never with what a client reports,
+and never unmasks a sum that would hold the uploads of fewer than two clients
+(:class:`RobustSecAggPlusWorkflow` halts before the unmask stage): such a sum would be one
+client's upload.
+
 Precision: with ``T = 2^30`` a quantum is ``2^(e-29)``, at most ``2^-26`` (1.5e-8) of the
 largest value in the cohort (``2^(e-3) <= max |x| < 2^(e-2)`` after an adjustment, ``e`` two
 more than the binary exponent of ``max |x|``); each client's stochastic rounding errs by less
@@ -75,10 +80,20 @@ EXPONENTS = 200  # histogram buckets: exponent LOWEST_EXPONENT + b for b >= 1; b
 ATTEMPTS = 3
 EVALUATION = "evaluation:"  # names of the evaluation sums a client step carries
 HEADROOM = 2  # bits between the largest magnitude seen and the range of the next exchange
+MIN_UPLOADERS = 2  # a secure sum of fewer uploads would be one client's upload
 
 
 class RobustSecAggPlusWorkflow(SecAggPlusWorkflow):
-    """SecAgg+ that survives the loss of a node at any stage (module docstring)."""
+    """SecAgg+ that survives the loss of a node at any stage (module docstring), and never
+    unmasks a sum that holds the uploads of fewer than two of ``uploaders`` (node ids: the
+    members whose vectors carry an upload, the others add zeros or only evaluation sums):
+    such a sum would be one client's upload.
+    """
+
+    def __init__(self, *args: Any, uploaders: frozenset[int] = frozenset(),
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.uploaders = uploaders
 
     def setup_stage(self, grid: Any, context: LegacyContext, state: WorkflowState) -> bool:
         """The stock setup stage, then forget the nodes that did not answer it."""
@@ -92,6 +107,15 @@ class RobustSecAggPlusWorkflow(SecAggPlusWorkflow):
         then forget the nodes that shared no keys."""
         super().share_keys_stage(grid, context, state)
         return self._forget_lost(state)
+
+    def collect_masked_vectors_stage(self, grid: Any, context: LegacyContext,
+                                     state: WorkflowState) -> bool:
+        """The stock stage; halt before the unmask stage when the masked vectors that came
+        hold the uploads of fewer than two clients (but some)."""
+        if not super().collect_masked_vectors_stage(grid, context, state):
+            return False
+        arrived = len(self.uploaders & state.active_node_ids)
+        return arrived == 0 or arrived >= MIN_UPLOADERS
 
     def _forget_lost(self, state: WorkflowState) -> bool:
         """Nodes outside ``active_node_ids`` never shared keys: no one masked with them, so
@@ -133,19 +157,22 @@ class _Strategy:
 
 def secure_mean(grid: Any, instructions: dict[int, FitIns], timeout: float | None,
                 workflow: type[SecAggPlusWorkflow] = RobustSecAggPlusWorkflow,
+                uploaders: frozenset[int] = frozenset(),
                 ) -> tuple[list[np.ndarray] | None, list[tuple[int, FitRes]]]:
     """One SecAgg+ round over the nodes of ``instructions`` (every weight 1): the mean of the
-    vectors that were included (None when the round failed) and each included node's
-    ``FitRes`` (its metrics are in clear; its parameters are the aggregate)."""
+    vectors that were included (None when the round failed, or, for the robust workflow,
+    when fewer than two of ``uploaders`` would be in it) and each included node's ``FitRes``
+    (its metrics are in clear; its parameters are the aggregate)."""
     strategy = _Strategy(instructions)
     state = RecordDict({MAIN_CONFIGS_RECORD: ConfigRecord({WorkflowKey.CURRENT_ROUND: 0}),
                         MAIN_PARAMS_RECORD: ArrayRecord()})
     context = LegacyContext(Context(0, 0, {}, state, {}), strategy=strategy)
     n = len(instructions)
     modulus = 1 << (QUANTIZATION.bit_length() + n.bit_length() + 1)  # > n (T + 1)
+    guard = {"uploaders": uploaders} if uploaders else {}
     workflow(num_shares=1.0, reconstruction_threshold=0.5, max_weight=1.0, clipping_range=CLIP,
              quantization_range=QUANTIZATION, modulus_range=modulus,
-             timeout=timeout)(grid, context)
+             timeout=timeout, **guard)(grid, context)
     return strategy.mean, [(node.node_id, res) for node, res in strategy.results]
 
 
@@ -204,10 +231,7 @@ class SecureSum:
     """The secure exchanges of :class:`fedmc.flower.grid_clients.GridClients`: client steps
     whose uploads, and evaluations whose sums, only SecAgg+ adds up."""
 
-    def __init__(self, n_clients: int, timeout: float) -> None:
-        if n_clients < 2:
-            raise ConfigError("secure aggregation needs at least 2 clients")
-        self.timeout = timeout
+    def __init__(self) -> None:
         self.exponents: dict[str, dict[str, int]] = {"step": {}, "evaluate": {}}
 
     def exchange(self, clients: GridClients, number: int, msg: ProtocolMessage,
@@ -253,19 +277,24 @@ class SecureSum:
         for _ in range(ATTEMPTS):
             nodes = clients.nodes(members)
             client_of = {node: c for c, node in nodes.items()}
+            sent = dict(exponents)  # the scales the clients apply: the server's own record
             fitins = _fitins(clients.envelope(number, msg, nodes, model, kind=kind,
-                                              exponents=exponents, **(dp or {})))
+                                              exponents=sent, **(dp or {})))
             instructions = dict.fromkeys(nodes.values(), fitins)
+            uploaders = frozenset(nodes[c] for c in np.unique(msg.upload).tolist()
+                                  if c in nodes) if kind == "step" else frozenset()
             mean, results = (None, []) if len(nodes) < 2 else secure_mean(
-                PromptGrid(clients.grid), instructions, self.timeout)
+                PromptGrid(clients.grid), instructions,
+                clients.timeout_for(nodes.values(), msg.phase), uploaders=uploaders)
             if mean is None:
                 return {}, [], 0
-            names = json.loads(str(results[0][1].metrics["names"]))
+            clients.warm.update((node, msg.phase) for node, _ in results)
+            names = _agreed_names(number, results)
             total = [a * len(results) for a in mean]
             flags, histogram = total[len(names)], total[len(names) + 1]
             exponents.update(_exponents(histogram, names))
             if np.rint(flags).max(initial=0) == 0:
-                sums = {name: np.ldexp(total[i], exponents_used(results[0][1], name))
+                sums = {name: np.ldexp(total[i], sent.get(name, 0))
                         for i, name in enumerate(names)}
                 included = sorted(client_of[node] for node, _ in results)
                 size = sum(a.size for a in mean)
@@ -274,9 +303,14 @@ class SecureSum:
                           f"range after {ATTEMPTS} attempts")
 
 
-def exponents_used(result: FitRes, name: str) -> int:
-    """The exponent a client scaled ``name`` with (reported in clear with its vector)."""
-    return int(json.loads(str(result.metrics["exponents"])).get(name, 0))
+def _agreed_names(number: int, results: list[tuple[int, FitRes]]) -> list[str]:
+    """The names of the secure vector's parts, which every included client must report alike
+    (they are summed part by part)."""
+    names = [json.loads(str(res.metrics["names"])) for _, res in results]
+    if any(n != names[0] for n in names):
+        raise ConfigError(f"exchange {number}: clients disagree on the parts of the secure "
+                          f"vector ({sorted({json.dumps(n) for n in names})})")
+    return names[0]
 
 
 def _fitins(envelope: Envelope) -> FitIns:
@@ -299,15 +333,15 @@ def contribute(msg: Message, party: Party) -> Message:
             EVALUATION + name: v for name, v in party.evaluate(envelope).items()}
         uploads, weight = ({}, 0) if party.client not in envelope.message.compute else \
             party.step(envelope)
-        values.update({name: weight * uploads[name].weighted_sum(np.ones(1)) if name in uploads
-                       else np.zeros(shape) for name, shape in party.shapes.items()})
+        values.update({name: weight * uploads[name].weighted_sum(np.ones(1))
+                       if weight and name in uploads else np.zeros(shape)
+                       for name, shape in party.shapes.items()})
         if envelope.extra.get("dp_std"):  # distributed DP: this member's share of the noise
             for name, share in party.dp_share(envelope).items():
                 values[name] = values[name] + share
     else:
         values = party.evaluate(envelope)
     vector, order = encode(values, exponents)
-    used = {name: exponents.get(name, 0) for name in order}
     fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(vector), 1,
-                    {"names": json.dumps(order), "exponents": json.dumps(used)})
+                    {"names": json.dumps(order)})
     return Message(compat.fitres_to_recorddict(fitres, keep_input=True), reply_to=msg)

@@ -24,11 +24,12 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 import fedmc
+from fedmc.errors import ConfigError
 from fedmc.federation.history import History
-from fedmc.federation.loop import TrainingClock, run_rounds, streams
-from fedmc.flower.grid_clients import GridClients, Record
+from fedmc.federation.loop import TrainingClock, privacy_plan, run_rounds, streams
+from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record
 from fedmc.flower.manifest import Manifest
-from fedmc.flower.secagg import SecureSum
+from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.settings import FederatedRun
 from fedmc.model import FactorModel
 from fedmc.run.runner import RunResult, peak_memory_mb, versions, write_outputs
@@ -46,15 +47,17 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     """Train with the clients behind ``grid``; write the run files; the history."""
     started = time.perf_counter()
     manifest = Manifest.read(run.manifest)
+    preflight(run, manifest)
     algorithm, cfg = run.algorithm, run.config()
     info = manifest.federation_info(algorithm.data_kind)
     settings = run.schedule
     sampler = settings.sampler(manifest.n_clients)
     run.out.mkdir(parents=True, exist_ok=True)
     progress = _Progress(run.out / "progress.jsonl")
-    secure = SecureSum(manifest.n_clients, run.timeout) if run.secagg else None
-    clients = GridClients(grid, manifest.n_clients, run.timeout, secure, progress.exchange)
-    clients.connect(run.timeout)
+    clients = GridClients(grid, manifest.n_clients, run.timeout,
+                          SecureSum() if run.secagg else None, progress.exchange,
+                          progress.write)
+    clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     clock = TrainingClock()
     init_rng, server_rng = streams(settings.seed)
@@ -71,6 +74,30 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     _save_model(run, algorithm.name, cfg, algorithm.model(cfg, sim.server), manifest)
     progress.write({"event": "done"})
     return sim.history
+
+
+def preflight(run: FederatedRun, manifest: Manifest) -> None:
+    """Every check of the run's settings that the round loop makes before its first exchange
+    (the algorithm's parameters against the data's sizes, the sampling, the DP plan's budget:
+    :func:`fedmc.federation.loop.privacy_plan`), made before any client is contacted, and the
+    secure aggregation's: at least two clients, and two per round unless the sampling is
+    Bernoulli (a secure sum of one upload is that upload; a round that draws fewer is
+    skipped). :class:`fedmc.errors.ConfigError` names the problem."""
+    algorithm, cfg, settings = run.algorithm, run.config(), run.schedule
+    info = manifest.federation_info(algorithm.data_kind)
+    sampler = settings.sampler(manifest.n_clients)
+    if run.secagg:
+        per_round = settings.active or manifest.n_clients
+        if manifest.n_clients < MIN_UPLOADERS or (settings.sampling != "bernoulli"
+                                                  and per_round < MIN_UPLOADERS):
+            raise ConfigError(f"secure aggregation sums the uploads of at least "
+                              f"{MIN_UPLOADERS} clients: {manifest.n_clients} clients, "
+                              f"{per_round} per round would reveal single uploads")
+    draws = algorithm.draws(cfg, info, np.random.default_rng(settings.seed))
+    dp = run.privacy()
+    if dp is not None:  # the plan's budget, as the loop computes it
+        setup = algorithm.setup(cfg, algorithm.init_server(cfg, info, draws.server), info)
+        dp.multiplier(privacy_plan(setup, sampler, settings.rounds, dp))
 
 
 def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.ndarray],

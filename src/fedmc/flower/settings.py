@@ -69,6 +69,12 @@ class FederatedRun:
     manifest: Path = Path("manifest.json")
     out: Path = Path("runs/federated")
 
+    @classmethod
+    def of(cls, settings: Any, params: dict[str, Any], **federation: Any) -> FederatedRun:
+        """The run of ``fedmc run``'s ``settings`` (:class:`fedmc.run.settings.RunSettings`: the
+        algorithm and the schedule) with ``params``, federated as ``federation`` says."""
+        return cls(settings.algorithm, params, settings.schedule(), **federation)
+
     def config(self) -> Any:
         """The algorithm's validated ``Config``."""
         return spec(self.algorithm_name).Config(**self.params)

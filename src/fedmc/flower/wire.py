@@ -9,9 +9,11 @@ client learns whether to commit its pending state, :mod:`fedmc.flower.client_sta
 recipient gets the same records, so Flower stores and pushes them once per exchange: only the
 message envelopes differ. Client to server: an ``ArrayRecord`` ``"uploads"`` (each upload of
 a batch of one: its dense part and/or rows) and/or a ``ConfigRecord`` ``"sums"``
-(evaluation). Secure aggregation carries the same header and arrays in its legacy records
-(:mod:`fedmc.flower.secagg`). On the way, every content is packed into one record
-(:mod:`fedmc.flower.compact`).
+(evaluation). What a client sends is checked as it is unpacked (:func:`unpack_uploads`,
+:func:`unpack_sums`): a reply that is not finite or has the wrong shape raises
+:class:`RefusedReply`, and the server leaves that client out. Secure aggregation carries the
+same header and arrays in its legacy records (:mod:`fedmc.flower.secagg`). On the way, every
+content is packed into one record (:mod:`fedmc.flower.compact`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ from fedmc.core.uploads import RowPatch, Stacked, Uploads
 
 HEADER = "fedmc"
 NO_EXCHANGE = -1
+PARTS = ("dense", "index", "values")
+
+
+class RefusedReply(ValueError):
+    """A client's reply that the server does not take (not finite, wrong shape, wrong type)."""
 
 
 @dataclass(frozen=True)
@@ -148,21 +155,65 @@ def pack_reply(uploads: Uploads | None = None,
 
 
 def unpack_uploads(content: RecordDict, shapes: Mapping[str, tuple[int, ...]]) -> Uploads:
-    """The uploads of one client's reply, each a batch of one."""
+    """The uploads of one client's reply, each a batch of one; :class:`RefusedReply` unless
+    every part is an upload of ``shapes`` in its shape, finite, its rows distinct and in
+    range."""
+    if "uploads" not in content.array_records:
+        raise RefusedReply("the reply carries no uploads")
     parts = unpack_arrays(content.array_records["uploads"])
+    known = {f"{name}.{part}" for name in shapes for part in PARTS}
+    if set(parts) - known:
+        raise RefusedReply(f"unknown upload parts {sorted(set(parts) - known)}")
     out: dict[str, Stacked] = {}
     for name, shape in shapes.items():
         dense = parts.get(f"{name}.dense")
-        rows = None
-        if f"{name}.index" in parts:
-            index = parts[f"{name}.index"].astype(np.int64)
-            rows = RowPatch(np.array([0, len(index)], dtype=np.int64), index,
-                            parts[f"{name}.values"])
+        if dense is not None:
+            dense = _finite(f"{name}.dense", dense, tuple(shape))[None]
+        rows = _rows(name, parts, tuple(shape))
         if dense is not None or rows is not None:
-            out[name] = Stacked(tuple(shape), None if dense is None else dense[None], rows)
+            out[name] = Stacked(tuple(shape), dense, rows)
     return out
 
 
+def _rows(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
+          ) -> RowPatch | None:
+    """The sparse rows of upload ``name``, if it has any: distinct row indices below
+    ``shape[0]``, one finite row of ``shape[1:]`` each."""
+    index, values = parts.get(f"{name}.index"), parts.get(f"{name}.values")
+    if index is None and values is None:
+        return None
+    if index is None or values is None:
+        missing = "values" if values is None else "indices"
+        raise RefusedReply(f"upload {name!r} has rows without {missing}")
+    if index.ndim != 1 or index.dtype.kind not in "iu":
+        raise RefusedReply(f"upload {name!r}: row indices must be a vector of integers")
+    if len(index) and (index.min() < 0 or index.max() >= shape[0]):
+        raise RefusedReply(f"upload {name!r}: row indices outside 0..{shape[0] - 1}")
+    if len(np.unique(index)) != len(index):
+        raise RefusedReply(f"upload {name!r}: repeated row indices")
+    values = _finite(f"{name}.values", values, (len(index), *shape[1:]))
+    return RowPatch(np.array([0, len(index)], dtype=np.int64), index.astype(np.int64), values)
+
+
+def _finite(part: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` as float64 if it is a real array of ``shape`` with finite entries."""
+    if a.shape != shape or a.dtype.kind not in "fiu":
+        raise RefusedReply(f"upload part {part!r} is {a.dtype} {a.shape}, expected float "
+                           f"{shape}")
+    a = a.astype(np.float64, copy=False)
+    if not np.isfinite(a).all():
+        raise RefusedReply(f"upload part {part!r} is not finite")
+    return a
+
+
 def unpack_sums(content: RecordDict) -> dict[str, float]:
-    """The evaluation sums of one reply."""
-    return {k: float(v) for k, v in content.config_records["sums"].items()}
+    """The evaluation sums of one reply; :class:`RefusedReply` when it has none or one is
+    not finite."""
+    if "sums" not in content.config_records:
+        raise RefusedReply("the reply carries no evaluation sums")
+    sums = {}
+    for key, value in content.config_records["sums"].items():
+        if not isinstance(value, int | float) or not np.isfinite(value):
+            raise RefusedReply(f"evaluation sum {key!r} is not a finite number")
+        sums[key] = float(value)
+    return sums

@@ -42,7 +42,7 @@ class DataSettings(BaseModel):
     binarize: float | None = Field(None, description="rating threshold that counts as 1")
     noise: float = Field(0.1, ge=0, le=1, description="XOR noise of synthetic-boolean")
     rows: int | None = Field(None, ge=1, description="rows of synthetic-boolean (500/client)")
-    seed: int = 0
+    seed: int = Field(0, ge=0)
 
     def public_scale(self) -> tuple[float, float] | None:
         """The rating scale the user declared (``--rating-scale``), else the named data set's

@@ -59,6 +59,7 @@ class RunFolder:
         if path.exists() and not path.is_dir():
             raise ConfigError(f"--out {path} is a file, not a folder")
         self._created = self.path is None or not path.exists()
+        had_lock = (path / LOCK_FILE).exists()
         try:
             path.mkdir(parents=True, exist_ok=True)
             self._lock = open(path / LOCK_FILE, "a")  # noqa: SIM115 (held until release)
@@ -71,6 +72,8 @@ class RunFolder:
             raise ConfigError(f"--out {path} is in use by another run") from None
         earlier = [name for name in self.files if (path / name).exists()]
         if earlier and not self.overwrite:
+            if not had_lock:  # refused: the folder stays as it was
+                (path / LOCK_FILE).unlink()
             self._close()
             raise ConfigError(f"--out {path} already holds a run ({', '.join(earlier)}); pass "
                               "--overwrite to replace it or choose another --out")
@@ -97,10 +100,12 @@ class RunFolder:
             self._close()
 
     def abandon(self) -> None:
-        """Undo :meth:`claim` after an error before any result: the folder is as it was."""
+        """Undo :meth:`claim` after an error: the folder is as it was (the run's files that
+        exist now are this run's: :meth:`claim` removed or refused any earlier ones)."""
         if self._lock is None or self.path is None:
             return
-        (self.path / STATUS_FILE).unlink(missing_ok=True)
+        for name in {*self.files, STATUS_FILE}:
+            (self.path / name).unlink(missing_ok=True)
         (self.path / LOCK_FILE).unlink(missing_ok=True)
         self._close()
         if self._created:

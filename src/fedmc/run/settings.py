@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import Field
 
-from fedmc.algorithms.registry import DP_OPTIONS, PAPER_OPTIONS, spec
+from fedmc.algorithms.registry import CROSS_SILO, DP_OPTIONS, PAPER_OPTIONS, spec
+from fedmc.errors import ConfigError
 from fedmc.federation.settings import Schedule
 
 
@@ -61,7 +62,15 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
     Returns
     -------
     options, params, defaulted
-        Copies with the paper settings (and a variant's) filled in, and the names filled.
+        Copies with the paper settings (and a variant's) filled in, and the names filled. A
+        default never overrides what the user gave: ``--clients N`` under paper settings of one
+        user per client (RFRec's) federates ``N`` clients, partitioned as the cross-silo
+        settings do.
+
+    Raises
+    ------
+    fedmc.errors.ConfigError
+        ``clients`` and ``partition="user"`` both given.
     """
     options, params = dict(options), dict(params)
     entry = spec(algorithm)
@@ -70,6 +79,12 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
         if options.get(name) is None:
             options[name] = value
             defaulted.append(name)
+    if options.get("partition") == "user" and "clients" not in defaulted \
+            and options.get("clients") is not None:
+        if "partition" not in defaulted:
+            raise ConfigError(f"--clients {options['clients']} conflicts with --partition user "
+                              "(one client per user): give one of them")
+        options["partition"] = CROSS_SILO["partition"]  # N clients, as asked
     given_active = options.get("active") is not None and "active" not in defaulted
     variants = [entry.variants.get(options["partition"], {})]
     if options.get("dp_epsilon") is not None:

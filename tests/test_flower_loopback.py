@@ -1,0 +1,188 @@
+"""The ServerApp's loop and fedmc's ClientApp in one process (tests/_loopback.py): secure
+aggregation equals the simulation for every algorithm, the server refuses replies it cannot
+trust, and a secure sum never holds a single client's upload."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+from flwr.app import Context, Message  # noqa: E402
+
+from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
+from fedmc.data.boolean import SYNTHETIC  # noqa: E402
+from fedmc.errors import ConfigError  # noqa: E402
+from fedmc.flower.compact import pack, unpack  # noqa: E402
+from fedmc.flower.manifest import Manifest  # noqa: E402
+from fedmc.flower.server_app import preflight  # noqa: E402
+from fedmc.flower.settings import FederatedRun  # noqa: E402
+from fedmc.flower.split import write_split  # noqa: E402
+from fedmc.flower.wire import (  # noqa: E402
+    RefusedReply,
+    pack_arrays,
+    pack_reply,
+    unpack_sums,
+    unpack_uploads,
+)
+from fedmc.run.data import DataSettings  # noqa: E402
+from fedmc.run.runner import RunResult, execute  # noqa: E402
+from fedmc.run.settings import RunSettings  # noqa: E402
+from fedmc.testing import assert_same_history, client_ids  # noqa: E402
+from tests._loopback import ClientAppCallable, loopback_federation  # noqa: E402
+from tests.test_flower import data_settings, ratings_file  # noqa: E402
+
+PARAMS = {"rank": 3}
+QUANTUM = 2.0**-26  # a secure sum's error per entry and client, relative (flower/secagg.py)
+
+
+def settings_for(algorithm: str, folder: Path, clients: int = 5) -> DataSettings:
+    if algorithm.startswith("felb"):
+        return DataSettings(dataset=SYNTHETIC, rows=60, clients=clients, seed=1)
+    return data_settings(ratings_file(folder, users=60), clients=clients)
+
+
+def out_files(folder: Path) -> tuple[dict[str, np.ndarray], list[dict]]:
+    """The published model and the progress events of a run's output folder."""
+    with np.load(folder / "model.npz") as npz:
+        model = {name: npz[name] for name in npz.files}
+    events = [json.loads(line) for line in (folder / "progress.jsonl").read_text().splitlines()]
+    return model, events
+
+
+def assert_within_quantization(model: dict[str, np.ndarray], reference: RunResult,
+                               rounds: int, clients: int) -> None:
+    """Every published array within ``rounds * clients`` quanta of its largest entry of
+    ``fedmc run``'s: each secure sum errs by less than one quantum per client."""
+    for name, expected in reference.model.model_.items():
+        bound = rounds * clients * QUANTUM * np.abs(expected).max()
+        np.testing.assert_allclose(model[name], expected, rtol=0, atol=bound,
+                                   err_msg=f"published {name!r}")
+
+
+# RFRec's default optimizer, Adam, divides each step by the gradient's running size, so where a
+# gradient vanishes it turns differences of 1e-10 (quantization, even the order of a sum) into
+# steps of size alpha: its model is held to the bound with plain gradient steps ("gd"), its
+# metrics with both (docs/federation.md, "Secure aggregation: scaling and precision").
+SECURE_CASES = {"fedmc-admm": ("fedmc-admm", {}, True), "fedmavg": ("fedmavg", {}, True),
+                "rfrec-gd": ("rfrec", {"optimizer": "gd"}, True),
+                "rfrec-adam": ("rfrec", {}, False), "felb": ("felb", {}, True)}
+
+
+@pytest.mark.parametrize(("algorithm", "params", "model_bound"), SECURE_CASES.values(),
+                         ids=SECURE_CASES.keys())
+def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model_bound):
+    """No client is lost (FedMAvg's and RFRec's clients that compute without uploading
+    included) and every metric and the model agree with the simulation to the quantization's
+    precision."""
+    settings, params = settings_for(algorithm, tmp_path), {**PARAMS, **params}
+    run = RunSettings(rounds=4, active=3, seed=0, algorithm=algorithm)
+    history = loopback_federation(tmp_path, settings,
+                                  FederatedRun.of(run, params, secagg=True, out=Path("out")))
+    reference = execute(run, settings, params)
+    assert all(row["lost"] == "" for row in history.rows), history.column("lost")
+    assert_same_history(history, reference.history, rtol=1e-6, atol=1e-9,
+                        ignore=("seconds", "bytes_up", "participants", "lost"))
+    model, events = out_files(tmp_path / "out")
+    if model_bound:
+        assert_within_quantization(model, reference, run.rounds, 5)
+    assert not [e for e in events if e["event"] in ("refused", "failed", "skipped")]
+
+
+def poison(client: int, value: float = np.nan):
+    """A mod that turns ``client``'s uploads into ``value`` (a buggy client)."""
+
+    def mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+        reply = call_next(msg, context)
+        content = unpack(reply.content)
+        if int(context.node_config["client"]) == client and "uploads" in content.array_records:
+            parts = {k: a.numpy() for k, a in content.array_records["uploads"].items()}
+            content["uploads"] = pack_arrays({k: np.full_like(a, value) if k.endswith(
+                (".dense", ".values")) else a for k, a in parts.items()})
+        reply.content = pack(content)
+        return reply
+
+    return mod
+
+
+def test_a_client_that_uploads_nan_is_left_out_and_the_model_stays_finite(tmp_path):
+    """Plain: the server refuses the upload, counts client 1 lost, logs why, and the run is
+    the replay of the federation without client 1's steps in those rounds."""
+    settings = settings_for("fedmc-admm", tmp_path)
+    run = RunSettings(rounds=4, active=3, seed=0)
+    history = loopback_federation(tmp_path, settings, FederatedRun.of(run, PARAMS, out=Path("out")),
+                                  mods={1: poison(1)})
+    lost, included = client_ids(history, "lost"), client_ids(history)
+    asked = [k for k in range(1, 5) if 1 in lost[k]]
+    assert asked and all(1 not in included[k] for k in asked)
+    model, events = out_files(tmp_path / "out")
+    assert np.isfinite(model["V"]).all() and np.isfinite(history.column("test_rmse")).all()
+    refused = [e for e in events if e["event"] == "refused"]
+    assert {e["round"] for e in refused} >= set(asked) and all(
+        e["clients"] == [1] and "not finite" in e["reason"] for e in refused)
+
+
+def test_uploads_of_the_wrong_shape_or_kind_are_refused():
+    shapes = {"a": (4, 2)}
+    good = Stacked((4, 2), rows=RowPatch(np.array([0, 2]), np.array([1, 3]), np.ones((2, 2))))
+    assert set(unpack_uploads(pack_reply({"a": good}), shapes)) == {"a"}
+    bad = {
+        "is float64 .4, 3., expected float .4, 2.": {"a.dense": np.ones((4, 3))},
+        "not finite": {"a.dense": np.full((4, 2), np.inf)},
+        "outside": {"a.index": np.array([4]), "a.values": np.ones((1, 2))},
+        "repeated": {"a.index": np.array([1, 1]), "a.values": np.ones((2, 2))},
+        "without values": {"a.index": np.array([1])},
+        "integers": {"a.index": np.array([1.0]), "a.values": np.ones((1, 2))},
+        "unknown": {"b.dense": np.ones((4, 2))},
+        "expected float": {"a.dense": np.full((4, 2), "x")},
+    }
+    for reason, parts in bad.items():
+        content = pack_reply()
+        content["uploads"] = pack_arrays(parts)
+        with pytest.raises(RefusedReply, match=reason):
+            unpack_uploads(content, shapes)
+    with pytest.raises(RefusedReply, match="no uploads"):
+        unpack_uploads(pack_reply(sums={"sse": 1.0}), shapes)
+    with pytest.raises(RefusedReply, match="not a finite"):
+        unpack_sums(pack_reply(sums={"sse": float("nan")}))
+
+
+def test_a_secure_round_with_one_uploader_is_skipped_and_said_so(tmp_path):
+    """Two clients per round and half of them dropping out: a round left with one upload
+    is not summed (the sum would be that upload); nobody steps in it and the run equals its
+    replay."""
+    settings = settings_for("fedmc-admm", tmp_path)
+    run = RunSettings(rounds=6, active=2, dropout=0.5, seed=3)
+    history = loopback_federation(tmp_path, settings,
+                                  FederatedRun.of(run, PARAMS, secagg=True, out=Path("out")))
+    _, events = out_files(tmp_path / "out")
+    skipped = {e["round"] for e in events if e["event"] == "skipped"}
+    sampled = dict(zip(history.column("round"), history.column("clients"), strict=True))
+    assert skipped and skipped == {k for k in range(1, 7) if sampled[k] == 1}
+    included = client_ids(history)
+    assert all(included[k] == [] for k in skipped)
+    assert all(row["lost"] == "" for row in history.rows)
+
+
+def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(tmp_path):
+    settings = settings_for("fedmc-admm", tmp_path, clients=2)
+    write_split(settings, tmp_path / "split")
+    manifest = Manifest.read(tmp_path / "split" / "manifest.json")
+    cases = [
+        (RunSettings(active=1), {}, True, "at least 2 clients: 2 clients, 1 per round"),
+        (RunSettings(active=2), {"rank": 0}, False, "rank must be at least 1"),
+        (RunSettings(active=2), {"rank": 5000}, False, "rank 5000 exceeds"),
+        (RunSettings(active=None, user_dp_noise=1.0), {}, False, "needs --dp-clip"),
+        (RunSettings(active=1, user_dp_noise=1.0, user_dp_clip=1.0), {}, False,
+         "Poisson sampling"),
+        (RunSettings(active=None, user_dp_epsilon=0.01, user_dp_noise=0.5, user_dp_clip=1.0),
+         {}, False, "over the budget"),
+    ]
+    for run, params, secagg, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            preflight(FederatedRun.of(run, params, secagg=secagg), manifest)
+    preflight(FederatedRun.of(RunSettings(active=2), {}, secagg=True), manifest)  # fine
