@@ -20,6 +20,7 @@ _REGISTRY: dict[str, str] = {
     "felb-mu": "fedmc.algorithms.felb:FelbMU",
     "rfrec": "fedmc.algorithms.rfrec:RFRec",
     "rfrecf": "fedmc.algorithms.rfrec:RFRecF",
+    "fedals": "fedmc.algorithms.fedals:FedALS",
 }
 
 

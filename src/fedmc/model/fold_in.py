@@ -38,6 +38,7 @@ _REGISTRY: dict[str, str] = {
     "rfrec": "fedmc.algorithms.rfrec.fold_in:fold_in",
     "rfrecf": "fedmc.algorithms.rfrec.fold_in:fold_in",
     "als": "fedmc.algorithms.als:fold_in",
+    "fedals": "fedmc.algorithms.fedals.fold_in:fold_in",
 }
 
 
