@@ -32,7 +32,7 @@ from fedmc.errors import ConfigError
 from fedmc.estimator import Estimator, FactorPredictions
 from fedmc.files import strict_json, write_atomic
 from fedmc.model import FactorModel
-from fedmc.pipeline import DataSettings, federated_data, load_boolean_data
+from fedmc.pipeline import DataSettings, federated_data, implicit_params, load_boolean_data
 from fedmc.sim.history import History
 from fedmc.sim.loop import RoundCallback
 from fedmc.sim.sampling import SamplingKind
@@ -105,6 +105,7 @@ def execute(
     started = time.perf_counter()
     compiled_before = compile_seconds()
     algo_cls = get_algorithm(run.algorithm)
+    params = implicit_params(algo_cls.Config, params, data_settings)
     cfg = algo_cls.Config(**params)  # validate parameters before any loading
     factor_model = issubclass(algo_cls, FactorPredictions)
     if not factor_model and (run.ranking_k is not None or run.save_user_factors):

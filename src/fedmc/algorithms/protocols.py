@@ -27,6 +27,9 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
     "rfrecf": {**_ONE_USER_PER_CLIENT, "rounds": 400},
     # Centralized ALS: no clients to speak of; the progress counts its sweeps (default 15).
     "als": {**_ONE_USER_PER_CLIENT, "rounds": 15},
+    # Federated ALS: one user per client (a device), 100 rounds; each client in a round with
+    # probability 0.1 (VARIANTS), every client with --active all.
+    "fedals": {**_ONE_USER_PER_CLIENT, "rounds": 100},
 }
 
 #: Settings of (algorithm, partition) applied where the user chose that partition and did not
@@ -38,6 +41,7 @@ VARIANTS: dict[tuple[str, str], dict[str, Any]] = {
     ("fedmc-admm", "user"): {"consensus": "rated", "beta": 0.6, "gamma": 12.0, "lam": 3.0,
                              "inner": 100, "dual_init": "zeros", "sampling": "bernoulli",
                              "participation": 0.1},
+    ("fedals", "user"): {"sampling": "bernoulli", "participation": 0.1},
 }
 
 

@@ -88,8 +88,17 @@ def run(
                                                    "algorithms).", rich_help_panel=DATA)] = None,
     noise: Annotated[float, typer.Option(help="XOR noise of --dataset synthetic-boolean.",
                                          rich_help_panel=DATA)] = 0.1,
-    normalize: Annotated[str, typer.Option(help="none|center|zscore (fitted on training "
-                                           "ratings).", rich_help_panel=DATA)] = "zscore",
+    normalize: Annotated[str | None, typer.Option(help="none|center|zscore (fitted on "
+                                                  "training ratings); default zscore, none "
+                                                  "with --implicit.",
+                                                  rich_help_panel=DATA)] = None,
+    implicit: Annotated[bool, typer.Option("--implicit", help="Read every rating as an "
+                                           "interaction (a click): implicit feedback, for "
+                                           "fedals; ranking metrics at 10 by default.",
+                                           rich_help_panel=DATA)] = False,
+    implicit_threshold: Annotated[float | None, typer.Option(
+        help="With --implicit: only ratings >= T are interactions (default: every rating).",
+        rich_help_panel=DATA)] = None,
     split: Annotated[str, typer.Option(help="random (per rating) | user (per-user holdout).",
                                        rich_help_panel=DATA)] = "random",
     test_fraction: Annotated[float, typer.Option(help="Share of ratings held out.",
@@ -165,7 +174,8 @@ def run(
         help="User-level DP: L2 bound of one client's set-up upload (default --dp-clip); "
         "that exchange's noise scales with it.", rich_help_panel=PROTO)] = None,
     ranking_k: Annotated[int | None, typer.Option(help="Add precision, recall, NDCG, MAP, hit "
-                                                  "rate and coverage at K (after training).",
+                                                  "rate and coverage at K (after training); "
+                                                  "default 10 with --implicit.",
                                                   rich_help_panel=PROTO)] = None,
     save_user_factors: Annotated[bool, typer.Option(
         "--save-user-factors", help="Save the user factors and rated items with the model "
@@ -222,14 +232,19 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         data_dir=o["data_dir"], duplicates=o["duplicates"], clients=o["clients"],
         partition=o["partition"], split=o["split"], test_fraction=o["test_fraction"],
         normalize=o["normalize"], binary=o["binary"], binarize=o["binarize"], noise=o["noise"],
-        seed=o["seed"],
+        seed=o["seed"], implicit=o.get("implicit", False),
+        implicit_threshold=o.get("implicit_threshold"),
     )
+    ranking_k = o.get("ranking_k")
+    if ranking_k is None and data_settings.implicit:  # interactions are judged by ranking
+        ranking_k = 10
+        defaulted = sorted([*defaulted, "ranking_k"])
     run_settings = RunSettings(
         algorithm=o["algorithm"], rounds=o["rounds"],
         active=_active(o["active"], o["clients"], o["partition"]),
         sampling=o["sampling"] or "uniform",
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
-        seed=o["seed"], ranking_k=o.get("ranking_k"),
+        seed=o["seed"], ranking_k=ranking_k,
         **{f"user_{k}": o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip",
                                        "dp_setup_scale", "dp_setup_clip") if k in o},
         save_user_factors=o.get("save_user_factors", False), defaulted=defaulted,
@@ -269,7 +284,8 @@ def _parse_params(items: list[str]) -> dict[str, Any]:
     return params
 
 
-_SHOWN = (("test_rmse", "test RMSE"), ("f1", "F1"), ("rmsd", "RMSD"))
+_SHOWN = (("test_rmse", "test RMSE"), ("f1", "F1"), ("rmsd", "RMSD"), ("objective",
+                                                                       "objective"))
 
 
 class _progress:
