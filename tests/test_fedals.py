@@ -4,6 +4,9 @@ form and its norms, the fold-in."""
 
 from __future__ import annotations
 
+import csv
+import json
+
 import numpy as np
 import pytest
 
@@ -15,11 +18,13 @@ from fedmc.algorithms.fedals.kernels import item_solves
 from fedmc.core.uploads import OuterRows, Stacked, svec_pairs, upload_nbytes
 from fedmc.data import CSR
 from fedmc.errors import ConfigError
+from fedmc.model import load_model
 from fedmc.privacy.gaussian import clip_uploads, squared_norms
 from fedmc.sim.loop import simulate
 from fedmc.sim.sampling import make_sampler
 from fedmc.testing import ScheduledSampler, record_boundary
 from tests.conftest import tiny_federated, tiny_interactions
+from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (a fixture)
 
 
 def dense(data):
@@ -309,3 +314,68 @@ def test_fold_in_is_the_user_step(mode):
     U = start[None].copy()
     user_step(cfg, R, np.zeros(1, dtype=np.int64), U, V)
     np.testing.assert_allclose(U[0], u, atol=1e-14)
+
+
+def test_implicit_run_then_recommend_from_clicked_items(monkeypatch, capsys, tmp_path,
+                                                        ratings_csv):  # noqa: F811
+    out = tmp_path / "run"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "fedals", "--implicit",
+                          "--ratings", ratings_csv, "--rank", 3, "--rounds", 4,
+                          "--save-user-factors", "--out", out, "-q")
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["params"]["implicit"] is True and config["data"]["normalize"] == "none"
+    assert config["run"]["ranking_k"] == 10 and "ranking_k" in config["run"]["defaulted"]
+    with open(out / "history.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    objective = [float(r["objective"]) for r in rows]
+    assert all(b <= a for a, b in zip(objective[1:], objective[2:], strict=False))
+    assert "test_rmse" not in rows[0] and 0 <= float(rows[-1]["ndcg@10"]) <= 1
+    model = load_model(out)
+    assert model.implicit and model.algorithm == "fedals"
+    clicked = tmp_path / "clicked.csv"
+    clicked.write_text("item\n3\n7\n")
+    code, stdout, err = invoke(monkeypatch, capsys, "recommend", out, "--items", clicked, "-n",
+                               4, "--format", "json")
+    assert code == 0, err
+    listed = [r["item"] for r in json.loads(stdout)]
+    assert len(listed) == 4 and not {3, 7} & set(listed)
+    new = model.fold_in(np.array([3, 7]))
+    expect = fold_in(model.config, model.V, model.items.index(np.array([3, 7])), np.ones(2))
+    np.testing.assert_allclose(new.factor, expect)
+    assert [int(i) for i in model.recommend(new, n=4).items] == listed
+    mine = tmp_path / "mine.csv"
+    mine.write_text("item,rating\n3,5\n")
+    code, _, err = invoke(monkeypatch, capsys, "recommend", out, "--ratings", mine)
+    assert code == 2 and "give the items alone" in err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--algorithm", "als", "--implicit"], "algorithm for implicit feedback"),
+    (["--algorithm", "fedals", "--implicit", "-P", "implicit=false"], "contradicts"),
+    (["--algorithm", "fedals", "-P", "implicit=true"], "add --implicit"),
+    (["--algorithm", "fedals", "--implicit", "--normalize", "zscore"], "drop --normalize"),
+    (["--algorithm", "fedals", "--implicit-threshold", "4"], "needs --implicit"),
+    (["--algorithm", "fedals", "--implicit", "--implicit-threshold", "9"], "reaches"),
+    (["--algorithm", "fedals", "--implicit", "--biases"], "no biases"),
+])
+def test_implicit_conflicts_exit_2_with_one_line(monkeypatch, capsys, tmp_path,
+                                                 ratings_csv, args, needle):  # noqa: F811
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--rounds", 1,
+                          *args, "--out", tmp_path / "run", "-q")
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_implicit_threshold_keeps_the_ratings_that_reach_it(ratings_csv):  # noqa: F811
+    from fedmc.pipeline import DataSettings, federated_data
+
+    every, _ = federated_data(DataSettings(ratings=ratings_csv, clients=4, implicit=True))
+    high, _ = federated_data(DataSettings(ratings=ratings_csv, clients=4, implicit=True,
+                                          implicit_threshold=4))
+    plain, _ = federated_data(DataSettings(ratings=ratings_csv, clients=4))
+    n_high = np.sum(plain.normalizer.inverse(np.concatenate([plain.train.values,
+                                                             plain.test.values])) >= 4)
+    assert every.train.nnz + every.test.nnz == plain.train.nnz + plain.test.nnz
+    assert high.train.nnz + high.test.nnz == n_high < every.train.nnz
+    assert np.all(high.train.values == 1.0) and high.normalizer.is_identity
