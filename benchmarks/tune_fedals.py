@@ -75,8 +75,8 @@ def main() -> None:
     data = validation_cut(args.seed)
     print(f"fitting {data.train.nnz} / validation {data.test.nnz} interactions, "
           f"{data.n_users} users, {data.n_items} items\n")
-    print("| rank | alpha | lam | method | ndcg@10 | recall@10 | s |\n|---|---|---|---|---|---|---|",
-          flush=True)
+    print("| rank | alpha | lam | method | ndcg@10 | recall@10 | s |")
+    print("|---" * 7 + "|", flush=True)
     for rank, alpha, lam in itertools.product(args.ranks, args.alphas, args.lams):
         cells = f"| {rank} | {alpha:g} | {lam:g} |"
         if not args.skip_implicit:

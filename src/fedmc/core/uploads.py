@@ -110,16 +110,14 @@ class OuterRows:
         """The rows themselves, ``(groups, width)``: what the clients send (formed anew on
         every access)."""
         out = np.zeros((len(self.index), self.width))
-        _outer_rows(out, self.term_ptr, self.vec, self.a, self.b, self.vectors,
-                    *svec_pairs(self.vectors.shape[1]))
+        _outer_rows(out, self.term_ptr, self.vec, self.a, self.b, self.vectors)
         return out
 
     def add_to(self, flat: np.ndarray, weights: np.ndarray) -> None:
         """Add every client's rows, times ``weights[k]``, into ``flat`` (the summed
         ``(rows, width)`` array), term by term."""
         _scatter_outer(flat, self.ptr, self.index, self.term_ptr, self.vec, self.a, self.b,
-                       self.vectors, weights.astype(np.float64),
-                       *svec_pairs(self.vectors.shape[1]))
+                       self.vectors, weights.astype(np.float64))
 
 
 @dataclass(frozen=True)
@@ -194,48 +192,51 @@ def _scatter_rows(total, ptr, index, values, weights):
 
 
 @numba.njit(cache=True, inline="always")
-def _add_terms(row, q0, q1, vec, a, b, vectors, w, s_row, s_col, coef, e0, e1):
-    """``row[e] += w * (entry e of the row of the terms q0:q1)`` for ``e`` in ``e0:e1``
-    (:class:`OuterRows`)."""
-    n_packed = s_row.shape[0]
+def _add_terms(row, q0, q1, vec, a, b, vectors, w):
+    """``row += w * (the row of the terms q0:q1)`` (:class:`OuterRows`; the packing of
+    :func:`svec_pairs`: the upper triangle row by row, off the diagonal times sqrt(2))."""
+    d = vectors.shape[1]
+    root2 = np.sqrt(2.0)
     for q in range(q0, q1):
         x = vectors[vec[q]]
-        wa = w * a[q]
+        e = 0
+        for i in range(d):
+            xi = w * a[q] * x[i]
+            row[e] += xi * x[i]
+            e += 1
+            xi *= root2
+            for c in range(i + 1, d):
+                row[e] += xi * x[c]
+                e += 1
         wb = w * b[q]
-        for e in range(e0, min(e1, n_packed)):
-            row[e] += wa * coef[e] * x[s_row[e]] * x[s_col[e]]
-        for e in range(max(e0, n_packed), e1):
-            row[e] += wb * x[e - n_packed]
+        for i in range(d):
+            row[e + i] += wb * x[i]
 
 
 @numba.njit(cache=True, parallel=True)
-def _outer_rows(out, term_ptr, vec, a, b, vectors, s_row, s_col, coef):
+def _outer_rows(out, term_ptr, vec, a, b, vectors):
     """Row ``g`` of ``out`` (zeros) becomes the row of group ``g``'s terms (:class:`OuterRows`),
     in parallel over groups."""
-    width = out.shape[1]
     for g in numba.prange(out.shape[0]):
-        _add_terms(out[g], term_ptr[g], term_ptr[g + 1], vec, a, b, vectors, 1.0, s_row, s_col,
-                   coef, 0, width)
+        _add_terms(out[g], term_ptr[g], term_ptr[g + 1], vec, a, b, vectors, 1.0)
 
 
-SCATTER_BLOCKS = 16  # column blocks of the parallel scatter of OuterRows
+SCATTER_PARTS = 64  # the parallel scatter of OuterRows: parts of the summed rows
 
 
 @numba.njit(cache=True, parallel=True)
-def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights, s_row, s_col,
-                   coef):
+def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights):
     """``total[index[g]] += weights[k] * row of group g`` for every group ``g`` of every client
-    ``k`` (:class:`OuterRows`). The columns are cut into blocks, each a thread's: rows of
-    different clients may add to the same row of ``total``, columns never collide, and each
-    entry is summed in term order whatever the threads (same result every run)."""
-    width = total.shape[1]
-    for block in numba.prange(SCATTER_BLOCKS):
-        e0 = block * width // SCATTER_BLOCKS
-        e1 = (block + 1) * width // SCATTER_BLOCKS
+    ``k`` (:class:`OuterRows`). Part ``h`` of the parallel loop adds the groups whose row is
+    ``h`` modulo :data:`SCATTER_PARTS`: rows of different clients may add to the same row of
+    ``total``, parts never do, and each row is summed in group order whatever the threads (the
+    same result every run)."""
+    for part in numba.prange(SCATTER_PARTS):
         for k in range(ptr.shape[0] - 1):
             for g in range(ptr[k], ptr[k + 1]):
-                _add_terms(total[index[g]], term_ptr[g], term_ptr[g + 1], vec, a, b, vectors,
-                           weights[k], s_row, s_col, coef, e0, e1)
+                if index[g] % SCATTER_PARTS == part:
+                    _add_terms(total[index[g]], term_ptr[g], term_ptr[g + 1], vec, a, b,
+                               vectors, weights[k])
 
 
 _SUMMED_BY_DRIVER = object()

@@ -24,7 +24,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedmc.algorithms.fedals.config import FedALSConfig
-from fedmc.algorithms.fedals.kernels import group_counts, implicit_losses, item_terms, user_solves
+from fedmc.algorithms.fedals.kernels import (
+    gram,
+    group_counts,
+    implicit_losses,
+    item_terms,
+    user_solves,
+)
 from fedmc.core.factors import error_sums
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.prox import Regularizer
@@ -54,11 +60,6 @@ def init_clients(cfg: FedALSConfig, shard: FederatedData, draws: InitialDraws,
     U = np.zeros((shard.n_users, cfg.layout.width))
     cfg.layout.project_u(U)
     return ClientState(U, bool(np.all(np.diff(shard.client_ptr) == 1)))
-
-
-def gram(V: np.ndarray) -> np.ndarray:
-    """``V^T V``: the all-items part of every implicit user step (and of the loss)."""
-    return np.ascontiguousarray(V.T @ V)
 
 
 def user_step(cfg: FedALSConfig, R: CSR, rows: np.ndarray, U: np.ndarray,

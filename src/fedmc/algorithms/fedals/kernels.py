@@ -27,6 +27,24 @@ def implicit_weights(values, alpha, w, y):
         y[q] = (1.0 + alpha * r) if r > 0.0 else 0.0
 
 
+@numba.njit(cache=True)
+def gram(F):
+    """``F^T F`` of an ``(n, d)`` array, in one pass over its rows (no BLAS call: waking BLAS
+    threads between Numba's parallel kernels costs more than the product)."""
+    d = F.shape[1]
+    G = np.zeros((d, d))
+    for j in range(F.shape[0]):
+        f = F[j]
+        for a in range(d):
+            fa = f[a]
+            for c in range(a, d):
+                G[a, c] += fa * f[c]
+    for a in range(d):
+        for c in range(a):
+            G[a, c] = G[c, a]
+    return G
+
+
 @numba.njit(cache=True, parallel=True)
 def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, lam, alpha,
                 implicit):
