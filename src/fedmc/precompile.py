@@ -35,9 +35,11 @@ from fedmc.data.registry import user_cache_dir
 
 def token_width(algorithm_cls: type, cfg: Any) -> int | None:
     """The rank token's width of a run (factor columns with the bias columns), or None for
-    algorithms whose kernels take no rank token (ALS, the Boolean ones)."""
+    algorithms whose kernels take no rank token (ALS, the Boolean ones, implicit fedals)."""
     layout = getattr(cfg, "layout", None)
     if layout is None or getattr(algorithm_cls, "algorithm", None) is None:
+        return None
+    if getattr(cfg, "implicit", False):  # fedals on interactions: no kernel takes the token
         return None
     return layout.width
 
