@@ -29,6 +29,6 @@ def as_interactions(ratings: Ratings, threshold: float | None = None) -> Ratings
     if ratings.n_ratings and not keep.any():
         raise DataError(f"no rating of {ratings.name} reaches the implicit threshold "
                         f"{threshold:g} (the largest is {ratings.values.max():g})")
-    kept = ratings.subset(keep)
+    kept = ratings if threshold is None else ratings.subset(keep)  # no copy of every id
     return Ratings(kept.users, kept.items, np.ones(kept.n_ratings), kept.n_users, kept.n_items,
                    kept.user_ids, kept.item_ids, kept.name, kept.meta)
