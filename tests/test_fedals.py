@@ -283,7 +283,7 @@ def test_a_round_costs_terms_by_the_cohorts_ratings():
 def test_mode_defaults_and_refusals():
     assert FedALSConfig().model_dump()["biases"] is True
     cfg = FedALSConfig(implicit=True)
-    assert cfg.biases is False and cfg.rank == 32 and cfg.lam == 5.0
+    assert cfg.biases is False and cfg.rank == 32 and cfg.lam == 50.0
     assert FedALSConfig(implicit=True, rank=7, lam=0.1).rank == 7
     with pytest.raises(ValueError, match="no biases"):
         FedALSConfig(implicit=True, biases=True)

@@ -19,7 +19,7 @@ from fedmc.core.factors import FactorConfig
 #: validation cut of ML-1M's training interactions (``benchmarks/README.md``, "Federated ALS").
 MODE_DEFAULTS: dict[bool, dict[str, Any]] = {
     False: {"rank": 10, "lam": 10.0, "biases": True},
-    True: {"rank": 32, "lam": 5.0, "biases": False},
+    True: {"rank": 32, "lam": 50.0, "biases": False},
 }
 
 
@@ -39,7 +39,7 @@ class FedALSConfig(FactorConfig):
     biases: bool | None = Field(None, description="user and item biases (default: on for "
                                 "ratings; implicit feedback has none)")
     lam: float | None = Field(None, gt=0, description="ridge weight lambda of every user and "
-                              "item row (default: 10 explicit, 5 implicit)")
+                              "item row (default: 10 explicit, 50 implicit)")
     alpha: float = Field(2.0, ge=0, description="confidence c = 1 + alpha r of an interaction "
                          "of strength r (implicit only)")
     init_scale: float = Field(0.1, ge=0, description="V^0 uniform on [0, init_scale]")
