@@ -28,25 +28,14 @@ from fedmc.algorithms.fedals.config import FedALSConfig
 from fedmc.core.protocol import Algorithm
 from fedmc.estimator import FactorEstimator
 
+CLIENT_FUNCTIONS = ("init_clients", "client_step", "evaluate", "user_factors")
+SERVER_FUNCTIONS = ("draws", "init_server", "setup", "message", "server_step", "upload_shapes",
+                    "model", "metrics")
 ALGORITHM = Algorithm(
-    name="fedals",
-    Config=FedALSConfig,
-    data_kind="ratings",
-    draws=server.draws,
-    init_server=server.init_server,
-    init_clients=client.init_clients,
-    setup=server.setup,
-    message=server.message,
-    client_step=client.client_step,
-    server_step=server.server_step,
-    upload_shapes=server.upload_shapes,
-    model=server.model,
-    evaluate=client.evaluate,
-    metrics=server.metrics,
-    user_factors=client.user_factors,
-    split_batches=True,
+    name="fedals", Config=FedALSConfig, data_kind="ratings", split_batches=True,
+    **{name: getattr(client, name) for name in CLIENT_FUNCTIONS},
+    **{name: getattr(server, name) for name in SERVER_FUNCTIONS},
 )
-
 
 class FedALS(FactorEstimator):
     """Federated ALS on the batched simulation (``implicit=True`` for interactions).
