@@ -340,6 +340,7 @@ def test_implicit_run_then_recommend_from_clicked_items(monkeypatch, capsys, tmp
     assert code == 0, err
     listed = [r["item"] for r in json.loads(stdout)]
     assert len(listed) == 4 and not {3, 7} & set(listed)
+    assert all("preference" in r and "rating" not in r for r in json.loads(stdout))
     new = model.fold_in(np.array([3, 7]))
     expect = fold_in(model.config, model.V, model.items.index(np.array([3, 7])), np.ones(2))
     np.testing.assert_allclose(new.factor, expect)

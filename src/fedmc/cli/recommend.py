@@ -49,8 +49,8 @@ def recommend(
     from the published item model by the algorithm's own user step (fold-in); the ratings
     never leave this process. Titles are shown for MovieLens runs when the data set's files
     are in the data folder. The last column is the predicted rating, or for a model of
-    implicit feedback the predicted preference (about 1 for a likely item, 0 for an unlikely
-    one).
+    implicit feedback the predicted preference (column "preference": nearer 1 for a likely
+    item, 0 for an unlikely one).
     """
     from fedmc.data.user_files import load_item_ratings, load_items
     from fedmc.model import load_model
@@ -67,14 +67,15 @@ def recommend(
         who = model.fold_in(load_items(items))
     top = model.recommend(who, n=n, exclude_rated=not include_rated)
     titles = item_titles(model.dataset, data_dir)
+    score = "preference" if model.implicit else "rating"
     rows = []
     for rank, (item, rating) in enumerate(zip(top.items, top.ratings, strict=True), start=1):
         row: dict[str, Any] = {"rank": rank, "item": _plain(item)}
         if titles:
             row["title"] = titles.get(str(item), "")
-        row["rating"] = round(float(rating), 4)
+        row[score] = round(float(rating), 4)
         rows.append(row)
-    _emit(rows, fmt, ["rank", "item", *(["title"] if titles else []), "rating"])
+    _emit(rows, fmt, ["rank", "item", *(["title"] if titles else []), score])
 
 
 def predict(
