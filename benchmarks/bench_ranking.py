@@ -85,14 +85,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--split", choices=("random", "user"), default="random")
+    parser.add_argument("--only", help="run only the methods whose label holds this text "
+                        "(and popularity)")
     args = parser.parse_args()
     from cornac.models import BPR, MF
 
     data = load_federated("ml-1m", clients=100, split=args.split, seed=args.seed)
     results: list[tuple[str, float, dict[str, float], float]] = []
 
-    def record(label: str, U, V, seconds: float, error: float = float("nan")) -> None:
-        metrics = ranking_metrics(ranking_sums(data, U, V, K), K)
+    def wanted(label: str) -> bool:
+        return args.only is None or args.only in label
+
+    def record(label: str, U, V, seconds: float, error: float = float("nan"),
+               on: FederatedData = data) -> None:
+        """Score the factors ``U`` (rows in the order of ``on``) and ``V``."""
+        metrics = ranking_metrics(ranking_sums(on, U, V, K), K)
         results.append((label, error, metrics, seconds))
         print(f"done: {label}", flush=True)
 
@@ -120,6 +127,8 @@ def main() -> None:
         (f"fedals --implicit (defaults: rank {rank}, alpha {alpha:g}, lambda {lam:g}, 100 "
          "rounds, one-user clients w.p. 0.1 per round)", FedALS(implicit=True, **tenth), clicks),
     ):
+        if not wanted(label):
+            continue
         t0 = time.perf_counter()
         est.fit(federation)
         seconds = time.perf_counter() - t0
@@ -127,11 +136,12 @@ def main() -> None:
         error = est.history_.rows[-1].get("test_rmse", float("nan"))  # none for clicks
         results.append((label, error, metrics, seconds))
         print(f"done: {label}", flush=True)
-    t0 = time.perf_counter()
-    U, V = implicit_als(clicks, rank, alpha, lam, args.seed)
-    record(f"implicit {implicit_version()} ALS (factors {rank}, alpha {1 + alpha:g}, "
-           f"regularization {lam:g}, 15 iterations, centralized)", U, V,
-           time.perf_counter() - t0)
+    label = (f"implicit {implicit_version()} ALS (factors {rank}, alpha {1 + alpha:g}, "
+             f"regularization {lam:g}, 15 iterations, centralized)")
+    if wanted(label):
+        t0 = time.perf_counter()
+        U, V = implicit_als(clicks, rank, alpha, lam, args.seed)
+        record(label, U, V, time.perf_counter() - t0, on=clicks)
     for label, model, biases in (
         ("cornac MF (k=10, 25 epochs SGD, lr 0.01, reg 0.02, biases)",
          MF(k=10, max_iter=25, learning_rate=0.01, lambda_reg=0.02, use_bias=True,
@@ -143,6 +153,8 @@ def main() -> None:
          BPR(k=rank, max_iter=200, learning_rate=0.001, lambda_reg=0.01, seed=args.seed),
          "item"),
     ):
+        if not wanted(label):
+            continue
         t0 = time.perf_counter()
         fit_cornac(model, data)
         seconds = time.perf_counter() - t0
