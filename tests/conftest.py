@@ -72,3 +72,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def tiny_interactions(m: int = 12, n: int = 9, p: int = 3, density: float = 0.4,
+                      seed: int = 0) -> FederatedData:
+    """Implicit feedback on a random mask: interaction strengths in ``{1, 2, 3}``, users split
+    contiguously over ``p`` clients, every fifth interaction also a test one (as in
+    :func:`tiny_federated`)."""
+    rng = np.random.default_rng(seed)
+    mask = rng.random((m, n)) < density
+    mask[np.arange(m), rng.integers(0, n, m)] = True
+    users, items = np.nonzero(mask)
+    ratings = Ratings(users.astype(np.int32), items.astype(np.int32),
+                      rng.integers(1, 4, len(users)).astype(float), m, n)
+    test = ratings.subset(np.arange(0, ratings.n_ratings, 5))
+    client = np.repeat(np.arange(p), -(-m // p))[:m].astype(np.int32)
+    return FederatedData.build(ratings, test, client, Normalizer())

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedmc.algorithms.als.kernels import ridge_rows
 from fedmc.api import load_federated
+from fedmc.core.ridge import ridge_rows
 from fedmc.estimators import ALS
 from fedmc.run.data import DataSettings
 from fedmc.run.runner import execute

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedmc.algorithms.fedals import ALGORITHM as FEDALS
 from fedmc.algorithms.fedmavg import ALGORITHM as FEDMAVG
 from fedmc.algorithms.fedmavg import POSTER as FEDMAVG_POSTER
 from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
@@ -27,7 +28,7 @@ from fedmc.testing import (
     assert_server_sees_only_sums,
     run_driver,
 )
-from tests.conftest import tiny_federated
+from tests.conftest import tiny_federated, tiny_interactions
 
 CASES = [
     (FEDMC_ADMM, {"rank": 2, "inner": 3, "beta": 0.8, "lam": 0.05, "gamma": 0.02}, {}),
@@ -71,6 +72,12 @@ CASES = [
     (FELB_MU, {"rank": 2, "local_steps": 3}, {"active": 3}),
     (FELB_MU, {"rank": 2, "dp": "gaussian", "dp_clip": "frobenius"}, {"dropout": 0.3}),
     (FELB_MU, {"rank": 2, "dp": "gaussian", "dp_clip": "none", "sharpen": 0.0}, {}),
+    (FEDALS, {"rank": 2, "lam": 0.5}, {}),
+    (FEDALS, {"rank": 2, "biases": False}, {"sampling": "bernoulli", "participation": 0.5}),
+    (FEDALS, {"rank": 3}, {"dropout": 0.3}, "one-user"),
+    (FEDALS, {"rank": 2, "implicit": True, "alpha": 3.0}, {}, "implicit"),
+    (FEDALS, {"rank": 3, "implicit": True, "lam": 0.2},
+     {"sampling": "replacement", "active": 6}, "implicit-one-user"),
 ]
 
 
@@ -103,12 +110,23 @@ def one_user():
     return tiny_federated(m=15, n=8, p=15, density=0.45, seed=4)[0]
 
 
+@pytest.fixture(scope="module")
+def implicit():
+    return tiny_interactions(m=15, n=8, p=5, density=0.45, seed=4)
+
+
+@pytest.fixture(scope="module")
+def implicit_one_user():
+    return tiny_interactions(m=15, n=8, p=15, density=0.45, seed=4)
+
+
 @pytest.fixture
-def data(request, ratings, boolean, one_user):
+def data(request, ratings, boolean, one_user, implicit, implicit_one_user):
     case = request.getfixturevalue("case")
     if case[0].data_kind == "boolean":
         return boolean
-    return one_user if case[3:] == ("one-user",) else ratings
+    return {("one-user",): one_user, ("implicit",): implicit,
+            ("implicit-one-user",): implicit_one_user}.get(case[3:], ratings)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
@@ -153,7 +171,8 @@ def test_evaluation_folded_into_the_next_message_gives_the_same_history(case, da
     assert [k for k, row in rows if row is not None] == [2, 4, 5]
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[0].split_batches][:4], ids=_case_id)
+@pytest.mark.parametrize("case", [c for c in CASES if c[0].split_batches][:4]
+                         + [c for c in CASES if c[0] is FEDALS], ids=_case_id)
 def test_chunked_messages_give_the_same_history(case, data, monkeypatch):
     """An algorithm whose clients share no batched state may run a large message in chunks
     (fedmc.sim.clients.CHUNK_RATINGS): same history as one client step over all."""
@@ -185,6 +204,8 @@ DP_CASES = [
     (FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}, {}),
     (RFREC, {"rank": 2, "delta": 0.3, "s": 0.1}, {}),
     (FELB, {"rank": 2, "local_steps": 3}, {}),
+    (FEDALS, {"rank": 2}, {}, "one-user"),
+    (FEDALS, {"rank": 2, "implicit": True}, {}, "implicit"),
 ]
 
 

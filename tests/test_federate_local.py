@@ -19,10 +19,10 @@ import pytest
 
 pytest.importorskip("flwr")
 
+from fedmc.federation.history import History  # noqa: E402
 from fedmc.flower.local import marked_processes, signals_deferred  # noqa: E402
 from fedmc.run.folder import RunFolder  # noqa: E402
 from fedmc.run.runner import execute  # noqa: E402
-from fedmc.federation.history import History  # noqa: E402
 from fedmc.testing import client_ids  # noqa: E402
 from tests.conftest import require_shared_data  # noqa: E402
 from tests.test_cli_run import invoke  # noqa: E402

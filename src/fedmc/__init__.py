@@ -12,7 +12,7 @@ __version__ = "0.1.0"  # the single source of the version (pyproject reads it)
 
 _LAZY = {
     **dict.fromkeys(("FedMCADMM", "FedMAvg", "FedMAvgPoster", "RFRec", "RFRecF", "Felb",
-                     "FelbMU", "ALS", "ItemBias"), "fedmc.estimators"),
+                     "FelbMU", "ALS", "ItemBias", "FedALS"), "fedmc.estimators"),
     "load_federated": "fedmc.api",
     "load_model": "fedmc.model",
     "FactorModel": "fedmc.model",

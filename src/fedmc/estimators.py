@@ -295,6 +295,22 @@ class RFRecF(FactorEstimator):
     name = "rfrecf"
 
 
+class FedALS(FactorEstimator):
+    """Federated ALS on summed sufficient statistics (:mod:`fedmc.algorithms.fedals`) on the
+    batched simulation (``implicit=True`` for interactions).
+
+    Examples
+    --------
+    >>> from fedmc import load_federated
+    >>> data = load_federated("synthetic", clients=20)
+    >>> model = FedALS(rounds=10, active=5).fit(data)
+    >>> bool(model.history_.last("test_rmse") < 1.0)
+    True
+    """
+
+    name = "fedals"
+
+
 class ItemBias(FactorEstimator):
     """The DP item-bias baseline (:mod:`fedmc.algorithms.item_bias`) on the batched simulation.
 

@@ -219,6 +219,13 @@ _SPECS = [
         "fedmc.algorithms.rfrec:ALGORITHM_F", fold_in="fedmc.algorithms.rfrec.fold_in:fold_in",
         paper_settings={**_ONE_USER_PER_CLIENT, "rounds": 400}),
     AlgorithmSpec(
+        # Federated ALS: one user per client (a device), 100 rounds; each client in a round
+        # with probability 0.1 (the variant), every client with --active all.
+        "fedals", "fedmc.algorithms.fedals.config:FedALSConfig",
+        "fedmc.algorithms.fedals:ALGORITHM", fold_in="fedmc.algorithms.fedals.fold_in:fold_in",
+        paper_settings={**_ONE_USER_PER_CLIENT, "rounds": 100},
+        variants={"user": {"sampling": "bernoulli", "participation": 0.1}}),
+    AlgorithmSpec(
         # The DP baseline: one user per client, one set-up exchange answered by everyone.
         "item-bias", "fedmc.algorithms.item_bias.config:ItemBiasConfig",
         "fedmc.algorithms.item_bias:ALGORITHM",

@@ -62,8 +62,10 @@ def record_boundary(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Cal
 
 
 def _copy_uploads(uploads: Uploads) -> Uploads:
+    """Copies of every array of the uploads (dense parts and every field of their rows)."""
     return {name: dataclasses.replace(
         s, dense=None if s.dense is None else np.array(s.dense),
         rows=None if s.rows is None else dataclasses.replace(
-            s.rows, values=np.array(s.rows.values)))
+            s.rows, **{f.name: np.array(getattr(s.rows, f.name))
+                       for f in dataclasses.fields(s.rows)}))
         for name, s in uploads.items()}

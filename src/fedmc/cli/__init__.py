@@ -92,10 +92,18 @@ def run(
                                          rich_help_panel=DATA)] = 0.1,
     normalize: Annotated[str | None, typer.Option(
         help="none|center|zscore (fitted on training ratings) | public (from the rating "
-        "scale alone); default zscore, public with DP.", rich_help_panel=DATA)] = None,
+        "scale alone); default zscore, public with DP, none with --implicit.",
+        rich_help_panel=DATA)] = None,
     rating_scale: Annotated[str | None, typer.Option(
         help="The public rating scale LO,HI (e.g. 1,5): --normalize public maps it onto "
         "[-1, 1]; default: the named data set's.", rich_help_panel=DATA)] = None,
+    implicit: Annotated[bool, typer.Option("--implicit", help="Read every rating as an "
+                                           "interaction (a click): implicit feedback, for "
+                                           "fedals; ranking metrics at 10 by default.",
+                                           rich_help_panel=DATA)] = False,
+    implicit_threshold: Annotated[float | None, typer.Option(
+        help="With --implicit: only ratings >= T are interactions (default: every rating).",
+        rich_help_panel=DATA)] = None,
     split: Annotated[str, typer.Option(help="random (per rating) | user (per-user holdout).",
                                        rich_help_panel=DATA)] = "random",
     test_fraction: Annotated[float, typer.Option(help="Share of ratings held out.",
@@ -171,7 +179,8 @@ def run(
         help="User-level DP: L2 bound of one client's set-up upload (default --dp-clip); "
         "that exchange's noise scales with it.", rich_help_panel=PROTO)] = None,
     ranking_k: Annotated[int | None, typer.Option(help="Add precision, recall, NDCG, MAP, hit "
-                                                  "rate and coverage at K (after training).",
+                                                  "rate and coverage at K (after training); "
+                                                  "default 10 with --implicit.",
                                                   rich_help_panel=PROTO)] = None,
     save_user_factors: Annotated[bool, typer.Option(
         "--save-user-factors", help="Save the user factors and rated items with the model "
@@ -231,13 +240,18 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         partition=o["partition"], split=o["split"], test_fraction=o["test_fraction"],
         normalize=normalize, rating_scale=_rating_scale(o.get("rating_scale")),
         binary=o["binary"], binarize=o["binarize"], noise=o["noise"], seed=o["seed"],
+        implicit=o.get("implicit", False), implicit_threshold=o.get("implicit_threshold"),
     )
+    ranking_k = o.get("ranking_k")
+    if ranking_k is None and data_settings.implicit:  # interactions are judged by ranking
+        ranking_k = 10
+        defaulted = sorted([*defaulted, "ranking_k"])
     run_settings = RunSettings(
         algorithm=o["algorithm"], rounds=o["rounds"],
         active=_active(o["active"], o["clients"], o["partition"]),
         sampling=o["sampling"] or "uniform",
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
-        seed=o["seed"], ranking_k=o.get("ranking_k"),
+        seed=o["seed"], ranking_k=ranking_k,
         **{f"user_{k}": o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip",
                                        "dp_setup_clip") if k in o},
         user_dp_setup_scale=1.0 if o.get("dp_setup_scale") is None else o["dp_setup_scale"],
@@ -247,12 +261,12 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
 
 
 def _normalize(o: dict[str, Any]) -> str:
-    """``--normalize``, or its default: ``public`` in a DP run (a normalizer fitted on the
-    training ratings is an exact release the budget does not cover, so a DP run refuses
-    one), ``zscore`` otherwise."""
+    """``--normalize``, or its default: ``none`` for interactions (``--implicit``), ``public``
+    in a DP run (a normalizer fitted on the training ratings is an exact release the budget
+    does not cover, so a DP run refuses one), ``zscore`` otherwise."""
     private = o.get("dp_epsilon") is not None or o.get("dp_noise") is not None
     if o["normalize"] is None:
-        return "public" if private else "zscore"
+        return "none" if o.get("implicit") else "public" if private else "zscore"
     if private and o["normalize"] in ("center", "zscore"):
         raise ConfigError(f"--normalize {o['normalize']} fits on the training ratings, which a "
                           "DP run may not publish: use --normalize public (the default with "
@@ -305,7 +319,8 @@ def _parse_params(items: list[str]) -> dict[str, Any]:
     return params
 
 
-_SHOWN = (("test_rmse", "test RMSE"), ("f1", "F1"), ("rmsd", "RMSD"))
+_SHOWN = (("test_rmse", "test RMSE"), ("f1", "F1"), ("rmsd", "RMSD"), ("objective",
+                                                                       "objective"))
 
 
 class _progress:

@@ -30,8 +30,10 @@ SPLIT_OPTIONS = ("dataset", "ratings", "columns", "data_dir", "duplicates", "nor
                  "binarize", "noise")
 FLOWER = "Federation"
 # fedmc run's options a federation does not take: its own --out, a split given as two files,
-# the ranking evaluation and saving the user factors (they stay on the nodes)
-RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors")
+# the ranking evaluation and saving the user factors (they stay on the nodes); implicit
+# feedback (fedals runs in simulation only for now)
+RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors", "implicit",
+            "implicit_threshold")
 NOTED = ("refused", "failed", "skipped")  # progress events that are told on stderr
 
 

@@ -32,6 +32,9 @@ def recommend(
                                              "with --save-user-factors).")] = None,
     ratings: Annotated[Path | None, typer.Option(help="Your own ratings, item,rating per line: "
                                                  "folded in here, on this machine.")] = None,
+    items: Annotated[Path | None, typer.Option(help="The items you interacted with, one per "
+                                               "line (a model of implicit feedback, fedmc run "
+                                               "--implicit): folded in here.")] = None,
     n: Annotated[int, typer.Option("-n", "--n", help="Number of items.")] = 10,
     include_rated: Annotated[bool, typer.Option("--include-rated", help="Keep the items the "
                                                 "user rated in the list.")] = False,
@@ -42,31 +45,37 @@ def recommend(
 ) -> None:
     """Top-N items for a user of the training data (--user) or for you (--ratings FILE).
 
-    With --ratings the user's factor is computed from the published item model by the
-    algorithm's own user step (fold-in); the ratings never leave this process. Titles are
-    shown for MovieLens runs when the data set's files are in the data folder.
+    With --ratings (or --items, for a model of implicit feedback) the user's factor is computed
+    from the published item model by the algorithm's own user step (fold-in); the ratings
+    never leave this process. Titles are shown for MovieLens runs when the data set's files
+    are in the data folder. The last column is the predicted rating, or for a model of
+    implicit feedback the predicted preference (column "preference": nearer 1 for a likely
+    item, 0 for an unlikely one).
     """
-    from fedmc.data.user_files import load_item_ratings
+    from fedmc.data.user_files import load_item_ratings, load_items
     from fedmc.model import load_model
     from fedmc.model.titles import item_titles
 
     _check_format(fmt)
-    if (user is None) == (ratings is None):
-        raise ConfigError("give --user RAW_ID or --ratings FILE (one of them)")
+    if sum(x is not None for x in (user, ratings, items)) != 1:
+        raise ConfigError("give --user RAW_ID, --ratings FILE or --items FILE (one of them)")
     model = load_model(run_dir)
     who: Any = user
     if ratings is not None:
         who = model.fold_in(*load_item_ratings(ratings))
+    elif items is not None:
+        who = model.fold_in(load_items(items))
     top = model.recommend(who, n=n, exclude_rated=not include_rated)
     titles = item_titles(model.dataset, data_dir)
+    score = "preference" if model.implicit else "rating"
     rows = []
     for rank, (item, rating) in enumerate(zip(top.items, top.ratings, strict=True), start=1):
         row: dict[str, Any] = {"rank": rank, "item": _plain(item)}
         if titles:
             row["title"] = titles.get(str(item), "")
-        row["rating"] = round(float(rating), 4)
+        row[score] = round(float(rating), 4)
         rows.append(row)
-    _emit(rows, fmt, ["rank", "item", *(["title"] if titles else []), "rating"])
+    _emit(rows, fmt, ["rank", "item", *(["title"] if titles else []), score])
 
 
 def predict(

@@ -15,7 +15,10 @@ forms, whichever is cheapest for the algorithm:
   same array, e.g. the columns that all RFRec clients share; the sum is then one
   multiplication.
 * ``rows``: a :class:`RowPatch`, sparse rows (client ``k`` adds ``values[q]`` to row
-  ``index[q]``, ``q`` in ``ptr[k]:ptr[k+1]``), e.g. the rated items of a one-user client;
+  ``index[q]``, ``q`` in ``ptr[k]:ptr[k+1]``), e.g. the rated items of a one-user client; or
+  :class:`OuterRows`, sparse rows of packed symmetric statistics kept by their factors (the
+  normal equations of least squares, e.g. federated ALS's item step), whose rows are formed
+  only where they are summed;
 * both: the rows are added to the dense part.
 """
 
@@ -44,6 +47,78 @@ class RowPatch:
         """Number of clients ``s`` in the batch."""
         return len(self.ptr) - 1
 
+    @property
+    def width(self) -> int:
+        """Numbers in one stored row."""
+        return int(np.prod(self.values.shape[1:], dtype=np.int64))
+
+    def add_to(self, flat: np.ndarray, weights: np.ndarray) -> None:
+        """``flat[index[q]] += weights[k] values[q]`` for the rows ``q`` of every client ``k``
+        (``flat``: the summed array as ``(rows, width)``)."""
+        values = self.values.reshape(len(self.index), flat.shape[1])
+        _scatter_rows(flat, self.ptr, self.index, values, weights.astype(np.float64))
+
+
+def svec_pairs(d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The packing ``svec`` of a symmetric ``d x d`` matrix ``A`` into ``d (d + 1) / 2``
+    numbers: entry ``e`` is ``coef[e] * A[row[e], col[e]]`` over the upper triangle, row by
+    row, with ``coef = 1`` on the diagonal and ``sqrt(2)`` off it, so that
+    ``||svec(A)||_2 = ||A||_F`` (the isometric packing of semidefinite programming)."""
+    row, col = np.triu_indices(d)
+    coef = np.where(row == col, 1.0, np.sqrt(2.0))
+    return row.astype(np.int64), col.astype(np.int64), coef
+
+
+@dataclass(frozen=True)
+class OuterRows:
+    """Sparse rows of packed normal-equation statistics, kept by their factors.
+
+    Client ``k`` of the batch adds to row ``index[g]`` of its upload, for every group ``g`` in
+    ``ptr[k]:ptr[k+1]`` (rows distinct within a client), the row
+
+        [ svec(sum_q a[q] x_q x_q^T) | sum_q b[q] x_q ],       x_q = vectors[vec[q]],
+
+    over the group's terms ``q`` in ``term_ptr[g]:term_ptr[g+1]`` (``svec``:
+    :func:`svec_pairs`; ``d`` = the vectors' length, ``width = d (d + 1) / 2 + d``). A row is
+    what a client holding those terms sends (:attr:`values` forms the rows, and their L2
+    norms are the rows' true norms); the batch keeps a term as three numbers and a reference to
+    a shared vector instead of a row of ``width`` numbers, and :meth:`add_to` adds the terms
+    straight into the sum, so a cohort's uploads cost memory by their terms, not their rows.
+    """
+
+    ptr: np.ndarray  # int64, s + 1: groups of each client
+    index: np.ndarray  # int64, one per group: the row it adds to
+    term_ptr: np.ndarray  # int64, groups + 1
+    vec: np.ndarray  # int64, one per term: its vector
+    a: np.ndarray  # float64, one per term: weight of x x^T
+    b: np.ndarray  # float64, one per term: weight of x
+    vectors: np.ndarray  # (vectors, d)
+
+    @property
+    def n_clients(self) -> int:
+        """Number of clients ``s`` in the batch."""
+        return len(self.ptr) - 1
+
+    @property
+    def width(self) -> int:
+        """Numbers in one row: ``d (d + 1) / 2 + d``."""
+        d = self.vectors.shape[1]
+        return d * (d + 1) // 2 + d
+
+    @property
+    def values(self) -> np.ndarray:
+        """The rows themselves, ``(groups, width)``: what the clients send (formed anew on
+        every access)."""
+        out = np.zeros((len(self.index), self.width))
+        _outer_rows(out, self.term_ptr, self.vec, self.a, self.b, self.vectors)
+        return out
+
+    def add_to(self, flat: np.ndarray, weights: np.ndarray) -> None:
+        """Add every client's rows, times ``weights[k]``, into ``flat`` (the summed
+        ``(rows, width)`` array), term by term."""
+        _scatter_outer(flat, self.ptr, self.index, self.term_ptr, self.vec, self.a, self.b,
+                       self.vectors, weights.astype(np.float64))
+
 
 @dataclass(frozen=True)
 class Stacked:
@@ -51,7 +126,7 @@ class Stacked:
 
     shape: tuple[int, ...]
     dense: np.ndarray | None = None
-    rows: RowPatch | None = None
+    rows: RowPatch | OuterRows | None = None
     scale: np.ndarray | None = None  # a factor per client (clipping), applied when summed
 
     def __post_init__(self) -> None:
@@ -73,9 +148,7 @@ class Stacked:
         (the rows then only modify it), else its sparse rows and their indices."""
         if self.dense is not None:
             return self.n_clients * int(np.prod(self.shape, dtype=np.int64)) * BYTES_PER_NUMBER
-        rows = self.rows
-        width = int(np.prod(rows.values.shape[1:], dtype=np.int64))
-        return len(rows.index) * (width + 1) * BYTES_PER_NUMBER
+        return len(self.rows.index) * (self.rows.width + 1) * BYTES_PER_NUMBER
 
     def scaled(self, factors: np.ndarray) -> Stacked:
         """The uploads with client ``k``'s multiplied by ``factors[k]`` (kept as a factor, so
@@ -85,20 +158,21 @@ class Stacked:
 
     def weighted_sum(self, weights: np.ndarray) -> np.ndarray:
         """``sum_k weights[k] * upload_k`` as one ``shape`` array."""
+        total = np.zeros(self.shape)
+        self.add_weighted(total, weights)
+        return total
+
+    def add_weighted(self, total: np.ndarray, weights: np.ndarray) -> None:
+        """``total += sum_k weights[k] * upload_k`` (``total``: a ``shape`` array)."""
         if self.scale is not None:
             weights = weights * self.scale
-        total = np.zeros(self.shape)
         if self.dense is not None:
             if self.dense.strides[0] == 0:  # every client uploads the same array
                 total += weights.sum() * self.dense[0]
             else:
                 total += np.tensordot(weights, self.dense, axes=1)
         if self.rows is not None:
-            rows = self.rows
-            flat = total.reshape(self.shape[0], -1)
-            values = rows.values.reshape(len(rows.index), flat.shape[1])
-            _scatter_rows(flat, rows.ptr, rows.index, values, weights.astype(np.float64))
-        return total
+            self.rows.add_to(total.reshape(self.shape[0], -1), weights)
 
 
 Uploads = Mapping[str, Stacked]
@@ -115,6 +189,54 @@ def _scatter_rows(total, ptr, index, values, weights):
             row = index[q]
             for e in range(width):
                 total[row, e] += w * values[q, e]
+
+
+@numba.njit(cache=True, inline="always")
+def _add_terms(row, q0, q1, vec, a, b, vectors, w):
+    """``row += w * (the row of the terms q0:q1)`` (:class:`OuterRows`; the packing of
+    :func:`svec_pairs`: the upper triangle row by row, off the diagonal times sqrt(2))."""
+    d = vectors.shape[1]
+    root2 = np.sqrt(2.0)
+    for q in range(q0, q1):
+        x = vectors[vec[q]]
+        e = 0
+        for i in range(d):
+            xi = w * a[q] * x[i]
+            row[e] += xi * x[i]
+            e += 1
+            xi *= root2
+            for c in range(i + 1, d):
+                row[e] += xi * x[c]
+                e += 1
+        wb = w * b[q]
+        for i in range(d):
+            row[e + i] += wb * x[i]
+
+
+@numba.njit(cache=True, parallel=True)
+def _outer_rows(out, term_ptr, vec, a, b, vectors):
+    """Row ``g`` of ``out`` (zeros) becomes the row of group ``g``'s terms (:class:`OuterRows`),
+    in parallel over groups."""
+    for g in numba.prange(out.shape[0]):
+        _add_terms(out[g], term_ptr[g], term_ptr[g + 1], vec, a, b, vectors, 1.0)
+
+
+SCATTER_PARTS = 64  # the parallel scatter of OuterRows: parts of the summed rows
+
+
+@numba.njit(cache=True, parallel=True)
+def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights):
+    """``total[index[g]] += weights[k] * row of group g`` for every group ``g`` of every client
+    ``k`` (:class:`OuterRows`). Part ``h`` of the parallel loop adds the groups whose row is
+    ``h`` modulo :data:`SCATTER_PARTS`: rows of different clients may add to the same row of
+    ``total``, parts never do, and each row is summed in group order whatever the threads (the
+    same result every run)."""
+    for part in numba.prange(SCATTER_PARTS):
+        for k in range(ptr.shape[0] - 1):
+            for g in range(ptr[k], ptr[k + 1]):
+                if index[g] % SCATTER_PARTS == part:
+                    _add_terms(total[index[g]], term_ptr[g], term_ptr[g + 1], vec, a, b,
+                               vectors, weights[k])
 
 
 _SUMMED_BY_DRIVER = object()
@@ -166,7 +288,7 @@ def sum_uploads(
         if set(uploads) != set(shapes):
             raise ValueError(f"uploads {sorted(uploads)} differ from the declared {sorted(shapes)}")
         for name, stacked in uploads.items():
-            total[name] += stacked.weighted_sum(weights)
+            stacked.add_weighted(total[name], weights)
         count += int(weights.sum())
     return Summed(total, count, _SUMMED_BY_DRIVER)
 

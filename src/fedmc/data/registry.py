@@ -31,7 +31,7 @@ from fedmc.data.ratings import Ratings
 from fedmc.errors import DataError
 
 GROUPLENS = "https://files.grouplens.org/datasets/movielens/"
-SYNTHETIC_NAMES = ("synthetic", "synthetic-netflix")
+SYNTHETIC_NAMES = ("synthetic", "synthetic-netflix", "synthetic-ml20m")
 
 _NETFLIX_HELP = (
     "The Netflix Prize data has no official download any more. Get it from Kaggle "
@@ -317,7 +317,7 @@ def load_dataset(
     name
         One of :func:`dataset_names`: ``ml-100k``, ``ml-1m``, ``ml-10m``, ``ml-20m``,
         ``ml-25m``, ``ml-32m``, ``ml-latest-small``, ``netflix``, ``jester``, or the generated
-        ``synthetic`` and ``synthetic-netflix``.
+        ``synthetic``, ``synthetic-netflix`` and ``synthetic-ml20m``.
     data_dir
         Data folder; see :func:`resolve_data_dir`.
     duplicates

@@ -52,6 +52,12 @@ PRESETS: dict[str, dict] = {
         "n_ratings": 100_480_507,
         "min_user_ratings": 20,
     },
+    "synthetic-ml20m": {
+        "n_users": 138_493,
+        "n_items": 26_744,
+        "n_ratings": 20_000_263,
+        "min_user_ratings": 20,
+    },
 }
 
 # A user rates by rejection sampling unless the expected number of draws could exceed
@@ -494,6 +500,8 @@ def synthetic_dataset(name: str, seed: int = 0) -> Ratings:
         and degree shape, small enough for 100 federated rounds in seconds; the offline
         default). ``"synthetic-netflix"``: 480,189 users x 17,770 items x 100,480,507
         ratings, the shape of the Netflix Prize data (about 1.6 GB of arrays).
+        ``"synthetic-ml20m"``: 138,493 users x 26,744 items x 20,000,263 ratings, the shape of
+        MovieLens 20M (as interactions with ``--implicit``: federated ALS's scale test).
     seed
         Seed; the same seed gives bit-identical ratings.
 

@@ -56,6 +56,24 @@ def load_item_ratings(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     return np.array(items, dtype=str), np.array(values, dtype=np.float64)
 
 
+def load_items(path: str | Path) -> np.ndarray:
+    """One user's items (interactions, no rating): raw item ids (text), in file order.
+
+    Raises
+    ------
+    DataError
+        Missing or empty file, missing column, empty id, or an item listed twice.
+    """
+    path = Path(path)
+    first_line: dict[str, int] = {}
+    for number, (item,) in _rows(path, (("item", ITEM_COLUMNS),)):
+        if item in first_line:
+            raise DataError(f"item {item} is listed twice (lines {first_line[item]} and "
+                            f"{number})", path, number)
+        first_line[item] = number
+    return np.array(list(first_line), dtype=str)
+
+
 def load_pairs(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """(user, item) pairs: raw user ids and raw item ids (text), in file order.
 

@@ -240,20 +240,31 @@ class FactorModel:
                             f"one has shape {u.shape}")
         return u
 
-    def fold_in(self, items: Any, ratings: Any) -> NewUser:
+    @property
+    def implicit(self) -> bool:
+        """Whether the model learned from interactions (implicit feedback), not ratings."""
+        return bool(getattr(self.config, "implicit", False))
+
+    def fold_in(self, items: Any, ratings: Any = None) -> NewUser:
         """A new user's factor from its own ratings, computed where they are (on the device)
         with the algorithm's user step and the published ``V`` (:mod:`fedmc.algorithms.fold_in`).
 
         Parameters
         ----------
         items
-            Raw ids of the rated items (distinct).
+            Raw ids of the rated items (distinct), or of the items interacted with for a model
+            of implicit feedback.
         ratings
-            The ratings, on the original scale, one per item.
+            The ratings, on the original scale, one per item; for a model of implicit feedback
+            none (every item an interaction of strength 1, as training read them).
         """
         cols = self.items.index(items)
+        if self.implicit != (ratings is None):
+            raise DataError("this model learned from interactions: give the items alone"
+                            if self.implicit else "folding in needs a rating for every item")
         try:
-            values = np.asarray(ratings, dtype=np.float64).reshape(-1)
+            values = (np.ones(len(cols)) if ratings is None
+                      else np.asarray(ratings, dtype=np.float64).reshape(-1))
         except (TypeError, ValueError):
             raise DataError("ratings must be numbers") from None
         if len(values) != len(cols):

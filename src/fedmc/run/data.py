@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fedmc.core.scale import NormalizeKind
 from fedmc.data import FederatedData, Ratings, partition_users
+from fedmc.data.interactions import as_interactions
 from fedmc.data.loaders import load_ratings_file
 from fedmc.data.partition import PartitionKind
 from fedmc.data.registry import load_dataset, rating_scale
@@ -35,9 +36,14 @@ class DataSettings(BaseModel):
     partition: PartitionKind = "random"
     split: Literal["random", "user"] = "random"
     test_fraction: float = Field(0.2, ge=0, lt=1)
-    normalize: NormalizeKind = "zscore"
+    normalize: NormalizeKind | None = Field(None, description="zscore for ratings, none for "
+                                            "interactions (the default)")
     rating_scale: tuple[float, float] | None = Field(
         None, description="the public rating scale LO,HI (default: the named set's)")
+    implicit: bool = Field(False, description="read every rating as an interaction "
+                           "(fedmc.data.interactions)")
+    implicit_threshold: float | None = Field(None, description="with implicit: only ratings "
+                                             ">= this count")
     binary: Path | None = Field(None, description="a 0/1 matrix or transaction file")
     binarize: float | None = Field(None, description="rating threshold that counts as 1")
     noise: float = Field(0.1, ge=0, le=1, description="XOR noise of synthetic-boolean")
@@ -52,6 +58,17 @@ class DataSettings(BaseModel):
         if self.ratings is None and self.train is None and self.binary is None:
             return rating_scale(self.dataset or DEFAULT_DATASET)
         return None
+
+    @model_validator(mode="after")
+    def _implicit(self) -> DataSettings:
+        if self.implicit_threshold is not None and not self.implicit:
+            raise ConfigError("--implicit-threshold needs --implicit")
+        if self.implicit and self.normalize not in (None, "none"):
+            raise ConfigError(f"--implicit reads interactions, whose strengths are not "
+                              f"normalized: drop --normalize {self.normalize}")
+        if self.normalize is None:
+            self.normalize = "none" if self.implicit else "zscore"
+        return self
 
     @property
     def source(self) -> str:
@@ -96,14 +113,42 @@ def federated_data(settings: DataSettings, progress: bool = False,
     ratings of unseen users and items are the notes).
     """
     if settings.train is None and settings.test is None:
-        return federate(load_ratings(settings, progress=progress), settings), {}
+        return federate(_as_read(load_ratings(settings, progress=progress), settings),
+                        settings), {}
     if settings.train is None or settings.test is None:
         raise ConfigError("give --train and --test together")
     if settings.ratings is not None or settings.dataset is not None:
         raise ConfigError("give either --train/--test or --dataset/--ratings, not both")
-    ratings, is_test, dropped = fixed_split(_read_file(settings.train, settings),
-                                            _read_file(settings.test, settings))
+    ratings, is_test, dropped = fixed_split(
+        _as_read(_read_file(settings.train, settings), settings),
+        _as_read(_read_file(settings.test, settings), settings))
     return _federate_split(ratings, is_test, settings), dropped
+
+
+def _as_read(ratings: Ratings, settings: DataSettings) -> Ratings:
+    """``ratings`` as the run reads them: as they are, or as interactions with ``implicit``."""
+    if not settings.implicit:
+        return ratings
+    return as_interactions(ratings, settings.implicit_threshold)
+
+
+def implicit_params(config: type, params: dict[str, Any],
+                    settings: DataSettings) -> dict[str, Any]:
+    """The algorithm parameters ``params`` with its ``implicit`` mode set from the data: on for
+    interactions (``settings.implicit``), which only an algorithm with that mode takes (its
+    ``Config`` has an ``implicit`` field); a mode the user set that the data contradict is
+    refused."""
+    has_mode = "implicit" in config.model_fields
+    if settings.implicit:
+        if not has_mode:
+            raise ConfigError("--implicit reads interactions, which need an algorithm for "
+                              "implicit feedback (fedals)")
+        if params.get("implicit") is not None and not config(**params).implicit:
+            raise ConfigError("--implicit contradicts implicit=false")
+        return {**params, "implicit": True}
+    if has_mode and config(**params).implicit:
+        raise ConfigError("implicit=true needs interaction data: add --implicit")
+    return params
 
 
 def federate(ratings: Ratings, settings: DataSettings) -> FederatedData:

@@ -38,9 +38,11 @@ def kernels_of(entry: AlgorithmSpec, cfg: Any) -> tuple[str, int] | None:
     """Which specialized kernels a run uses: the protocol algorithm that runs ``cfg`` (its
     name: FedMC-ADMM's two consensus modes run different kernels) and the rank token's width
     (factor columns with the bias columns); None for algorithms whose kernels take no rank
-    token (ALS, the Boolean ones)."""
+    token (ALS, the Boolean ones, implicit fedals)."""
     layout = getattr(cfg, "layout", None)
     if layout is None or not entry.federated:
+        return None
+    if getattr(cfg, "implicit", False):  # fedals on interactions: no kernel takes the token
         return None
     return entry.algorithm_for(cfg).name, layout.width
 

@@ -33,7 +33,7 @@ from fedmc.federation.loop import RoundCallback
 from fedmc.files import strict_json, write_atomic
 from fedmc.model import FactorModel
 from fedmc.run import precompile
-from fedmc.run.data import DataSettings, federated_data, load_boolean_data
+from fedmc.run.data import DataSettings, federated_data, implicit_params, load_boolean_data
 from fedmc.run.settings import RunSettings
 
 
@@ -71,6 +71,7 @@ def execute(
     compiled_before = compile_seconds()
     entry = spec(run.algorithm)
     algo_cls = estimator_class(run.algorithm)
+    params = implicit_params(entry.Config, params, data_settings)
     cfg = entry.Config(**params)  # validate parameters before any loading
     factor_model = issubclass(algo_cls, FactorPredictions)
     if not factor_model and (run.ranking_k is not None or run.save_user_factors):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedmc.algorithms.als.kernels import ridge_rows
 from fedmc.algorithms.fold_in import user_row
 from fedmc.algorithms.rfrec.config import RFRecConfig
+from fedmc.core.ridge import ridge_rows
 
 
 def fold_in(cfg: RFRecConfig, V: np.ndarray, items: np.ndarray,

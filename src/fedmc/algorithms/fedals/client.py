@@ -1,0 +1,151 @@
+"""The client side of federated ALS: private ratings (or interactions) and user factors; the
+exact user step and the change of the client's item-step statistics.
+
+A client in a round receives ``V^k``, solves each of its user rows exactly (its ridge problem
+with ``V^k`` fixed, :func:`user_step`), and uploads the *change* of its contribution to the
+item step's sufficient statistics since its last upload: on every item ``j`` it rated, the
+change of ``sum_t w_tj x_t x_t^T`` and ``sum_t y_tj x_t`` over its users ``t`` who rated ``j``
+(``x_t``: the user's columns that multiply ``V``'s solved ones), and with implicit feedback
+the change of its share of the Gramian ``sum_t x_t x_t^T``. So the server's running sums are
+always those of every client's latest user factors, and its item step is exact against them
+(``docs/fedals.md``). The client keeps only its user rows: the previous ones, which the change
+needs, are the rows before the step.
+
+A client's rows start at zero factors (biases zero, the all-ones column set), whose
+implicit statistics are zero; with biases they are not (the bias carrier is 1), and a set-up
+exchange uploads them once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedmc.algorithms.fedals.config import FedALSConfig
+from fedmc.algorithms.fedals.kernels import (
+    gram,
+    group_counts,
+    implicit_losses,
+    item_terms,
+    user_solves,
+)
+from fedmc.core.factors import error_sums
+from fedmc.core.protocol import FederationInfo, InitialDraws, Message
+from fedmc.core.prox import Regularizer
+from fedmc.core.uploads import OuterRows, Stacked, Uploads
+from fedmc.data.federated import CSR, FederatedData
+from fedmc.errors import ConfigError
+
+STATS = "stats"  # rows [svec(S_j) | b_j] of the rated items (and the Gramian's row)
+
+
+@dataclass
+class ClientState:
+    """The user rows ``U`` of a batch of clients, and whether each client holds one user."""
+
+    U: np.ndarray
+    one_user: bool
+
+
+def init_clients(cfg: FedALSConfig, shard: FederatedData, draws: InitialDraws,
+                 info: FederationInfo) -> ClientState:
+    """Zero user factors (biases zero, the all-ones column set); implicit feedback needs
+    interaction strengths ``>= 0``."""
+    if cfg.implicit and shard.train.nnz and shard.train.values.min() < 0:
+        raise ConfigError("implicit feedback takes interaction strengths >= 0; these values "
+                          "are negative (normalized ratings?): read ratings as interactions "
+                          "with --implicit")
+    U = np.zeros((shard.n_users, cfg.layout.width))
+    cfg.layout.project_u(U)
+    return ClientState(U, bool(np.all(np.diff(shard.client_ptr) == 1)))
+
+
+def user_step(cfg: FedALSConfig, R: CSR, rows: np.ndarray, U: np.ndarray,
+              V: np.ndarray) -> None:
+    """Solve the rows ``rows`` of ``U`` (the ratings ``R``) exactly with ``V`` fixed, in
+    place: the ridge problem of each row (explicit: ALS's user half-sweep; implicit: Hu et
+    al.'s Eq. (4))."""
+    free = cfg.free_u
+    fixed = np.flatnonzero(~cfg.layout.free_mask_u())
+    F = np.ascontiguousarray(V[:, free])
+    G0 = gram(F) if cfg.implicit else np.zeros((0, 0))
+    user_solves(rows, R.indptr, R.indices, R.values, U, F, free, fixed,
+                np.ascontiguousarray(V[:, fixed]), G0, cfg.lam, cfg.alpha, cfg.implicit)
+
+
+def client_rows(client_ptr: np.ndarray, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The user rows of ``clients`` in order, and where each client's start (``s + 1``)."""
+    starts = client_ptr[clients]
+    counts = client_ptr[clients + 1] - starts
+    row_start = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    rows = np.arange(row_start[-1], dtype=np.int64) + np.repeat(starts - row_start[:-1], counts)
+    return rows, row_start
+
+
+def client_step(cfg: FedALSConfig, shard: FederatedData, state: ClientState, msg: Message,
+                compute: np.ndarray, upload: np.ndarray) -> tuple[ClientState, Uploads]:
+    """A round: the user step against ``V^k``, then the change of the statistics; set-up:
+    the statistics of the initial rows. Every client that computes uploads (``compute``
+    equals ``upload``)."""
+    V = msg.arrays["V"]
+    setup = msg.phase == "setup"
+    tr = shard.train
+    rows, row_start = client_rows(shard.client_ptr, compute)
+    free_v = cfg.free_v
+    fixed_v = np.flatnonzero(~cfg.layout.free_mask_v())
+    old = state.U[rows]
+    if not setup:
+        user_step(cfg, tr, rows, state.U, V)
+    new = state.U[rows]
+    n_rows = len(rows)
+    both = np.concatenate([new, old]) if not setup else new
+    if state.one_user:  # the user CSR serves: no item-major layout is built
+        none = np.zeros(0, dtype=np.int64)
+        groups = (none, none.astype(np.int32), none, none.astype(np.int32), np.zeros(0))
+    else:
+        im = shard.item_major
+        groups = (im.client_ptr, im.item, im.ptr, im.row, im.values)
+    gram_row = V.shape[0] if cfg.implicit else -1
+    ptr, term_ptr = group_counts(compute, shard.client_ptr, tr.indptr, groups[0], groups[2],
+                                 state.one_user, 1 if setup else 2, gram_row >= 0)
+    index = np.empty(len(term_ptr) - 1, dtype=np.int64)
+    vec = np.empty(term_ptr[-1], dtype=np.int64)
+    a, b = np.empty(term_ptr[-1]), np.empty(term_ptr[-1])
+    item_terms(compute, shard.client_ptr, row_start, tr.indptr, tr.indices, tr.values,
+               *groups, state.one_user,
+               np.ascontiguousarray(both[:, fixed_v]), np.ascontiguousarray(V[:, fixed_v]),
+               n_rows, cfg.alpha, cfg.implicit, not setup, gram_row, ptr, term_ptr, index, vec,
+               a, b)
+    stats = OuterRows(ptr, index, term_ptr, vec, a, b, np.ascontiguousarray(both[:, free_v]))
+    return state, {STATS: Stacked(upload_shape(cfg, V.shape[0]), rows=stats)}
+
+
+def upload_shape(cfg: FedALSConfig, n_items: int) -> tuple[int, int]:
+    """``(rows, width)`` of the statistics: a row per item (and the Gramian's with implicit
+    feedback) of ``d (d + 1) / 2 + d`` numbers, ``d`` the columns the item step solves."""
+    d = len(cfg.free_v)
+    return (n_items + int(cfg.implicit), d * (d + 1) // 2 + d)
+
+
+def evaluate(cfg: FedALSConfig, shard: FederatedData, state: ClientState,
+             model: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """Explicit: the error sums of :func:`fedmc.core.factors.error_sums`; implicit: the
+    weighted loss over every (user, item) pair (``loss``), ``reg_u`` and the counts."""
+    V = model["V"]
+    reg_u = Regularizer("l2", cfg.lam)
+    if not cfg.implicit:
+        return error_sums(shard, state.U, V, cfg.clip_range(shard.value_range), reg_u,
+                          cfg.layout)
+    tr = shard.train
+    V = np.ascontiguousarray(V)
+    return {"loss": implicit_losses(tr.indptr, tr.indices, tr.values, state.U, V, gram(V),
+                                    cfg.alpha),
+            "reg_u": reg_u.value(state.U), "n_train": float(tr.nnz),
+            "n_test": float(shard.test.nnz)}
+
+
+def user_factors(cfg: FedALSConfig, shard: FederatedData, state: ClientState) -> np.ndarray:
+    """The batch's ``U`` rows (simulation only: they never leave a client)."""
+    return state.U

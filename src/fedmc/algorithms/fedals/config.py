@@ -1,0 +1,70 @@
+"""Hyper-parameters of federated ALS, for ratings (explicit) and for interactions (implicit).
+
+Rank, ``lam`` and the biases have one default per mode (:data:`MODE_DEFAULTS`): a setting left
+out (None) takes its mode's, a setting given is kept, and a given setting that contradicts the
+mode (biases with implicit feedback) is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from fedmc.core.factors import FactorConfig
+
+#: The defaults of each mode. Explicit: centralized ALS's (``fedmc.algorithms.als``), so that
+#: with every client in every round the two compute the same. Implicit: chosen on a
+#: validation cut of ML-1M's training interactions (``benchmarks/README.md``, "Federated ALS").
+MODE_DEFAULTS: dict[bool, dict[str, Any]] = {
+    False: {"rank": 10, "lam": 10.0, "biases": True},
+    True: {"rank": 32, "lam": 50.0, "biases": False},
+}
+
+
+class FedALSConfig(FactorConfig):
+    """Hyper-parameters of federated ALS (``docs/fedals.md``).
+
+    ``implicit=False``: ratings on the normalized scale, ``u_t . v_j + b_t + b_j`` fitted by
+    least squares with ridge ``lam``. ``implicit=True``: every value is an interaction of
+    strength ``r >= 0``, preference ``p = [r > 0]`` with confidence ``c = 1 + alpha r`` and
+    every item a user did not interact with a zero of confidence 1 (Hu, Koren and Volinsky
+    2008, Eq. (1)-(3)).
+    """
+
+    implicit: bool = Field(False, description="implicit feedback (interactions) instead of "
+                           "ratings")
+    rank: int | None = Field(None, description="r (default: 10 explicit, 32 implicit)")
+    biases: bool | None = Field(None, description="user and item biases (default: on for "
+                                "ratings; implicit feedback has none)")
+    lam: float | None = Field(None, gt=0, description="ridge weight lambda of every user and "
+                              "item row (default: 10 explicit, 50 implicit)")
+    alpha: float = Field(2.0, ge=0, description="confidence c = 1 + alpha r of an interaction "
+                         "of strength r (implicit only)")
+    init_scale: float = Field(0.1, ge=0, description="V^0 uniform on [0, init_scale]")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        defaults = MODE_DEFAULTS[bool(data.get("implicit", False))]
+        return {**data, **{k: v for k, v in defaults.items() if data.get(k) is None}}
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.implicit and self.biases:
+            raise ValueError("implicit feedback has no biases (Hu et al.'s model is u . v); "
+                             "leave biases out or set it to false")
+        return self
+
+    @property
+    def free_v(self) -> np.ndarray:
+        """Columns of ``V`` the item step solves (all but its all-ones column)."""
+        return np.flatnonzero(self.layout.free_mask_v())
+
+    @property
+    def free_u(self) -> np.ndarray:
+        """Columns of ``U`` the user step solves (all but its all-ones column)."""
+        return np.flatnonzero(self.layout.free_mask_u())

@@ -1,0 +1,274 @@
+"""Numba kernels of federated ALS: the clients' user steps, the terms of their statistics, the
+server's item step, and the implicit loss (``docs/fedals.md`` has the math).
+
+An entry of a user row is a rating (explicit) or an interaction of strength ``r`` (implicit).
+In the normal equations of :mod:`fedmc.core.ridge` it weighs ``w`` in the Gram matrix and
+``y`` in the right-hand side: explicit ``w = 1``, ``y`` = the rating less the fixed columns'
+share (the biases); implicit ``w = c - 1 = alpha r`` and ``y = c p`` with ``p = [r > 0]``
+(:func:`implicit_weights`), the all-items part ``G0 = F^T F`` being added once per row.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from fedmc.core.kernels import SUM_BLOCKS, cholesky_solve_upper
+from fedmc.core.ridge import fixed_targets, solve_row
+
+
+@numba.njit(cache=True)
+def implicit_weights(values, alpha, w, y):
+    """``w = alpha r`` and ``y = (1 + alpha r) [r > 0]`` of interactions of strength ``r``
+    (Hu et al. 2008, Eq. (1)-(2): preference ``p = [r > 0]``, confidence ``c = 1 + alpha r``)."""
+    for q in range(values.shape[0]):
+        r = values[q]
+        w[q] = alpha * r
+        y[q] = (1.0 + alpha * r) if r > 0.0 else 0.0
+
+
+@numba.njit(cache=True)
+def gram(F):
+    """``F^T F`` of an ``(n, d)`` array, in one pass over its rows (no BLAS call: waking BLAS
+    threads between Numba's parallel kernels costs more than the product)."""
+    d = F.shape[1]
+    G = np.zeros((d, d))
+    for j in range(F.shape[0]):
+        f = F[j]
+        for a in range(d):
+            fa = f[a]
+            for c in range(a, d):
+                G[a, c] += fa * f[c]
+    for a in range(d):
+        for c in range(a):
+            G[a, c] = G[c, a]
+    return G
+
+
+@numba.njit(cache=True, parallel=True)
+def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, lam, alpha,
+                implicit):
+    """The user step of every row ``t`` in ``rows``: ``U[t, free]`` solves its ridge problem
+    against the regressors ``F`` (``V[:, free]``), in parallel over rows.
+
+    Explicit: ``(sum_q f_q f_q^T + lam I) x = sum_q (m_q - U[t, fixed] . Y_fixed[j_q]) f_q``
+    (``Y_fixed = V[:, fixed]``, the item biases); implicit: Hu et al.'s Eq. (4),
+    ``(G0 + sum_q (c_q - 1) f_q f_q^T + lam I) x = sum_q c_q p_q f_q`` with ``G0 = F^T F``.
+    """
+    k = free.shape[0]
+    none = np.zeros((0, 0))
+    for i in numba.prange(rows.shape[0]):
+        t = rows[i]
+        q0, q1 = indptr[t], indptr[t + 1]
+        cols = indices[q0:q1]
+        y = np.empty(q1 - q0)
+        if implicit:
+            w = np.empty(q1 - q0)
+            implicit_weights(values[q0:q1], alpha, w, y)
+            base = G0
+        else:
+            w = np.empty(0)
+            x_fixed = np.empty(fixed.shape[0])
+            for a in range(fixed.shape[0]):
+                x_fixed[a] = U[t, fixed[a]]
+            fixed_targets(values[q0:q1], cols, x_fixed, Y_fixed, y)
+            base = none
+        x = np.empty(k)
+        solve_row(F, cols, y, w, base, lam, x)
+        for a in range(k):
+            U[t, free[a]] = x[a]
+
+
+@numba.njit(cache=True)
+def group_counts(compute, client_ptr, indptr, g_client, g_ptr, one_user, copies, gram):
+    """Groups and terms of the clients ``compute`` (:func:`item_terms`): ``ptr`` (groups of
+    client ``k`` at ``ptr[k]:ptr[k+1]``) and ``term_ptr`` (terms of group ``g``)."""
+    s = compute.shape[0]
+    ptr = np.zeros(s + 1, dtype=np.int64)
+    for k in range(s):
+        c = compute[k]
+        if one_user:
+            groups = indptr[client_ptr[c + 1]] - indptr[client_ptr[c]]
+        else:
+            groups = g_client[c + 1] - g_client[c]
+        ptr[k + 1] = ptr[k] + groups + (1 if gram else 0)
+    term_ptr = np.zeros(ptr[s] + 1, dtype=np.int64)
+    for k in range(s):
+        c = compute[k]
+        g = ptr[k]
+        if one_user:
+            for _ in range(indptr[client_ptr[c]], indptr[client_ptr[c + 1]]):
+                term_ptr[g + 1] = term_ptr[g] + copies
+                g += 1
+        else:
+            for h in range(g_client[c], g_client[c + 1]):
+                term_ptr[g + 1] = term_ptr[g] + copies * (g_ptr[h + 1] - g_ptr[h])
+                g += 1
+        if gram:
+            term_ptr[g + 1] = term_ptr[g] + copies * (client_ptr[c + 1] - client_ptr[c])
+    return ptr, term_ptr
+
+
+@numba.njit(cache=True, inline="always")
+def _term(q, vec_id, sign, r, x_fixed, v_fixed, alpha, implicit, vec, a, b):
+    """Term ``q``: the vector ``vec_id`` with the statistics of an entry of value ``r`` (times
+    ``sign``): ``a = w``, ``b = y`` of the item step's normal equations."""
+    vec[q] = vec_id
+    if implicit:
+        a[q] = sign * alpha * r
+        b[q] = sign * (1.0 + alpha * r) if r > 0.0 else 0.0
+    else:
+        target = r
+        for e in range(x_fixed.shape[0]):
+            target -= x_fixed[e] * v_fixed[e]
+        a[q] = sign
+        b[q] = sign * target
+
+
+@numba.njit(cache=True, parallel=True)
+def item_terms(compute, client_ptr, row_start, indptr, indices, values, g_client, g_item,
+               g_ptr, g_row, g_vals, one_user, X_fixed, V_fixed, n_rows, alpha, implicit,
+               with_old, gram_row, ptr, term_ptr, index, vec, a, b):
+    """The terms of the item-step statistics of the clients ``compute``, in parallel over
+    clients (:class:`fedmc.core.uploads.OuterRows`).
+
+    Client ``k`` (id ``compute[k]``) has one group per rated item ``j`` (row ``j``), whose terms
+    are, for each of its users ``t`` who rated ``j``, the entry's statistics with ``t``'s
+    new item-step vector (vector ``row_start[k] + i`` for the client's ``i``-th user) and,
+    with ``with_old``, minus those with its vector at the client's last upload (vector
+    ``n_rows`` further on): the change of the client's contribution. With ``gram_row >= 0``
+    (implicit) one more group adds, to that row, ``x x^T`` of each user's new vector and minus
+    its old one: the change of the client's share of the Gramian ``sum_t x_t x_t^T``.
+    ``X_fixed`` (``2 n_rows`` rows, new then old) and ``V_fixed`` are the fixed columns of
+    ``U`` and ``V`` whose product the explicit targets leave out (the user bias). Ratings come
+    from the user CSR with one user per client (``one_user``), else from the item-major groups
+    ``g_*`` (:class:`fedmc.data.federated.ItemMajor`).
+    """
+    for k in numba.prange(compute.shape[0]):
+        c = compute[k]
+        r0 = client_ptr[c]
+        g = ptr[k]
+        if one_user:
+            for q in range(indptr[r0], indptr[r0 + 1]):
+                j = indices[q]
+                index[g] = j
+                t0 = term_ptr[g]
+                i = row_start[k]
+                _term(t0, i, 1.0, values[q], X_fixed[i], V_fixed[j], alpha, implicit, vec, a,
+                      b)
+                if with_old:
+                    _term(t0 + 1, n_rows + i, -1.0, values[q], X_fixed[n_rows + i], V_fixed[j],
+                          alpha, implicit, vec, a, b)
+                g += 1
+        else:
+            for h in range(g_client[c], g_client[c + 1]):
+                j = g_item[h]
+                index[g] = j
+                t = term_ptr[g]
+                for p in range(g_ptr[h], g_ptr[h + 1]):
+                    i = row_start[k] + g_row[p] - r0
+                    _term(t, i, 1.0, g_vals[p], X_fixed[i], V_fixed[j], alpha, implicit, vec,
+                          a, b)
+                    t += 1
+                    if with_old:
+                        _term(t, n_rows + i, -1.0, g_vals[p], X_fixed[n_rows + i], V_fixed[j],
+                              alpha, implicit, vec, a, b)
+                        t += 1
+                g += 1
+        if gram_row >= 0:
+            index[g] = gram_row
+            t = term_ptr[g]
+            for i in range(row_start[k], row_start[k + 1]):
+                vec[t] = i
+                a[t] = 1.0
+                b[t] = 0.0
+                t += 1
+                if with_old:
+                    vec[t] = n_rows + i
+                    a[t] = -1.0
+                    b[t] = 0.0
+                    t += 1
+
+
+@numba.njit(cache=True)
+def _floored_solve(A, b, floor):
+    """``x`` of ``A x = b`` with the eigenvalues of the symmetric ``A`` (upper triangle given)
+    raised to at least ``floor``, into ``b``."""
+    k = b.shape[0]
+    S = np.empty((k, k))
+    for i in range(k):
+        for j in range(i, k):
+            S[i, j] = A[i, j]
+            S[j, i] = A[i, j]
+    lam, Q = np.linalg.eigh(S)
+    z = Q.T @ b
+    for i in range(k):
+        z[i] /= max(lam[i], floor)
+    x = Q @ z
+    for i in range(k):
+        b[i] = x[i]
+
+
+@numba.njit(cache=True, parallel=True)
+def item_solves(total, n_items, gram_row, lam, s_row, s_col, coef, X):
+    """The item step: ``X[j] = (unpack(total[j]) + G + lam I)^{-1} b_j`` for every item ``j``,
+    in parallel over items, where row ``j`` of ``total`` is ``[svec(S_j) | b_j]`` (the summed
+    statistics, :class:`fedmc.core.uploads.OuterRows`) and ``G`` the unpacked Gramian of row
+    ``gram_row`` (none when ``gram_row < 0``).
+
+    ``S_j + G + lam I`` has every eigenvalue ``>= lam`` when the sums are exact; noise added to
+    them (user-level DP) may break that, and then Cholesky fails (a NaN): that item is solved
+    with the eigenvalues floored at ``lam`` instead (the noisy Gram matrix projected onto the
+    semidefinite cone, plus ``lam I``).
+    """
+    d = X.shape[1]
+    n_packed = s_row.shape[0]
+    G = np.zeros((d, d))
+    if gram_row >= 0:
+        for e in range(n_packed):
+            G[s_row[e], s_col[e]] = total[gram_row, e] / coef[e]
+    for j in numba.prange(n_items):
+        A = np.empty((d, d))
+        for e in range(n_packed):
+            A[s_row[e], s_col[e]] = total[j, e] / coef[e] + G[s_row[e], s_col[e]]
+        for i in range(d):
+            A[i, i] += lam
+        x = total[j, n_packed:].copy()
+        kept = A.copy()
+        cholesky_solve_upper(A, x)
+        if not np.all(np.isfinite(x)):
+            x[:] = total[j, n_packed:]
+            _floored_solve(kept, x, lam)
+        X[j] = x
+
+
+@numba.njit(cache=True, parallel=True)
+def implicit_losses(indptr, indices, values, U, V, G, alpha):
+    """``sum_t sum_j c_tj (p_tj - u_t . v_j)^2`` over every row ``t`` and *every* item ``j``,
+    from the observed entries only: ``u^T G u + sum_q [c_q (p_q - s_q)^2 - s_q^2]`` with
+    ``G = V^T V`` and ``s_q = u . v_{j_q}``; the rows are cut into :data:`SUM_BLOCKS` fixed
+    blocks, each summed in order (the result does not depend on the threads)."""
+    m = indptr.shape[0] - 1
+    d = U.shape[1]
+    part = np.zeros(SUM_BLOCKS)
+    for blk in numba.prange(SUM_BLOCKS):
+        s_blk = 0.0
+        for t in range(blk * m // SUM_BLOCKS, (blk + 1) * m // SUM_BLOCKS):
+            u = U[t]
+            total = 0.0
+            for a in range(d):
+                ga = 0.0
+                for c in range(d):
+                    ga += G[a, c] * u[c]
+                total += u[a] * ga
+            for q in range(indptr[t], indptr[t + 1]):
+                v = V[indices[q]]
+                s = 0.0
+                for a in range(d):
+                    s += u[a] * v[a]
+                r = values[q]
+                p = 1.0 if r > 0.0 else 0.0
+                total += (1.0 + alpha * r) * (p - s) ** 2 - s * s
+            s_blk += total
+        part[blk] = s_blk
+    return part.sum()

@@ -1,0 +1,117 @@
+"""The server side of federated ALS: ``V`` and the running sums of every client's item-step
+statistics; the exact item step.
+
+The server holds, for every item ``j``, ``S_j = sum_t w_tj x_t x_t^T`` and
+``b_j = sum_t y_tj x_t`` over all raters ``t`` of the federation, and with implicit feedback
+the Gramian ``G = sum_t x_t x_t^T`` over all users, each as of the user factors of the
+clients' latest uploads: it starts from the sums of the initial rows (zero without biases;
+with biases the set-up exchange brings them) and adds each round's summed changes. After a
+round every item solves its ridge problem (Hu et al. 2008, Eq. (5), explicit ALS's item
+half-sweep)
+
+    (G + S_j + lam I) v_j = b_j          (G = 0 for ratings)
+
+for ``V[j, free]``. Its cost per round is ``O(n d^3)`` for the solves plus the cohort's
+terms, whatever the number of clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedmc.algorithms.fedals.client import STATS, upload_shape
+from fedmc.algorithms.fedals.config import FedALSConfig
+from fedmc.algorithms.fedals.kernels import item_solves
+from fedmc.core.factors import factor_metrics, uniform_draws
+from fedmc.core.protocol import FederationInfo, InitialDraws, Message
+from fedmc.core.prox import Regularizer
+from fedmc.core.uploads import Summed, svec_pairs
+
+
+@dataclass
+class ServerState:
+    """``V`` ``(n, width)`` item-major, the running statistics (rows of
+    :func:`~fedmc.algorithms.fedals.client.upload_shape`) and ``p``."""
+
+    V: np.ndarray
+    total: np.ndarray
+    n_clients: int
+
+
+def draws(cfg: FedALSConfig, info: FederationInfo, rng: np.random.Generator) -> InitialDraws:
+    """``V^0`` as the other algorithms and centralized ALS draw it
+    (:func:`fedmc.core.factors.uniform_draws`, same seed, same ``V^0``); the clients' initial
+    rows are not random (:func:`~fedmc.algorithms.fedals.client.init_clients`)."""
+    return InitialDraws(server={"V": uniform_draws(cfg, info, rng).server["V"]})
+
+
+def init_server(cfg: FedALSConfig, info: FederationInfo,
+                draws: Mapping[str, np.ndarray]) -> ServerState:
+    """``V^0`` and zero sums."""
+    return ServerState(np.array(draws["V"]), np.zeros(upload_shape(cfg, info.n_items)),
+                       info.n_clients)
+
+
+def setup(cfg: FedALSConfig, server: ServerState, info: FederationInfo) -> Message | None:
+    """With biases, every client uploads the statistics of its initial rows (their all-ones
+    bias carrier makes them nonzero); without, they are zero and there is no set-up."""
+    if not cfg.layout.biases:
+        return None
+    everyone = np.arange(info.n_clients, dtype=np.int64)
+    return Message(0, "setup", everyone, everyone, {"V": server.V})
+
+
+def message(cfg: FedALSConfig, server: ServerState, k: int, sampled: np.ndarray,
+            rng: np.random.Generator) -> Message:
+    """``V^k`` to the sampled clients, who all compute and upload; a client drawn twice takes
+    part once (its upload is a change: counted twice it would be added twice)."""
+    clients = np.unique(sampled).astype(np.int64)
+    return Message(k, "round", clients, clients, {"V": server.V})
+
+
+def server_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
+                msg: Message) -> ServerState:
+    """Add the cohort's summed changes; after a round, the item step (module docstring)."""
+    server.total += summed[STATS]
+    if msg.phase == "round":
+        free = cfg.free_v
+        n = server.V.shape[0]
+        X = np.empty((n, len(free)))
+        item_solves(server.total, n, n if cfg.implicit else -1, cfg.lam,
+                    *svec_pairs(len(free)), X)
+        V = server.V.copy()
+        V[:, free] = X
+        server.V = V
+    return server
+
+
+def upload_shapes(cfg: FedALSConfig, info: FederationInfo) -> dict[str, tuple[int, ...]]:
+    """One array: the statistics' rows (sparse: the client's rated items, and the Gramian's
+    row with implicit feedback)."""
+    return {STATS: upload_shape(cfg, info.n_items)}
+
+
+def model(cfg: FedALSConfig, server: ServerState) -> dict[str, np.ndarray]:
+    """The published item factors ``V``."""
+    return {"V": server.V}
+
+
+def metrics(cfg: FedALSConfig, server: ServerState, sums: Mapping[str, float],
+            info: FederationInfo) -> dict[str, float]:
+    """The objective ``J(U, V)`` of the current factors (the sum over clients, ALS's), and
+    with ratings the errors of :func:`fedmc.core.factors.factor_metrics`.
+
+    Explicit: ``J = 1/2 sum_Omega (m - U V^T)^2 + lam/2 (||U_free||^2 + ||V_free||^2)``;
+    implicit (Hu et al.'s Eq. (3), halved): ``J = 1/2 sum_{t, j} c_tj (p_tj - u_t . v_j)^2
+    + lam/2 (||U||^2 + ||V||^2)`` over every (user, item) pair, and its first part as
+    ``loss``; ranking metrics are added after training (``--ranking-k``).
+    """
+    reg_v = Regularizer("l2", cfg.lam).value(server.V[:, cfg.layout.free_mask_v()])
+    if cfg.implicit:
+        return {"objective": 0.5 * sums["loss"] + sums["reg_u"] + reg_v, "loss": sums["loss"]}
+    out = factor_metrics(sums, server.V, info, Regularizer("l2", cfg.lam), cfg.layout)
+    out["objective"] = 0.5 * sums["sse_z"] + sums["reg_u"] + reg_v
+    return out

@@ -1,0 +1,382 @@
+"""Federated ALS: each closed form against a brute-force solve, the batched simulation against a
+plain loop written from the math, centralized ALS with every client in every round, the upload
+form and its norms, the fold-in."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from fedmc.algorithms.fedals import ALGORITHM, FedALSConfig
+from fedmc.algorithms.fedals.client import STATS, user_step
+from fedmc.algorithms.fedals.fold_in import fold_in
+from fedmc.algorithms.fedals.kernels import item_solves
+from fedmc.core.uploads import OuterRows, Stacked, svec_pairs, upload_nbytes
+from fedmc.data import CSR
+from fedmc.errors import ConfigError
+from fedmc.estimators import ALS, FedALS
+from fedmc.federation.sampling import make_sampler
+from fedmc.model import load_model
+from fedmc.privacy.gaussian import clip_uploads, squared_norms
+from fedmc.sim import simulate
+from fedmc.testing import ScheduledSampler, record_boundary
+from tests.conftest import tiny_federated, tiny_interactions
+from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (a fixture)
+
+
+def dense(data):
+    """Training values and mask as dense arrays (rows in federated order)."""
+    tr = data.train
+    M = np.zeros((data.n_users, data.n_items))
+    M[tr.rows(), tr.indices] = tr.values
+    mask = np.zeros(M.shape, dtype=bool)
+    mask[tr.rows(), tr.indices] = True
+    return M, mask
+
+
+def brute_row(F, fixed_share, m, observed, cfg):
+    """Minimize one row's objective by least squares on the stacked system (no normal
+    equations): explicit ``sum_obs (m - fixed - f.x)^2 + lam ||x||^2``; implicit
+    ``sum_all c (p - f.x)^2 + lam ||x||^2`` over every column."""
+    if cfg.implicit:
+        c = np.where(observed, 1.0 + cfg.alpha * m, 1.0)
+        p = (observed & (m > 0)).astype(float)
+        rows, target = np.sqrt(c)[:, None] * F, np.sqrt(c) * p
+    else:
+        rows, target = F[observed], (m - fixed_share)[observed]
+    k = F.shape[1]
+    A = np.vstack([rows, np.sqrt(cfg.lam) * np.eye(k)])
+    return np.linalg.lstsq(A, np.concatenate([target, np.zeros(k)]), rcond=None)[0]
+
+
+def reference_round(U, V, M, mask, rows, cfg):
+    """One round written from the math: the rows ``rows`` solve their problem against ``V``,
+    then every item solves its problem against every user's current row."""
+    lay = cfg.layout
+    fu, fv = lay.free_mask_u(), lay.free_mask_v()
+    for t in rows:
+        U[t, fu] = brute_row(V[:, fu], V[:, ~fu] @ U[t, ~fu], M[t], mask[t], cfg)
+    for j in range(V.shape[0]):
+        V[j, fv] = brute_row(U[:, fv], U[:, ~fv] @ V[j, ~fv], M[:, j], mask[:, j], cfg)
+
+
+def reference_run(data, cfg, schedule, V0):
+    """:func:`reference_round` over the client sets of ``schedule``, from zero user rows."""
+    M, mask = dense(data)
+    U = np.zeros((data.n_users, cfg.layout.width))
+    cfg.layout.project_u(U)
+    V = V0.copy()
+    for clients in schedule:
+        rows = np.concatenate([np.arange(data.client_ptr[c], data.client_ptr[c + 1])
+                               for c in clients])
+        reference_round(U, V, M, mask, rows, cfg)
+    return U, V
+
+
+MODES = {
+    "explicit-biases": {"rank": 3, "lam": 0.7},
+    "explicit-plain": {"rank": 3, "lam": 0.7, "biases": False},
+    "implicit": {"rank": 3, "lam": 0.7, "implicit": True, "alpha": 2.5},
+}
+
+
+def data_of(mode, p=4, seed=2):
+    if mode == "implicit":
+        return tiny_interactions(m=14, n=9, p=p, density=0.4, seed=seed)
+    return tiny_federated(m=14, n=9, p=p, density=0.4, seed=seed)[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_user_step_is_the_brute_force_minimizer(mode):
+    cfg = FedALSConfig(**MODES[mode])
+    data = data_of(mode)
+    M, mask = dense(data)
+    rng = np.random.default_rng(0)
+    V = rng.normal(size=(data.n_items, cfg.layout.width))
+    cfg.layout.project_v(V)
+    U = rng.normal(size=(data.n_users, cfg.layout.width))
+    cfg.layout.project_u(U)
+    expect = U.copy()
+    reference_round(expect, V.copy(), M, mask, np.arange(data.n_users), cfg)
+    user_step(cfg, data.train, np.arange(data.n_users), U, V)
+    np.testing.assert_allclose(U, expect, atol=1e-10)
+
+
+def test_implicit_user_step_equals_the_dense_all_items_formulation():
+    """The Gramian trick against Hu et al.'s Eq. (4) with the full n x n confidence matrix."""
+    cfg = FedALSConfig(rank=4, lam=0.3, implicit=True, alpha=7.0)
+    data = tiny_interactions(m=6, n=11, p=2, seed=5)
+    M, mask = dense(data)
+    V = np.random.default_rng(1).normal(size=(data.n_items, 4))
+    U = np.zeros((data.n_users, 4))
+    user_step(cfg, data.train, np.arange(data.n_users), U, V)
+    for t in range(data.n_users):
+        C = np.diag(np.where(mask[t], 1.0 + 7.0 * M[t], 1.0))
+        p = mask[t].astype(float)
+        x = np.linalg.solve(V.T @ C @ V + 0.3 * np.eye(4), V.T @ C @ p)
+        np.testing.assert_allclose(U[t], x, atol=1e-10)
+
+
+def test_item_step_from_packed_sums_with_the_gramian():
+    rng = np.random.default_rng(3)
+    d, n, lam = 3, 4, 0.5
+    S = [(lambda B: B @ B.T)(rng.normal(size=(d, 5))) for _ in range(n)]
+    G = (lambda B: B @ B.T)(rng.normal(size=(d, 7)))
+    b = rng.normal(size=(n, d))
+    rows, cols, coef = svec_pairs(d)
+    total = np.zeros((n + 1, len(rows) + d))
+    for j in range(n):
+        total[j, : len(rows)] = coef * S[j][rows, cols]
+        total[j, len(rows):] = b[j]
+    total[n, : len(rows)] = coef * G[rows, cols]
+    X = np.empty((n, d))
+    item_solves(total, n, n, lam, rows, cols, coef, X)
+    for j in range(n):
+        np.testing.assert_allclose(X[j], np.linalg.solve(S[j] + G + lam * np.eye(d), b[j]),
+                                   atol=1e-12)
+
+
+def test_item_step_floors_the_eigenvalues_of_a_noisy_indefinite_system():
+    d, lam = 2, 0.5
+    A = np.array([[1.0, 3.0], [3.0, 1.0]])  # eigenvalues 4 and -2: no Cholesky factor
+    rows, cols, coef = svec_pairs(d)
+    total = np.concatenate([coef * A[rows, cols], [1.0, 2.0]])[None, :]
+    X = np.empty((1, d))
+    item_solves(total, 1, -1, lam, rows, cols, coef, X)
+    w, Q = np.linalg.eigh(A + lam * np.eye(d))
+    np.testing.assert_allclose(X[0], Q @ ((Q.T @ [1.0, 2.0]) / np.maximum(w, lam)), atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("one_user", [False, True])
+def test_batched_rounds_equal_the_plain_loop_from_the_math(mode, one_user):
+    cfg = FedALSConfig(**MODES[mode])
+    data = data_of(mode, p=14 if one_user else 4)
+    rng = np.random.default_rng(7)
+    schedule = [np.sort(rng.choice(data.n_clients, size, replace=False))
+                for size in (2, 3, 1, data.n_clients, 2)]
+    sim = simulate(ALGORITHM, cfg, data, ScheduledSampler(data.n_clients, schedule),
+                   len(schedule), seed=4)
+    V0 = ALGORITHM.draws(cfg, data.federation_info(), np.random.default_rng(
+        np.random.SeedSequence(4).spawn(2)[0])).server["V"]
+    U, V = reference_run(data, cfg, schedule, V0)
+    np.testing.assert_allclose(sim.server.V, V, atol=1e-9)
+    np.testing.assert_allclose(sim.clients.user_factors(), U, atol=1e-9)
+
+
+@pytest.mark.parametrize("biases", [True, False])
+def test_every_client_every_round_is_centralized_als(biases):
+    """Same V^0 (same seed), same sweeps: the factors and the history agree from round 1 on
+    (round 0 differs: ALS evaluates its random U^0, federated ALS its zero rows)."""
+    data = tiny_federated(m=30, n=12, p=5, density=0.5, seed=3)[0]
+    params = dict(rank=3, lam=0.6, biases=biases, init_scale=0.5)
+    fed = FedALS(**params, rounds=6, random_state=2).fit(data)
+    als = ALS(**params, sweeps=6, random_state=2).fit(data)
+    np.testing.assert_allclose(fed.V_, als.V_, atol=1e-10)
+    np.testing.assert_allclose(fed.U_, als.U_, atol=1e-10)
+    for column in ("objective", "train_rmse", "test_rmse", "test_mae"):
+        np.testing.assert_allclose(fed.history_.column(column)[1:],
+                                   als.history_.column(column)[1:], rtol=1e-10)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_objective_never_increases_whoever_is_sampled(mode):
+    """Each round minimizes the objective exactly over the sampled rows, then over V."""
+    data = data_of(mode, p=14, seed=4)
+    model = FedALS(**MODES[mode], rounds=12, sampling="bernoulli", participation=0.3,
+                   random_state=1).fit(data)
+    obj = model.history_.column("objective")
+    assert np.all(np.diff(obj[1:]) <= 1e-12 * obj[1:-1])
+    assert obj[-1] < obj[1]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_uploads_are_the_changes_of_the_statistics(mode):
+    """What a client sends in round 2 (the rows of its OuterRows) is the change of the packed
+    statistics of its rated items (and of its Gramian share), computed here from its rows
+    before and after the round."""
+    cfg = FedALSConfig(**MODES[mode])
+    data = data_of(mode, p=4)
+    M, mask = dense(data)
+
+    def sampler():
+        return make_sampler(data.n_clients, active=2)
+
+    records, sim = record_boundary(ALGORITHM, cfg, data, sampler, rounds=2, driver="per-client")
+    before = simulate(ALGORITHM, cfg, data, sampler(), 1, 0).clients.user_factors()
+    after = sim.clients.user_factors()
+    record = records[-1]
+    r, c, coef = svec_pairs(len(cfg.free_v))
+    fv = cfg.layout.free_mask_v()
+
+    def statistics(U, rows, shape):
+        out = np.zeros(shape)
+        for t in rows:
+            x = U[t, fv]
+            for j in np.flatnonzero(mask[t]):
+                if cfg.implicit:
+                    w, y = cfg.alpha * M[t, j], 1.0 + cfg.alpha * M[t, j]
+                else:
+                    w, y = 1.0, M[t, j] - U[t, ~fv].sum()  # V's fixed column is all ones
+                out[j, : len(r)] += w * coef * np.outer(x, x)[r, c]
+                out[j, len(r):] += y * x
+            if cfg.implicit:
+                out[-1, : len(r)] += coef * np.outer(x, x)[r, c]
+        return out
+
+    for client, (uploads, _) in zip(record.message.upload, record.uploads, strict=True):
+        stacked = uploads[STATS]
+        assert isinstance(stacked.rows, OuterRows)
+        rows = np.arange(data.client_ptr[client], data.client_ptr[client + 1])
+        change = statistics(after, rows, stacked.shape) - statistics(before, rows, stacked.shape)
+        np.testing.assert_allclose(stacked.weighted_sum(np.ones(1)), change, atol=1e-10)
+        assert upload_nbytes(uploads) == len(stacked.rows.index) * (stacked.rows.width + 1) * 8
+
+
+def test_outer_rows_norms_sum_and_clipping_see_the_rows_a_client_sends():
+    rng = np.random.default_rng(2)
+    d = 3
+    vectors = rng.normal(size=(4, d))
+    # client 0: groups on rows 2 and 0; client 1: one group on row 2 with two terms
+    rows = OuterRows(ptr=np.array([0, 2, 3]), index=np.array([2, 0, 2]),
+                     term_ptr=np.array([0, 1, 3, 5]), vec=np.array([0, 1, 2, 3, 0]),
+                     a=rng.normal(size=5), b=rng.normal(size=5), vectors=vectors)
+    r, c, coef = svec_pairs(d)
+    expected = np.zeros((3, len(r) + d))
+    for g in range(3):
+        for q in range(rows.term_ptr[g], rows.term_ptr[g + 1]):
+            x = vectors[rows.vec[q]]
+            expected[g, : len(r)] += rows.a[q] * coef * np.outer(x, x)[r, c]
+            expected[g, len(r):] += rows.b[q] * x
+    np.testing.assert_allclose(rows.values, expected, atol=1e-14)
+    # svec is an isometry: the packed norm is the Frobenius norm of the matrix
+    A = np.outer(vectors[0], vectors[0]) - 2 * np.outer(vectors[1], vectors[1])
+    assert np.isclose(np.linalg.norm(coef * A[r, c]), np.linalg.norm(A))
+    stacked = Stacked((4, len(r) + d), rows=rows)
+    per_client = [np.zeros((4, len(r) + d)) for _ in range(2)]
+    per_client[0][[2, 0]] = expected[:2]
+    per_client[1][2] = expected[2]
+    np.testing.assert_allclose(stacked.weighted_sum(np.array([2.0, -1.0])),
+                               2 * per_client[0] - per_client[1], atol=1e-13)
+    norms = np.array([np.linalg.norm(u) for u in per_client])
+    np.testing.assert_allclose(np.sqrt(squared_norms(stacked)), norms, rtol=1e-12)
+    clipped = clip_uploads({STATS: stacked}, 0.5 * norms.min())[STATS]
+    np.testing.assert_allclose(np.sqrt(squared_norms(clipped)), 0.5 * norms.min(), rtol=1e-12)
+
+
+def test_a_round_costs_terms_by_the_cohorts_ratings():
+    """Two terms (new and old row) per rating of the cohort and per user for the Gramian,
+    nothing per item of the catalogue or per client outside the cohort."""
+    data = tiny_interactions(m=20, n=30, p=20, density=0.2, seed=1)
+    cfg = FedALSConfig(rank=2, implicit=True)
+    records, _ = record_boundary(ALGORITHM, cfg, data,
+                                 lambda: make_sampler(data.n_clients, active=5), rounds=1)
+    rec = records[-1]
+    counts = np.diff(data.train.indptr)[rec.message.upload]
+    terms = sum(len(u[STATS].rows.vec) for u, _ in rec.uploads)
+    assert terms == 2 * (counts.sum() + len(rec.message.upload))
+
+
+def test_mode_defaults_and_refusals():
+    assert FedALSConfig().model_dump()["biases"] is True
+    cfg = FedALSConfig(implicit=True)
+    assert cfg.biases is False and cfg.rank == 32 and cfg.lam == 50.0
+    assert FedALSConfig(implicit=True, rank=7, lam=0.1).rank == 7
+    with pytest.raises(ValueError, match="no biases"):
+        FedALSConfig(implicit=True, biases=True)
+    data = tiny_federated(m=8, n=5, p=2, seed=1)[0]  # ratings of both signs
+    with pytest.raises(ConfigError, match="strengths >= 0"):
+        FedALS(implicit=True, rank=2, rounds=1).fit(data)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fold_in_is_the_user_step(mode):
+    """A new user's row solves the clients' own problem: the brute-force minimizer."""
+    cfg = FedALSConfig(**MODES[mode])
+    rng = np.random.default_rng(4)
+    V = rng.normal(size=(9, cfg.layout.width))
+    cfg.layout.project_v(V)
+    items = np.array([1, 4, 5, 8])
+    values = rng.integers(1, 4, 4).astype(float) if cfg.implicit else rng.normal(size=4)
+    u = fold_in(cfg, V, items, values)
+    M, mask = np.zeros(9), np.zeros(9, dtype=bool)
+    M[items], mask[items] = values, True
+    fu = cfg.layout.free_mask_u()
+    start = np.zeros(cfg.layout.width)
+    cfg.layout.project_u(start[None])
+    expect = start.copy()
+    expect[fu] = brute_row(V[:, fu], V[:, ~fu] @ start[~fu], M, mask, cfg)
+    np.testing.assert_allclose(u, expect, atol=1e-10)
+    R = CSR(np.array([0, 4]), items.astype(np.int32), values)
+    U = start[None].copy()
+    user_step(cfg, R, np.zeros(1, dtype=np.int64), U, V)
+    np.testing.assert_allclose(U[0], u, atol=1e-14)
+
+
+def test_implicit_run_then_recommend_from_clicked_items(monkeypatch, capsys, tmp_path,
+                                                        ratings_csv):  # noqa: F811
+    out = tmp_path / "run"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "fedals", "--implicit",
+                          "--ratings", ratings_csv, "--rank", 3, "--rounds", 4,
+                          "--save-user-factors", "--out", out, "-q")
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["params"]["implicit"] is True and config["data"]["normalize"] == "none"
+    assert config["run"]["ranking_k"] == 10 and "ranking_k" in config["run"]["defaulted"]
+    with open(out / "history.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    objective = [float(r["objective"]) for r in rows]
+    assert all(b <= a for a, b in zip(objective[1:], objective[2:], strict=False))
+    assert "test_rmse" not in rows[0] and 0 <= float(rows[-1]["ndcg@10"]) <= 1
+    model = load_model(out)
+    assert model.implicit and model.algorithm == "fedals"
+    clicked = tmp_path / "clicked.csv"
+    clicked.write_text("item\n3\n7\n")
+    code, stdout, err = invoke(monkeypatch, capsys, "recommend", out, "--items", clicked, "-n",
+                               4, "--format", "json")
+    assert code == 0, err
+    listed = [r["item"] for r in json.loads(stdout)]
+    assert len(listed) == 4 and not {3, 7} & set(listed)
+    assert all("preference" in r and "rating" not in r for r in json.loads(stdout))
+    new = model.fold_in(np.array([3, 7]))
+    expect = fold_in(model.config, model.V, model.items.index(np.array([3, 7])), np.ones(2))
+    np.testing.assert_allclose(new.factor, expect)
+    assert [int(i) for i in model.recommend(new, n=4).items] == listed
+    mine = tmp_path / "mine.csv"
+    mine.write_text("item,rating\n3,5\n")
+    code, _, err = invoke(monkeypatch, capsys, "recommend", out, "--ratings", mine)
+    assert code == 2 and "give the items alone" in err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--algorithm", "als", "--implicit"], "algorithm for implicit feedback"),
+    (["--algorithm", "fedals", "--implicit", "-P", "implicit=false"], "contradicts"),
+    (["--algorithm", "fedals", "-P", "implicit=true"], "add --implicit"),
+    (["--algorithm", "fedals", "--implicit", "--normalize", "zscore"], "drop --normalize"),
+    (["--algorithm", "fedals", "--implicit-threshold", "4"], "needs --implicit"),
+    (["--algorithm", "fedals", "--implicit", "--implicit-threshold", "9"], "reaches"),
+    (["--algorithm", "fedals", "--implicit", "--biases"], "no biases"),
+])
+def test_implicit_conflicts_exit_2_with_one_line(monkeypatch, capsys, tmp_path,
+                                                 ratings_csv, args, needle):  # noqa: F811
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--rounds", 1,
+                          *args, "--out", tmp_path / "run", "-q")
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_implicit_threshold_keeps_the_ratings_that_reach_it(ratings_csv):  # noqa: F811
+    from fedmc.run.data import DataSettings, federated_data
+
+    every, _ = federated_data(DataSettings(ratings=ratings_csv, clients=4, implicit=True))
+    high, _ = federated_data(DataSettings(ratings=ratings_csv, clients=4, implicit=True,
+                                          implicit_threshold=4))
+    plain, _ = federated_data(DataSettings(ratings=ratings_csv, clients=4))
+    n_high = np.sum(plain.normalizer.inverse(np.concatenate([plain.train.values,
+                                                             plain.test.values])) >= 4)
+    assert every.train.nnz + every.test.nnz == plain.train.nnz + plain.test.nnz
+    assert high.train.nnz + high.test.nnz == n_high < every.train.nnz
+    assert np.all(high.train.values == 1.0) and high.normalizer.is_identity
