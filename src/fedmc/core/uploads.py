@@ -163,7 +163,13 @@ class Stacked:
         return total
 
     def add_weighted(self, total: np.ndarray, weights: np.ndarray) -> None:
-        """``total += sum_k weights[k] * upload_k`` (``total``: a ``shape`` array)."""
+        """``total += sum_k weights[k] * upload_k`` (``total``: a ``shape`` array). Rows alone
+        are added in place; rows on a dense part are first added to that part, so the batch's
+        sum enters ``total`` whole (the rounding of a sum of batches does not depend on how
+        each batch is stored)."""
+        if self.dense is not None and self.rows is not None:
+            total += self.weighted_sum(weights)
+            return
         if self.scale is not None:
             weights = weights * self.scale
         if self.dense is not None:
