@@ -159,7 +159,7 @@ class Stacked:
     def weighted_sum(self, weights: np.ndarray) -> np.ndarray:
         """``sum_k weights[k] * upload_k`` as one ``shape`` array."""
         total = np.zeros(self.shape)
-        self.add_weighted(total, weights)
+        self._add(total, weights)
         return total
 
     def add_weighted(self, total: np.ndarray, weights: np.ndarray) -> None:
@@ -169,7 +169,11 @@ class Stacked:
         each batch is stored)."""
         if self.dense is not None and self.rows is not None:
             total += self.weighted_sum(weights)
-            return
+        else:
+            self._add(total, weights)
+
+    def _add(self, total: np.ndarray, weights: np.ndarray) -> None:
+        """``total += sum_k weights[k] * upload_k``, part by part."""
         if self.scale is not None:
             weights = weights * self.scale
         if self.dense is not None:
