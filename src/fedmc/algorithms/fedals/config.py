@@ -7,7 +7,7 @@ mode (biases with implicit feedback) is refused.
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -31,6 +31,10 @@ class FedALSConfig(FactorConfig):
     strength ``r >= 0``, preference ``p = [r > 0]`` with confidence ``c = 1 + alpha r`` and
     every item a user did not interact with a zero of confidence 1 (Hu, Koren and Volinsky
     2008, Eq. (1)-(3)).
+
+    ``sums`` and ``max_items`` shape the uploads for user-level DP (``docs/fedals.md``, "User-
+    level DP"): ``sums="fresh"`` keeps no noise from one round to the next, ``max_items``
+    bounds how many items one user's upload spreads its clip norm over.
     """
 
     implicit: bool = Field(False, description="implicit feedback (interactions) instead of "
@@ -43,6 +47,15 @@ class FedALSConfig(FactorConfig):
     alpha: float = Field(2.0, ge=0, description="confidence c = 1 + alpha r of an interaction "
                          "of strength r (implicit only)")
     init_scale: float = Field(0.1, ge=0, description="V^0 uniform on [0, init_scale]")
+    sums: Literal["running", "fresh"] = Field(
+        "running", description="running: a client uploads the change of its statistics and "
+        "the server keeps the sums of every client's latest ones (exact ALS); fresh: the "
+        "sampled clients upload their whole statistics and the server solves from that "
+        "round's sum alone (user-level DP: no round's noise carried into the next)")
+    max_items: int | None = Field(
+        None, ge=1, description="each user contributes at most this many of its items to "
+        "the item step: a subset drawn once from its own items, uniformly (its user step "
+        "and evaluation use them all)")
 
     @model_validator(mode="before")
     @classmethod

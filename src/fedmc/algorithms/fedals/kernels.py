@@ -79,6 +79,37 @@ def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, l
             U[t, free[a]] = x[a]
 
 
+@numba.njit(cache=True, inline="always")
+def _mix(z):
+    """SplitMix64's finalizer of the ``uint64`` ``z``: a bijection whose outputs look
+    independent and uniform for neighbouring inputs."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, parallel=True)
+def kept_entries(indptr, indices, keys, k, keep):
+    """``keep[q]`` for the entries ``q`` of each row ``t`` that it contributes: all of them
+    when it has at most ``k``, else the ``k`` whose items come first in the row's own
+    random order (items ranked by a hash of the row's random ``keys[t]`` and the item, so
+    the ``k`` are a uniform draw from the row's items, and the same on every party that
+    holds the row, whatever the other rows)."""
+    for t in numba.prange(indptr.shape[0] - 1):
+        q0, q1 = indptr[t], indptr[t + 1]
+        if q1 - q0 <= k:
+            for q in range(q0, q1):
+                keep[q] = True
+            continue
+        rank = np.empty(q1 - q0, dtype=np.uint64)
+        key = np.uint64(keys[t])
+        for q in range(q0, q1):
+            rank[q - q0] = _mix(key ^ _mix(np.uint64(indices[q]) + np.uint64(1)))
+        first = np.argsort(rank)
+        for i in range(k):
+            keep[q0 + first[i]] = True
+
+
 @numba.njit(cache=True)
 def group_counts(compute, client_ptr, indptr, g_client, g_ptr, one_user, copies, gram):
     """Groups and terms of the clients ``compute`` (:func:`item_terms`): ``ptr`` (groups of

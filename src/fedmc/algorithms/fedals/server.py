@@ -13,6 +13,9 @@ half-sweep)
 
 for ``V[j, free]``. Its cost per round is ``O(n d^3)`` for the solves plus the cohort's
 terms, whatever the number of clients.
+
+With ``sums="fresh"`` (user-level DP) the server keeps nothing between rounds: the sums it
+solves from are the round's cohort's statistics alone (``docs/fedals.md``).
 """
 
 from __future__ import annotations
@@ -44,8 +47,14 @@ class ServerState:
 def draws(cfg: FedALSConfig, info: FederationInfo, rng: np.random.Generator) -> InitialDraws:
     """``V^0`` as the other algorithms and centralized ALS draw it
     (:func:`fedmc.core.factors.uniform_draws`, same seed, same ``V^0``); the clients' initial
-    rows are not random (:func:`~fedmc.algorithms.fedals.client.init_clients`)."""
-    return InitialDraws(server={"V": uniform_draws(cfg, info, rng).server["V"]})
+    rows are not random (:func:`~fedmc.algorithms.fedals.client.init_clients`). With
+    ``max_items``, then a key per user row: the draw of the ratings it contributes."""
+    V = uniform_draws(cfg, info, rng).server["V"]
+    if cfg.max_items is None:
+        return InitialDraws(server={"V": V})
+    # after V^0 (unchanged): each user's key of its contributed ratings (client.contributed)
+    return InitialDraws(server={"V": V},
+                        rows={"key": rng.integers(0, 2**63 - 1, size=info.n_users)})
 
 
 def init_server(cfg: FedALSConfig, info: FederationInfo,
@@ -56,9 +65,10 @@ def init_server(cfg: FedALSConfig, info: FederationInfo,
 
 
 def setup(cfg: FedALSConfig, server: ServerState, info: FederationInfo) -> Message | None:
-    """With biases, every client uploads the statistics of its initial rows (their all-ones
-    bias carrier makes them nonzero); without, they are zero and there is no set-up."""
-    if not cfg.layout.biases:
+    """With biases and running sums, every client uploads the statistics of its initial rows
+    (their all-ones bias carrier makes them nonzero); without biases they are zero, and fresh
+    sums keep nothing from before a round: no set-up."""
+    if not cfg.layout.biases or cfg.sums == "fresh":
         return None
     everyone = np.arange(info.n_clients, dtype=np.int64)
     return Message(0, "setup", everyone, everyone, {"V": server.V})
@@ -74,8 +84,12 @@ def message(cfg: FedALSConfig, server: ServerState, k: int, sampled: np.ndarray,
 
 def server_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
                 msg: Message) -> ServerState:
-    """Add the cohort's summed changes; after a round, the item step (module docstring)."""
-    server.total += summed[STATS]
+    """Add the cohort's summed changes (running sums) or take its summed statistics (fresh
+    sums); after a round, the item step (module docstring)."""
+    if cfg.sums == "fresh":
+        server.total = np.array(summed[STATS])
+    else:
+        server.total += summed[STATS]
     if msg.phase == "round":
         free = cfg.free_v
         n = server.V.shape[0]
