@@ -46,13 +46,13 @@ from fedmc.run.evaluation import HeldOut, evaluate_model
 
 
 def fit(data, algorithm: str, rounds: int, eps: float, noise: float | None, q: float,
-        clip: float, setup_scale: float, setup_clip: float | None, **params) -> dict:
+        dp_clip: float, setup_scale: float, setup_clip: float | None, **params) -> dict:
     """One run, Poisson sampling at rate ``q``, user-level DP at budget ``eps`` (inf: none)
     or at noise multiplier ``noise``; the final RMSE and the epsilon spent."""
     budget = {} if math.isinf(eps) else {"user_dp_epsilon": eps}
     if noise is not None:
         budget["user_dp_noise"] = noise
-    dp = budget and {**budget, "user_dp_clip": clip, "user_dp_delta": 1e-6,
+    dp = budget and {**budget, "user_dp_clip": dp_clip, "user_dp_delta": 1e-6,
                      "user_dp_setup_scale": setup_scale, "user_dp_setup_clip": setup_clip}
     model = estimator_class(algorithm)(**params, rounds=rounds, sampling="bernoulli",
                                      participation=q, random_state=0,
@@ -113,7 +113,7 @@ def main() -> None:
     print(json.dumps({"item_mean": round(item_mean_rmse(data), 4), "data": args.what}),
           flush=True)
     options = {"rounds": args.rounds, "eps": args.eps, "noise": args.noise, "q": args.q,
-               "clip": args.clip,
+               "dp_clip": args.clip,
                "setup_scale": args.setup_scale, "setup_clip": args.setup_clip, **grid}
     for combo in itertools.product(*map(values, options.values())):
         setting = dict(zip(options, combo, strict=True))

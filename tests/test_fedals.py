@@ -225,6 +225,58 @@ def test_fresh_sums_solve_the_items_from_the_cohort_alone(mode, max_items):
         np.testing.assert_allclose(runs[0].server.V, runs[1].server.V, atol=1e-10)
 
 
+def normal_equations(U, M, mask, rows, cfg):
+    """Each item's ``(S_j + G, b_j)`` from the users ``rows`` (their current ``U``), written
+    from the math: explicit ``S_j = sum x x^T``, ``b_j = sum (m - fixed) x`` over its raters;
+    implicit ``G + sum alpha m x x^T``, ``b_j = sum (1 + alpha m) x``."""
+    fv = cfg.layout.free_mask_v()
+    X = U[rows][:, fv]
+    G = X.T @ X if cfg.implicit else 0.0
+    out = []
+    for j in range(M.shape[1]):
+        seen = mask[rows, j]
+        m = M[rows, j][seen]
+        if cfg.implicit:
+            w, y = cfg.alpha * m, 1.0 + cfg.alpha * m
+        else:
+            w, y = np.ones(len(m)), m - U[rows][seen][:, ~fv].sum(axis=1)  # V's ones column
+        out.append((G + (X[seen] * w[:, None]).T @ X[seen], X[seen].T @ y))
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_memory_solves_from_the_weighted_mean_of_the_rounds_sums(mode):
+    """sums="fresh", memory=0.6: the item step of round k solves from sum_l 0.6^(k-l) (S, b)
+    of round l's cohort over sum_l 0.6^(k-l), the item ridge lam_item; gram_scale (sent
+    times 0.3, divided out) changes nothing without noise."""
+    cfg = FedALSConfig(**MODES[mode], sums="fresh", memory=0.6, lam_item=1.3, gram_scale=0.3)
+    data = data_of(mode, p=5)
+    M, mask = dense(data)
+    rng = np.random.default_rng(5)
+    schedule = [np.sort(rng.choice(data.n_clients, size, replace=False)) for size in (2, 4, 3)]
+    sim = simulate(ALGORITHM, cfg, data, ScheduledSampler(data.n_clients, schedule),
+                   len(schedule), seed=1)
+    U = np.zeros((data.n_users, cfg.layout.width))
+    cfg.layout.project_u(U)
+    V = initial_V(cfg, data, 1)
+    fu, fv = cfg.layout.free_mask_u(), cfg.layout.free_mask_v()
+    totals, weight = None, 0.0
+    for clients in schedule:
+        rows = np.concatenate([np.arange(data.client_ptr[c], data.client_ptr[c + 1])
+                               for c in clients])
+        for t in rows:
+            U[t, fu] = brute_row(V[:, fu], V[:, ~fu] @ U[t, ~fu], M[t], mask[t], cfg)
+        now = normal_equations(U, M, mask, rows, cfg)
+        totals = now if totals is None else [(0.6 * S + S1, 0.6 * b + b1) for (S, b), (S1, b1)
+                                             in zip(totals, now, strict=True)]
+        weight = 0.6 * weight + 1.0
+        for j, (S, b) in enumerate(totals):
+            V[j, fv] = np.linalg.solve(S / weight + 1.3 * np.eye(fv.sum()), b / weight)
+    np.testing.assert_allclose(sim.server.V, V, atol=1e-9)
+    with pytest.raises(ValueError, match="needs sums=fresh"):
+        FedALSConfig(memory=0.5)
+
+
 def test_max_items_keeps_a_uniform_draw_of_each_users_own_items():
     data = tiny_interactions(m=40, n=12, p=40, density=0.6, seed=3)
     counts = np.diff(data.train.indptr)
@@ -253,9 +305,10 @@ def test_max_items_keeps_a_uniform_draw_of_each_users_own_items():
 @pytest.mark.parametrize("mode", MODES)
 def test_a_clipped_fresh_upload_down_weights_its_user(mode):
     """User-level DP's clipping (noise 0 here) scales a client's whole fresh upload, its
-    S_j and b_j alike: the item step is the ridge problem with that user's terms weighted by
-    its scale (a weighted least squares, not a distorted one)."""
-    cfg = FedALSConfig(**MODES[mode], sums="fresh")
+    S_j and b_j alike (its S_j sent times gram_scale, which the server divides out): the item
+    step is the ridge problem with that user's terms weighted by its scale (a weighted least
+    squares, not a distorted one)."""
+    cfg = FedALSConfig(**MODES[mode], sums="fresh", gram_scale=0.5)
     data = data_of(mode, p=14)
     clip = {"implicit": 40.0}.get(mode, 5.0)
     dp = UserDP(clip=clip, noise=0.0)

@@ -85,6 +85,9 @@ class AlgorithmSpec:
         :data:`PAPER_OPTIONS` and :data:`DP_OPTIONS`; :meth:`dp_variant`).
     audit
         Its target of the privacy audit (:mod:`fedmc.audit.run`), None when it has none.
+    interactions
+        The ``Config`` settings with which it fits interactions (``--implicit``, implicit
+        feedback: :func:`fedmc.run.data.implicit_params`); empty when it fits only ratings.
     data_kind
         ``"ratings"`` or ``"boolean"``.
     """
@@ -99,6 +102,7 @@ class AlgorithmSpec:
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     dp_variants: Mapping[str, Mapping[float, Mapping[str, Any]]] = field(default_factory=dict)
     audit: str | None = None
+    interactions: Mapping[str, Any] = field(default_factory=dict)
     data_kind: str = "ratings"
 
     @property
@@ -224,7 +228,8 @@ _SPECS = [
         "fedals", "fedmc.algorithms.fedals.config:FedALSConfig",
         "fedmc.algorithms.fedals:ALGORITHM", fold_in="fedmc.algorithms.fedals.fold_in:fold_in",
         paper_settings={**_ONE_USER_PER_CLIENT, "rounds": 100},
-        variants={"user": {"sampling": "bernoulli", "participation": 0.1}}),
+        variants={"user": {"sampling": "bernoulli", "participation": 0.1}},
+        audit="fedmc.audit.run:FedALSTarget", interactions={"implicit": True}),
     AlgorithmSpec(
         # The DP baseline: one user per client, one set-up exchange answered by everyone.
         "item-bias", "fedmc.algorithms.item_bias.config:ItemBiasConfig",
@@ -232,6 +237,8 @@ _SPECS = [
         fold_in="fedmc.algorithms.item_bias.fold_in:fold_in",
         fold_in_rows="fedmc.algorithms.item_bias.fold_in:fold_in_rows",
         paper_settings={**_ONE_USER_PER_CLIENT, "rounds": 0},
+        # Of interactions, the counts alone: the (DP) popularity list.
+        interactions={"signal": "counts"},
         dp_variants={"user": {1.0: {**_BIAS_DP, "lam_item": 8.0, "dp_clip": 0.3},
                               2.0: {**_BIAS_DP, "lam_item": 4.0},
                               4.0: {**_BIAS_DP, "lam_item": 2.0},

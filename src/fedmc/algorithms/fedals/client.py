@@ -17,7 +17,8 @@ exchange uploads them once.
 
 For user-level DP (``docs/fedals.md``) a client may instead upload its whole statistics each
 round it takes part in (``sums="fresh"``), and contribute at most ``max_items`` of each user's
-ratings to them (:func:`contributed`).
+ratings to them (:func:`contributed`), its packed Gram parts ``svec(S_j)`` times
+``gram_scale``.
 """
 
 from __future__ import annotations
@@ -144,6 +145,8 @@ def client_step(cfg: FedALSConfig, shard: FederatedData, state: ClientState, msg
                np.ascontiguousarray(both[:, fixed_v]), np.ascontiguousarray(V[:, fixed_v]),
                n_rows, cfg.alpha, cfg.implicit, change, gram_row, ptr, term_ptr, index, vec,
                a, b)
+    if cfg.gram_scale != 1.0:  # the svec part sent times gram_scale (the server divides)
+        a *= cfg.gram_scale
     stats = OuterRows(ptr, index, term_ptr, vec, a, b, np.ascontiguousarray(both[:, free_v]))
     return state, {STATS: Stacked(upload_shape(cfg, V.shape[0]), rows=stats)}
 

@@ -33,8 +33,9 @@ class FedALSConfig(FactorConfig):
     2008, Eq. (1)-(3)).
 
     ``sums`` and ``max_items`` shape the uploads for user-level DP (``docs/fedals.md``, "User-
-    level DP"): ``sums="fresh"`` keeps no noise from one round to the next, ``max_items``
-    bounds how many items one user's upload spreads its clip norm over.
+    level DP"): ``sums="fresh"`` carries no round's noise whole into the next (``memory``
+    averages the rounds' sums instead), ``max_items`` bounds how many items one user's upload
+    spreads its clip norm over.
     """
 
     implicit: bool = Field(False, description="implicit feedback (interactions) instead of "
@@ -44,6 +45,9 @@ class FedALSConfig(FactorConfig):
                                 "ratings; implicit feedback has none)")
     lam: float | None = Field(None, gt=0, description="ridge weight lambda of every user and "
                               "item row (default: 10 explicit, 50 implicit)")
+    lam_item: float | None = Field(None, gt=0, description="ridge weight of the item step "
+                                   "(default: lam); user-level DP's clipped, noised sums "
+                                   "want their own")
     alpha: float = Field(2.0, ge=0, description="confidence c = 1 + alpha r of an interaction "
                          "of strength r (implicit only)")
     init_scale: float = Field(0.1, ge=0, description="V^0 uniform on [0, init_scale]")
@@ -52,6 +56,14 @@ class FedALSConfig(FactorConfig):
         "the server keeps the sums of every client's latest ones (exact ALS); fresh: the "
         "sampled clients upload their whole statistics and the server solves from that "
         "round's sum alone (user-level DP: no round's noise carried into the next)")
+    memory: float = Field(
+        0.0, ge=0, lt=1, description="fresh sums: the server solves from the mean of every "
+        "round's sums so far, each earlier round weighted memory times the next (0: the "
+        "round's alone)")
+    gram_scale: float = Field(
+        1.0, gt=0, description="the packed Gram parts svec(S_j) are uploaded times this (the "
+        "server divides it out): under user-level DP it moves noise between them and the "
+        "right-hand sides b_j, as item-bias's count_scale does")
     max_items: int | None = Field(
         None, ge=1, description="each user contributes at most this many of its items to "
         "the item step: a subset drawn once from its own items, uniformly (its user step "
@@ -70,7 +82,14 @@ class FedALSConfig(FactorConfig):
         if self.implicit and self.biases:
             raise ValueError("implicit feedback has no biases (Hu et al.'s model is u . v); "
                              "leave biases out or set it to false")
+        if self.memory and self.sums != "fresh":
+            raise ValueError("memory averages the rounds' fresh sums: it needs sums=fresh")
         return self
+
+    @property
+    def item_lam(self) -> float:
+        """The item step's ridge weight: ``lam_item``, else ``lam``."""
+        return self.lam if self.lam_item is None else self.lam_item
 
     @property
     def free_v(self) -> np.ndarray:

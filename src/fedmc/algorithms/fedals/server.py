@@ -14,8 +14,10 @@ half-sweep)
 for ``V[j, free]``. Its cost per round is ``O(n d^3)`` for the solves plus the cohort's
 terms, whatever the number of clients.
 
-With ``sums="fresh"`` (user-level DP) the server keeps nothing between rounds: the sums it
-solves from are the round's cohort's statistics alone (``docs/fedals.md``).
+With ``sums="fresh"`` (user-level DP) the sums it solves from are the round's cohort's
+statistics alone, or with ``memory`` the mean of every round's so far, each earlier round
+weighted ``memory`` times the next (``docs/fedals.md``): the noise of a round is not carried
+whole into the next as running sums carry it.
 """
 
 from __future__ import annotations
@@ -37,11 +39,14 @@ from fedmc.core.uploads import Summed, svec_pairs
 @dataclass
 class ServerState:
     """``V`` ``(n, width)`` item-major, the running statistics (rows of
-    :func:`~fedmc.algorithms.fedals.client.upload_shape`) and ``p``."""
+    :func:`~fedmc.algorithms.fedals.client.upload_shape`) and ``p``; with fresh sums,
+    ``total`` is the rounds' sums weighted by powers of ``memory`` and ``weight`` the sum of
+    those weights."""
 
     V: np.ndarray
     total: np.ndarray
     n_clients: int
+    weight: float = 0.0
 
 
 def draws(cfg: FedALSConfig, info: FederationInfo, rng: np.random.Generator) -> InitialDraws:
@@ -84,22 +89,33 @@ def message(cfg: FedALSConfig, server: ServerState, k: int, sampled: np.ndarray,
 
 def server_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
                 msg: Message) -> ServerState:
-    """Add the cohort's summed changes (running sums) or take its summed statistics (fresh
-    sums); after a round, the item step (module docstring)."""
+    """Add the cohort's summed changes (running sums) or its summed statistics to the
+    earlier rounds' times ``memory`` (fresh sums); after a round, the item step on the
+    running sums or on the weighted mean of the rounds' sums (module docstring)."""
     if cfg.sums == "fresh":
-        server.total = np.array(summed[STATS])
+        server.total = cfg.memory * server.total + summed[STATS]
+        server.weight = cfg.memory * server.weight + 1.0
     else:
         server.total += summed[STATS]
     if msg.phase == "round":
         free = cfg.free_v
         n = server.V.shape[0]
         X = np.empty((n, len(free)))
-        item_solves(server.total, n, n if cfg.implicit else -1, cfg.lam,
+        item_solves(item_sums(cfg, server), n, n if cfg.implicit else -1, cfg.item_lam,
                     *svec_pairs(len(free)), X)
         V = server.V.copy()
         V[:, free] = X
         server.V = V
     return server
+
+
+def item_sums(cfg: FedALSConfig, server: ServerState) -> np.ndarray:
+    """The sums the item step solves from: the running sums, or the weighted mean of the
+    rounds' fresh sums; their Gram parts divided by ``gram_scale`` (a copy)."""
+    sums = server.total / server.weight if cfg.sums == "fresh" else server.total.copy()
+    d = len(cfg.free_v)
+    sums[:, : d * (d + 1) // 2] /= cfg.gram_scale
+    return sums
 
 
 def upload_shapes(cfg: FedALSConfig, info: FederationInfo) -> dict[str, tuple[int, ...]]:
@@ -123,9 +139,9 @@ def metrics(cfg: FedALSConfig, server: ServerState, sums: Mapping[str, float],
     + lam/2 (||U||^2 + ||V||^2)`` over every (user, item) pair, and its first part as
     ``loss``; ranking metrics are added after training (``--ranking-k``).
     """
-    reg_v = Regularizer("l2", cfg.lam).value(server.V[:, cfg.layout.free_mask_v()])
+    reg_v = Regularizer("l2", cfg.item_lam).value(server.V[:, cfg.layout.free_mask_v()])
     if cfg.implicit:
         return {"objective": 0.5 * sums["loss"] + sums["reg_u"] + reg_v, "loss": sums["loss"]}
-    out = factor_metrics(sums, server.V, info, Regularizer("l2", cfg.lam), cfg.layout)
+    out = factor_metrics(sums, server.V, info, Regularizer("l2", cfg.item_lam), cfg.layout)
     out["objective"] = 0.5 * sums["sse_z"] + sums["reg_u"] + reg_v
     return out
