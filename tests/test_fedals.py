@@ -160,9 +160,10 @@ def test_item_step_from_packed_sums_with_the_gramian():
         total[j, len(rows):] = b[j]
     total[n, : len(rows)] = coef * G[rows, cols]
     X = np.empty((n, d))
-    item_solves(total, n, n, lam, rows, cols, coef, X)
+    ridge = np.array([lam, 2 * lam, 0.1])  # a ridge weight per column
+    item_solves(total, n, n, ridge, rows, cols, coef, X)
     for j in range(n):
-        np.testing.assert_allclose(X[j], np.linalg.solve(S[j] + G + lam * np.eye(d), b[j]),
+        np.testing.assert_allclose(X[j], np.linalg.solve(S[j] + G + np.diag(ridge), b[j]),
                                    atol=1e-12)
 
 
@@ -172,7 +173,7 @@ def test_item_step_floors_the_eigenvalues_of_a_noisy_indefinite_system():
     rows, cols, coef = svec_pairs(d)
     total = np.concatenate([coef * A[rows, cols], [1.0, 2.0]])[None, :]
     X = np.empty((1, d))
-    item_solves(total, 1, -1, lam, rows, cols, coef, X)
+    item_solves(total, 1, -1, np.full(d, lam), rows, cols, coef, X)
     w, Q = np.linalg.eigh(A + lam * np.eye(d))
     np.testing.assert_allclose(X[0], Q @ ((Q.T @ [1.0, 2.0]) / np.maximum(w, lam)), atol=1e-12)
 
@@ -340,11 +341,13 @@ def test_every_client_every_round_is_centralized_als(biases):
                                    als.history_.column(column)[1:], rtol=1e-10)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", [*MODES, "explicit-item-ridges"])
 def test_the_objective_never_increases_whoever_is_sampled(mode):
-    """Each round minimizes the objective exactly over the sampled rows, then over V."""
+    """Each round minimizes the objective exactly over the sampled rows, then over V (with
+    the item step's own ridge weights too: lam_item, lam_bias)."""
+    params = MODES.get(mode, {**MODES["explicit-biases"], "lam_item": 2.0, "lam_bias": 0.1})
     data = data_of(mode, p=14, seed=4)
-    model = FedALS(**MODES[mode], rounds=12, sampling="bernoulli", participation=0.3,
+    model = FedALS(**params, rounds=12, sampling="bernoulli", participation=0.3,
                    random_state=1).fit(data)
     obj = model.history_.column("objective")
     assert np.all(np.diff(obj[1:]) <= 1e-12 * obj[1:-1])

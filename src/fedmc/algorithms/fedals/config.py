@@ -48,6 +48,8 @@ class FedALSConfig(FactorConfig):
     lam_item: float | None = Field(None, gt=0, description="ridge weight of the item step "
                                    "(default: lam); user-level DP's clipped, noised sums "
                                    "want their own")
+    lam_bias: float | None = Field(None, gt=0, description="ridge weight of the item biases "
+                                   "in the item step (default: lam_item)")
     alpha: float = Field(2.0, ge=0, description="confidence c = 1 + alpha r of an interaction "
                          "of strength r (implicit only)")
     init_scale: float = Field(0.1, ge=0, description="V^0 uniform on [0, init_scale]")
@@ -79,6 +81,8 @@ class FedALSConfig(FactorConfig):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
+        if self.lam_bias is not None and not self.biases:
+            raise ValueError("lam_bias is the item biases' ridge weight: it needs biases")
         if self.implicit and self.biases:
             raise ValueError("implicit feedback has no biases (Hu et al.'s model is u . v); "
                              "leave biases out or set it to false")
@@ -87,9 +91,14 @@ class FedALSConfig(FactorConfig):
         return self
 
     @property
-    def item_lam(self) -> float:
-        """The item step's ridge weight: ``lam_item``, else ``lam``."""
-        return self.lam if self.lam_item is None else self.lam_item
+    def item_ridge(self) -> np.ndarray:
+        """The item step's ridge weight of each column it solves (:attr:`free_v`):
+        ``lam_item`` (else ``lam``), and ``lam_bias`` (else the same) on the item bias."""
+        lam = self.lam if self.lam_item is None else self.lam_item
+        ridge = np.full(len(self.free_v), lam)
+        if self.layout.biases and self.lam_bias is not None:
+            ridge[-1] = self.lam_bias  # V = [V_factors | 1 | b_item]: the last one solved
+        return ridge
 
     @property
     def free_v(self) -> np.ndarray:

@@ -242,17 +242,18 @@ def _floored_solve(A, b, floor):
 
 @numba.njit(cache=True, parallel=True)
 def item_solves(total, n_items, gram_row, lam, s_row, s_col, coef, X):
-    """The item step: ``X[j] = (unpack(total[j]) + G + lam I)^{-1} b_j`` for every item ``j``,
-    in parallel over items, where row ``j`` of ``total`` is ``[svec(S_j) | b_j]`` (the summed
-    statistics, :class:`fedmc.core.uploads.OuterRows`) and ``G`` the unpacked Gramian of row
-    ``gram_row`` (none when ``gram_row < 0``).
+    """The item step: ``X[j] = (unpack(total[j]) + G + diag(lam))^{-1} b_j`` for every item
+    ``j``, in parallel over items, where row ``j`` of ``total`` is ``[svec(S_j) | b_j]`` (the
+    summed statistics, :class:`fedmc.core.uploads.OuterRows`), ``G`` the unpacked Gramian of
+    row ``gram_row`` (none when ``gram_row < 0``) and ``lam`` the ridge weight of each column.
 
-    ``S_j + G + lam I`` has every eigenvalue ``>= lam`` when the sums are exact; noise added to
-    them (user-level DP) may break that, and then Cholesky fails (a NaN): that item is solved
-    with the eigenvalues floored at ``lam`` instead (the noisy Gram matrix projected onto the
-    semidefinite cone, plus ``lam I``).
+    ``S_j + G + diag(lam)`` has every eigenvalue ``>= min(lam)`` when the sums are exact;
+    noise added to them (user-level DP) may break that, and then Cholesky fails (a NaN): that
+    item is solved with the eigenvalues floored at ``min(lam)`` instead (the noisy Gram matrix
+    projected onto the semidefinite cone, plus the ridge).
     """
     d = X.shape[1]
+    floor = lam.min()
     n_packed = s_row.shape[0]
     G = np.zeros((d, d))
     if gram_row >= 0:
@@ -263,13 +264,13 @@ def item_solves(total, n_items, gram_row, lam, s_row, s_col, coef, X):
         for e in range(n_packed):
             A[s_row[e], s_col[e]] = total[j, e] / coef[e] + G[s_row[e], s_col[e]]
         for i in range(d):
-            A[i, i] += lam
+            A[i, i] += lam[i]
         x = total[j, n_packed:].copy()
         kept = A.copy()
         cholesky_solve_upper(A, x)
         if not np.all(np.isfinite(x)):
             x[:] = total[j, n_packed:]
-            _floored_solve(kept, x, lam)
+            _floored_solve(kept, x, floor)
         X[j] = x
 
 

@@ -101,7 +101,7 @@ def server_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
         free = cfg.free_v
         n = server.V.shape[0]
         X = np.empty((n, len(free)))
-        item_solves(item_sums(cfg, server), n, n if cfg.implicit else -1, cfg.item_lam,
+        item_solves(item_sums(cfg, server), n, n if cfg.implicit else -1, cfg.item_ridge,
                     *svec_pairs(len(free)), X)
         V = server.V.copy()
         V[:, free] = X
@@ -139,9 +139,9 @@ def metrics(cfg: FedALSConfig, server: ServerState, sums: Mapping[str, float],
     + lam/2 (||U||^2 + ||V||^2)`` over every (user, item) pair, and its first part as
     ``loss``; ranking metrics are added after training (``--ranking-k``).
     """
-    reg_v = Regularizer("l2", cfg.item_lam).value(server.V[:, cfg.layout.free_mask_v()])
+    reg_v = 0.5 * float(cfg.item_ridge @ (server.V[:, cfg.free_v] ** 2).sum(axis=0))
     if cfg.implicit:
         return {"objective": 0.5 * sums["loss"] + sums["reg_u"] + reg_v, "loss": sums["loss"]}
-    out = factor_metrics(sums, server.V, info, Regularizer("l2", cfg.item_lam), cfg.layout)
+    out = factor_metrics(sums, server.V, info, Regularizer("none"), cfg.layout)
     out["objective"] = 0.5 * sums["sse_z"] + sums["reg_u"] + reg_v
     return out
