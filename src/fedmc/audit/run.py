@@ -66,7 +66,7 @@ VIEWS = ("plain", "secagg", "dp")
 ALGORITHMS = tuple(name for name, entry in SPECS.items() if entry.audit is not None)
 """The algorithms with an audit target (their registry entries name it)."""
 LIKE = 4.0  # a rating of 4 stars or more is a like
-RECONSTRUCTIONS = ("ratings", "split ratings")  # the attacks that decode ratings
+RECONSTRUCTIONS = ("ratings", "split ratings", "split ratings, rounds")  # they decode ratings
 RANK_ONE = 1e-8  # a packed part whose second eigenvalue is below this share of the first
 
 
@@ -316,9 +316,20 @@ class FedALSTarget(Target):
         y = self.rank_one(o, o.array, rows, len(o.clients)) if len(rows) else None
         if y is None:
             return []
-        groups = [g for g in equal_groups(y[:, : self.packed])
-                  if outer_factor(y[g], self.removed(o), self.cfg.gram_scale)[1] < RANK_ONE]
+        groups = [g for g in equal_groups(y[:, : self.packed]) if self.one_user(o, y[g])]
         return [Group(o.clients, rows[g], self.decode_rows(o, rows[g], y[g])) for g in groups]
+
+    def one_user(self, o: Observation, rows: np.ndarray) -> bool:
+        """Whether rows that share their packed part are one user's: it (plus what
+        :meth:`removed` says is missing) is rank one and, where the rows are a whole ``x x^T``
+        with the carrier (the set-up, fresh sums with biases), its carrier entry is 1, not
+        the number of raters (set-up rows are all ``e e^T``: rank one for any count)."""
+        removed = self.removed(o)
+        x, ratio = outer_factor(rows, removed, self.cfg.gram_scale)
+        if ratio >= RANK_ONE:
+            return False
+        return removed is not None or self.carrier is None or abs(
+            x[self.carrier] ** 2 - 1.0) < 1e-6
 
 
 class FedMAvgTarget(Target):
@@ -452,8 +463,9 @@ def run_audit(data: FederatedData, settings: AuditSettings,
     """The audit's rows (module docstring): per view, the rated-set attack from the first
     observation (``first``), intersected over rounds (``intersect``) and, when there is a
     set-up upload, from the first round's observation (``first-round``), and the
-    reconstruction (``ratings``); in the ``secagg`` view also ``split ratings`` and
-    ``linked``;
+    reconstruction (``ratings``); in the ``secagg`` view also ``split ratings`` (with a
+    set-up sum, which covers every client first, also from the rounds alone: ``split
+    ratings, rounds``) and ``linked``;
     each row names the algorithm, the view, and in the ``dp`` view the noise multiplier and
     the epsilon spent."""
     entry = SPECS[settings.algorithm]
@@ -493,8 +505,12 @@ def run_audit(data: FederatedData, settings: AuditSettings,
                                                                     noise_std=std))})
         if view == "secagg":
             splits = {id(o): target.split(o) for o in obs}
+            split_of = functools.partial(_split_of, splits)
             out.append({**head, "attack": "split ratings",
-                        **reconstruction(target, obs, functools.partial(_split_of, splits))})
+                        **reconstruction(target, obs, split_of)})
+            if any(o.round == 0 for o in obs):  # a set-up sum scores every client first
+                out.append({**head, "attack": "split ratings, rounds", **reconstruction(
+                    target, [o for o in obs if o.round > 0], split_of)})
             out.append({**head, "attack": "linked", **_set_row(
                 link_groups([g for o in obs for g in splits[id(o)]]), items, data.n_items)})
     return out
