@@ -29,7 +29,9 @@ from fedmc.flower.wire import (  # noqa: E402
     unpack_sums,
     unpack_uploads,
 )
+from fedmc.model import load_model  # noqa: E402
 from fedmc.run.data import DataSettings  # noqa: E402
+from fedmc.run.evaluation import evaluate_model, held_out_split  # noqa: E402
 from fedmc.run.runner import RunResult, execute  # noqa: E402
 from fedmc.run.settings import RunSettings  # noqa: E402
 from fedmc.testing import assert_same_history, client_ids  # noqa: E402
@@ -99,6 +101,13 @@ def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model
     if model_bound:
         assert_within_quantization(model, reference, run.rounds, 5)
     assert not [e for e in events if e["event"] in ("refused", "failed", "skipped")]
+    if params.get("implicit"):  # fedmc evaluate ranks the federation's model as the run's
+        published = load_model(tmp_path / "out")
+        data = json.loads((tmp_path / "out" / "config.json").read_text())["data"]
+        held = held_out_split(published, data)
+        assert held.implicit
+        got, expected = (evaluate_model(m, held, 10) for m in (published, reference.artifact))
+        assert got["ndcg@10"] == pytest.approx(expected["ndcg@10"], abs=1e-9)
 
 
 def poison(client: int, value: float = np.nan):
