@@ -177,10 +177,12 @@ def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(
         (RunSettings(active=2), {"rank": 0}, False, "rank must be at least 1"),
         (RunSettings(active=2), {"rank": 5000}, False, "rank 5000 exceeds"),
         (RunSettings(active=None, user_dp_noise=1.0), {}, False, "needs --dp-clip"),
-        (RunSettings(active=1, user_dp_noise=1.0, user_dp_clip=1.0), {}, False,
-         "Poisson sampling"),
-        (RunSettings(active=None, user_dp_epsilon=0.01, user_dp_noise=0.5, user_dp_clip=1.0),
-         {}, False, "over the budget"),
+        (RunSettings(active=None, user_dp_noise=1.0, user_dp_clip=1.0), {}, False,
+         "guarantee is per client"),
+        (RunSettings(active=1, user_dp_noise=1.0, user_dp_clip=1.0, user_dp_unit="client"), {},
+         False, "Poisson sampling"),
+        (RunSettings(active=None, user_dp_epsilon=0.01, user_dp_noise=0.5, user_dp_clip=1.0,
+                     user_dp_unit="client"), {}, False, "over the budget"),
     ]
     for run, params, secagg, message in cases:
         with pytest.raises(ConfigError, match=message):

@@ -37,22 +37,29 @@ RoundCallback = Callable[[int, dict[str, float] | None], None]
 
 @dataclass
 class Outcome:
-    """What a run of the rounds leaves: the history, the server's final state, the clients
-    and the federation's facts."""
+    """What a run of the rounds leaves: the history, the server's final state, the clients,
+    the federation's facts and what its DP guarantees
+    (:meth:`fedmc.federation.aggregator.Aggregator.guarantee`)."""
 
     history: History
     server: Any
     clients: ClientPopulation
     info: FederationInfo
+    guarantee: dict[str, Any]
 
 
-def streams(seed: int | np.random.Generator) -> tuple[np.random.Generator, np.random.Generator]:
+def streams(seed: int | np.random.Generator, secret: bool = False,
+            ) -> tuple[np.random.Generator, np.random.Generator]:
     """The two streams of a run: the initial draws' and the server's (independent children of
     ``seed``); or one generator that serves as both, in that order (how the Felb benchmarks
-    were recorded)."""
+    were recorded). With ``secret`` (a private DP run) the server's stream, which samples the
+    clients and draws the noise, is seeded from the operating system's entropy instead: the
+    published seed gives no way to remove the noise or to know who was sampled."""
     if isinstance(seed, np.random.Generator):
         return seed, seed
     init, server = np.random.SeedSequence(seed).spawn(2)
+    if secret:
+        server = np.random.SeedSequence()  # fresh entropy, never written anywhere
     return np.random.default_rng(init), np.random.default_rng(server)
 
 
@@ -114,10 +121,23 @@ class _Evaluation:
     finish: Callable[[dict[str, float]], None]
 
 
-def privacy_plan(setup: Message | None, sampler: Sampler, rounds: int, dp: UserDP) -> Plan:
+def privacy_plan(setup: Message | None, sampler: Sampler, rounds: int, dp: UserDP,
+                 info: FederationInfo) -> Plan:
     """The exchanges a run releases under user-level DP, which the accountant charges: the
     algorithm's ``setup`` exchange if it has uploads, then ``rounds`` rounds at the sampler's
-    Poisson rate."""
+    Poisson rate.
+
+    Raises
+    ------
+    ConfigError
+        A guarantee per user (``dp.unit``) asked of clients of several users: the unit the
+        clipping bounds is the client.
+    """
+    if dp.unit == "user" and info.client_rows is not None and np.any(info.client_sizes > 1):
+        raise ConfigError(
+            "user-level DP bounds what one client uploads: with clients of several users the "
+            "guarantee is per client, not per user; use one user per client (--partition "
+            "user) or ask for it with --dp-unit client")
     return Plan(rounds, poisson_rate(sampler), setup is not None and len(setup.upload) > 0,
                 dp.setup_scale)
 
@@ -187,25 +207,30 @@ def run_rounds(
     history = History()
     state = algorithm.init_server(cfg, info, server_draws)
     setup = algorithm.setup(cfg, state, info)
-    plan = None if dp is None else privacy_plan(setup, sampler, rounds, dp)
+    plan = None if dp is None else privacy_plan(setup, sampler, rounds, dp, info)
     aggregator = Aggregator(algorithm, cfg, info, dp, plan, clients.placement)
     server = _Server(algorithm, cfg, state, clients, aggregator, rng)
     if setup is not None:
         server.exchange(setup)
     clock.stop()
 
-    def evaluation(k: int, n_clients: int) -> _Evaluation:
-        """Round ``k``'s evaluation: its row is written (and reported) once the sums come."""
+    def evaluation(k: int, n_clients: int) -> _Evaluation | None:
+        """Round ``k``'s evaluation: its row is written (and reported) once the sums come; in
+        a private run there is none, the row holds what it publishes and is written now."""
         row: dict[str, float] = {"bytes_up": server.bytes_up, "bytes_down": server.bytes_down,
                                  "seconds": clock.seconds, "clients": n_clients,
                                  **aggregator.columns(k)}
 
         def finish(sums: dict[str, float]) -> None:
-            history.append({"round": k, **algorithm.metrics(cfg, server.state, sums, info),
-                            **row})
+            metrics = {} if aggregator.private else algorithm.metrics(cfg, server.state, sums,
+                                                                      info)
+            history.append(aggregator.published({"round": k, **metrics, **row}))
             if callback is not None and k > 0:
                 callback(k, history.rows[-1])
 
+        if aggregator.private:
+            finish({})
+            return None
         return _Evaluation(algorithm.model(cfg, server.state), finish)
 
     # A population that folds evaluations sends each with the next round's message; the last
@@ -219,9 +244,10 @@ def run_rounds(
         sampled = sampler.sample(server.rng)
         server.exchange(algorithm.message(cfg, server.state, k, sampled, server.rng), waiting)
         clock.stop()
-        waiting = evaluation(k, len(sampled)) if (k % eval_every == 0 or k == rounds) else None
-        if waiting is None and callback is not None:
+        evaluated = k % eval_every == 0 or k == rounds
+        waiting = evaluation(k, len(sampled)) if evaluated else None
+        if not evaluated and callback is not None:
             callback(k, None)
     if waiting is not None:
         waiting.finish(clients.evaluate(waiting.model))
-    return Outcome(history, server.state, clients, info)
+    return Outcome(history, server.state, clients, info, aggregator.guarantee())

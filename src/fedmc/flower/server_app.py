@@ -32,7 +32,7 @@ from fedmc.flower.manifest import Manifest
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.settings import FederatedRun
 from fedmc.model import FactorModel
-from fedmc.run.runner import RunResult, peak_memory_mb, versions, write_outputs
+from fedmc.run.runner import RunResult, summarize, versions, write_outputs
 
 app = ServerApp()
 
@@ -53,23 +53,24 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     settings = run.schedule
     sampler = settings.sampler(manifest.n_clients)
     run.out.mkdir(parents=True, exist_ok=True)
-    progress = _Progress(run.out / "progress.jsonl")
+    dp = run.privacy()
+    private = dp is not None and dp.private
+    progress = _Progress(run.out / "progress.jsonl", private)
     clients = GridClients(grid, manifest.n_clients, run.timeout,
                           SecureSum() if run.secagg else None, progress.exchange,
                           progress.write)
     clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     clock = TrainingClock()
-    init_rng, server_rng = streams(settings.seed)
+    init_rng, server_rng = streams(settings.seed, secret=private)
     draws = algorithm.draws(cfg, info, init_rng)
     sim = run_rounds(algorithm, cfg, info, draws.server, clients, sampler,
                      settings.rounds, server_rng, settings.eval_every, progress.round,
-                     run.privacy(), clock)
-    _mark_participants(sim.history, clients.log)
-    final = sim.history.rows[-1]
-    summary = {**final, "train_seconds": final["seconds"],
-               "total_seconds": time.perf_counter() - started,
-               "peak_memory_mb": peak_memory_mb()}
+                     dp, clock)
+    if not private:  # who took part in which round: the secret of the sampling
+        _mark_participants(sim.history, clients.log)
+    summary = summarize(sim.history, sim.guarantee,
+                        {"total_seconds": time.perf_counter() - started})
     write_outputs(run.out, RunResult(None, None, sim.history, summary, _config(run, manifest)))
     _save_model(run, algorithm.name, cfg, algorithm.model(cfg, sim.server), manifest)
     progress.write({"event": "done"})
@@ -97,7 +98,7 @@ def preflight(run: FederatedRun, manifest: Manifest) -> None:
     dp = run.privacy()
     if dp is not None:  # the plan's budget, as the loop computes it
         setup = algorithm.setup(cfg, algorithm.init_server(cfg, info, draws.server), info)
-        dp.multiplier(privacy_plan(setup, sampler, settings.rounds, dp))
+        dp.multiplier(privacy_plan(setup, sampler, settings.rounds, dp, info))
 
 
 def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.ndarray],
@@ -139,14 +140,20 @@ def _config(run: FederatedRun, manifest: Manifest) -> dict[str, Any]:
 
 
 class _Progress:
-    """``progress.jsonl``: one JSON line per exchange and per round, with its wall time."""
+    """``progress.jsonl``: one JSON line per exchange and per round, with its wall time. In a
+    private run (``private``) a line names no client (who is sampled is the secret the
+    accountant's amplification rests on) and holds no time (how long the clients' data take)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, private: bool = False) -> None:
         self.path = path
+        self.private = private
         path.write_text("")
 
     def write(self, event: dict[str, Any]) -> None:
-        event["time"] = time.time()
+        if self.private:
+            event = {k: v for k, v in event.items() if k not in ("clients", "seconds")}
+        else:
+            event["time"] = time.time()
         with open(self.path, "a") as fh:
             fh.write(json.dumps(event, default=float) + "\n")
 
