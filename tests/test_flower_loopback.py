@@ -17,6 +17,7 @@ from flwr.app import Context, Message  # noqa: E402
 from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
 from fedmc.errors import ConfigError  # noqa: E402
+from fedmc.federation.aggregator import PUBLIC_COLUMNS  # noqa: E402
 from fedmc.flower.compact import pack, unpack  # noqa: E402
 from fedmc.flower.manifest import Manifest  # noqa: E402
 from fedmc.flower.server_app import preflight  # noqa: E402
@@ -188,3 +189,25 @@ def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(
         with pytest.raises(ConfigError, match=message):
             preflight(FederatedRun.of(run, params, secagg=secagg), manifest)
     preflight(FederatedRun.of(RunSettings(active=2), {}, secagg=True), manifest)  # fine
+
+
+def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(tmp_path):
+    """User-level DP with secret noise under SecAgg+ (distributed DP), one user per client:
+    the out folder names no client and holds no metric, count or timing; the guarantee is
+    stated per party, the server's without the sampling's amplification."""
+    settings = data_settings(ratings_file(tmp_path, users=12), clients=1)
+    settings = settings.model_copy(update={"partition": "user", "normalize": "public",
+                                           "rating_scale": (1.0, 5.0)})
+    run = RunSettings(rounds=3, active=None, sampling="bernoulli", participation=0.5, seed=0,
+                      user_dp_epsilon=4.0, user_dp_clip=0.5)
+    history = loopback_federation(tmp_path, settings, FederatedRun.of(
+        run, PARAMS, secagg=True, out=Path("out")))
+    assert {c for row in history.rows for c in row} <= set(PUBLIC_COLUMNS)
+    _, events = out_files(tmp_path / "out")
+    assert not [e for e in events if {"clients", "time", "seconds"} & set(e)]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    eps = summary["privacy"]["epsilon"]
+    assert summary["privacy"]["private"] and config["private"]
+    assert eps["outsiders"] <= 4.0 < eps["server"]  # no amplification against the server
+    assert not {"train_seconds", "total_seconds", "peak_memory_mb"} & set(summary)

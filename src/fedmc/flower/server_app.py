@@ -71,8 +71,10 @@ def serve(grid: Grid, run: FederatedRun) -> History:
         _mark_participants(sim.history, clients.log)
     summary = summarize(sim.history, sim.guarantee,
                         {"total_seconds": time.perf_counter() - started})
-    write_outputs(run.out, RunResult(None, None, sim.history, summary, _config(run, manifest)))
-    _save_model(run, algorithm.name, cfg, algorithm.model(cfg, sim.server), manifest)
+    write_outputs(run.out, RunResult(None, None, sim.history, summary,
+                                     {"private": private, **_config(run, manifest)}))
+    _save_model(run, run.algorithm_name, cfg, algorithm.model(cfg, sim.server), manifest,
+                private)
     progress.write({"event": "done"})
     return sim.history
 
@@ -102,7 +104,7 @@ def preflight(run: FederatedRun, manifest: Manifest) -> None:
 
 
 def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.ndarray],
-                manifest: Manifest) -> None:
+                manifest: Manifest, private: bool = False) -> None:
     """The published model: for a factor model the artifact ``fedmc run`` writes
     (``model.npz`` + ``model.json``, :class:`fedmc.model.FactorModel`, no user data), which
     ``fedmc recommend`` reads; for the others their arrays in ``model.npz``."""
@@ -112,7 +114,8 @@ def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.
     FactorModel(algorithm=name, params=cfg.model_dump(mode="json"),
                 V=np.array(published["V"], dtype=np.float64), item_ids=manifest.item_ids,
                 normalizer=manifest.normalizer, value_range=manifest.value_range,
-                dataset=manifest.name, fedmc_version=fedmc.__version__).save(run.out)
+                dataset=manifest.name, fedmc_version=fedmc.__version__,
+                private=private).save(run.out)
 
 
 def _mark_participants(history: History, log: list[Record]) -> None:

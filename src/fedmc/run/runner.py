@@ -118,6 +118,7 @@ def execute(
         "data_seconds": load_seconds, "compile_seconds": compile_seconds() - compiled_before,
         "total_seconds": time.perf_counter() - started})
     config = {
+        "private": summary["privacy"]["private"],
         "algorithm": run.algorithm,
         "params": cfg.model_dump(mode="json"),
         "run": run.model_dump(mode="json"),
