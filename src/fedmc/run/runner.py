@@ -57,8 +57,13 @@ def execute(
     callback: RoundCallback | None = None,
     progress_download: bool = False,
     kernels: Literal["specialized", "auto"] = "specialized",
+    loaded: tuple[Any, dict[str, Any]] | None = None,
 ) -> RunResult:
     """Load data, build the algorithm, run it; nothing is written here.
+
+    ``loaded``: the data the settings describe and their notes for ``config.json``, already
+    built (the canary audit's neighbouring data sets, :mod:`fedmc.audit.canary`); else they
+    are loaded here.
 
     A factor model's run also evaluates its top-``ranking_k`` lists once training is over (the
     columns are added to the last history row, :mod:`fedmc.core.ranking`) and builds the model
@@ -93,7 +98,7 @@ def execute(
         data = load_boolean_data(data_settings)
         stats = {"rows": data.shape[0], "columns": data.shape[1], "density": data.density}
     else:
-        data, notes = federated_data(data_settings, progress=progress_download)
+        data, notes = loaded or federated_data(data_settings, progress=progress_download)
         stats = {**notes,
             "users": data.n_users,
             "items": data.n_items,
