@@ -28,9 +28,9 @@ from fedmc.sim.history import History
 from fedmc.sim.loop import RoundCallback, Simulation, simulate
 
 IGNORED_COLUMNS = ("seconds",)
-FEDERATION_COLUMNS = ("participants", "lost")
-"""Columns a federation's history adds: the clients each round's sum included, and the
-clients lost in the round."""
+FEDERATION_COLUMNS = ("participants", "lost", "refused")
+"""Columns a federation's history adds: the clients each round's sum included, the clients
+lost in the round, and the clients whose id a node claimed without the right to it."""
 
 
 class ScheduledSampler:

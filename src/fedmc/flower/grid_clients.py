@@ -11,7 +11,14 @@ state it computed (:mod:`fedmc.flower.client_state`).
 
 Clients are known by the id in their node configuration: nodes that appear on the SuperLink
 are asked for it (``query``), so a node restarted under a new Flower node id takes its
-client's place again.
+client's place again. A claim is checked before it is admitted (:meth:`GridClients.admit`):
+with a roster (``fedmc federate server``) the node's public key, which the SuperLink has
+verified on every request the node signed, must be the key the roster names for that client;
+without one, the node must present the token of the state folder that first claimed the
+client (a node restarted on its folder does; a second node with client 1's configuration
+and a folder of its own does not). A refused claim is recorded (:class:`Refusal`: the
+``refused`` column of the history and a line of ``progress.jsonl``) and its node is never
+sent a message: which node speaks for a client never depends on the order of replies.
 """
 
 from __future__ import annotations
@@ -61,6 +68,16 @@ class Record:
         return sorted(set(self.asked) - set(self.included))
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A node's claim to be a client, refused: when, which node, which client, why."""
+
+    round: int
+    node: int
+    client: int
+    reason: str
+
+
 @dataclass
 class GridClients:
     """Clients behind a Flower Grid (module docstring).
@@ -82,6 +99,11 @@ class GridClients:
     on_exchange
         Called with every exchange's number, round, phase and clients before it is sent
         (progress reports).
+    roster
+        The public key (PEM, as Flower records a node's) of every client, when the operator
+        gave a roster (:func:`fedmc.flower.certs.read_roster`).
+    on_refused
+        Called with every refused claim (progress reports).
     """
 
     grid: Grid
@@ -89,8 +111,12 @@ class GridClients:
     timeout: float
     secure: SecureSum | None = None
     on_exchange: Callable[[int, int, str, list[int]], None] | None = None
+    roster: Mapping[int, bytes] | None = None
+    on_refused: Callable[[Refusal], None] | None = None
     log: list[Record] = field(default_factory=list)
+    refusals: list[Refusal] = field(default_factory=list)
     node_of: dict[int, int] = field(default_factory=dict)
+    token_of: dict[int, str] = field(default_factory=dict)
     last_included: dict[int, int] = field(default_factory=dict)
     _asked: set[int] = field(default_factory=set)
     _round: int = 0
@@ -203,15 +229,38 @@ class GridClients:
 
     def _refresh(self) -> None:
         """Ask nodes that appeared since the last look which client they are."""
-        new = [n for n in self.grid.get_node_ids() if n not in self._asked]
+        keys = {info.node_id: bytes(info.public_key) for info in self.grid.get_nodes()}
+        new = [n for n in keys if n not in self._asked]
         if not new:
             return
         self._asked.update(new)
         ask = [FlowerMessage(RecordDict(), dst_node_id=n, message_type="query") for n in new]
         for node, reply in good_replies(send_and_receive(self.grid, ask, self.timeout)).items():
-            client = int(reply.content.config_records["client"]["id"])
-            if 0 <= client < self.n_clients:
-                self.node_of[client] = node  # the newest node of a client wins
+            claim = reply.content.config_records["client"]
+            self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node])
+
+    def admit(self, node: int, client: int, token: str, key: bytes) -> bool:
+        """Let ``node`` speak for ``client`` if its claim holds (module docstring); a refused
+        claim is recorded. ``token`` names the node's state folder, ``key`` is the public key
+        the SuperLink knows the node by."""
+        if not 0 <= client < self.n_clients:
+            return self._refuse(node, client, f"client {client} is not in 0..{self.n_clients - 1}")
+        if self.roster is not None:
+            if self.roster.get(client) != key:
+                return self._refuse(node, client, f"its key is not client {client}'s key in "
+                                                  f"the roster")
+        elif self.token_of.setdefault(client, token) != token:
+            return self._refuse(node, client, f"client {client} is held by another node (a "
+                                              f"state folder of its own)")
+        self.node_of[client] = node  # the same identity on a new node: a restarted client
+        return True
+
+    def _refuse(self, node: int, client: int, reason: str) -> bool:
+        refusal = Refusal(self._round, node, client, reason)
+        self.refusals.append(refusal)
+        if self.on_refused is not None:
+            self.on_refused(refusal)
+        return False
 
     def _begin(self, round_: int, phase: str, clients: np.ndarray) -> int:
         number = self._exchanges

@@ -4,9 +4,11 @@ It runs :func:`fedmc.sim.loop.simulate` itself, the same loop as a simulation (s
 the server's stream, the algorithm's message, the server step on the cohort sum, evaluation
 by summed client sums), with :class:`fedmc.flower.grid_clients.GridClients` as the client
 population. It writes the files of ``fedmc run``'s contract into the run configuration's
-``out`` folder: ``config.json``, ``history.csv`` (with two more columns: ``participants``,
-the clients whose replies the round's sum included, and ``lost``, the clients asked in the
-round whose replies were not included, evaluation included) and ``summary.json``; also
+``out`` folder: ``config.json``, ``history.csv`` (with three more columns:
+``participants``, the clients whose replies the round's sum included, ``lost``, the clients
+asked in the round whose replies were not included, evaluation included, and ``refused``,
+the clients whose id a node claimed without the key or the state folder that speaks for
+it, :mod:`fedmc.flower.grid_clients`) and ``summary.json``; also
 ``model.npz`` (the published model, e.g. the item factors ``V``; for a factor model with
 ``model.json``, the artifact of :mod:`fedmc.model`) and, while it runs,
 ``progress.jsonl`` (one line per exchange and per evaluated round).
@@ -14,7 +16,9 @@ round whose replies were not included, evaluation included) and ``summary.json``
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -24,9 +28,12 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 import fedmc
-from fedmc.flower.grid_clients import GridClients, Record
+from fedmc.errors import ConfigError
+from fedmc.flower.certs import read_roster
+from fedmc.flower.grid_clients import GridClients, Record, Refusal
 from fedmc.flower.manifest import Manifest, population
 from fedmc.flower.secagg import SecureSum
+from fedmc.flower.server import ROSTER_ENV
 from fedmc.flower.settings import FederatedRun
 from fedmc.model import FactorModel
 from fedmc.runner import RunResult, peak_memory_mb, versions, write_outputs
@@ -55,13 +62,14 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     run.out.mkdir(parents=True, exist_ok=True)
     progress = _Progress(run.out / "progress.jsonl")
     secure = SecureSum(manifest.n_clients, run.timeout) if run.secagg else None
-    clients = GridClients(grid, manifest.n_clients, run.timeout, secure, progress.exchange)
+    clients = GridClients(grid, manifest.n_clients, run.timeout, secure, progress.exchange,
+                          _roster(manifest.n_clients), progress.refused)
     clients.connect(run.timeout)
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     sim = simulate(algorithm, cfg, sizes, sampler, settings.rounds,
                    settings.seed, settings.eval_every, progress.round,
                    driver=lambda *_: clients, dp=run.privacy())
-    _mark_participants(sim.history, clients.log)
+    _mark_participants(sim.history, clients.log, clients.refusals)
     final = sim.history.rows[-1]
     summary = {**final, "train_seconds": final["seconds"],
                "total_seconds": time.perf_counter() - started,
@@ -86,13 +94,34 @@ def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.
                 dataset=manifest.name, fedmc_version=fedmc.__version__).save(run.out)
 
 
-def _mark_participants(history: History, log: list[Record]) -> None:
-    """Add ``participants`` and ``lost`` (client ids, space-separated) to every row."""
+def _mark_participants(history: History, log: list[Record], refusals: list[Refusal]) -> None:
+    """Add ``participants``, ``lost`` and ``refused`` (client ids, space-separated) to every
+    row; a claim refused in a round without a row goes to the next row."""
+    after = -1
     for row in history.rows:
         records = [r for r in log if r.round == row["round"]]
         sums = [r for r in records if r.phase != "evaluate"]
         row["participants"] = " ".join(map(str, sums[-1].included)) if sums else ""
         row["lost"] = " ".join(map(str, sorted({c for r in records for c in r.lost})))
+        last = row is history.rows[-1]
+        row["refused"] = " ".join(map(str, sorted({
+            r.client for r in refusals if after < r.round and (r.round <= row["round"] or last)
+        })))
+        after = row["round"]
+
+
+def _roster(n_clients: int) -> dict[int, bytes] | None:
+    """The roster of the SuperLink this ServerApp runs beside (``fedmc federate server`` names
+    it in :data:`fedmc.flower.server.ROSTER_ENV`), None without one; it must name a key for
+    every client."""
+    path = os.environ.get(ROSTER_ENV)
+    if not path:
+        return None
+    roster = read_roster(Path(path))
+    missing = sorted(set(range(n_clients)) - set(roster))
+    if missing:
+        raise ConfigError(f"{path}: no key for clients {missing} of this federation")
+    return roster
 
 
 def _config(run: FederatedRun, manifest: Manifest) -> dict[str, Any]:
@@ -128,3 +157,6 @@ class _Progress:
 
     def round(self, k: int, row: dict[str, float] | None) -> None:
         self.write({"event": "round", "round": k, "row": row})
+
+    def refused(self, refusal: Refusal) -> None:
+        self.write({"event": "refused", **dataclasses.asdict(refusal)})
