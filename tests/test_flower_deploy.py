@@ -264,6 +264,16 @@ def test_a_node_with_a_missing_ratings_file_exits_2_naming_it(node_files, monkey
     assert code == 2 and str(missing) in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_node_names_a_key_or_certificate_it_cannot_read(node_files, monkeypatch, capsys,
+                                                         certs):
+    for option, path in (("--auth-key", certs / "client-7"), ("--auth-key", certs / "ca.crt"),
+                         ("--root-certificates", certs / "nope.crt")):
+        code, _, err = invoke(monkeypatch, capsys, "federate", "node", "--superlink",
+                              "127.0.0.1:1", "--node-config", node_config(node_files),
+                              option, path)
+        assert code == 2 and str(path) in err and len(err.strip().splitlines()) == 1, err
+
+
 @pytest.mark.parametrize("client,changes,needle", [
     (7, {}, "client=7 is not a client"),
     (0, {}, "the manifest gives it"),  # client 1's files under client 0's id

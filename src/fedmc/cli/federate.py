@@ -2,10 +2,10 @@
 
 ``split`` writes the files a deployment hands out, ``local`` runs a whole deployment on this
 machine (a SuperLink and one SuperNode per client, separate processes); across machines,
-``certs`` makes the deployment's keys, certificates and roster, ``server`` runs the SuperLink
-the safe way (:mod:`fedmc.flower.server`) and ``node`` serves one client to it. ``split`` and ``local`` take ``fedmc run``'s data,
-protocol and algorithm options (their signatures are built from ``run``'s). See
-``docs/federation.md``.
+``certs`` makes the deployment's keys, certificates and roster, ``server`` runs the
+SuperLink the safe way (:mod:`fedmc.flower.server`) and ``node`` serves one client to it.
+``split`` and ``local`` take ``fedmc run``'s data, protocol and algorithm options (their
+signatures are built from ``run``'s). See ``docs/federation.md``.
 """
 
 from __future__ import annotations
@@ -164,9 +164,13 @@ def node(
     runs and restarts: when a run is stopped, the SuperLink restarts or the connection is
     lost, it logs why and reconnects with backoff."""
     from fedmc.flower.client_app import NodeSettings
-    from fedmc.flower.node import run_node
+    from fedmc.flower.node import load_auth_key, run_node
 
     NodeSettings.parse(node_config).check()
+    if auth_key is not None:
+        load_auth_key(auth_key)
+    if root_certificates is not None and not root_certificates.is_file():
+        raise ConfigError(f"{root_certificates}: no such file (--root-certificates)")
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     run_node(superlink, node_config, root_certificates=root_certificates,
              auth_key=auth_key, poll=poll)

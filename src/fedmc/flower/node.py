@@ -90,7 +90,11 @@ class Poller:
 
 def load_auth_key(path: Path) -> tuple[ec.EllipticCurvePrivateKey, ec.EllipticCurvePublicKey]:
     """A SuperNode's authentication key pair from its OpenSSH private key file."""
-    key = load_ssh_private_key(path.expanduser().read_bytes(), None)
+    try:
+        key = load_ssh_private_key(path.expanduser().read_bytes(), None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(f"{path}: not a readable OpenSSH private key without a passphrase "
+                          f"({getattr(exc, 'strerror', None) or exc})") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey):
         raise ConfigError(f"{path}: not an elliptic-curve private key")
     return key, key.public_key()

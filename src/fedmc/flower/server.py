@@ -141,7 +141,6 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.bind(address)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
-    sock.set_inheritable(True)
     return sock
 
 
