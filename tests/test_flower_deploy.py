@@ -28,7 +28,7 @@ from fedmc.flower.client_state import identity  # noqa: E402
 from fedmc.flower.fleet import Dropped, FleetConnection, RunStopped  # noqa: E402
 from fedmc.flower.grid_clients import GridClients, Record, Refusal  # noqa: E402
 from fedmc.flower.node import load_auth_key  # noqa: E402
-from fedmc.flower.server import FleetOnly, fleet_paths  # noqa: E402
+from fedmc.flower.server import FleetOnly, fleet_paths, register_roster  # noqa: E402
 from fedmc.flower.server_app import _mark_participants  # noqa: E402
 from fedmc.flower.split import client_files, write_split  # noqa: E402
 from fedmc.sim.history import History  # noqa: E402
@@ -161,6 +161,23 @@ def test_from_the_network_only_the_fleet_api_is_served():
     call(front, {"type": "lifespan"})
     assert inner.served == ["/v1/fleet/pull-messages", "/health", "/v1/control/start-run",
                             "lifespan"]
+
+
+def test_the_server_registers_the_rosters_keys_once_and_names_other_registered_keys():
+    from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME
+    from flwr.superlink.config_loader import (
+        get_federation_manager,
+        get_objectstore_linkstate_factories,
+    )
+
+    _, factory = get_objectstore_linkstate_factories(
+        FLWR_IN_MEMORY_DB_NAME, get_federation_manager(is_simulation=False))
+    state, roster = factory.state(), {0: b"key-0", 1: b"key-1"}
+    first = register_roster(state, roster)
+    assert len(first) == 2 and all(state.get_node_id_by_public_key(k) for k in roster.values())
+    assert register_roster(state, roster) == []  # a restart on the same database
+    state.create_node("<id:none>", "none", b"someone-else", 30)
+    assert ["not in the roster" in line for line in register_roster(state, roster)] == [True]
 
 
 def clients(roster=None) -> GridClients:

@@ -116,6 +116,7 @@ def register_roster(state: Any, roster: dict[int, bytes]) -> list[str]:
     ``flwr supernode register`` does, owner ``none``); a line per key registered, and one
     per registered key that is not in the roster (it can connect; the ServerApp refuses it)."""
     from flwr.common.constant import HEARTBEAT_DEFAULT_INTERVAL, NOOP_ACCOUNT_NAME, NOOP_FLWR_AID
+    from flwr.supercore.constant import NodeStatus
 
     lines = []
     for client, key in sorted(roster.items()):
@@ -125,7 +126,7 @@ def register_roster(state: Any, roster: dict[int, bytes]) -> list[str]:
             lines.append(f"registered client {client}'s key as node {node}")
     known = set(roster.values())
     for info in state.get_node_info():
-        if info.public_key not in known and not info.unregistered_at:
+        if info.public_key not in known and info.status != NodeStatus.UNREGISTERED:
             lines.append(f"node {info.node_id} is registered but its key is not in the roster "
                          f"(its claims are refused; flwr supernode unregister {info.node_id})")
     return lines
