@@ -8,7 +8,8 @@ server listening on 0.0.0.0 as in production: the nodes and the attacker's ``flw
 reach the host only through the veth address, as from another machine. Elsewhere it is the
 loopback address 127.0.0.2 with the server's Fleet API bound to it (the Control API stays on
 127.0.0.1, which a process on this host can always reach: a weaker check that the Control API
-is neither on the Fleet API's socket nor on the nodes' address).
+is neither on the Fleet API's socket nor on the nodes' address; ``FEDMC_TEST_NO_NETNS=1``
+chooses it where a namespace could be made).
 
 Marked slow (and federation): about three minutes here.
 """
@@ -60,7 +61,8 @@ class Network:
 def namespace() -> Network | None:
     """A network namespace joined to this host by a veth pair, when this process may make
     one; None otherwise."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("ip") is None:
+    if (not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("ip") is None
+            or os.environ.get("FEDMC_TEST_NO_NETNS")):
         return None
     pid = os.getpid()
     name, host_if, node_if = f"fedmc{pid}", f"fm{pid % 10**8}h", f"fm{pid % 10**8}n"
@@ -153,6 +155,10 @@ class Deployment:
                          "--format", "json")
         assert done.returncode == 0, done.stdout + done.stderr
         return int(json.loads(done.stdout[done.stdout.find("{"):])["run-id"])
+
+    def status(self, run_id: int) -> str:
+        listed = self.flwr("ls", "operator", "--run-id", str(run_id), "--format", "json")
+        return json.loads(listed.stdout[listed.stdout.find("{"):])["runs"][0]["status"]
 
     def history(self, out: Path) -> History:
         self.until(lambda: '"done"' in read(out / "progress.jsonl"), f"{out} is written")
@@ -311,9 +317,8 @@ def test_nodes_outlive_flwr_stop_their_own_restart_and_a_superlink_restart(deplo
     fed.until(lambda: '"round": 1' in read(long / "progress.jsonl"), "round 1 has begun")
     stopped = fed.flwr("stop", str(run_id), "operator")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    fed.until(lambda: any("not running any more" in fed.log(f"node-{c}") for c in range(3)),
-              "a node saw the run stopped")
-    time.sleep(3)
+    fed.until(lambda: fed.status(run_id) == "finished:stopped", "the run is stopped")
+    time.sleep(3)  # a node that held the run's message gets 403 and logs it (Flower's node died)
     assert all(fed.processes[f"node-{c}"].poll() is None for c in range(3)), "nodes live on"
     # a node killed and started again rejoins at once (no 60 s lockout of its key)
     fed.kill("node-2")
