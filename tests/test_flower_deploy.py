@@ -20,11 +20,15 @@ pytest.importorskip("flwr")
 from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
+from flwr.app import ConfigRecord, Error, Message, RecordDict  # noqa: E402
+from flwr.proto.node_pb2 import NodeInfo  # noqa: E402
+from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
 from fedmc.errors import FedMCError  # noqa: E402
 from fedmc.flower.certs import pem_public, read_roster, write_certs  # noqa: E402
 from fedmc.flower.client_app import NODE_KEYS, NodeSettings  # noqa: E402
 from fedmc.flower.client_state import identity  # noqa: E402
+from fedmc.flower.compact import packed  # noqa: E402
 from fedmc.flower.fleet import Dropped, FleetConnection, RunStopped  # noqa: E402
 from fedmc.flower.grid_clients import GridClients, Record, Refusal  # noqa: E402
 from fedmc.flower.node import load_auth_key  # noqa: E402
@@ -210,6 +214,55 @@ def test_without_a_roster_the_first_state_folder_holds_a_client(tmp_path):
     assert grid.admit(14, 0, mine, b"k4")  # client 0 restarted on its own folder
     assert grid.node_of == {0: 14, 2: 12}
     assert [(r.node, r.client) for r in grid.refusals] == [(13, 0)]
+
+
+class QueryGrid:
+    """A Grid whose nodes answer ``query`` as ``answers`` says: ``(client, token)`` or an
+    error text; ``keys`` are the nodes' public keys as the SuperLink reports them."""
+
+    def __init__(self, answers: dict[int, tuple[int, str] | str], keys: dict[int, bytes]):
+        self.answers, self.keys, self.sent = answers, keys, {}
+
+    def get_nodes(self):
+        return [NodeInfo(node_id=n, public_key=self.keys[n]) for n in self.answers]
+
+    def push_messages(self, messages):
+        for m in messages:
+            m.metadata.__dict__["_message_id"] = m.object_id
+            self.sent[m.object_id] = m
+        return [m.object_id for m in messages]
+
+    def pull_messages(self, ids):
+        replies = []
+        for i in ids:
+            asked = self.sent.pop(i)
+            answer = self.answers[asked.metadata.dst_node_id]
+            replies.append(Message(Error(0, answer), reply_to=asked) if isinstance(answer, str)
+                           else Message(RecordDict({"client": ConfigRecord(
+                               {"id": answer[0], "token": answer[1]})}), reply_to=asked))
+        return [packed(r) for r in replies]
+
+
+@pytest.fixture
+def server_identity():
+    """Messages take their sender from the process's task identity (a ServerApp's)."""
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
+    yield
+    TaskIdentity.run_id = TaskIdentity.node_id = TaskIdentity.task_id = None
+
+
+def test_the_server_asks_new_nodes_and_says_why_a_client_did_not_join(server_identity):
+    keys = {1: b"key-0", 2: b"key-1", 3: b"key-2", 4: b"key-x"}
+    grid = QueryGrid({1: (0, "a"), 2: (1, "b"), 3: "ConfigError: /d/client-0002.csv: no such "
+                      "file", 4: (1, "c")}, keys)
+    clients = GridClients(grid, 3, timeout=1.0, roster={0: b"key-0", 1: b"key-1", 2: b"key-2"})
+    with pytest.raises(FedMCError) as error:
+        clients.connect(0.5)
+    assert "clients [2] did not join" in str(error.value)
+    assert "node 3 could not say which client it is: ConfigError: /d/client-0002.csv" in str(
+        error.value)
+    assert clients.node_of == {0: 1, 1: 2}
+    assert [(r.node, r.client) for r in clients.refusals] == [(4, 1)]
 
 
 def test_refusals_go_to_the_row_of_their_round_or_the_next():

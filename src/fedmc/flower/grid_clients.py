@@ -117,6 +117,7 @@ class GridClients:
     refusals: list[Refusal] = field(default_factory=list)
     node_of: dict[int, int] = field(default_factory=dict)
     token_of: dict[int, str] = field(default_factory=dict)
+    failed: dict[int, str] = field(default_factory=dict)
     last_included: dict[int, int] = field(default_factory=dict)
     _asked: set[int] = field(default_factory=set)
     _round: int = 0
@@ -132,7 +133,9 @@ class GridClients:
                 break
             if time.monotonic() > deadline:
                 missing = sorted(set(range(self.n_clients)) - set(self.node_of))
-                raise ConfigError(f"clients {missing} did not join within {wait:g} s")
+                failed = "".join(f"; node {node} could not say which client it is: {why}"
+                                 for node, why in self.failed.items())
+                raise ConfigError(f"clients {missing} did not join within {wait:g} s{failed}")
             time.sleep(0.2)
 
     def exchange(self, msg: Message, shapes: Shapes,
@@ -235,7 +238,10 @@ class GridClients:
             return
         self._asked.update(new)
         ask = [FlowerMessage(RecordDict(), dst_node_id=n, message_type="query") for n in new]
-        for node, reply in good_replies(send_and_receive(self.grid, ask, self.timeout)).items():
+        replies = send_and_receive(self.grid, ask, self.timeout)
+        self.failed.update({m.metadata.src_node_id: m.error.reason for m in replies
+                            if m.has_error()})
+        for node, reply in good_replies(replies).items():
             claim = reply.content.config_records["client"]
             self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node])
 
