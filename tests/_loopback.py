@@ -18,6 +18,7 @@ from pathlib import Path
 
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.common.config import parse_config_args
+from flwr.proto.node_pb2 import NodeInfo  # pylint: disable=E0611
 from flwr.supercore.task_identity import TaskIdentity
 
 from fedmc.federation.history import History
@@ -51,6 +52,11 @@ class LoopbackGrid:
 
     def get_node_ids(self) -> list[int]:
         return list(self.contexts)
+
+    def get_nodes(self) -> list[NodeInfo]:
+        """The nodes, each with a public key of its own (as the SuperLink reports them)."""
+        return [NodeInfo(node_id=n, public_key=f"key of node {n}".encode())
+                for n in self.contexts]
 
     def push_messages(self, messages: Iterable[Message]) -> list[str]:
         ids = []

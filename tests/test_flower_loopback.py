@@ -33,7 +33,7 @@ from fedmc.flower.wire import (  # noqa: E402
 from fedmc.run.data import DataSettings  # noqa: E402
 from fedmc.run.runner import RunResult, execute  # noqa: E402
 from fedmc.run.settings import RunSettings  # noqa: E402
-from fedmc.testing import assert_same_history, client_ids  # noqa: E402
+from fedmc.testing import FEDERATION_COLUMNS, assert_same_history, client_ids  # noqa: E402
 from tests._loopback import ClientAppCallable, loopback_federation  # noqa: E402
 from tests.test_flower import data_settings, ratings_file  # noqa: E402
 
@@ -87,7 +87,7 @@ def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model
     reference = execute(run, settings, params)
     assert all(row["lost"] == "" for row in history.rows), history.column("lost")
     assert_same_history(history, reference.history, rtol=1e-6, atol=1e-9,
-                        ignore=("seconds", "bytes_up", "participants", "lost"))
+                        ignore=("seconds", "bytes_up", *FEDERATION_COLUMNS))
     model, events = out_files(tmp_path / "out")
     if model_bound:
         assert_within_quantization(model, reference, run.rounds, 5)

@@ -5,16 +5,19 @@ the server's stream, the algorithm's message, the server step on the cohort sum 
 aggregator, evaluation by summed client sums), with
 :class:`fedmc.flower.grid_clients.GridClients` as the client population. It writes the files of
 ``fedmc run``'s contract into the run configuration's ``out`` folder: ``config.json``,
-``history.csv`` (with two more columns: ``participants``, the clients whose replies the round's
-sum included, and ``lost``, the clients asked in the round whose replies were not included,
-evaluation included) and ``summary.json``; also ``model.npz`` (the published model, e.g. the
-item factors ``V``; for a factor model with ``model.json``, the artifact of :mod:`fedmc.model`)
-and, while it runs, ``progress.jsonl`` (one line per exchange and per evaluated round).
+``history.csv`` (with three more columns: ``participants``, the clients whose replies the
+round's sum included, ``lost``, the clients asked in the round whose replies were not
+included, evaluation included, and ``claims_refused``, the clients whose id a node claimed
+without the key or the state folder that speaks for it, :mod:`fedmc.flower.grid_clients`) and
+``summary.json``; also ``model.npz`` (the published model, e.g. the item factors ``V``; for a
+factor model with ``model.json``, the artifact of :mod:`fedmc.model`) and, while it runs,
+``progress.jsonl`` (one line per exchange and per evaluated round).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -27,9 +30,11 @@ import fedmc
 from fedmc.errors import ConfigError
 from fedmc.federation.history import History
 from fedmc.federation.loop import TrainingClock, privacy_plan, run_rounds, streams
-from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record
+from fedmc.flower.certs import read_roster
+from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record, Refusal
 from fedmc.flower.manifest import Manifest
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
+from fedmc.flower.server import ROSTER_ENV
 from fedmc.flower.settings import FederatedRun
 from fedmc.model import FactorModel
 from fedmc.run.runner import RunResult, summarize, versions, write_outputs
@@ -58,7 +63,7 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     progress = _Progress(run.out / "progress.jsonl", private)
     clients = GridClients(grid, manifest.n_clients, run.timeout,
                           SecureSum() if run.secagg else None, progress.exchange,
-                          progress.write)
+                          progress.write, _roster(manifest.n_clients))
     clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     clock = TrainingClock()
@@ -67,8 +72,7 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     sim = run_rounds(algorithm, cfg, info, draws.server, clients, sampler,
                      settings.rounds, server_rng, settings.eval_every, progress.round,
                      dp, clock)
-    if not private:  # who took part in which round: the secret of the sampling
-        _mark_participants(sim.history, clients.log)
+    _mark_participants(sim.history, clients.log, clients.refusals, private)
     summary = summarize(sim.history, sim.guarantee,
                         {"total_seconds": time.perf_counter() - started})
     write_outputs(run.out, RunResult(None, None, sim.history, summary,
@@ -118,13 +122,37 @@ def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.
                 private=private).save(run.out)
 
 
-def _mark_participants(history: History, log: list[Record]) -> None:
-    """Add ``participants`` and ``lost`` (client ids, space-separated) to every row."""
+def _mark_participants(history: History, log: list[Record], refusals: list[Refusal],
+                       private: bool = False) -> None:
+    """Add ``participants``, ``lost`` (not in a private run: who took part in which round is
+    the secret of the sampling) and ``claims_refused`` (client ids, space-separated) to every
+    row; a claim refused in a round without a row goes to the next row."""
+    after = -1
     for row in history.rows:
         records = [r for r in log if r.round == row["round"]]
         sums = [r for r in records if r.phase != "evaluate"]
-        row["participants"] = " ".join(map(str, sums[-1].included)) if sums else ""
-        row["lost"] = " ".join(map(str, sorted({c for r in records for c in r.lost})))
+        if not private:
+            row["participants"] = " ".join(map(str, sums[-1].included)) if sums else ""
+            row["lost"] = " ".join(map(str, sorted({c for r in records for c in r.lost})))
+        last = row is history.rows[-1]
+        row["claims_refused"] = " ".join(map(str, sorted({
+            r.client for r in refusals if after < r.round and (r.round <= row["round"] or last)
+        })))
+        after = row["round"]
+
+
+def _roster(n_clients: int) -> dict[int, bytes] | None:
+    """The roster of the SuperLink this ServerApp runs beside (``fedmc federate server`` names
+    it in :data:`fedmc.flower.server.ROSTER_ENV`), None without one; it must name a key for
+    every client."""
+    path = os.environ.get(ROSTER_ENV)
+    if not path:
+        return None
+    roster = read_roster(Path(path))
+    missing = sorted(set(range(n_clients)) - set(roster))
+    if missing:
+        raise ConfigError(f"{path}: no key for clients {missing} of this federation")
+    return roster
 
 
 def _config(run: FederatedRun, manifest: Manifest) -> dict[str, Any]:
