@@ -202,7 +202,7 @@ def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(tm
                       user_dp_epsilon=4.0, user_dp_clip=0.5)
     history = loopback_federation(tmp_path, settings, FederatedRun.of(
         run, PARAMS, secagg=True, out=Path("out")))
-    assert {c for row in history.rows for c in row} <= set(PUBLIC_COLUMNS)
+    assert {c for row in history.rows for c in row} <= {*PUBLIC_COLUMNS, "claims_refused"}
     _, events = out_files(tmp_path / "out")
     assert not [e for e in events if {"clients", "time", "seconds"} & set(e)]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
