@@ -15,9 +15,11 @@ import inspect
 import json
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import typing
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -67,7 +69,8 @@ def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., 
                                             "schedule": schedule.model_dump_json(),
                                             **({"algorithm": "felb"} if manifest.kind
                                                == "boolean" else {}),
-                                            "manifest": str(out / "manifest.json")})
+                                            "manifest": str(out / "manifest.json"),
+                                            "run-key": uuid.uuid4().hex})
         typer.echo(f"wrote {out}/manifest.json, {manifest.n_clients} clients' files under "
                    f"{out}/clients, the app in {out}/app and {out}/run.toml", err=True)
 
@@ -267,3 +270,27 @@ def server(
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # after a graceful stop: status 0
     serve(Certificates.in_folder(certs), host, port, control_port, database,
           announce=lambda line: typer.echo(line, err=True))
+
+
+@federate_app.command("resume")
+def resume(
+    out: Annotated[Path, typer.Argument(help="The run's out folder on the server host, where "
+                                        "its checkpoint is.")],
+    app_dir: Annotated[Path, typer.Option("--app", help="The Flower app (fedmc federate split "
+                                          "writes it as SPLIT/app).")],
+    connection: Annotated[str, typer.Option(help="The SuperLink connection of flwr run (its "
+                                            "Control API, on the server host).")],
+) -> None:
+    """Resume a federated run after a crash of its SuperLink or ServerApp: submit it again from
+    the checkpoint the server wrote after its last completed round (the nodes keep their
+    committed states under the run's key); the result is the uninterrupted run's."""
+    from fedmc.flower.app import write_run_config
+    from fedmc.flower.server_app import CHECKPOINT, stored_run_config
+
+    config = {**stored_run_config(out / CHECKPOINT), "resume": True}
+    toml = write_run_config(out / "resume.toml", config)
+    done = subprocess.run(["flwr", "run", str(app_dir), connection, "--run-config", str(toml)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise ConfigError(f"flwr run failed: {' '.join((done.stderr or done.stdout).split())}")
+    typer.echo(done.stdout.strip(), err=True)

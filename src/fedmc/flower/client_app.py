@@ -194,8 +194,8 @@ def party(context: Context) -> Party:
     node = NodeSettings.from_config(context.node_config)
     key = (context.run_id, node.client)
     if key not in _PARTIES:
-        _PARTIES[key] = _make_party(node, FederatedRun.from_run_config(
-            dict(context.run_config)), str(context.run_id))
+        run = FederatedRun.from_run_config(dict(context.run_config))
+        _PARTIES[key] = _make_party(node, run, run.run_key or str(context.run_id))
     return _PARTIES[key]
 
 

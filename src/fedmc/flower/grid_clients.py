@@ -256,6 +256,26 @@ class GridClients:
         """Not available: user factors never leave the clients."""
         raise ConfigError("in a federation the user factors stay on the clients")
 
+    def snapshot(self) -> dict[str, Any]:
+        """The server's view of its clients that a resumed run needs: the exchanges so far
+        (their numbers go on, so a client's pending state is decided rightly), each client's
+        last included exchange, who was included and refused (the history's columns), the
+        identity each client was claimed with, the secure sums' learned scales. The clients'
+        own states are on their nodes' disks."""
+        return {"exchanges": self._exchanges, "round": self._round,
+                "last_included": self.last_included, "log": self.log,
+                "refusals": self.refusals, "token_of": self.token_of,
+                "exponents": None if self.secure is None else self.secure.exponents}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Take up a :meth:`snapshot` (nodes are asked who they are anew)."""
+        self._exchanges, self._round = snapshot["exchanges"], snapshot["round"]
+        self.last_included = dict(snapshot["last_included"])
+        self.log, self.refusals = list(snapshot["log"]), list(snapshot["refusals"])
+        self.token_of = dict(snapshot["token_of"])
+        if self.secure is not None and snapshot["exponents"] is not None:
+            self.secure.exponents = snapshot["exponents"]
+
     def envelope(self, number: int, msg: Message, clients: Iterable[int],
                  model: Mapping[str, np.ndarray] | None = None, **extra: object) -> Envelope:
         """The exchange as ``clients`` receive it (with ``model`` to evaluate, if any)."""

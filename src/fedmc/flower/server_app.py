@@ -16,8 +16,10 @@ factor model with ``model.json``, the artifact of :mod:`fedmc.model`) and, while
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import pickle
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,14 @@ from flwr.serverapp import Grid, ServerApp
 import fedmc
 from fedmc.errors import ConfigError
 from fedmc.federation.history import History
-from fedmc.federation.loop import TrainingClock, privacy_plan, run_rounds, streams
+from fedmc.federation.loop import (
+    Checkpoint,
+    TrainingClock,
+    privacy_plan,
+    run_rounds,
+    streams,
+)
+from fedmc.files import write_atomic
 from fedmc.flower.certs import read_roster
 from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record, Refusal
 from fedmc.flower.manifest import Manifest
@@ -60,7 +69,8 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     run.out.mkdir(parents=True, exist_ok=True)
     dp = run.privacy()
     private = dp is not None and dp.private
-    progress = _Progress(run.out / "progress.jsonl", private)
+    resume = read_checkpoint(run) if run.resume else None
+    progress = _Progress(run.out / "progress.jsonl", private, append=resume is not None)
     clients = GridClients(grid, manifest.n_clients, run.timeout,
                           SecureSum() if run.secagg else None, progress.exchange,
                           progress.write, _roster(manifest.n_clients))
@@ -71,7 +81,7 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     draws = algorithm.draws(cfg, info, init_rng)
     sim = run_rounds(algorithm, cfg, info, draws.server, clients, sampler,
                      settings.rounds, server_rng, settings.eval_every, progress.round,
-                     dp, clock)
+                     dp, clock, functools.partial(_write_checkpoint, run), resume)
     _mark_participants(sim.history, clients.log, clients.refusals, private)
     summary = summarize(sim.history, sim.guarantee,
                         {"total_seconds": time.perf_counter() - started})
@@ -79,8 +89,58 @@ def serve(grid: Grid, run: FederatedRun) -> History:
                                      {"private": private, **_config(run, manifest)}))
     _save_model(run, run.algorithm_name, cfg, algorithm.model(cfg, sim.server), manifest,
                 private)
+    (run.out / CHECKPOINT).unlink(missing_ok=True)  # the server's secrets: not published
     progress.write({"event": "done"})
     return sim.history
+
+
+CHECKPOINT = "checkpoint.pkl"
+"""The server's checkpoint in the out folder while a run is in progress (removed when it ends:
+it holds the server's secrets, the random stream and who took part)."""
+
+
+def _write_checkpoint(run: FederatedRun, checkpoint: Checkpoint) -> None:
+    """The checkpoint after a round, with the run configuration it belongs to, atomically."""
+    blob = pickle.dumps((run.run_config(), checkpoint), protocol=pickle.HIGHEST_PROTOCOL)
+    write_atomic(run.out / CHECKPOINT, blob, private=True)
+
+
+def stored_run_config(path: Path) -> dict[str, Any]:
+    """The run configuration of the checkpoint at ``path`` (``fedmc federate resume``).
+
+    Raises
+    ------
+    ConfigError
+        No checkpoint there.
+    """
+    return _load_checkpoint(path)[0]
+
+
+def _load_checkpoint(path: Path) -> tuple[dict[str, Any], Checkpoint]:
+    if not path.is_file():
+        raise ConfigError(f"{path}: no checkpoint to resume from (a run writes one after every "
+                          "round and removes it when it ends)")
+    with open(path, "rb") as fh:
+        return pickle.load(fh)
+
+
+def read_checkpoint(run: FederatedRun) -> Checkpoint:
+    """The checkpoint in ``run.out``, which must be that of the same run (its settings and
+    run key; ``resume`` aside).
+
+    Raises
+    ------
+    ConfigError
+        No checkpoint there, or one of another run.
+    """
+    path = run.out / CHECKPOINT
+    config, checkpoint = _load_checkpoint(path)
+    mine = {**run.run_config(), "resume": False}
+    if {**config, "resume": False} != mine:
+        changed = sorted(k for k in mine if config.get(k) != mine[k] and k != "resume")
+        raise ConfigError(f"{path}: the checkpoint of another run (differs in "
+                          f"{', '.join(changed)})")
+    return checkpoint
 
 
 def preflight(run: FederatedRun, manifest: Manifest) -> None:
@@ -175,10 +235,11 @@ class _Progress:
     private run (``private``) a line names no client (who is sampled is the secret the
     accountant's amplification rests on) and holds no time (how long the clients' data take)."""
 
-    def __init__(self, path: Path, private: bool = False) -> None:
+    def __init__(self, path: Path, private: bool = False, append: bool = False) -> None:
         self.path = path
         self.private = private
-        path.write_text("")
+        if not append:
+            path.write_text("")
 
     def write(self, event: dict[str, Any]) -> None:
         if self.private:
