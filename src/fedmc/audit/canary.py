@@ -4,12 +4,14 @@ Two neighbouring data sets differ in one user's data, the *canary*'s: its rating
 ``D_in`` and absent from ``D_out`` (its client stays enrolled: the zero-out neighbours of
 ``docs/privacy.md``), everyone else's ratings, split and partition identical. The run is
 repeated ``runs`` times on each, the way ``fedmc run`` runs it, and every file it publishes
-(``config.json``, ``history.csv``, ``summary.json``, ``model.json``, ``model.npz``) is read
-back. A distinguisher guesses from one run's files which data set it saw; if a run is
-``(epsilon, delta)``-DP, no test does better than ``TPR <= e^epsilon FPR + delta`` (and the
-same with the roles swapped), so a test's observed rates bound epsilon from below.
+(``config.json``, ``history.csv``, ``summary.json``, ``model.json``, ``model.npz``, and a
+federation's ``progress.jsonl``) is read back. A distinguisher guesses from one run's files
+which data set it saw; if a run is ``(epsilon, delta)``-DP, no test does better than ``TPR <=
+e^epsilon FPR + delta`` (and the same with the roles swapped), so a test's observed rates bound
+epsilon from below.
 
 The candidate tests are
+
 * one per published value (a JSON entry, a CSV column, an array): "in" when it takes a value
   seen only in ``D_in``'s runs (a deterministic leak: a count, an exact metric, a model that
   depends on the data without noise);
@@ -106,6 +108,10 @@ def read_artifacts(folder: Path, canary: Canary) -> Artifacts:
         rows = list(csv.DictReader(fh))
     for column in rows[0]:
         values[f"history.csv:{column}"] = tuple(row[column] for row in rows)
+    progress = folder / "progress.jsonl"
+    if progress.exists():  # a federation's: every line's values by event and position
+        for k, line in enumerate(progress.read_text().splitlines()):
+            values.update(_flat(json.loads(line), f"progress.jsonl:{k}"))
     with np.load(folder / "model.npz", allow_pickle=False) as npz:
         values.update({f"model.npz:{k}": npz[k].tobytes() for k in npz.files})
     model = load_model(folder)
