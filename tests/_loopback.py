@@ -18,11 +18,13 @@ from pathlib import Path
 
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.common.config import parse_config_args
+from flwr.proto.node_pb2 import NodeInfo  # pylint: disable=E0611
 from flwr.supercore.task_identity import TaskIdentity
 
 from fedmc.federation.history import History
 from fedmc.flower.client_app import _PARTIES, app
 from fedmc.flower.local import node_config
+from fedmc.flower.manifest import Manifest
 from fedmc.flower.server_app import serve
 from fedmc.flower.settings import FederatedRun
 from fedmc.flower.split import write_split
@@ -52,6 +54,11 @@ class LoopbackGrid:
     def get_node_ids(self) -> list[int]:
         return list(self.contexts)
 
+    def get_nodes(self) -> list[NodeInfo]:
+        """The nodes, each with a public key of its own (as the SuperLink reports them)."""
+        return [NodeInfo(node_id=n, public_key=f"key of node {n}".encode())
+                for n in self.contexts]
+
     def push_messages(self, messages: Iterable[Message]) -> list[str]:
         ids = []
         for msg in messages:
@@ -74,9 +81,9 @@ class LoopbackGrid:
 
 
 @contextmanager
-def server_identity() -> Iterator[None]:
+def server_identity(run_id: int = 1) -> Iterator[None]:
     """Messages take their sender from the process's task identity (a ServerApp's)."""
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = run_id, 0, 1
     try:
         yield
     finally:
@@ -85,16 +92,21 @@ def server_identity() -> Iterator[None]:
 
 
 def loopback_federation(folder: Path, data: DataSettings, run: FederatedRun,
-                        mods: dict[int, Mod] | None = None) -> History:
-    """Split ``data`` into ``folder/split``, serve ``run`` (its ``out`` under ``folder`` unless
-    absolute) over a :class:`LoopbackGrid` of one node per client; the history."""
-    split = folder / "split"
-    manifest = write_split(data, split, boolean=run.algorithm.data_kind == "boolean")
+                        mods: dict[int, Mod] | None = None,
+                        split: Path | None = None, run_id: int = 1) -> History:
+    """Split ``data`` into ``folder/split`` (or take the files already in ``split``), serve
+    ``run`` (its ``out`` under ``folder`` unless absolute) over a :class:`LoopbackGrid` of one
+    node per client; the history."""
+    if split is None:
+        split = folder / "split"
+        manifest = write_split(data, split, boolean=run.algorithm.data_kind == "boolean")
+    else:
+        manifest = Manifest.read(split / "manifest.json")
     run = dataclasses.replace(run, manifest=split / "manifest.json", out=folder / run.out)
     contexts = {}
     for c in range(manifest.n_clients):
         config = parse_config_args([node_config(split, c, folder / "state" / f"client-{c}")])
-        contexts[FIRST_NODE + c] = Context(1, FIRST_NODE + c, config, RecordDict(),
+        contexts[FIRST_NODE + c] = Context(run_id, FIRST_NODE + c, config, RecordDict(),
                                            run.run_config())
-    with server_identity():
+    with server_identity(run_id):
         return serve(LoopbackGrid(contexts, mods), run)

@@ -219,7 +219,7 @@ def test_drivers_agree_with_user_level_dp(case, data):
     """Clipping and the noise on the sums (drawn from the server's stream) leave the drivers
     in step: the same history, epsilon included."""
     algorithm, params, run = case[:3]
-    dp = UserDP(clip=0.5, noise=0.7, delta=1e-5, setup_clip=0.8)
+    dp = UserDP(clip=0.5, noise=0.7, delta=1e-5, setup_clip=0.8, unit="client", reproducible=True)
     sims = assert_drivers_agree(
         algorithm, algorithm.Config(**params), data,
         lambda: make_sampler(data.n_clients, sampling="bernoulli", participation=0.5), rounds=4,

@@ -243,7 +243,8 @@ def test_three_nodes_with_user_level_dp_give_the_simulations_history(tmp_path):
     """Central DP: each client clips its own upload, the server adds the noise to the sum
     from its stream, as the simulation does (every client in every round: q = 1)."""
     settings = data_settings(ratings_file(tmp_path))
-    run = RunSettings(rounds=2, active=None, seed=0, user_dp_clip=0.05, user_dp_noise=0.5)
+    run = RunSettings(rounds=2, active=None, seed=0, user_dp_clip=0.05, user_dp_noise=0.5,
+                      user_dp_unit="client", user_dp_reproducible=True)
     history, _ = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
     reference = simulated(settings, run, PARAMS)
     assert_same_history(history, reference, rtol=1e-9, atol=1e-9)

@@ -17,6 +17,7 @@ from flwr.app import Context, Message  # noqa: E402
 from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
 from fedmc.errors import ConfigError  # noqa: E402
+from fedmc.federation.aggregator import PUBLIC_COLUMNS  # noqa: E402
 from fedmc.flower.compact import pack, unpack  # noqa: E402
 from fedmc.flower.manifest import Manifest  # noqa: E402
 from fedmc.flower.server_app import preflight  # noqa: E402
@@ -34,7 +35,7 @@ from fedmc.run.data import DataSettings  # noqa: E402
 from fedmc.run.evaluation import evaluate_model, held_out_split  # noqa: E402
 from fedmc.run.runner import RunResult, execute  # noqa: E402
 from fedmc.run.settings import RunSettings  # noqa: E402
-from fedmc.testing import assert_same_history, client_ids  # noqa: E402
+from fedmc.testing import FEDERATION_COLUMNS, assert_same_history, client_ids  # noqa: E402
 from tests._loopback import ClientAppCallable, loopback_federation  # noqa: E402
 from tests.test_flower import data_settings, ratings_file  # noqa: E402
 
@@ -96,7 +97,7 @@ def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model
     reference = execute(run, settings, params)
     assert all(row["lost"] == "" for row in history.rows), history.column("lost")
     assert_same_history(history, reference.history, rtol=1e-6, atol=1e-9,
-                        ignore=("seconds", "bytes_up", "participants", "lost"))
+                        ignore=("seconds", "bytes_up", *FEDERATION_COLUMNS))
     model, events = out_files(tmp_path / "out")
     if model_bound:
         assert_within_quantization(model, reference, run.rounds, 5)
@@ -194,12 +195,36 @@ def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(
         (RunSettings(active=2), {"rank": 0}, False, "rank must be at least 1"),
         (RunSettings(active=2), {"rank": 5000}, False, "rank 5000 exceeds"),
         (RunSettings(active=None, user_dp_noise=1.0), {}, False, "needs --dp-clip"),
-        (RunSettings(active=1, user_dp_noise=1.0, user_dp_clip=1.0), {}, False,
-         "Poisson sampling"),
-        (RunSettings(active=None, user_dp_epsilon=0.01, user_dp_noise=0.5, user_dp_clip=1.0),
-         {}, False, "over the budget"),
+        (RunSettings(active=None, user_dp_noise=1.0, user_dp_clip=1.0), {}, False,
+         "guarantee is per client"),
+        (RunSettings(active=1, user_dp_noise=1.0, user_dp_clip=1.0, user_dp_unit="client"), {},
+         False, "Poisson sampling"),
+        (RunSettings(active=None, user_dp_epsilon=0.01, user_dp_noise=0.5, user_dp_clip=1.0,
+                     user_dp_unit="client"), {}, False, "over the budget"),
     ]
     for run, params, secagg, message in cases:
         with pytest.raises(ConfigError, match=message):
             preflight(FederatedRun.of(run, params, secagg=secagg), manifest)
     preflight(FederatedRun.of(RunSettings(active=2), {}, secagg=True), manifest)  # fine
+
+
+def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(tmp_path):
+    """User-level DP with secret noise under SecAgg+ (distributed DP), one user per client:
+    the out folder names no client and holds no metric, count or timing; the guarantee is
+    stated per party, the server's without the sampling's amplification."""
+    settings = data_settings(ratings_file(tmp_path, users=12), clients=1)
+    settings = settings.model_copy(update={"partition": "user", "normalize": "public",
+                                           "rating_scale": (1.0, 5.0)})
+    run = RunSettings(rounds=3, active=None, sampling="bernoulli", participation=0.5, seed=0,
+                      user_dp_epsilon=4.0, user_dp_clip=0.5)
+    history = loopback_federation(tmp_path, settings, FederatedRun.of(
+        run, PARAMS, secagg=True, out=Path("out")))
+    assert {c for row in history.rows for c in row} <= {*PUBLIC_COLUMNS, "claims_refused"}
+    _, events = out_files(tmp_path / "out")
+    assert not [e for e in events if {"clients", "time", "seconds"} & set(e)]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    eps = summary["privacy"]["epsilon"]
+    assert summary["privacy"]["private"] and config["private"]
+    assert eps["outsiders"] <= 4.0 < eps["server"]  # no amplification against the server
+    assert not {"train_seconds", "total_seconds", "peak_memory_mb"} & set(summary)

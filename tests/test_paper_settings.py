@@ -55,3 +55,14 @@ def test_paper_settings_and_variants_name_real_options_and_parameters():
         fields = entry.Config.model_fields
         for settings in entry.variants.values():
             assert all(k in fields or k in PAPER_OPTIONS for k in settings), settings
+
+
+def test_a_dp_budget_alone_takes_one_user_per_client_and_its_tuned_settings():
+    options, params, defaulted = apply_paper_settings("fedmc-admm", {**UNSET, "dp_epsilon": 8},
+                                                      {})
+    assert options["partition"] == "user" and params["consensus"] == "rated"
+    assert {"partition", "dp_clip", "consensus"} <= set(defaulted)
+    for given in ({"clients": 8}, {"partition": "random"}, {"dp_unit": "client"}):
+        options, _, _ = apply_paper_settings("fedmc-admm",
+                                             {**UNSET, "dp_epsilon": 8, **given}, {})
+        assert options["partition"] == "random", given  # what the user gave stands

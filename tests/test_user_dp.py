@@ -187,7 +187,8 @@ def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale(name, se
 def test_a_run_over_its_budget_exits_2(monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 8,
                           "--rounds", 50, "--sampling", "bernoulli", "--participation", 0.5,
-                          "--dp-epsilon", 1, "--dp-noise", 0.3, "--dp-clip", 1,
+                          "--dp-epsilon", 1, "--dp-noise", 0.3, "--dp-clip", 1, "--dp-unit",
+                          "client",
                           "--rating-scale", "1,5", "--out", tmp_path / "o", "-q")
     assert code == 2 and "over the budget" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
@@ -199,12 +200,14 @@ def test_a_run_reports_its_epsilon(monkeypatch, capsys, tmp_path, ratings_csv): 
 
     code, _, _ = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 8,
                         "--rounds", 3, "--sampling", "bernoulli", "--participation", 0.5,
-                        "--dp-epsilon", 4, "--dp-clip", 1, "--rating-scale", "1,5",
+                        "--dp-epsilon", 4, "--dp-clip", 1, "--dp-unit", "client",
+                        "--rating-scale", "1,5",
                         "--out", tmp_path, "-q")
     assert code == 0
     eps = [float(r["epsilon"]) for r in csv.DictReader(open(tmp_path / "history.csv"))]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert np.all(np.diff(eps) > 0) and summary["epsilon"] == eps[-1] and eps[-1] <= 4.0
+    assert summary["privacy"]["unit"] == "client" and summary["privacy"]["private"]
 
 
 def test_a_setup_nobody_uploads_in_is_neither_noised_nor_accounted():
@@ -213,7 +216,7 @@ def test_a_setup_nobody_uploads_in_is_neither_noised_nor_accounted():
     data = tiny_federated(m=20, n=10, p=20, density=0.4, seed=3)[0]
     cfg = FEDMC_ADMM.Config(rank=2, dual_init="zeros")
     sampler = make_sampler(20, sampling="bernoulli", participation=0.5)
-    dp = UserDP(clip=0.5, noise=1.0, setup_scale=5.0)
+    dp = UserDP(clip=0.5, noise=1.0, setup_scale=5.0, reproducible=True)  # keeps its metrics
     private = simulate(FEDMC_ADMM, cfg, data, sampler, 0, dp=dp).history
     plain = simulate(FEDMC_ADMM, cfg, data, sampler, 0).history
     assert private.column("epsilon")[0] == 0.0

@@ -150,6 +150,7 @@ class FederatedEstimator(Estimator):
         """Set the learned attributes from a finished simulation."""
         self.history_: History = sim.history
         self.info_: FederationInfo = sim.info
+        self.privacy_: dict[str, Any] = sim.guarantee
         algorithm = self.spec.algorithm_for(self.config_)
         self.model_: dict[str, np.ndarray] = dict(algorithm.model(self.config_, sim.server))
 

@@ -14,7 +14,8 @@ from typing import IO, Any
 import numpy as np
 
 
-def write_atomic(path: Path, content: str | bytes | Callable[[IO[bytes]], Any]) -> None:
+def write_atomic(path: Path, content: str | bytes | Callable[[IO[bytes]], Any],
+                 private: bool = False) -> None:
     """Write ``path`` through a temporary file in its folder, renamed over it at the end.
 
     Parameters
@@ -23,12 +24,15 @@ def write_atomic(path: Path, content: str | bytes | Callable[[IO[bytes]], Any]) 
         The file to (re)place.
     content
         Text (UTF-8), bytes, or a function that writes to a binary file object.
+    private
+        Readable by its owner only (mode 0600), else as the umask says.
     """
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600
+        if not private:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600
         with os.fdopen(fd, "wb") as fh:
             if callable(content):
                 content(fh)

@@ -30,9 +30,9 @@ from fedmc.sim import simulate
 from fedmc.sim.clients import PerClientClients
 
 IGNORED_COLUMNS = ("seconds",)
-FEDERATION_COLUMNS = ("participants", "lost")
-"""Columns a federation's history adds: the clients each round's sum included, and the
-clients lost in the round."""
+FEDERATION_COLUMNS = ("participants", "lost", "claims_refused")
+"""Columns a federation's history adds: the clients each round's sum included, the clients
+lost in the round, and the clients whose id a node claimed without the right to it."""
 
 
 class ScheduledSampler:

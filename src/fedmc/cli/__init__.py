@@ -178,6 +178,14 @@ def run(
     dp_setup_clip: Annotated[float | None, typer.Option(
         help="User-level DP: L2 bound of one client's set-up upload (default --dp-clip); "
         "that exchange's noise scales with it.", rich_help_panel=PROTO)] = None,
+    dp_unit: Annotated[str, typer.Option(
+        help="User-level DP: what one protected contribution is: user (one user per client, "
+        "--partition user) or client (clients of several users: the guarantee is per client).",
+        rich_help_panel=PROTO)] = "user",
+    dp_reproducible: Annotated[bool, typer.Option(
+        "--dp-reproducible", help="User-level DP, research only: draw the noise and the "
+        "sampling from --seed (the run repeats exactly but is NOT private; its outputs say "
+        "so and keep their exact metrics).", rich_help_panel=PROTO)] = False,
     ranking_k: Annotated[int | None, typer.Option(help="Add precision, recall, NDCG, MAP, hit "
                                                   "rate and coverage at K (after training); "
                                                   "default 10 with --implicit.",
@@ -243,8 +251,9 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         implicit=o.get("implicit", False), implicit_threshold=o.get("implicit_threshold"),
     )
     ranking_k = o.get("ranking_k")
-    if ranking_k is None and data_settings.implicit:  # interactions are judged by ranking
-        ranking_k = 10
+    private = _private(o) and not o.get("dp_reproducible", False)
+    if ranking_k is None and data_settings.implicit and not private:
+        ranking_k = 10  # interactions are judged by ranking (a private run: fedmc evaluate)
         defaulted = sorted([*defaulted, "ranking_k"])
     run_settings = RunSettings(
         algorithm=o["algorithm"], rounds=o["rounds"],
@@ -253,18 +262,24 @@ def resolve_options(options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         participation=o["participation"], dropout=o["dropout"], eval_every=o["eval_every"],
         seed=o["seed"], ranking_k=ranking_k,
         **{f"user_{k}": o[k] for k in ("dp_epsilon", "dp_delta", "dp_noise", "dp_clip",
-                                       "dp_setup_clip") if k in o},
+                                       "dp_setup_clip", "dp_unit", "dp_reproducible")
+           if k in o},
         user_dp_setup_scale=1.0 if o.get("dp_setup_scale") is None else o["dp_setup_scale"],
         save_user_factors=o.get("save_user_factors", False), defaulted=defaulted,
     )
     return run_settings, data_settings, params
 
 
+def _private(o: dict[str, Any]) -> bool:
+    """Whether the options ask for user-level DP (a budget or a noise multiplier)."""
+    return o.get("dp_epsilon") is not None or o.get("dp_noise") is not None
+
+
 def _normalize(o: dict[str, Any]) -> str:
     """``--normalize``, or its default: ``none`` for interactions (``--implicit``), ``public``
     in a DP run (a normalizer fitted on the training ratings is an exact release the budget
     does not cover, so a DP run refuses one), ``zscore`` otherwise."""
-    private = o.get("dp_epsilon") is not None or o.get("dp_noise") is not None
+    private = _private(o)
     if o["normalize"] is None:
         return "none" if o.get("implicit") else "public" if private else "zscore"
     if private and o["normalize"] in ("center", "zscore"):
@@ -362,7 +377,7 @@ def _summary_table(summary: dict, label: str) -> None:
     table = Table(title=label, show_header=True, header_style="bold")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    skip = {"round", "clients"}
+    skip = {"round", "clients", "privacy"}
     for key, value in summary.items():
         if key in skip:
             continue
@@ -373,7 +388,26 @@ def _summary_table(summary: dict, label: str) -> None:
         else:
             text = str(value)
         table.add_row(key, text)
+    if "privacy" in summary:
+        table.add_section()
+        table.add_row("privacy", privacy_statement(summary["privacy"]))
     out.print(table)
+
+
+def privacy_statement(privacy: dict[str, Any]) -> str:
+    """One paragraph of what a run's DP guarantees, against whom (its summary's ``privacy``,
+    :meth:`fedmc.federation.aggregator.Aggregator.guarantee`; ``docs/privacy.md``)."""
+    if privacy.get("dp") is None and "epsilon" not in privacy:
+        return "no DP: the model and every metric are exact functions of the data"
+    eps, delta = privacy["epsilon"], privacy["delta"]
+    server = ("none (central noise: the server sees each clipped upload)"
+              if eps["server"] is None else f"{eps['server']:.3g} (secure aggregation; the "
+              "server knows who was sampled)")
+    text = (f"user-level DP per {privacy['unit']}: epsilon {eps['outsiders']:.3g} at delta "
+            f"{delta:g} against outsiders and clients; against the server: {server}")
+    if not privacy["private"]:
+        text = "NOT private (--dp-reproducible: the noise comes from the seed); " + text
+    return text
 
 
 def _register_federate() -> None:

@@ -99,7 +99,8 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
             parse_params(param or []))
         settings = AuditSettings(algorithm, params, rounds,
                                  None if active == "all" else int(active), views,
-                                 UserDP(clip=dp_clip, epsilon=dp_epsilon, delta=dp_delta), seed)
+                                 UserDP(clip=dp_clip, epsilon=dp_epsilon, delta=dp_delta,
+                                        reproducible=True), seed)
         resolved = settings.config().model_dump(mode="json")
         data_settings = DataSettings(dataset=dataset, ratings=ratings, data_dir=data_dir,
                                      partition="user", seed=seed)

@@ -1,10 +1,11 @@
 """``fedmc federate``: a real federation on Flower (``fedmc[flower]``).
 
 ``split`` writes the files a deployment hands out, ``local`` runs a whole deployment on this
-machine (a SuperLink and one SuperNode per client, separate processes) and ``node`` serves
-one client to a SuperLink anywhere. ``split`` and ``local`` take ``fedmc run``'s data,
-run and algorithm options (their signatures are built from ``run``'s). See
-``docs/federation.md``.
+machine (a SuperLink and one SuperNode per client, separate processes); across machines,
+``certs`` makes the deployment's keys, certificates and roster, ``server`` runs the
+SuperLink the safe way (:mod:`fedmc.flower.server`) and ``node`` serves one client to it.
+``split`` and ``local`` take ``fedmc run``'s data, run and algorithm options (their
+signatures are built from ``run``'s). See ``docs/federation.md``.
 """
 
 from __future__ import annotations
@@ -14,14 +15,18 @@ import inspect
 import json
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import typing
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from fedmc.errors import ConfigError
 
 federate_app = typer.Typer(no_args_is_help=True, add_completion=False,
                            pretty_exceptions_enable=False)
@@ -33,7 +38,7 @@ FLOWER = "Federation"
 # the ranking evaluation and saving the user factors (they stay on the nodes; fedmc evaluate
 # ranks with the published model)
 RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors")
-NOTED = ("refused", "failed", "skipped")  # progress events that are told on stderr
+NOTED = ("refused", "failed", "skipped", "claim refused")  # told on stderr
 
 
 def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., Any],
@@ -66,7 +71,8 @@ def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., 
                                             **({"algorithm": "fedals", "params": json.dumps(
                                                 {"implicit": True})}
                                                if data_settings.implicit else {}),
-                                            "manifest": str(out / "manifest.json")})
+                                            "manifest": str(out / "manifest.json"),
+                                            "run-key": uuid.uuid4().hex})
         typer.echo(f"wrote {out}/manifest.json, {manifest.n_clients} clients' files under "
                    f"{out}/clients, the app in {out}/app and {out}/run.toml", err=True)
 
@@ -84,8 +90,8 @@ def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., 
     federate_app.command("split")(split)
     federate_app.command("local")(local)
     app.add_typer(federate_app, name="federate",
-                  help="A real federation on Flower: split the data, run a local deployment, "
-                       "serve a node.")
+                  help="A real federation on Flower: split the data, run a local deployment; "
+                       "across machines, make the certificates, run the server, serve a node.")
 
 
 def _defaults(options: dict[str, inspect.Parameter]) -> dict[str, Any]:
@@ -165,13 +171,19 @@ def _report(event: dict[str, Any], callback: Callable[[int, dict | None], None] 
                          f"{event['event']}: {event['reason']}\n")
 
 
+NODE_CONFIG_HELP = (
+    "This client's settings, space-separated KEY=VALUE pairs: client=ID (its id, 0..p-1), "
+    "manifest=\"PATH\" (the federation's manifest.json), ratings=\"PATH\" (its training "
+    "ratings; for Boolean data its rows of ones), test=\"PATH\" (optional: its held-out "
+    "ratings, or its rows of the signal), columns=\"user,item,rating\" (optional: the "
+    "ratings files' column names), state=\"DIR\" (its private state, kept across restarts). "
+    "Checked at start: a problem exits 2 naming it.")
+
+
 @federate_app.command("node")
 def node(
-    superlink: Annotated[str, typer.Option(help="The SuperLink's HOST:PORT.")],
-    node_config: Annotated[str, typer.Option(help="This client's settings: 'client=ID "
-                                             "manifest=\"PATH\" ratings=\"PATH\" "
-                                             "[test=\"PATH\"] [columns=\"u,i,r\"] "
-                                             "state=\"DIR\"'.")],
+    superlink: Annotated[str, typer.Option(help="The SuperLink's Fleet API, HOST:PORT.")],
+    node_config: Annotated[str, typer.Option(help=NODE_CONFIG_HELP)],
     root_certificates: Annotated[Path | None, typer.Option(
         help="CA certificate of the SuperLink's TLS certificate (without it: insecure).")]
         = None,
@@ -182,9 +194,17 @@ def node(
                                         "the usual gap between messages; the interval grows "
                                         "while idle).")] = 0.1,
 ) -> None:
-    """Serve one client to a SuperLink, its ClientApp kept in this process."""
-    from fedmc.flower.node import run_node
+    """Serve one client to a SuperLink, its ClientApp kept in this process. The node outlives
+    runs and restarts: when a run is stopped, the SuperLink restarts or the connection is
+    lost, it logs why and reconnects with backoff."""
+    from fedmc.flower.client_app import NodeSettings
+    from fedmc.flower.node import load_auth_key, run_node
 
+    NodeSettings.parse(node_config).check()
+    if auth_key is not None:
+        load_auth_key(auth_key)
+    if root_certificates is not None and not root_certificates.is_file():
+        raise ConfigError(f"{root_certificates}: no such file (--root-certificates)")
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     run_node(superlink, node_config, root_certificates=root_certificates,
              auth_key=auth_key, poll=poll)
@@ -192,3 +212,90 @@ def node(
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(0)
+
+
+@federate_app.command("certs")
+def certs(
+    out: Annotated[Path, typer.Option(help="Folder for the keys, certificates and roster.")],
+    clients: Annotated[int, typer.Option(help="Number of clients p: a key pair for each of "
+                                         "0..p-1.")],
+    name: Annotated[list[str] | None, typer.Option(
+        help="A DNS name or IP address the nodes use to reach the SuperLink (repeat for "
+        "several); the loopback (127.0.0.1, localhost) is always added.")] = None,
+    node_key: Annotated[list[str] | None, typer.Option(
+        help="C=FILE: client C made its own key pair (ssh-keygen -t ecdsa -b 384); its "
+        "public key FILE goes into the roster and no private key is written for C.")] = None,
+    days: Annotated[int, typer.Option(help="Days the certificates are valid.")] = 365,
+    overwrite: Annotated[bool, typer.Option(help="Replace the files of an earlier call.")]
+        = False,
+) -> None:
+    """Make a deployment's CA, the SuperLink's TLS certificate, one authentication key pair
+    per node and the roster (which key speaks for which client)."""
+    from fedmc.flower.certs import write_certs
+
+    write_certs(out, clients, name or [], days, _node_keys(node_key or []), overwrite)
+    typer.echo(f"wrote {out}/ca.crt, ca.key (keep offline), server.pem, server.key, "
+               f"roster.json and client-C, client-C.pub per node", err=True)
+
+
+def _node_keys(items: list[str]) -> dict[int, Path]:
+    keys: dict[int, Path] = {}
+    for item in items:
+        client, sep, path = item.partition("=")
+        if not sep or not client.strip().isdigit() or not path:
+            raise ConfigError(f"--node-key {item!r}: expected C=FILE (a client id and a "
+                              f"public key file)")
+        if int(client) in keys:
+            raise ConfigError(f"--node-key: client {int(client)} given twice")
+        keys[int(client)] = Path(path)
+    return keys
+
+
+@federate_app.command("server")
+def server(
+    certs: Annotated[Path, typer.Option(help="The folder of fedmc federate certs (ca.crt, "
+                                        "server.pem, server.key, roster.json).")],
+    host: Annotated[str, typer.Option(help="Address of the Fleet API, the only API served "
+                                      "to the network (0.0.0.0: every interface).")]
+        = "0.0.0.0",
+    port: Annotated[int, typer.Option(help="Port of the Fleet API (the nodes' --superlink).")]
+        = 9092,
+    control_port: Annotated[int, typer.Option(help="Port of the Control and Runtime APIs, on "
+                                              "127.0.0.1 only (flwr run, ls, stop, log).")]
+        = 9093,
+    database: Annotated[Path, typer.Option(help="The SuperLink's state (runs, registered "
+                                           "nodes), kept across restarts.")]
+        = Path("superlink.db"),
+) -> None:
+    """Run a SuperLink for a deployment across machines: TLS, SuperNode authentication with
+    the roster's keys, state on disk, no runtime dependency installation; the network reaches
+    only the Fleet API, the Control API answers on this host only."""
+    from fedmc.flower.server import Certificates, serve
+
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # after a graceful stop: status 0
+    serve(Certificates.in_folder(certs), host, port, control_port, database,
+          announce=lambda line: typer.echo(line, err=True))
+
+
+@federate_app.command("resume")
+def resume(
+    out: Annotated[Path, typer.Argument(help="The run's out folder on the server host, where "
+                                        "its checkpoint is.")],
+    app_dir: Annotated[Path, typer.Option("--app", help="The Flower app (fedmc federate split "
+                                          "writes it as SPLIT/app).")],
+    connection: Annotated[str, typer.Option(help="The SuperLink connection of flwr run (its "
+                                            "Control API, on the server host).")],
+) -> None:
+    """Resume a federated run after a crash of its SuperLink or ServerApp: submit it again from
+    the checkpoint the server wrote after its last completed round (the nodes keep their
+    committed states under the run's key); the result is the uninterrupted run's."""
+    from fedmc.flower.app import write_run_config
+    from fedmc.flower.server_app import CHECKPOINT, stored_run_config
+
+    config = {**stored_run_config(out / CHECKPOINT), "resume": True}
+    toml = write_run_config(out / "resume.toml", config)
+    done = subprocess.run(["flwr", "run", str(app_dir), connection, "--run-config", str(toml)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise ConfigError(f"flwr run failed: {' '.join((done.stderr or done.stdout).split())}")
+    typer.echo(done.stdout.strip(), err=True)

@@ -101,6 +101,7 @@ def load_ratings_file(
     duplicates: Duplicates = "error",
     value_range: tuple[float, float] | None = None,
     name: str | None = None,
+    allow_empty: bool = False,
 ) -> Ratings:
     """Read any CSV, TSV, ``::``-separated, whitespace-separated or Parquet file of ratings.
 
@@ -122,6 +123,9 @@ def load_ratings_file(
         Inclusive ``(low, high)`` bounds every rating must lie in, if given.
     name
         Label of the result; the file name by default.
+    allow_empty
+        A text file with a header and no ratings gives no ratings instead of an error (a
+        federation client whose user has rated nothing yet).
 
     Returns
     -------
@@ -141,7 +145,7 @@ def load_ratings_file(
     else:
         data = read_text_bytes(path)
         fmt = _sniff(path, data, columns, int_ids=False, value_range=value_range)
-        raw = _read_delimited(path, data, fmt)
+        raw = _read_delimited(path, data, fmt, allow_empty)
     return _finish(raw, duplicates, name or path.name, path)
 
 
@@ -387,7 +391,7 @@ def _arrow_text(data: bytes, delimiter: str) -> bytes:
     return re.sub(rb" ?(\r?\n) ?", rb"\1", data).strip(b" ")
 
 
-def _read_delimited(path: Path, data: bytes, fmt: _Format) -> _Raw:
+def _read_delimited(path: Path, data: bytes, fmt: _Format, allow_empty: bool = False) -> _Raw:
     """Parse ``data`` with pyarrow; on any problem, scan for the first bad line."""
     text = _arrow_text(data, fmt.delimiter)
     table, failure = None, ""
@@ -399,7 +403,7 @@ def _read_delimited(path: Path, data: bytes, fmt: _Format) -> _Raw:
             failure = str(exc)
     if table is None or not _table_ok(table, fmt.value_range):
         _raise_first_bad_line(path, text, fmt, failure)
-    if table.num_rows == 0:
+    if table.num_rows == 0 and not allow_empty:
         raise DataError("the file holds a header but no ratings", path)
     users, items, values = (_to_numpy(_as_int_if_exact(col)) for col in table.columns)
     return _Raw(users, items, values, _line_locator(path, text, fmt.skip_lines))

@@ -32,6 +32,7 @@ is their only caller.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -44,6 +45,15 @@ from fedmc.privacy.accounting import Plan, Spent, UserDP
 from fedmc.privacy.gaussian import add_noise, clip_uploads, noise_share
 
 Batch = tuple[Uploads, np.ndarray]  # the uploads of a batch and each client's multiplicity
+NEIGHBOURS = ("one unit's data present or absent (zero-out: its client stays enrolled); the "
+              "enrolled clients, the item catalogue and the rating scale are public")
+"""The neighbouring relation the guarantee is stated for."""
+PUBLIC_COLUMNS = ("round", "clients", "bytes_down", "epsilon", "dp_noise")
+"""The history columns of a private run: the round, the cohort's size and the bytes sent down
+(functions of the secret sampling and the public sizes alone: every enrolled client is
+sampled alike whatever its data), and the budget spent. Metrics (client sums), the bytes sent
+up (how many items a cohort rated) and the seconds (how long the clients' data took) are not
+published."""
 
 
 class Aggregator:
@@ -141,9 +151,52 @@ class Aggregator:
             summed = add_noise(summed, std * np.sqrt(1.0 - added), rng)
         return summed
 
+    # --- what the run publishes -----------------------------------------------------------
+
+    @property
+    def private(self) -> bool:
+        """Whether the run carries a DP guarantee (user-level DP with secret noise): then the
+        server takes no evaluation of the clients (their error sums are exact releases the
+        budget does not cover) and the history holds only :data:`PUBLIC_COLUMNS`."""
+        return self.dp is not None and self.dp.private
+
     def columns(self, rounds: int) -> dict[str, float]:
         """The history's privacy columns after ``rounds`` rounds: ``epsilon`` spent at the
         run's delta and the noise multiplier ``dp_noise`` (none without user-level DP)."""
         if self.spent is None:
             return {}
         return {"epsilon": self.spent(rounds), "dp_noise": self.noise}
+
+    def guarantee(self) -> dict[str, Any]:
+        """What the run's DP guarantees, against whom (the threat model's numbers,
+        ``docs/privacy.md``): ``epsilon`` at ``delta`` per party over the planned run, for
+        neighbouring data sets that differ in one ``unit``'s data (:data:`NEIGHBOURS`).
+
+        Outsiders (who read the run's folder and the published model) and clients (who
+        receive every round's message) get the accounted budget, amplified by the secret
+        Poisson sampling. The server samples the cohorts, so against it there is no
+        amplification: under secure aggregation (its clients add the noise in shares, it sees
+        only noised sums) the budget of a user sampled in every round; with central noise (it
+        sees each clipped upload) none (``None``)."""
+        if self.dp is None:
+            return {"private": False, "dp": None}
+        outsiders = self.spent(self.plan.rounds)
+        server = None
+        if self.placement.user_dp == "clients":
+            everyone = dataclasses.replace(self.plan, q=1.0)
+            server = Spent(everyone, self.noise, self.dp.delta)(self.plan.rounds)
+        return {
+            "private": self.dp.private,
+            "unit": self.dp.unit,
+            "neighbouring": NEIGHBOURS,
+            "delta": self.dp.delta,
+            "epsilon": {"outsiders": outsiders, "clients": outsiders, "server": server},
+            "noise_seed": "secret" if self.dp.private else "the run's seed (not private)",
+        }
+
+    def published(self, row: Mapping[str, float]) -> dict[str, float]:
+        """What of a history row the run publishes: all of it, or, in a private run, the
+        columns that depend on no client's data (:data:`PUBLIC_COLUMNS`)."""
+        if not self.private:
+            return dict(row)
+        return {k: v for k, v in row.items() if k in PUBLIC_COLUMNS}

@@ -37,22 +37,29 @@ RoundCallback = Callable[[int, dict[str, float] | None], None]
 
 @dataclass
 class Outcome:
-    """What a run of the rounds leaves: the history, the server's final state, the clients
-    and the federation's facts."""
+    """What a run of the rounds leaves: the history, the server's final state, the clients,
+    the federation's facts and what its DP guarantees
+    (:meth:`fedmc.federation.aggregator.Aggregator.guarantee`)."""
 
     history: History
     server: Any
     clients: ClientPopulation
     info: FederationInfo
+    guarantee: dict[str, Any]
 
 
-def streams(seed: int | np.random.Generator) -> tuple[np.random.Generator, np.random.Generator]:
+def streams(seed: int | np.random.Generator, secret: bool = False,
+            ) -> tuple[np.random.Generator, np.random.Generator]:
     """The two streams of a run: the initial draws' and the server's (independent children of
     ``seed``); or one generator that serves as both, in that order (how the Felb benchmarks
-    were recorded)."""
+    were recorded). With ``secret`` (a private DP run) the server's stream, which samples the
+    clients and draws the noise, is seeded from the operating system's entropy instead: the
+    published seed gives no way to remove the noise or to know who was sampled."""
     if isinstance(seed, np.random.Generator):
         return seed, seed
     init, server = np.random.SeedSequence(seed).spawn(2)
+    if secret:
+        server = np.random.SeedSequence()  # fresh entropy, never written anywhere
     return np.random.default_rng(init), np.random.default_rng(server)
 
 
@@ -108,16 +115,52 @@ class _Server:
 @dataclass
 class _Evaluation:
     """A round's evaluation: its model, and what to do with the clients' sums once they come
-    (write the round's history row and report it)."""
+    (write the round's history row and report it); ``row``: what the row holds already."""
 
     model: Mapping[str, np.ndarray]
     finish: Callable[[dict[str, float]], None]
+    round: int
+    row: dict[str, float]
 
 
-def privacy_plan(setup: Message | None, sampler: Sampler, rounds: int, dp: UserDP) -> Plan:
+@dataclass
+class Checkpoint:
+    """Everything the round loop needs to go on after round ``round`` as if it had not
+    stopped (:func:`run_rounds`' ``checkpoint`` and ``resume``): the server's state, its random
+    stream's state, the history so far, the counters, the row of the evaluation still waiting
+    for the next message (a population that folds evaluations), and the population's own
+    (:meth:`snapshot`; None for one that has none). It holds the server's secrets (the random
+    stream of a private run's noise and sampling, who took part): it is the server's, not a
+    published output."""
+
+    round: int
+    server: Any
+    rng: dict[str, Any]
+    history: list[dict[str, float]]
+    bytes_up: int
+    bytes_down: int
+    seconds: float
+    waiting: tuple[int, dict[str, float]] | None
+    population: Any
+
+
+def privacy_plan(setup: Message | None, sampler: Sampler, rounds: int, dp: UserDP,
+                 info: FederationInfo) -> Plan:
     """The exchanges a run releases under user-level DP, which the accountant charges: the
     algorithm's ``setup`` exchange if it has uploads, then ``rounds`` rounds at the sampler's
-    Poisson rate."""
+    Poisson rate.
+
+    Raises
+    ------
+    ConfigError
+        A guarantee per user (``dp.unit``) asked of clients of several users: the unit the
+        clipping bounds is the client.
+    """
+    if dp.unit == "user" and info.client_rows is not None and np.any(info.client_sizes > 1):
+        raise ConfigError(
+            "user-level DP bounds what one client uploads: with clients of several users the "
+            "guarantee is per client, not per user; use one user per client (--partition "
+            "user) or ask for it with --dp-unit client")
     return Plan(rounds, poisson_rate(sampler), setup is not None and len(setup.upload) > 0,
                 dp.setup_scale)
 
@@ -135,6 +178,8 @@ def run_rounds(
     callback: RoundCallback | None = None,
     dp: UserDP | None = None,
     clock: TrainingClock | None = None,
+    checkpoint: Callable[[Checkpoint], None] | None = None,
+    resume: Checkpoint | None = None,
 ) -> Outcome:
     """Run the set-up exchange (if the algorithm has one) and ``rounds`` rounds.
 
@@ -166,6 +211,12 @@ def run_rounds(
         in every round.
     clock
         The training clock, if the driver started it before its own set-up.
+    checkpoint
+        Called with a :class:`Checkpoint` after every round (a population that has a
+        ``snapshot()`` adds its own state).
+    resume
+        Go on after the round of this checkpoint instead of starting (the set-up exchange and
+        the rounds up to it are not run again; ``server_draws`` is not used).
 
     Returns
     -------
@@ -185,33 +236,49 @@ def run_rounds(
         )
     clock = TrainingClock() if clock is None else clock
     history = History()
-    state = algorithm.init_server(cfg, info, server_draws)
+    state = algorithm.init_server(cfg, info, server_draws) if resume is None else resume.server
     setup = algorithm.setup(cfg, state, info)
-    plan = None if dp is None else privacy_plan(setup, sampler, rounds, dp)
+    plan = None if dp is None else privacy_plan(setup, sampler, rounds, dp, info)
     aggregator = Aggregator(algorithm, cfg, info, dp, plan, clients.placement)
     server = _Server(algorithm, cfg, state, clients, aggregator, rng)
-    if setup is not None:
+    if resume is None and setup is not None:
         server.exchange(setup)
     clock.stop()
 
-    def evaluation(k: int, n_clients: int) -> _Evaluation:
-        """Round ``k``'s evaluation: its row is written (and reported) once the sums come."""
-        row: dict[str, float] = {"bytes_up": server.bytes_up, "bytes_down": server.bytes_down,
-                                 "seconds": clock.seconds, "clients": n_clients,
-                                 **aggregator.columns(k)}
+    def evaluation(k: int, row: dict[str, float]) -> _Evaluation | None:
+        """Round ``k``'s evaluation: its row is written (and reported) once the sums come; in
+        a private run there is none, the row holds what it publishes and is written now."""
 
         def finish(sums: dict[str, float]) -> None:
-            history.append({"round": k, **algorithm.metrics(cfg, server.state, sums, info),
-                            **row})
+            metrics = {} if aggregator.private else algorithm.metrics(cfg, server.state, sums,
+                                                                      info)
+            history.append(aggregator.published({"round": k, **metrics, **row}))
             if callback is not None and k > 0:
                 callback(k, history.rows[-1])
 
-        return _Evaluation(algorithm.model(cfg, server.state), finish)
+        if aggregator.private:
+            finish({})
+            return None
+        return _Evaluation(algorithm.model(cfg, server.state), finish, k, row)
+
+    def row(k: int, n_clients: int) -> dict[str, float]:
+        """What round ``k``'s row holds before its evaluation."""
+        return {"bytes_up": server.bytes_up, "bytes_down": server.bytes_down,
+                "seconds": clock.seconds, "clients": n_clients, **aggregator.columns(k)}
 
     # A population that folds evaluations sends each with the next round's message; the last
     # one (and every one, otherwise) is an exchange of its own.
-    waiting: _Evaluation | None = evaluation(0, 0)
-    for k in range(1, rounds + 1):
+    if resume is None:
+        start, waiting = 1, evaluation(0, row(0, 0))
+    else:
+        start = resume.round + 1
+        history.rows.extend(resume.history)
+        server.rng.bit_generator.state = resume.rng
+        server.bytes_up, server.bytes_down = resume.bytes_up, resume.bytes_down
+        clock.seconds = resume.seconds
+        clients.restore(resume.population)
+        waiting = None if resume.waiting is None else evaluation(*resume.waiting)
+    for k in range(start, rounds + 1):
         if waiting is not None and not clients.folds_evaluation:
             waiting.finish(clients.evaluate(waiting.model))
             waiting = None
@@ -219,9 +286,16 @@ def run_rounds(
         sampled = sampler.sample(server.rng)
         server.exchange(algorithm.message(cfg, server.state, k, sampled, server.rng), waiting)
         clock.stop()
-        waiting = evaluation(k, len(sampled)) if (k % eval_every == 0 or k == rounds) else None
-        if waiting is None and callback is not None:
+        evaluated = k % eval_every == 0 or k == rounds
+        waiting = evaluation(k, row(k, len(sampled))) if evaluated else None
+        if not evaluated and callback is not None:
             callback(k, None)
+        if checkpoint is not None:
+            checkpoint(Checkpoint(
+                k, server.state, server.rng.bit_generator.state, list(history.rows),
+                server.bytes_up, server.bytes_down, clock.seconds,
+                None if waiting is None else (waiting.round, waiting.row),
+                clients.snapshot()))
     if waiting is not None:
         waiting.finish(clients.evaluate(waiting.model))
-    return Outcome(history, server.state, clients, info)
+    return Outcome(history, server.state, clients, info, aggregator.guarantee())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
@@ -117,4 +117,14 @@ class ClientPopulation(Protocol):
 
     def user_factors(self) -> np.ndarray:
         """All user factors in federated row order (simulation only)."""
+        ...
+
+    def snapshot(self) -> Any:
+        """What the population keeps that a resumed run needs (the clients' states in a
+        simulation; the server's view of its clients in a federation), as it is now: pickle it
+        at once (:class:`fedmc.federation.loop.Checkpoint`)."""
+        ...
+
+    def restore(self, snapshot: Any) -> None:
+        """Take up a :meth:`snapshot`."""
         ...

@@ -9,6 +9,8 @@ algorithm and what the command does after training) and a Flower run's configura
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from fedmc.federation.sampling import Sampler, SamplingKind, make_sampler
@@ -36,6 +38,12 @@ class Schedule(BaseModel):
     user_dp_setup_scale: float = Field(1.0, gt=0, description="set-up noise / round noise")
     user_dp_setup_clip: float | None = Field(None, gt=0, description="L2 bound of a set-up "
                                              "upload (default: user_dp_clip)")
+    user_dp_unit: Literal["user", "client"] = Field(
+        "user", description="what one DP contribution is: a user (one user per client) or a "
+        "client (several users each, asked for explicitly)")
+    user_dp_reproducible: bool = Field(
+        False, description="draw the DP noise and the sampling from the seed (research only: "
+        "the run is then not private)")
 
     def sampler(self, n_clients: int) -> Sampler:
         """The client sampler of the run (:func:`fedmc.federation.sampling.make_sampler`)."""
@@ -45,4 +53,5 @@ class Schedule(BaseModel):
     def privacy(self) -> UserDP | None:
         """The run's user-level DP settings, None when off."""
         return user_dp(self.user_dp_clip, self.user_dp_delta, self.user_dp_epsilon,
-                       self.user_dp_noise, self.user_dp_setup_scale, self.user_dp_setup_clip)
+                       self.user_dp_noise, self.user_dp_setup_scale, self.user_dp_setup_clip,
+                       self.user_dp_unit, self.user_dp_reproducible)

@@ -11,18 +11,22 @@ Boolean manifest ``ratings`` is the client's ``row,cols`` file of ones and ``tes
 the ground-truth signal, :mod:`fedmc.flower.split`). The run
 configuration (:mod:`fedmc.flower.settings`) names the algorithm, its parameters and the seed.
 
-Message types: ``query`` (the client's id: the server knows clients by this id, not by
-Flower's node id, which changes when a node restarts), ``train.step`` (the algorithm's client
-step on the message; the reply is the client's uploads, and, when the message also carries
-the previous round's model, first the client's evaluation sums under it), ``evaluate`` (the
-client's evaluation sums under the published model) and ``train`` (the same two inside SecAgg+,
-:mod:`fedmc.flower.secagg`). Every step and evaluation first settles the pending state of the
-client's previous exchange (:mod:`fedmc.flower.client_state`).
+Message types: ``query`` (the client's id, and a token naming its state folder: the server
+knows clients by this id, not by Flower's node id, which changes when a node restarts, and
+admits a client's id only from the node its roster names or, without a roster, from nodes
+with the first token it saw, :mod:`fedmc.flower.grid_clients`), ``train.step`` (the
+algorithm's client step on the message; the reply is the client's uploads, and, when the
+message also carries the previous round's model, first the client's evaluation sums under
+it), ``evaluate`` (the client's evaluation sums under the published model) and ``train``
+(the same two inside SecAgg+, :mod:`fedmc.flower.secagg`). Every step and evaluation first
+settles the pending state of the client's previous exchange
+(:mod:`fedmc.flower.client_state`).
 """
 
 from __future__ import annotations
 
 import secrets
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +43,7 @@ from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
 from fedmc.flower import secagg
-from fedmc.flower.client_state import StateStore
+from fedmc.flower.client_state import StateStore, identity
 from fedmc.flower.compact import compact_mod
 from fedmc.flower.manifest import Manifest
 from fedmc.flower.settings import FederatedRun
@@ -103,51 +107,126 @@ class Party:
         return self.aggregator.dp_share(std, members, rng)
 
 
+NODE_KEYS = ("client", "manifest", "ratings", "test", "columns", "state")
+"""Every key of a node configuration (module docstring)."""
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """A node configuration: which client this node is and where its files are."""
+
+    client: int
+    manifest: Path
+    ratings: Path
+    state: Path
+    test: Path | None = None
+    columns: tuple[str, ...] | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> NodeSettings:
+        """From ``--node-config``'s text (``key=value`` pairs, strings quoted)."""
+        from flwr.common.config import parse_config_args
+
+        try:
+            return cls.from_config(parse_config_args([text]))
+        except ConfigError:
+            raise
+        except Exception:  # flwr raises click's exception on bad syntax
+            raise ConfigError(f"--node-config {text!r}: expected space-separated key=value "
+                              f"pairs, paths in double quotes") from None
+
+    @classmethod
+    def from_config(cls, node: Mapping[str, Any]) -> NodeSettings:
+        """From a parsed node configuration (``context.node_config``)."""
+        unknown = sorted(set(node) - set(NODE_KEYS))
+        if unknown:
+            raise ConfigError(f"the node configuration has unknown key(s) {', '.join(unknown)}"
+                              f" (keys: {', '.join(NODE_KEYS)})")
+        client = node.get("client")
+        if isinstance(client, bool) or not isinstance(client, int):
+            raise ConfigError("the node configuration needs client=ID (an integer)")
+        for key in ("manifest", "ratings", "state"):
+            if not node.get(key):
+                raise ConfigError(f"the node configuration of client {client} needs "
+                                  f"{key}=\"PATH\"")
+        return cls(client, Path(str(node["manifest"])), Path(str(node["ratings"])),
+                   Path(str(node["state"])),
+                   Path(str(node["test"])) if node.get("test") else None,
+                   tuple(str(node["columns"]).split(",")) if node.get("columns") else None)
+
+    def read_manifest(self) -> Manifest:
+        """The manifest, with this client in it."""
+        manifest = Manifest.read(self.manifest)
+        if not 0 <= self.client < manifest.n_clients:
+            raise ConfigError(f"client={self.client} is not a client of {self.manifest} "
+                              f"(0..{manifest.n_clients - 1})")
+        return manifest
+
+    def shard(self, manifest: Manifest) -> FederatedData:
+        """The client's data, read from its files and checked against the manifest."""
+        if manifest.kind == "boolean":  # its rows of A and, for synthetic data, of the signal
+            return load_boolean_shard(manifest, self.client, self.ratings, self.test)
+        return load_shard(manifest, self.client, self.ratings, self.test, self.columns)
+
+    def check(self) -> None:
+        """What a node checks before it connects: the manifest readable and naming this
+        client, the client's files readable and matching the manifest, the state folder
+        writable (a :class:`~fedmc.errors.FedMCError` names the problem)."""
+        for path in (self.ratings, self.test):
+            if path is not None and not path.is_file():
+                raise ConfigError(f"{path}: no such file (client {self.client}'s "
+                                  f"{'ratings' if path == self.ratings else 'test'} file)")
+        self.shard(self.read_manifest())
+        try:
+            self.state.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=self.state):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"{self.state}: the state folder is not writable "
+                              f"({exc.strerror})") from None
+
+
 _PARTIES: dict[tuple[int, int], Party] = {}
 
 
 def party(context: Context) -> Party:
     """This node's client in this run (built on first use; kept while the process lives)."""
-    node = context.node_config
-    try:
-        client = int(node["client"])
-    except (KeyError, ValueError):
-        raise ConfigError("the node configuration needs client=ID (an integer)") from None
-    key = (context.run_id, client)
+    node = NodeSettings.from_config(context.node_config)
+    key = (context.run_id, node.client)
     if key not in _PARTIES:
-        _PARTIES[key] = _make_party(client, node, FederatedRun.from_run_config(
-            dict(context.run_config)), str(context.run_id))
+        run = FederatedRun.from_run_config(dict(context.run_config))
+        _PARTIES[key] = _make_party(node, run, run.run_key or str(context.run_id))
     return _PARTIES[key]
 
 
-def _make_party(client: int, node: Mapping[str, Any], run: FederatedRun, run_id: str) -> Party:
-    for key in ("manifest", "ratings", "state"):
-        if key not in node:
-            raise ConfigError(f"the node configuration of client {client} needs {key}=PATH")
-    manifest = Manifest.read(str(node["manifest"]))
-    columns = tuple(str(node["columns"]).split(",")) if node.get("columns") else None
-    held = Path(str(node["test"])) if node.get("test") else None
-    if manifest.kind == "boolean":  # its rows of A and, for synthetic data, of the signal
-        shard = load_boolean_shard(manifest, client, Path(str(node["ratings"])), held)
-    else:
-        shard = load_shard(manifest, client, Path(str(node["ratings"])), held, columns)
+def forget_run(run_id: int) -> None:
+    """Drop what this process holds for run ``run_id`` (it was stopped or has ended)."""
+    for key in [k for k in _PARTIES if k[0] == run_id]:
+        del _PARTIES[key]
+
+
+def _make_party(node: NodeSettings, run: FederatedRun, run_id: str) -> Party:
+    manifest = node.read_manifest()
+    shard = node.shard(manifest)
     algorithm, cfg = run.algorithm, run.config()
     info = manifest.federation_info(algorithm.data_kind)
-    store = StateStore(Path(str(node["state"])), run_id)
+    store = StateStore(node.state, run_id)
     if store.committed is None:  # this client's slice of the population's initial draws
         init_seq = np.random.SeedSequence(run.schedule.seed).spawn(2)[0]
         draws = algorithm.draws(cfg, info, np.random.default_rng(init_seq))
-        own = draws.take(np.array([client]), manifest.rows_of(client))
+        own = draws.take(np.array([node.client]), manifest.rows_of(node.client))
         store.start(algorithm.init_clients(cfg, shard, own, info))
-    return Party(client, algorithm, cfg, info, shard, store,
+    return Party(node.client, algorithm, cfg, info, shard, store,
                  Aggregator(algorithm, cfg, info, run.privacy()))
 
 
 @app.query()
 def hello(msg: Message, context: Context) -> Message:
-    """The client's stable id."""
-    return Message(RecordDict({"client": ConfigRecord({"id": party(context).client})}),
-                   reply_to=msg)
+    """The client's id and the token of its state folder
+    (:func:`fedmc.flower.client_state.identity`)."""
+    me = party(context)
+    return Message(RecordDict({"client": ConfigRecord({
+        "id": me.client, "token": identity(me.store.folder)})}), reply_to=msg)
 
 
 @app.train("step")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import os
 import pickle
+import secrets
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -104,3 +105,20 @@ class StateStore:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def identity(folder: Path) -> str:
+    """A random token naming the state folder ``folder`` (made on first use, kept in
+    ``FOLDER/identity``, readable by its owner only). A node restarted on the same folder
+    presents the same token; a second node claiming the same client from a folder of its own
+    presents another, so a server without a roster can tell the two apart
+    (:mod:`fedmc.flower.grid_clients`)."""
+    path = folder / "identity"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_hex(16) + "\n")
+    return path.read_text().strip()

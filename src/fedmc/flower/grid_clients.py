@@ -13,7 +13,14 @@ out, and the client drops the state it computed (:mod:`fedmc.flower.client_state
 
 Clients are known by the id in their node configuration: nodes that appear on the SuperLink
 are asked for it (``query``), so a node restarted under a new Flower node id takes its
-client's place again.
+client's place again. A claim is checked before it is admitted (:meth:`GridClients.admit`):
+with a roster (``fedmc federate server``) the node's public key, which the SuperLink has
+verified on every request the node signed, must be the key the roster names for that client;
+without one, the node must present the token of the state folder that first claimed the
+client (a node restarted on its folder does; a second node with client 1's configuration
+and a folder of its own does not). A refused claim is recorded (:class:`Refusal`: the
+``refused`` column of the history and a line of ``progress.jsonl``) and its node is never
+sent a message: which node speaks for a client never depends on the order of replies.
 """
 
 from __future__ import annotations
@@ -65,6 +72,16 @@ class Record:
         return sorted(set(self.asked) - set(self.included))
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A node's claim to be a client, refused: when, which node, which client, why."""
+
+    round: int
+    node: int
+    client: int
+    reason: str
+
+
 @dataclass
 class GridClients:
     """Clients behind a Flower Grid (module docstring).
@@ -89,8 +106,11 @@ class GridClients:
     on_event
         Called with what else happened in an exchange, as a dict with ``event``
         (``refused``: a reply the server did not take; ``failed``: a client's error;
-        ``skipped``: a step no client took), ``exchange``, ``round``, ``clients`` and
-        ``reason``.
+        ``skipped``: a step no client took; ``claim refused``: a node's claim to be a client,
+        :meth:`admit`), ``exchange``, ``round``, ``clients`` and ``reason``.
+    roster
+        The public key (PEM, as Flower records a node's) of every client, when the operator
+        gave a roster (:func:`fedmc.flower.certs.read_roster`).
     """
 
     grid: Grid
@@ -99,9 +119,13 @@ class GridClients:
     secure: SecureSum | None = None
     on_exchange: Callable[[int, int, str, list[int]], None] | None = None
     on_event: Callable[[dict[str, Any]], None] | None = None
+    roster: Mapping[int, bytes] | None = None
     log: list[Record] = field(default_factory=list)
+    refusals: list[Refusal] = field(default_factory=list)
     warm: set[tuple[int, str]] = field(default_factory=set)
     node_of: dict[int, int] = field(default_factory=dict)
+    token_of: dict[int, str] = field(default_factory=dict)
+    failed: dict[int, str] = field(default_factory=dict)
     last_included: dict[int, int] = field(default_factory=dict)
     _asked: set[int] = field(default_factory=set)
     _round: int = 0
@@ -117,7 +141,9 @@ class GridClients:
                 break
             if time.monotonic() > deadline:
                 missing = sorted(set(range(self.n_clients)) - set(self.node_of))
-                raise ConfigError(f"clients {missing} did not join within {wait:g} s")
+                failed = "".join(f"; node {node} could not say which client it is: {why}"
+                                 for node, why in self.failed.items())
+                raise ConfigError(f"clients {missing} did not join within {wait:g} s{failed}")
             time.sleep(0.2)
 
     @property
@@ -230,6 +256,26 @@ class GridClients:
         """Not available: user factors never leave the clients."""
         raise ConfigError("in a federation the user factors stay on the clients")
 
+    def snapshot(self) -> dict[str, Any]:
+        """The server's view of its clients that a resumed run needs: the exchanges so far
+        (their numbers go on, so a client's pending state is decided rightly), each client's
+        last included exchange, who was included and refused (the history's columns), the
+        identity each client was claimed with, the secure sums' learned scales. The clients'
+        own states are on their nodes' disks."""
+        return {"exchanges": self._exchanges, "round": self._round,
+                "last_included": self.last_included, "log": self.log,
+                "refusals": self.refusals, "token_of": self.token_of,
+                "exponents": None if self.secure is None else self.secure.exponents}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Take up a :meth:`snapshot` (nodes are asked who they are anew)."""
+        self._exchanges, self._round = snapshot["exchanges"], snapshot["round"]
+        self.last_included = dict(snapshot["last_included"])
+        self.log, self.refusals = list(snapshot["log"]), list(snapshot["refusals"])
+        self.token_of = dict(snapshot["token_of"])
+        if self.secure is not None and snapshot["exponents"] is not None:
+            self.secure.exponents = snapshot["exponents"]
+
     def envelope(self, number: int, msg: Message, clients: Iterable[int],
                  model: Mapping[str, np.ndarray] | None = None, **extra: object) -> Envelope:
         """The exchange as ``clients`` receive it (with ``model`` to evaluate, if any)."""
@@ -266,15 +312,40 @@ class GridClients:
 
     def _refresh(self) -> None:
         """Ask nodes that appeared since the last look which client they are."""
-        new = [n for n in self.grid.get_node_ids() if n not in self._asked]
+        keys = {info.node_id: bytes(info.public_key) for info in self.grid.get_nodes()}
+        new = [n for n in keys if n not in self._asked]
         if not new:
             return
         self._asked.update(new)
         ask = [FlowerMessage(RecordDict(), dst_node_id=n, message_type="query") for n in new]
-        for node, reply in good_replies(send_and_receive(self.grid, ask, self.timeout)).items():
-            client = int(reply.content.config_records["client"]["id"])
-            if 0 <= client < self.n_clients:
-                self.node_of[client] = node  # the newest node of a client wins
+        replies = send_and_receive(self.grid, ask, self.timeout)
+        self.failed.update({m.metadata.src_node_id: m.error.reason for m in replies
+                            if m.has_error()})
+        for node, reply in good_replies(replies).items():
+            claim = reply.content.config_records["client"]
+            self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node])
+
+    def admit(self, node: int, client: int, token: str, key: bytes) -> bool:
+        """Let ``node`` speak for ``client`` if its claim holds (module docstring); a refused
+        claim is recorded. ``token`` names the node's state folder, ``key`` is the public key
+        the SuperLink knows the node by."""
+        if not 0 <= client < self.n_clients:
+            return self._refuse(node, client, f"client {client} is not in 0..{self.n_clients - 1}")
+        if self.roster is not None:
+            if self.roster.get(client) != key:
+                return self._refuse(node, client, f"its key is not client {client}'s key in "
+                                                  f"the roster")
+        elif self.token_of.setdefault(client, token) != token:
+            return self._refuse(node, client, f"client {client} is held by another node (a "
+                                              f"state folder of its own)")
+        self.node_of[client] = node  # the same identity on a new node: a restarted client
+        return True
+
+    def _refuse(self, node: int, client: int, reason: str) -> bool:
+        self.refusals.append(Refusal(self._round, node, client, reason))
+        self._note(max(self._exchanges - 1, 0), self._round, "claim refused", [client],
+                   f"node {node} claims client {client}: {reason}")
+        return False
 
     def _begin(self, round_: int, phase: str, clients: np.ndarray) -> int:
         number = self._exchanges

@@ -165,7 +165,10 @@ class LocalFederation:
              on_event: Callable[[dict[str, Any]], None] | None = None,
              check_every: float = 5.0) -> None:
         """Follow ``progress`` until the run is done (``on_event`` gets every new line);
-        raise if the run fails or a node or the SuperLink exits."""
+        raise if the run fails or a node or the SuperLink exits. The run's status is asked
+        (``flwr ls``, a second or two during which no line is read) only after ``check_every``
+        seconds without a new line, so events reach ``on_event`` promptly while the run
+        progresses."""
         seen = 0
         next_check = time.monotonic() + check_every
         while True:
@@ -176,6 +179,8 @@ class LocalFederation:
                     on_event(event)
                 if event["event"] == "done":
                     return
+            if len(lines) > seen:
+                next_check = time.monotonic() + check_every
             seen = len(lines)
             if time.monotonic() > next_check:
                 self._check(run_id)

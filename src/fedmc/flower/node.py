@@ -3,7 +3,8 @@
 Flower's ``flower-supernode`` starts a fresh ``flwr-clientapp`` process for every message
 (here about 4 s: Python, Flower, NumPy, Numba and the client's data, each time) and, when
 idle, polls the SuperLink every 3 s. This node speaks the same Fleet API with Flower's own
-connection code (registration, heartbeats, TLS, node authentication) but keeps the ClientApp
+client (request signing for node authentication, TLS, heartbeats; :mod:`fedmc.flower.fleet`,
+which also survives ``flwr stop`` and SuperLink restarts) but keeps the ClientApp
 loaded between messages and polls sparingly but promptly (:class:`Poller`: every poll is an
 HTTP request that the single SuperLink process serves, about 10 ms of its CPU here, so ten
 nodes polling every 0.1 s would take half of it); it also retries an object that the server
@@ -15,11 +16,13 @@ its state survives through the state folder).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from functools import partial
 from pathlib import Path
 
+import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key
 from flwr.app import Context, Error, Message, RecordDict
@@ -31,12 +34,13 @@ from flwr.supercore.inflatable.inflatable_object import (
     no_object_id_recompute,
 )
 from flwr.supercore.inflatable.inflatable_utils import (
+    ObjectPullError,
     pull_and_inflate_object_from_tree,
     push_object_contents_from_iterable,
 )
-from flwr.supernode.fleet_http_connection import http_request_response
 
 from fedmc.errors import ConfigError
+from fedmc.flower.fleet import Backoff, Dropped, FleetConnection, RunStopped, describe, log
 
 POLL = 0.1
 LONGEST_POLL = 0.5
@@ -86,7 +90,11 @@ class Poller:
 
 def load_auth_key(path: Path) -> tuple[ec.EllipticCurvePrivateKey, ec.EllipticCurvePublicKey]:
     """A SuperNode's authentication key pair from its OpenSSH private key file."""
-    key = load_ssh_private_key(path.expanduser().read_bytes(), None)
+    try:
+        key = load_ssh_private_key(path.expanduser().read_bytes(), None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(f"{path}: not a readable OpenSSH private key without a passphrase "
+                          f"({getattr(exc, 'strerror', None) or exc})") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey):
         raise ConfigError(f"{path}: not an elliptic-curve private key")
     return key, key.public_key()
@@ -96,44 +104,94 @@ def run_node(superlink: str, node_config: str, *, root_certificates: Path | None
              auth_key: Path | None = None, poll: float = POLL,
              longest_poll: float = LONGEST_POLL) -> None:
     """Serve fedmc's ClientApp to the SuperLink at ``superlink`` (``HOST:PORT``) until the
-    process is stopped; without ``root_certificates`` the connection is insecure."""
-    from fedmc.flower.client_app import app
+    process is stopped; without ``root_certificates`` the connection is insecure.
 
+    The node outlives runs and the SuperLink: a message of a run that was stopped is dropped
+    (logged) and the node waits for the next; when the SuperLink cannot be reached the node
+    retries with backoff; when it refuses or forgets the node (a restart without its state,
+    an unregistered key) the node logs why and connects again with backoff (1 s, doubling,
+    at most a minute). A node with ``auth_key`` keeps its node id in its state folder
+    (``node-id``) to sign off an earlier process's session (:mod:`fedmc.flower.fleet`).
+    """
+    from fedmc.flower.client_app import NodeSettings
+
+    _log_to_stderr()
+    settings = NodeSettings.parse(node_config)
     config = parse_config_args([node_config])
     keys = load_auth_key(auth_key) if auth_key is not None else None
+    backoff = Backoff(1.0, 60.0)
+    while True:
+        with FleetConnection(superlink, root_certificates, keys,
+                             settings.state / "node-id") as conn:
+            try:
+                node_id = conn.open()
+                log.info("client %s: node %s connected to %s", settings.client, node_id,
+                         superlink)
+                backoff.reset()
+                _serve(conn, node_id, config, poll, longest_poll)
+            except (Dropped, httpx.HTTPStatusError) as exc:
+                why = describe(exc) if isinstance(exc, httpx.HTTPStatusError) else exc
+                log.warning("client %s: %s; connecting again in %.0f s", settings.client, why,
+                            backoff.next)
+        backoff.wait()
+
+
+def _serve(conn: FleetConnection, node_id: int, config: dict, poll: float,
+           longest_poll: float) -> None:
+    """Answer messages until the connection drops (:class:`~fedmc.flower.fleet.Dropped`)."""
+    from fedmc.flower.client_app import app, forget_run
+
     contexts: dict[int, Context] = {}
-    with http_request_response(superlink, root_certificates is None,
-                               None if root_certificates is None else str(root_certificates),
-                               keys) as conn:
-        node_id, receive, send, get_run, get_fab, pull_object, push_object, confirm = conn
-        poller = Poller(poll, longest_poll)
-        while True:
-            got = receive()
-            if got is None:
-                time.sleep(poller.pause(time.monotonic()))
-                continue
-            poller.arrived(time.monotonic())
-            message, tree = got
-            run_id = message.metadata.run_id
+    poller = Poller(poll, longest_poll)
+    while True:
+        got = conn.receive()
+        if got is None:
+            time.sleep(poller.pause(time.monotonic()))
+            continue
+        poller.arrived(time.monotonic())
+        message, tree = got
+        run_id = message.metadata.run_id
+        try:
             if run_id not in contexts:
-                run = get_run(run_id)
-                fab = get_fab(run.fab_hash, run_id)
+                run = conn.get_run(run_id)
+                fab = conn.get_fab(run.fab_hash, run_id)
                 contexts[run_id] = Context(run_id, node_id, config, RecordDict(),
                                            get_fused_config_from_fab(fab.content, run),
                                            run.series_id)
-            message = pull_and_inflate_object_from_tree(
-                tree, partial(pull_object, run_id), partial(confirm, run_id),
-                return_type=Message, initial_backoff=OBJECT_RETRY,
-                backoff_cap=LONGEST_OBJECT_RETRY)
-            message.metadata.__dict__["_message_id"] = tree.object_id
-            started = time.perf_counter()
-            try:
-                reply = app(message, contexts[run_id])
-            except Exception as exc:  # the server learns of it as an error reply
-                reply = Message(Error(ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
-                                      f"{type(exc).__name__}: {exc}"), reply_to=message)
-            _send(reply, time.perf_counter() - started, send, partial(push_object, run_id))
-            poller.replied(time.monotonic())
+            _answer(conn, app, message, tree, contexts[run_id])
+        except RunStopped as exc:
+            log.warning("run %s is not running any more (%s): its message is dropped, the "
+                        "node waits for the next run", run_id, exc)
+            contexts.pop(run_id, None)
+            forget_run(run_id)
+        except ObjectPullError as exc:
+            log.warning("run %s: a message could not be pulled whole (%s): dropped", run_id, exc)
+        poller.replied(time.monotonic())
+
+
+def _answer(conn: FleetConnection, app, message: Message, tree, context: Context) -> None:
+    """Pull the message's objects, run the ClientApp on it, push the reply."""
+    run_id = message.metadata.run_id
+    message = pull_and_inflate_object_from_tree(
+        tree, partial(conn.pull_object, run_id), partial(conn.confirm, run_id),
+        return_type=Message, initial_backoff=OBJECT_RETRY, backoff_cap=LONGEST_OBJECT_RETRY)
+    message.metadata.__dict__["_message_id"] = tree.object_id
+    started = time.perf_counter()
+    try:
+        reply = app(message, context)
+    except Exception as exc:  # the server learns of it as an error reply
+        reply = Message(Error(ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                              f"{type(exc).__name__}: {exc}"), reply_to=message)
+    _send(reply, time.perf_counter() - started, conn.send, partial(conn.push_object, run_id))
+
+
+def _log_to_stderr() -> None:
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s fedmc node: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
 
 
 def _send(reply: Message, runtime: float, send, push_object) -> None:

@@ -5,16 +5,21 @@ the server's stream, the algorithm's message, the server step on the cohort sum 
 aggregator, evaluation by summed client sums), with
 :class:`fedmc.flower.grid_clients.GridClients` as the client population. It writes the files of
 ``fedmc run``'s contract into the run configuration's ``out`` folder: ``config.json``,
-``history.csv`` (with two more columns: ``participants``, the clients whose replies the round's
-sum included, and ``lost``, the clients asked in the round whose replies were not included,
-evaluation included) and ``summary.json``; also ``model.npz`` (the published model, e.g. the
-item factors ``V``; for a factor model with ``model.json``, the artifact of :mod:`fedmc.model`)
-and, while it runs, ``progress.jsonl`` (one line per exchange and per evaluated round).
+``history.csv`` (with three more columns: ``participants``, the clients whose replies the
+round's sum included, ``lost``, the clients asked in the round whose replies were not
+included, evaluation included, and ``claims_refused``, the clients whose id a node claimed
+without the key or the state folder that speaks for it, :mod:`fedmc.flower.grid_clients`) and
+``summary.json``; also ``model.npz`` (the published model, e.g. the item factors ``V``; for a
+factor model with ``model.json``, the artifact of :mod:`fedmc.model`) and, while it runs,
+``progress.jsonl`` (one line per exchange and per evaluated round).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import pickle
 import time
 from pathlib import Path
 from typing import Any
@@ -26,13 +31,22 @@ from flwr.serverapp import Grid, ServerApp
 import fedmc
 from fedmc.errors import ConfigError
 from fedmc.federation.history import History
-from fedmc.federation.loop import TrainingClock, privacy_plan, run_rounds, streams
-from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record
+from fedmc.federation.loop import (
+    Checkpoint,
+    TrainingClock,
+    privacy_plan,
+    run_rounds,
+    streams,
+)
+from fedmc.files import write_atomic
+from fedmc.flower.certs import read_roster
+from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record, Refusal
 from fedmc.flower.manifest import Manifest
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
+from fedmc.flower.server import ROSTER_ENV
 from fedmc.flower.settings import FederatedRun
 from fedmc.model import FactorModel
-from fedmc.run.runner import RunResult, peak_memory_mb, versions, write_outputs
+from fedmc.run.runner import RunResult, summarize, versions, write_outputs
 
 app = ServerApp()
 
@@ -53,27 +67,80 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     settings = run.schedule
     sampler = settings.sampler(manifest.n_clients)
     run.out.mkdir(parents=True, exist_ok=True)
-    progress = _Progress(run.out / "progress.jsonl")
+    dp = run.privacy()
+    private = dp is not None and dp.private
+    resume = read_checkpoint(run) if run.resume else None
+    progress = _Progress(run.out / "progress.jsonl", private, append=resume is not None)
     clients = GridClients(grid, manifest.n_clients, run.timeout,
                           SecureSum() if run.secagg else None, progress.exchange,
-                          progress.write)
+                          progress.write, _roster(manifest.n_clients))
     clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     clock = TrainingClock()
-    init_rng, server_rng = streams(settings.seed)
+    init_rng, server_rng = streams(settings.seed, secret=private)
     draws = algorithm.draws(cfg, info, init_rng)
     sim = run_rounds(algorithm, cfg, info, draws.server, clients, sampler,
                      settings.rounds, server_rng, settings.eval_every, progress.round,
-                     run.privacy(), clock)
-    _mark_participants(sim.history, clients.log)
-    final = sim.history.rows[-1]
-    summary = {**final, "train_seconds": final["seconds"],
-               "total_seconds": time.perf_counter() - started,
-               "peak_memory_mb": peak_memory_mb()}
-    write_outputs(run.out, RunResult(None, None, sim.history, summary, _config(run, manifest)))
-    _save_model(run, algorithm.name, cfg, algorithm.model(cfg, sim.server), manifest)
+                     dp, clock, functools.partial(_write_checkpoint, run), resume)
+    _mark_participants(sim.history, clients.log, clients.refusals, private)
+    summary = summarize(sim.history, sim.guarantee,
+                        {"total_seconds": time.perf_counter() - started})
+    write_outputs(run.out, RunResult(None, None, sim.history, summary,
+                                     {"private": private, **_config(run, manifest)}))
+    _save_model(run, run.algorithm_name, cfg, algorithm.model(cfg, sim.server), manifest,
+                private)
+    (run.out / CHECKPOINT).unlink(missing_ok=True)  # the server's secrets: not published
     progress.write({"event": "done"})
     return sim.history
+
+
+CHECKPOINT = "checkpoint.pkl"
+"""The server's checkpoint in the out folder while a run is in progress (removed when it ends:
+it holds the server's secrets, the random stream and who took part)."""
+
+
+def _write_checkpoint(run: FederatedRun, checkpoint: Checkpoint) -> None:
+    """The checkpoint after a round, with the run configuration it belongs to, atomically."""
+    blob = pickle.dumps((run.run_config(), checkpoint), protocol=pickle.HIGHEST_PROTOCOL)
+    write_atomic(run.out / CHECKPOINT, blob, private=True)
+
+
+def stored_run_config(path: Path) -> dict[str, Any]:
+    """The run configuration of the checkpoint at ``path`` (``fedmc federate resume``).
+
+    Raises
+    ------
+    ConfigError
+        No checkpoint there.
+    """
+    return _load_checkpoint(path)[0]
+
+
+def _load_checkpoint(path: Path) -> tuple[dict[str, Any], Checkpoint]:
+    if not path.is_file():
+        raise ConfigError(f"{path}: no checkpoint to resume from (a run writes one after every "
+                          "round and removes it when it ends)")
+    with open(path, "rb") as fh:
+        return pickle.load(fh)
+
+
+def read_checkpoint(run: FederatedRun) -> Checkpoint:
+    """The checkpoint in ``run.out``, which must be that of the same run (its settings and
+    run key; ``resume`` aside).
+
+    Raises
+    ------
+    ConfigError
+        No checkpoint there, or one of another run.
+    """
+    path = run.out / CHECKPOINT
+    config, checkpoint = _load_checkpoint(path)
+    mine = {**run.run_config(), "resume": False}
+    if {**config, "resume": False} != mine:
+        changed = sorted(k for k in mine if config.get(k) != mine[k] and k != "resume")
+        raise ConfigError(f"{path}: the checkpoint of another run (differs in "
+                          f"{', '.join(changed)})")
+    return checkpoint
 
 
 def preflight(run: FederatedRun, manifest: Manifest) -> None:
@@ -97,11 +164,11 @@ def preflight(run: FederatedRun, manifest: Manifest) -> None:
     dp = run.privacy()
     if dp is not None:  # the plan's budget, as the loop computes it
         setup = algorithm.setup(cfg, algorithm.init_server(cfg, info, draws.server), info)
-        dp.multiplier(privacy_plan(setup, sampler, settings.rounds, dp))
+        dp.multiplier(privacy_plan(setup, sampler, settings.rounds, dp, info))
 
 
 def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.ndarray],
-                manifest: Manifest) -> None:
+                manifest: Manifest, private: bool = False) -> None:
     """The published model: for a factor model the artifact ``fedmc run`` writes
     (``model.npz`` + ``model.json``, :class:`fedmc.model.FactorModel`, no user data), which
     ``fedmc recommend`` reads; for the others their arrays in ``model.npz``."""
@@ -111,16 +178,41 @@ def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.
     FactorModel(algorithm=name, params=cfg.model_dump(mode="json"),
                 V=np.array(published["V"], dtype=np.float64), item_ids=manifest.item_ids,
                 normalizer=manifest.normalizer, value_range=manifest.value_range,
-                dataset=manifest.name, fedmc_version=fedmc.__version__).save(run.out)
+                dataset=manifest.name, fedmc_version=fedmc.__version__,
+                private=private).save(run.out)
 
 
-def _mark_participants(history: History, log: list[Record]) -> None:
-    """Add ``participants`` and ``lost`` (client ids, space-separated) to every row."""
+def _mark_participants(history: History, log: list[Record], refusals: list[Refusal],
+                       private: bool = False) -> None:
+    """Add ``participants``, ``lost`` (not in a private run: who took part in which round is
+    the secret of the sampling) and ``claims_refused`` (client ids, space-separated) to every
+    row; a claim refused in a round without a row goes to the next row."""
+    after = -1
     for row in history.rows:
         records = [r for r in log if r.round == row["round"]]
         sums = [r for r in records if r.phase != "evaluate"]
-        row["participants"] = " ".join(map(str, sums[-1].included)) if sums else ""
-        row["lost"] = " ".join(map(str, sorted({c for r in records for c in r.lost})))
+        if not private:
+            row["participants"] = " ".join(map(str, sums[-1].included)) if sums else ""
+            row["lost"] = " ".join(map(str, sorted({c for r in records for c in r.lost})))
+        last = row is history.rows[-1]
+        row["claims_refused"] = " ".join(map(str, sorted({
+            r.client for r in refusals if after < r.round and (r.round <= row["round"] or last)
+        })))
+        after = row["round"]
+
+
+def _roster(n_clients: int) -> dict[int, bytes] | None:
+    """The roster of the SuperLink this ServerApp runs beside (``fedmc federate server`` names
+    it in :data:`fedmc.flower.server.ROSTER_ENV`), None without one; it must name a key for
+    every client."""
+    path = os.environ.get(ROSTER_ENV)
+    if not path:
+        return None
+    roster = read_roster(Path(path))
+    missing = sorted(set(range(n_clients)) - set(roster))
+    if missing:
+        raise ConfigError(f"{path}: no key for clients {missing} of this federation")
+    return roster
 
 
 def _config(run: FederatedRun, manifest: Manifest) -> dict[str, Any]:
@@ -139,14 +231,21 @@ def _config(run: FederatedRun, manifest: Manifest) -> dict[str, Any]:
 
 
 class _Progress:
-    """``progress.jsonl``: one JSON line per exchange and per round, with its wall time."""
+    """``progress.jsonl``: one JSON line per exchange and per round, with its wall time. In a
+    private run (``private``) a line names no client (who is sampled is the secret the
+    accountant's amplification rests on) and holds no time (how long the clients' data take)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, private: bool = False, append: bool = False) -> None:
         self.path = path
-        path.write_text("")
+        self.private = private
+        if not append:
+            path.write_text("")
 
     def write(self, event: dict[str, Any]) -> None:
-        event["time"] = time.time()
+        if self.private:
+            event = {k: v for k, v in event.items() if k not in ("clients", "seconds")}
+        else:
+            event["time"] = time.time()
         with open(self.path, "a") as fh:
             fh.write(json.dumps(event, default=float) + "\n")
 

@@ -31,10 +31,14 @@ RUN_CONFIG_DEFAULTS: dict[str, Any] = {
     "timeout": DEFAULT_TIMEOUT,
     "manifest": "manifest.json",
     "out": "runs/federated",
+    "run-key": "",
+    "resume": False,
 }
 """Every key of the run configuration with its default (``params`` and ``schedule``: JSON
 objects of the algorithm's ``Config`` fields and of :class:`~fedmc.federation.settings.
-Schedule` fields; an empty object takes every default)."""
+Schedule` fields; an empty object takes every default; ``run-key``: the federated run's own
+name, which a resumed run keeps (clients file their state under it); ``resume``: go on from
+``out``'s checkpoint)."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,13 @@ class FederatedRun:
         The federation's ``manifest.json`` as the server sees it (each client names its own
         copy in its node configuration).
     out
-        Where the server writes ``config.json``, ``history.csv`` and ``summary.json``.
+        Where the server writes ``config.json``, ``history.csv`` and ``summary.json``, and its
+        checkpoint while the run is in progress.
+    run_key
+        The run's own name: the clients keep their state under it, so a run resumed (a new
+        Flower run) finds the states of the one it continues; empty: Flower's run id.
+    resume
+        Go on from the checkpoint in ``out`` (``fedmc federate resume``).
     """
 
     algorithm_name: str = "fedmc-admm"
@@ -68,6 +78,8 @@ class FederatedRun:
     timeout: float = DEFAULT_TIMEOUT
     manifest: Path = Path("manifest.json")
     out: Path = Path("runs/federated")
+    run_key: str = ""
+    resume: bool = False
 
     @classmethod
     def of(cls, settings: Any, params: dict[str, Any], **federation: Any) -> FederatedRun:
@@ -99,6 +111,8 @@ class FederatedRun:
             "timeout": self.timeout,
             "manifest": str(self.manifest),
             "out": str(self.out),
+            "run-key": self.run_key,
+            "resume": self.resume,
         }
 
     @classmethod
@@ -114,4 +128,5 @@ class FederatedRun:
         except (ValueError, ValidationError) as exc:
             raise ConfigError(f"bad run configuration: {exc}") from None
         return cls(str(c["algorithm"]), params, schedule, bool(c["secagg"]),
-                   float(c["timeout"]), Path(c["manifest"]), Path(c["out"]))
+                   float(c["timeout"]), Path(c["manifest"]), Path(c["out"]),
+                   str(c["run-key"]), bool(c["resume"]))

@@ -27,12 +27,16 @@ Columns = tuple[str | int, str | int, str | int] | None
 def load_shard(manifest: Manifest, client: int, ratings: Path, test: Path | None,
                columns: Columns = None) -> FederatedData:
     """Client ``client``'s shard from its training ratings file and, if any, its held-out
-    ratings file (any format :func:`fedmc.data.loaders.load_ratings_file` reads)."""
-    train = load_ratings_file(ratings, columns=columns)
+    ratings file (any format :func:`fedmc.data.loaders.load_ratings_file` reads). A client
+    whose file holds a header and no ratings (its user has rated nothing yet) has a shard of
+    its manifest rows without ratings: it takes part with nothing to upload."""
+    train = load_ratings_file(ratings, columns=columns, allow_empty=True)
     held = load_ratings_file(test, columns=columns) if test is not None else None
     parts = [train] if held is None else [train, held]
     users = np.unique(np.concatenate([r.user_ids[r.users] for r in parts]))
     expected = manifest.rows_of(client)
+    if len(users) == 0:  # ids of users the client's files do not name: never leave it
+        users = np.arange(expected.stop - expected.start)
     if len(users) != expected.stop - expected.start:
         raise DataError(f"client {client} has {len(users)} users in its files, the manifest "
                         f"gives it {expected.stop - expected.start}", ratings)

@@ -53,27 +53,29 @@ def write_split(settings: DataSettings, out: Path, boolean: bool | None = None) 
     if is_boolean(settings) if boolean is None else boolean:
         return _write_boolean_split(load_boolean_data(settings), settings, out)
     ratings = as_read(load_ratings(settings), settings)  # interactions with --implicit
-    ids = (_ids(ratings.user_ids, ratings.n_users), _ids(ratings.item_ids, ratings.n_items))
     data = federate(ratings, settings)  # what fedmc run trains on (normalized values)
     original = federate(ratings, settings.model_copy(update={"normalize": "none"}))
     del ratings
+    return write_shards(data, original, settings, out)
+
+
+def write_shards(data: FederatedData, original: FederatedData, settings: DataSettings,
+                 out: Path) -> Manifest:
+    """The files of a federation of ``data`` (``original``: the same split and layout with the
+    ratings on their original scale, which the files hold): each client's training and
+    held-out ratings by raw ids, in the order ``fedmc run`` holds them, and the manifest."""
     (out / "clients").mkdir(parents=True, exist_ok=True)
-    users = ids[0][original.user_index]
+    users, items = np.asarray(original.user_ids), np.asarray(original.item_ids)
     for c in range(data.n_clients):
         train_path, test_path = client_files(out, c)
         rows = data.client_rows(c)
-        _write_ratings(train_path, original.train, rows, users, ids[1])
+        _write_ratings(train_path, original.train, rows, users, items)
         test_path.unlink(missing_ok=True)
         if original.test.indptr[rows.stop] > original.test.indptr[rows.start]:
-            _write_ratings(test_path, original.test, rows, users, ids[1])
-    manifest = _manifest(data, ids[1], settings)
+            _write_ratings(test_path, original.test, rows, users, items)
+    manifest = _manifest(data, items, settings)
     manifest.write(out / "manifest.json")
     return manifest
-
-
-def _ids(raw: np.ndarray | None, n: int) -> np.ndarray:
-    """Raw ids, or the dense indices when the source has none."""
-    return np.arange(n) if raw is None else np.asarray(raw)
 
 
 def _write_ratings(path: Path, csr: CSR, rows: slice, users: np.ndarray,

@@ -74,6 +74,9 @@ class FactorModel:
         show titles).
     fedmc_version
         The version that trained the model.
+    private
+        Whether the model carries a DP guarantee (a private run's: secret noise,
+        ``docs/privacy.md``).
     U, user_ids, rated_ptr, rated_items
         Only in simulation studies (``--save-user-factors``): user factors ``(n_users,
         width)``, their raw ids, and each user's training items as a CSR
@@ -89,6 +92,7 @@ class FactorModel:
     value_range: tuple[float, float]
     dataset: str
     fedmc_version: str
+    private: bool = False
     U: np.ndarray | None = None
     user_ids: np.ndarray | None = None
     rated_ptr: np.ndarray | None = None
@@ -130,6 +134,7 @@ class FactorModel:
             value_range=(float(info.value_range[0]), float(info.value_range[1])),
             dataset=estimator.data_name_,
             fedmc_version=fedmc.__version__,
+            private=getattr(estimator, "privacy_", {}).get("private", False),
             **extra,
         )
 

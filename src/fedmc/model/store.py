@@ -57,6 +57,7 @@ def write(model: Any, folder: Path) -> Path:
         "value_range": [v if math.isfinite(v) else None for v in model.value_range],
         "dataset": model.dataset,
         "user_factors": model.U is not None,
+        "private": model.private,
         "arrays": {k: {"shape": list(a.shape), "dtype": a.dtype.str} for k, a in arrays.items()},
     }
     folder.mkdir(parents=True, exist_ok=True)
@@ -77,6 +78,7 @@ def read(path: Path) -> dict[str, Any]:
         "value_range": _value_range(meta_path, meta.get("value_range")),
         "dataset": str(meta.get("dataset", "")),
         "fedmc_version": str(meta.get("fedmc_version", "")),
+        "private": meta.get("private") is True,
         **arrays,
     }
     _check_layout(meta_path, fields)

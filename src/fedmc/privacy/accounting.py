@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from fedmc._lazy import lazy_import
 from fedmc.errors import ConfigError
@@ -106,7 +106,14 @@ class UserDP:
     client's upload; ``setup_scale`` multiplies the noise of a set-up exchange (which every
     client answers, so sampling does not amplify it); ``setup_clip`` is the L2 bound of a
     set-up upload (``clip`` when None), to which that exchange's noise is scaled: its
-    multiplier, and so its accounting, is ``setup_scale`` times the rounds' whatever the bound."""
+    multiplier, and so its accounting, is ``setup_scale`` times the rounds' whatever the bound.
+
+    ``unit`` is what one contribution is: a ``"user"`` (every client holds one user: the
+    guarantee is per user) or a ``"client"`` (clients of several users, asked for explicitly:
+    the guarantee is per client). ``reproducible`` draws the noise and the client sampling from
+    the run's seed (research only: anyone who knows the seed can remove the noise, so such a
+    run is not private and says so); by default they come from the operating system's entropy,
+    a secret of the run (``docs/privacy.md``, "What a run publishes")."""
 
     clip: float
     delta: float = 1e-6
@@ -114,6 +121,8 @@ class UserDP:
     noise: float | None = None
     setup_scale: float = 1.0
     setup_clip: float | None = None
+    unit: Literal["user", "client"] = "user"
+    reproducible: bool = False
 
     def __post_init__(self) -> None:
         if self.epsilon is None and self.noise is None:
@@ -128,6 +137,11 @@ class UserDP:
             raise ConfigError(f"the set-up noise scale must be > 0, got {self.setup_scale}")
         if self.noise is not None and self.noise < 0:
             raise ConfigError(f"--dp-noise must be >= 0, got {self.noise}")
+
+    @property
+    def private(self) -> bool:
+        """Whether the run's outputs carry the guarantee: its noise is secret."""
+        return not self.reproducible
 
     def clip_of(self, phase: str) -> float:
         """The L2 bound of one client's upload in an exchange of ``phase``."""
@@ -155,7 +169,9 @@ class UserDP:
 
 
 def user_dp(clip: float | None, delta: float, epsilon: float | None, noise: float | None,
-            setup_scale: float = 1.0, setup_clip: float | None = None) -> UserDP | None:
+            setup_scale: float = 1.0, setup_clip: float | None = None,
+            unit: Literal["user", "client"] = "user",
+            reproducible: bool = False) -> UserDP | None:
     """The run's :class:`UserDP` from its options, None when DP is off (neither a budget nor
     a noise multiplier); a clip alone, or a budget without a clip, is refused."""
     if epsilon is None and noise is None:
@@ -164,4 +180,4 @@ def user_dp(clip: float | None, delta: float, epsilon: float | None, noise: floa
         return None
     if clip is None:
         raise ConfigError("user-level DP needs --dp-clip (the L2 bound of one upload)")
-    return UserDP(clip, delta, epsilon, noise, setup_scale, setup_clip)
+    return UserDP(clip, delta, epsilon, noise, setup_scale, setup_clip, unit, reproducible)

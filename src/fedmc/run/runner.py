@@ -22,7 +22,7 @@ import numpy as np
 import scipy
 
 import fedmc
-from fedmc.algorithms.registry import spec
+from fedmc.algorithms.registry import AlgorithmSpec, spec
 from fedmc.core.compile_time import compile_seconds
 from fedmc.core.kernels import use_generic_kernels
 from fedmc.data import FederatedData
@@ -32,6 +32,7 @@ from fedmc.federation.history import History
 from fedmc.federation.loop import RoundCallback
 from fedmc.files import strict_json, write_atomic
 from fedmc.model import FactorModel
+from fedmc.privacy.accounting import UserDP
 from fedmc.run import precompile
 from fedmc.run.data import DataSettings, federated_data, implicit_params, load_boolean_data
 from fedmc.run.settings import RunSettings
@@ -56,8 +57,13 @@ def execute(
     callback: RoundCallback | None = None,
     progress_download: bool = False,
     kernels: Literal["specialized", "auto"] = "specialized",
+    loaded: tuple[Any, dict[str, Any]] | None = None,
 ) -> RunResult:
     """Load data, build the algorithm, run it; nothing is written here.
+
+    ``loaded``: the data the settings describe and their notes for ``config.json``, already
+    built (the canary audit's neighbouring data sets, :mod:`fedmc.audit.canary`); else they
+    are loaded here.
 
     A factor model's run also evaluates its top-``ranking_k`` lists once training is over (the
     columns are added to the last history row, :mod:`fedmc.core.ranking`) and builds the model
@@ -83,17 +89,16 @@ def execute(
     if specialized is not None:
         use_generic_kernels(specialized[1], generic)
     settings = {**run.model_dump(), "random_state": run.seed}  # the estimator's run params
-    dp_keys = ("user_dp_epsilon", "user_dp_noise", "user_dp_clip")
-    if not entry.federated and any(settings[k] is not None for k in dp_keys):
-        raise ConfigError(f"user-level DP applies to federated algorithms; "
-                          f"{run.algorithm} is not one")
+    dp = run.privacy()
+    if dp is not None:
+        check_private_run(entry, dp, run)
     model = algo_cls(**cfg.model_dump(),
                      **{k: v for k, v in settings.items() if k in algo_cls.run_params})
     if entry.data_kind == "boolean":
         data = load_boolean_data(data_settings)
         stats = {"rows": data.shape[0], "columns": data.shape[1], "density": data.density}
     else:
-        data, notes = federated_data(data_settings, progress=progress_download)
+        data, notes = loaded or federated_data(data_settings, progress=progress_download)
         stats = {**notes,
             "users": data.n_users,
             "items": data.n_items,
@@ -101,6 +106,9 @@ def execute(
             "train_ratings": data.train.nnz,
             "test_ratings": data.test.nnz,
         }
+    private = dp is not None and dp.private
+    if private:  # counts of the data are exact releases: only the public sizes stay
+        stats = {k: v for k, v in stats.items() if k in PUBLIC_SIZES}
     load_seconds = time.perf_counter() - started
     model.fit_with_progress(data, callback)
     if specialized is not None and not generic:
@@ -111,16 +119,11 @@ def execute(
     artifact = None
     if factor_model:
         artifact = FactorModel.from_estimator(model, data if run.save_user_factors else None)
-    final = history.rows[-1]
-    summary = {
-        **{k: v for k, v in final.items()},
-        "data_seconds": load_seconds,
-        "train_seconds": final["seconds"],
-        "compile_seconds": compile_seconds() - compiled_before,
-        "total_seconds": time.perf_counter() - started,
-        "peak_memory_mb": peak_memory_mb(),
-    }
+    summary = summarize(history, getattr(model, "privacy_", NO_DP), {
+        "data_seconds": load_seconds, "compile_seconds": compile_seconds() - compiled_before,
+        "total_seconds": time.perf_counter() - started})
     config = {
+        "private": summary["privacy"]["private"],
         "algorithm": run.algorithm,
         "params": cfg.model_dump(mode="json"),
         "run": run.model_dump(mode="json"),
@@ -130,6 +133,41 @@ def execute(
         "kernels": "generic" if generic else "specialized",
     }
     return RunResult(model, data, history, summary, config, artifact)
+
+
+PUBLIC_SIZES = ("users", "items", "rows", "columns")
+"""The data's sizes a private run publishes: the enrolled users (one per client) and the item
+catalogue (the model's rows), public facts of a deployment (``docs/privacy.md``)."""
+
+
+def check_private_run(entry: AlgorithmSpec, dp: UserDP, run: RunSettings) -> None:
+    """Refuse, before any data are read, what a run with user-level DP cannot do: DP for a
+    centralized method; exact ranking metrics in a private run (``fedmc evaluate`` gives
+    them). (A guarantee per user over clients of several users is refused where the run's
+    plan is made, :func:`fedmc.federation.loop.privacy_plan`.)"""
+    if not entry.federated:
+        raise ConfigError(f"user-level DP applies to federated algorithms; "
+                          f"{run.algorithm} is not one")
+    if dp.private and run.ranking_k is not None:
+        raise ConfigError("--ranking-k evaluates on the held-out ratings, an exact release a "
+                          "private run does not make: run fedmc evaluate RUN --ranking-k K")
+
+
+NO_DP = {"private": False, "dp": None}
+
+
+def summarize(history: History, privacy: dict[str, Any],
+              timings: dict[str, float]) -> dict[str, Any]:
+    """``summary.json``: the last history row, the run's ``timings`` (with the training
+    seconds and the peak memory; not in a private run: how long the data took is a function of
+    the data) and its DP guarantee (``privacy``,
+    :meth:`fedmc.federation.aggregator.Aggregator.guarantee`)."""
+    final = history.rows[-1]
+    summary: dict[str, Any] = {**final}
+    if not privacy["private"]:
+        summary.update(timings, train_seconds=final["seconds"], peak_memory_mb=peak_memory_mb())
+    summary["privacy"] = privacy
+    return summary
 
 
 def peak_memory_mb() -> float:

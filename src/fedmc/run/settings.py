@@ -65,7 +65,8 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
         Copies with the paper settings (and a variant's) filled in, and the names filled. A
         default never overrides what the user gave: ``--clients N`` under paper settings of one
         user per client (RFRec's) federates ``N`` clients, partitioned as the cross-silo
-        settings do.
+        settings do; a DP budget with neither ``--clients`` nor ``--partition`` (and a
+        guarantee per user) takes one user per client, the unit the guarantee protects.
 
     Raises
     ------
@@ -85,6 +86,10 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
             raise ConfigError(f"--clients {options['clients']} conflicts with --partition user "
                               "(one client per user): give one of them")
         options["partition"] = CROSS_SILO["partition"]  # N clients, as asked
+    per_user = options.get("dp_unit", "user") == "user"
+    if options.get("dp_epsilon") is not None and per_user and "partition" in defaulted \
+            and "clients" in defaulted and options["partition"] != "user":
+        options["partition"] = "user"  # a guarantee per user: one user per client
     given_active = options.get("active") is not None and "active" not in defaulted
     variants = [entry.variants.get(options["partition"], {})]
     if options.get("dp_epsilon") is not None:

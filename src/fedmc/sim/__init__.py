@@ -66,7 +66,7 @@ def simulate(
     population = (driver if callable(driver)
                   else {"batched": BatchedClients, "per-client": PerClientClients}[driver])
     clock = TrainingClock()
-    init_rng, server_rng = streams(seed)
+    init_rng, server_rng = streams(seed, secret=dp is not None and dp.private)
     info = data.federation_info()
     draws = algorithm.draws(cfg, info, init_rng)
     clients = population(algorithm, cfg, data, draws, info)

@@ -121,6 +121,14 @@ class BatchedClients(SimulatedClients):
         """The stacked state's user factors."""
         return self.algorithm.user_factors(self.cfg, self.shard, self.state)
 
+    def snapshot(self) -> Any:
+        """The stacked state."""
+        return self.state
+
+    def restore(self, snapshot: Any) -> None:
+        """Take up a stacked state."""
+        self.state = snapshot
+
 
 class PerClientClients(SimulatedClients):
     """Every client with its own shard and state; a message is a loop over its clients."""
@@ -159,6 +167,14 @@ class PerClientClients(SimulatedClients):
             for key, value in self.algorithm.evaluate(self.cfg, shard, state, model).items():
                 total[key] = total.get(key, 0.0) + value
         return total
+
+    def snapshot(self) -> Any:
+        """Every client's state."""
+        return self.states
+
+    def restore(self, snapshot: Any) -> None:
+        """Take up every client's state."""
+        self.states = list(snapshot)
 
     def user_factors(self) -> np.ndarray:
         """Every client's user factors, stacked in client order."""

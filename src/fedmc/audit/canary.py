@@ -1,0 +1,208 @@
+"""The canary audit: an empirical lower bound on the epsilon of everything a run publishes.
+
+Two neighbouring data sets differ in one user's data, the *canary*'s: its ratings are in
+``D_in`` and absent from ``D_out`` (its client stays enrolled: the zero-out neighbours of
+``docs/privacy.md``), everyone else's ratings, split and partition identical. The run is
+repeated ``runs`` times on each, the way ``fedmc run`` runs it, and every file it publishes
+(``config.json``, ``history.csv``, ``summary.json``, ``model.json``, ``model.npz``, and a
+federation's ``progress.jsonl``) is read back. A distinguisher guesses from one run's files
+which data set it saw; if a run is ``(epsilon, delta)``-DP, no test does better than ``TPR <=
+e^epsilon FPR + delta`` (and the same with the roles swapped), so a test's observed rates bound
+epsilon from below.
+
+The candidate tests are
+
+* one per published value (a JSON entry, a CSV column, an array): "in" when it takes a value
+  seen only in ``D_in``'s runs (a deterministic leak: a count, an exact metric, a model that
+  depends on the data without noise);
+* the canary's own loss: the canary folds itself in from its ratings with the published model
+  (what anyone who knows its ratings can do) and scores them; "in" when the loss is below a
+  threshold (a membership-inference test on the model).
+
+The first ``calibration`` share of each data set's runs chooses one test (and its threshold);
+the rest evaluate it, so the bound needs no correction for the choice. With one-sided
+Clopper-Pearson intervals at ``confidence`` (split between the two rates), the lower bound is
+``log((TPR_low - delta) / FPR_high)``, the larger of the two directions.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from fedmc.data import FederatedData, Ratings
+from fedmc.data.partition import partition_users
+from fedmc.model import load_model
+
+Artifacts = dict[str, Any]  # one run's published values by name, and its canary loss
+
+
+@dataclass(frozen=True)
+class Canary:
+    """The audited user: its ratings of some items (dense item indices of the base data)."""
+
+    items: np.ndarray
+    ratings: np.ndarray
+
+
+def pick_canary(ratings: Ratings, n_items: int = 20, seed: int = 0) -> Canary:
+    """A canary that stands out: among the items rated by at least two users, the ``n_items``
+    rated least, each rated at the end of the scale opposite to its mean rating."""
+    counts = np.bincount(ratings.items, minlength=ratings.n_items)
+    sums = np.bincount(ratings.items, weights=ratings.values, minlength=ratings.n_items)
+    lo, hi = float(ratings.values.min()), float(ratings.values.max())
+    rated = np.flatnonzero(counts >= 2)
+    order = rated[np.lexsort((np.random.default_rng(seed).random(len(rated)), counts[rated]))]
+    items = np.sort(order[:n_items])
+    means = sums[items] / counts[items]
+    return Canary(items.astype(np.int32), np.where(means > 0.5 * (lo + hi), lo, hi))
+
+
+def neighbours(ratings: Ratings, canary: Canary, test_fraction: float, seed: int,
+               normalize: str, scale: tuple[float, float] | None,
+               ) -> tuple[FederatedData, FederatedData]:
+    """``D_in`` and ``D_out``: ``ratings`` plus a new user, one user per client, split at
+    random per rating with ``seed`` (the same split of everyone else's ratings in both); the
+    canary's ratings are all training ratings of ``D_in`` and absent from ``D_out``, where its
+    client holds none."""
+    from fedmc.data.split import random_test_mask
+
+    canary_user = ratings.n_users
+    n = len(canary.items)
+    user_ids = None if ratings.user_ids is None else np.append(
+        ratings.user_ids, ratings.user_ids.max() + 1)
+    worlds = []
+    for present in (True, False):
+        k = n if present else 0
+        both = Ratings(
+            users=np.concatenate([ratings.users, np.full(k, canary_user, np.int32)]),
+            items=np.concatenate([ratings.items, canary.items[:k]]).astype(np.int32),
+            values=np.concatenate([ratings.values, canary.ratings[:k]]),
+            n_users=ratings.n_users + 1, n_items=ratings.n_items, user_ids=user_ids,
+            item_ids=ratings.item_ids, name=ratings.name)
+        is_test = np.concatenate([random_test_mask(ratings, test_fraction, seed),
+                                  np.zeros(k, dtype=bool)])
+        clients = partition_users(both.n_users, 1, "user", seed)
+        worlds.append(FederatedData.from_split(both, is_test, clients, normalize, scale))
+    return worlds[0], worlds[1]
+
+
+def read_artifacts(folder: Path, canary: Canary) -> Artifacts:
+    """Every value a run's folder publishes, by name (JSON entries by their path, a CSV's
+    columns, the arrays of ``model.npz``), and the canary's loss under the published model."""
+    values: Artifacts = {}
+    for name in ("config.json", "summary.json", "model.json"):
+        path = folder / name
+        if path.exists():
+            values.update(_flat(json.loads(path.read_text()), name))
+    with open(folder / "history.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for column in rows[0]:
+        values[f"history.csv:{column}"] = tuple(row[column] for row in rows)
+    progress = folder / "progress.jsonl"
+    if progress.exists():  # a federation's: every line's values by event and position
+        for k, line in enumerate(progress.read_text().splitlines()):
+            values.update(_flat(json.loads(line), f"progress.jsonl:{k}"))
+    with np.load(folder / "model.npz", allow_pickle=False) as npz:
+        values.update({f"model.npz:{k}": npz[k].tobytes() for k in npz.files})
+    model = load_model(folder)
+    items = model.item_ids[canary.items]
+    me = model.fold_in(items, canary.ratings)
+    values[LOSS] = float(np.mean((model.predict(me, items) - canary.ratings) ** 2))
+    return values
+
+
+LOSS = "canary loss"
+"""The name of the canary's loss among a run's values."""
+
+
+def _flat(doc: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    """``(path, value)`` of every leaf of a JSON document (lists kept whole)."""
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from _flat(value, f"{prefix}:{key}")
+    else:
+        yield prefix, json.dumps(doc, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The audit's result: the test chosen on the calibration runs, the rates it got on the
+    evaluation runs and the lower bound on epsilon they give (0 when no test separates)."""
+
+    test: str
+    tpr: float
+    fpr: float
+    epsilon: float
+    runs: int
+
+
+def epsilon_lower_bound(inside: list[Artifacts], outside: list[Artifacts],
+                        calibration: float = 0.2, confidence: float = 0.95,
+                        delta: float = 0.0) -> Bound:
+    """The lower bound of the module docstring from the runs on ``D_in`` (``inside``) and
+    ``D_out`` (``outside``)."""
+    cut = max(1, int(calibration * min(len(inside), len(outside))))
+    tests = _candidate_tests(inside[:cut], outside[:cut])
+    best = Bound("none", 0.0, 0.0, 0.0, len(inside) - cut)
+    alpha = (1.0 - confidence) / 2.0  # one side each for the two rates
+    for name, guess in tests.items():
+        hits_in = sum(guess(a) for a in inside[cut:])
+        hits_out = sum(guess(a) for a in outside[cut:])
+        n_in, n_out = len(inside) - cut, len(outside) - cut
+        for tp, n_p, fp, n_n in ((hits_in, n_in, hits_out, n_out),
+                                 (n_out - hits_out, n_out, n_in - hits_in, n_in)):
+            low = stats.beta.ppf(alpha, tp, n_p - tp + 1) if tp > 0 else 0.0
+            high = stats.beta.ppf(1 - alpha, fp + 1, n_n - fp) if fp < n_n else 1.0
+            eps = math.log((low - delta) / high) if low > delta else 0.0
+            if eps > best.epsilon:
+                best = Bound(name, tp / n_p, fp / n_n, eps, n_p)
+    return best
+
+
+def _candidate_tests(inside: list[Artifacts], outside: list[Artifacts],
+                     ) -> dict[str, Callable[[Artifacts], bool]]:
+    """The tests the calibration runs suggest (module docstring): per published value, the
+    values seen only inside; for the canary's loss, the threshold that separates the
+    calibration runs best."""
+    tests: dict[str, Callable[[Artifacts], bool]] = {}
+    for name in inside[0]:
+        if name == LOSS:
+            continue
+        only_in = {a.get(name) for a in inside} - {a.get(name) for a in outside}
+        if only_in:
+            tests[name] = lambda a, name=name, only=frozenset(only_in): a.get(name) in only
+    losses_in = np.array([a[LOSS] for a in inside])
+    losses_out = np.array([a[LOSS] for a in outside])
+    candidates = np.unique(np.concatenate([losses_in, losses_out]))
+    score = [np.mean(losses_in <= t) - np.mean(losses_out <= t) for t in candidates]
+    threshold = float(candidates[int(np.argmax(score))])
+    tests[LOSS] = lambda a: a[LOSS] <= threshold
+    return tests
+
+
+def audit_runs(run_once: Callable[[FederatedData, Path], None], inside: FederatedData,
+               outside: FederatedData, canary: Canary, runs: int,
+               progress: Callable[[int], None] | None = None,
+               ) -> tuple[list[Artifacts], list[Artifacts]]:
+    """``runs`` runs on each data set, alternating (``run_once(data, folder)`` writes one run's
+    files into ``folder``), each read back at once; the two lists of artifacts."""
+    out: tuple[list[Artifacts], list[Artifacts]] = ([], [])
+    with tempfile.TemporaryDirectory(prefix="fedmc-canary-") as tmp:
+        for r in range(runs):
+            for side, data in enumerate((inside, outside)):
+                folder = Path(tmp) / f"{side}-{r}"
+                run_once(data, folder)
+                out[side].append(read_artifacts(folder, canary))
+            if progress is not None:
+                progress(r + 1)
+    return out

@@ -1,0 +1,115 @@
+"""The canary audit (fedmc.audit.canary) finds the leaks of a run that is not private and none
+in a private one: a fast version of benchmarks/canary_audit.py on a small data set."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from fedmc.audit.canary import (
+    LOSS,
+    audit_runs,
+    epsilon_lower_bound,
+    neighbours,
+    pick_canary,
+    read_artifacts,
+)
+from fedmc.data import Ratings
+from fedmc.run.data import DataSettings
+from fedmc.run.runner import execute, write_outputs
+from fedmc.run.settings import RunSettings
+
+RUNS = 25
+
+
+def small_ratings(n_users: int = 50) -> Ratings:
+    rng = np.random.default_rng(5)
+    users, items = np.nonzero(rng.random((n_users, 30)) < 0.3)
+    values = np.clip(np.round(3 + rng.normal(0, 1.2, len(users))), 1, 5)
+    return Ratings.from_raw(users + 1, items + 1, values, name="small")
+
+
+def audit(private: bool) -> tuple[float, str, list, list]:
+    ratings = small_ratings()
+    canary = pick_canary(ratings, n_items=6)
+    data_settings = DataSettings(partition="user", normalize="public" if private else "zscore",
+                                 rating_scale=(1.0, 5.0) if private else None)
+    dp = {"user_dp_epsilon": 1.0, "user_dp_clip": 0.5} if private else {}
+    run = RunSettings(algorithm="item-bias", rounds=0, active=None, **dp)
+    inside, outside = neighbours(ratings, canary, 0.2, 0, data_settings.normalize,
+                                 data_settings.rating_scale)
+
+    def run_once(data, folder):
+        write_outputs(folder, execute(run, data_settings, {}, loaded=(data, {})))
+
+    runs_in, runs_out = audit_runs(run_once, inside, outside, canary, RUNS)
+    bound = epsilon_lower_bound(runs_in, runs_out, delta=1e-6 if private else 0.0)
+    return bound.epsilon, bound.test, runs_in, runs_out
+
+
+def test_the_audit_finds_the_leaks_of_a_run_that_is_not_private():
+    epsilon, test, runs_in, runs_out = audit(private=False)
+    assert epsilon > 1.5  # 20 evaluation runs a side can show no more than log(22) = 3.1
+    assert runs_in[0][LOSS] < runs_out[0][LOSS]  # the canary fits a model trained on it
+
+
+def test_a_private_run_leaks_nothing_the_audit_can_find():
+    epsilon, test, runs_in, runs_out = audit(private=True)
+    assert epsilon <= 1.0, test
+    assert runs_in[0]["config.json:private"] == "true"
+
+
+def test_the_neighbours_differ_in_the_canarys_ratings_alone():
+    ratings = small_ratings()
+    canary = pick_canary(ratings, n_items=6)
+    inside, outside = neighbours(ratings, canary, 0.2, 0, "zscore", None)
+    assert inside.n_users == outside.n_users == ratings.n_users + 1
+    assert inside.train.nnz == outside.train.nnz + 6 and inside.test.nnz == outside.test.nnz
+    row = inside.client_ptr[-2]  # the canary's client, the last: one user per client
+    assert inside.train.indptr[row + 1] - inside.train.indptr[row] == 6
+    assert outside.train.indptr[row + 1] == outside.train.indptr[row]
+
+
+@pytest.mark.parametrize("field", ["config.json:data:n_ratings", "model.npz:V"])
+def test_every_published_value_is_read(tmp_path, field):
+    ratings = small_ratings()
+    canary = pick_canary(ratings, n_items=6)
+    inside, _ = neighbours(ratings, canary, 0.2, 0, "zscore", None)
+    run = RunSettings(algorithm="item-bias", rounds=0, active=None)
+    write_outputs(tmp_path, execute(run, DataSettings(partition="user"), {},
+                                    loaded=(inside, {})))
+    assert field in read_artifacts(tmp_path, canary)
+
+
+@pytest.mark.slow
+@pytest.mark.federation
+def test_a_private_secure_federation_passes_the_audit(tmp_path):
+    """The same audit of a real federation's outputs (SecAgg+, distributed DP, one user per
+    client), its server and ClientApps in this process (tests/_loopback.py): nothing the out
+    folder holds, progress.jsonl included, tells the canary's presence."""
+    pytest.importorskip("flwr")
+    from fedmc.flower.settings import FederatedRun
+    from fedmc.flower.split import write_shards
+    from tests._loopback import loopback_federation
+
+    ratings = small_ratings(n_users=12)  # a secure sum's cost grows with the cohort squared
+    canary = pick_canary(ratings, n_items=6)
+    settings = DataSettings(partition="user", normalize="public", rating_scale=(1.0, 5.0))
+    worlds = [neighbours(ratings, canary, 0.2, 0, kind, (1.0, 5.0)) for kind in ("public", "none")]
+    run = FederatedRun.of(RunSettings(algorithm="item-bias", rounds=0, active=None,
+                                      user_dp_epsilon=1.0, user_dp_clip=0.5), {}, secagg=True)
+
+    def run_once(data, folder):
+        original = worlds[1][0] if data is worlds[0][0] else worlds[1][1]
+        split = folder.parent / f"split-{id(data)}"
+        if not split.exists():
+            write_shards(data, original, settings, split)
+        loopback_federation(folder / "work", settings,
+                            dataclasses.replace(run, out=folder.resolve()), split=split)
+
+    runs_in, runs_out = audit_runs(run_once, *worlds[0], canary, RUNS)
+    bound = epsilon_lower_bound(runs_in, runs_out, delta=1e-6)
+    assert bound.epsilon <= 1.0, bound
+    assert any(k.startswith("progress.jsonl") for k in runs_in[0])

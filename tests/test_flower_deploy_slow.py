@@ -1,0 +1,377 @@
+"""A deployment across machines as ``docs/federation.md`` describes it, on this host: the
+keys and certificates of ``fedmc federate certs``, the SuperLink of ``fedmc federate server``
+(TLS, SuperNode authentication, the roster) and three ``fedmc federate node`` processes.
+
+The nodes live at a network address of their own. Where this process may create a network
+namespace (root, ``ip``), that is a namespace joined to the host by a veth pair, with the
+server listening on 0.0.0.0 as in production: the nodes and the attacker's ``flwr`` commands
+reach the host only through the veth address, as from another machine. Elsewhere it is the
+loopback address 127.0.0.2 with the server's Fleet API bound to it (the Control API stays on
+127.0.0.1, which a process on this host can always reach: a weaker check that the Control API
+is neither on the Fleet API's socket nor on the nodes' address; ``FEDMC_TEST_NO_NETNS=1``
+chooses it where a namespace could be made).
+
+Marked slow (and federation): about three minutes here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flwr")
+
+from cryptography.hazmat.primitives import serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
+
+from fedmc.federation.history import History  # noqa: E402
+from fedmc.flower.app import write_app, write_run_config  # noqa: E402
+from fedmc.flower.local import free_port, node_config  # noqa: E402
+from fedmc.flower.settings import FederatedRun  # noqa: E402
+from fedmc.flower.split import write_split  # noqa: E402
+from fedmc.run.settings import RunSettings  # noqa: E402
+from fedmc.testing import assert_same_history, client_ids  # noqa: E402
+from tests.test_flower import PARAMS, data_settings, ratings_file, simulated  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.federation]
+WAIT = 300.0  # seconds a run or a process may take to get where a test expects it
+
+
+@dataclass
+class Network:
+    """Where the nodes are: the server's ``--host``, the address the nodes reach it at (in
+    its certificate) and the command prefix that runs a process at the nodes' address."""
+
+    bind: str
+    address: str
+    prefix: list[str] = field(default_factory=list)
+    cleanup: list[list[str]] = field(default_factory=list)
+
+
+def namespace() -> Network | None:
+    """A network namespace joined to this host by a veth pair, when this process may make
+    one; None otherwise."""
+    if (not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("ip") is None
+            or os.environ.get("FEDMC_TEST_NO_NETNS")):
+        return None
+    pid = os.getpid()
+    name, host_if, node_if = f"fedmc{pid}", f"fm{pid % 10**8}h", f"fm{pid % 10**8}n"
+    subnet = f"10.{200 + pid % 50}.{pid // 50 % 250}"
+    net = Network("0.0.0.0", f"{subnet}.1", ["ip", "netns", "exec", name],
+                  [["ip", "link", "del", host_if], ["ip", "netns", "del", name]])
+    steps = [["ip", "netns", "add", name],
+             ["ip", "link", "add", host_if, "type", "veth", "peer", "name", node_if],
+             ["ip", "link", "set", node_if, "netns", name],
+             ["ip", "addr", "add", f"{subnet}.1/30", "dev", host_if],
+             ["ip", "link", "set", host_if, "up"],
+             [*net.prefix, "ip", "addr", "add", f"{subnet}.2/30", "dev", node_if],
+             [*net.prefix, "ip", "link", "set", node_if, "up"],
+             [*net.prefix, "ip", "link", "set", "lo", "up"]]
+    for step in steps:
+        if subprocess.run(step, capture_output=True).returncode != 0:
+            remove(net)
+            return None
+    return net
+
+
+def remove(net: Network) -> None:
+    for step in net.cleanup:
+        subprocess.run(step, capture_output=True)
+
+
+class Deployment:
+    """The processes of one deployment, their logs, and ``flwr`` with three connections:
+    ``operator`` (the Control API on 127.0.0.1), ``fleet`` and ``control`` (the Fleet and
+    Control ports at the nodes' address of the server)."""
+
+    def __init__(self, root: Path, net: Network) -> None:
+        self.root, self.net = root, net
+        self.port, self.control_port = free_port(), free_port()
+        self.processes: dict[str, subprocess.Popen] = {}
+        home = root / "flwr-home"
+        home.mkdir()
+        (root / "logs").mkdir()
+        self.env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
+                    "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.5",
+                    "PATH": os.pathsep.join([str(Path(sys.executable).parent),
+                                             os.environ.get("PATH", "")])}
+        ca = root / "certs" / "ca.crt"
+        (home / "config.toml").write_text("".join(
+            f'[superlink.{name}]\naddress = "{address}"\nroot-certificates = "{ca}"\n\n'
+            for name, address in (("operator", f"127.0.0.1:{self.control_port}"),
+                                  ("fleet", f"{net.address}:{self.port}"),
+                                  ("control", f"{net.address}:{self.control_port}"))))
+        self.split = root / "split"
+        self.settings = data_settings(ratings_file(root))
+        write_split(self.settings, self.split)
+        self.app = write_app(root / "app")
+
+    def fedmc(self, name: str, *args: str, at_node: bool = False) -> subprocess.Popen:
+        """Start ``fedmc ARGS`` in a session of its own (at the nodes' address)."""
+        log = open(self.root / "logs" / f"{name}.log", "ab")
+        try:
+            proc = subprocess.Popen([*(self.net.prefix if at_node else []), sys.executable,
+                                     "-m", "fedmc", *args], env=self.env, stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        finally:
+            log.close()
+        self.processes[name] = proc
+        return proc
+
+    def start_server(self) -> None:
+        self.fedmc("server", "federate", "server", "--certs", str(self.root / "certs"),
+                   "--host", self.net.bind, "--port", str(self.port),
+                   "--control-port", str(self.control_port),
+                   "--database", str(self.root / "state" / "superlink.db"))
+        self.until(lambda: self._healthy(), "the server answers on the operator's port")
+
+    def start_node(self, name: str, client: int, key: Path) -> None:
+        self.fedmc(name, "federate", "node", "--superlink", f"{self.net.address}:{self.port}",
+                   "--root-certificates", str(self.root / "certs" / "ca.crt"),
+                   "--auth-key", str(key), "--node-config",
+                   node_config(self.split, client, self.root / "state" / name), at_node=True)
+
+    def flwr(self, *args: str, at_node: bool = False) -> subprocess.CompletedProcess:
+        return subprocess.run([*(self.net.prefix if at_node else []), "flwr", *args],
+                              env=self.env, capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+
+    def submit(self, run: RunSettings, out: Path, run_key: str = "") -> int:
+        config = FederatedRun.of(run, PARAMS, timeout=60.0, run_key=run_key,
+                                 manifest=self.split / "manifest.json", out=out).run_config()
+        done = self.flwr("run", str(self.app), "operator", "--run-config",
+                         str(write_run_config(out.with_suffix(".toml"), config)),
+                         "--format", "json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        return int(json.loads(done.stdout[done.stdout.find("{"):])["run-id"])
+
+    def status(self, run_id: int) -> str:
+        listed = self.flwr("ls", "operator", "--run-id", str(run_id), "--format", "json")
+        return json.loads(listed.stdout[listed.stdout.find("{"):])["runs"][0]["status"]
+
+    def history(self, out: Path) -> History:
+        self.until(lambda: '"done"' in read(out / "progress.jsonl"), f"{out} is written")
+        return History.read_csv(out / "history.csv")
+
+    def log(self, name: str) -> str:
+        return read(self.root / "logs" / f"{name}.log")
+
+    def until(self, condition, what: str, wait: float = WAIT) -> None:
+        deadline = time.monotonic() + wait
+        while not condition():
+            if time.monotonic() > deadline:
+                logs = {p.name: p.read_text()[-1500:] for p in (self.root / "logs").iterdir()}
+                raise AssertionError(f"timed out waiting until {what}; logs: {logs}")
+            time.sleep(0.2)
+
+    def kill(self, name: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        proc = self.processes.pop(name)
+        with_group(proc, sig)
+        proc.wait(30)
+
+    def stop(self) -> None:
+        """Stop every process this deployment started, and Flower's SuperExec and ServerApp
+        processes (in sessions of their own) that serve this deployment's Control port."""
+        for proc in self.processes.values():
+            with_group(proc, signal.SIGTERM)
+        for proc in self.processes.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                with_group(proc, signal.SIGKILL)
+                proc.wait()
+        self.processes.clear()
+        for pid in flower_processes(f"127.0.0.1:{self.control_port}"):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _healthy(self) -> bool:
+        if self.processes["server"].poll() is not None:
+            raise AssertionError(f"the server exited: {self.log('server')}")
+        try:
+            import ssl
+            context = ssl.create_default_context(cafile=str(self.root / "certs" / "ca.crt"))
+            with urllib.request.urlopen(f"https://127.0.0.1:{self.control_port}/health",
+                                        timeout=1, context=context):
+                return True
+        except OSError:
+            return False
+
+
+def read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def with_group(proc: subprocess.Popen, sig: signal.Signals) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def flower_processes(needle: str) -> list[int]:
+    """Processes whose command line holds ``needle``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def new_key(folder: Path, name: str) -> Path:
+    """An EC P-384 key pair in OpenSSH files ``NAME`` and ``NAME.pub`` (ssh-keygen's)."""
+    key = ec.generate_private_key(ec.SECP384R1())
+    (folder / name).write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption()))
+    (folder / f"{name}.pub").write_bytes(key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH))
+    return folder / name
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    net = namespace() or Network("127.0.0.2", "127.0.0.2")
+    root = tmp_path_factory.mktemp("deployment")
+    fed = Deployment(root, net)
+    try:
+        made = subprocess.run([sys.executable, "-m", "fedmc", "federate", "certs", "--out",
+                               str(root / "certs"), "--clients", "3", "--name", net.address],
+                              env=fed.env, capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        fed.start_server()
+        for c in range(3):
+            fed.start_node(f"node-{c}", c, root / "certs" / f"client-{c}")
+        fed.until(lambda: all("connected" in fed.log(f"node-{c}") for c in range(3)),
+                  "every node is connected")
+        yield fed
+    finally:
+        fed.stop()
+        remove(net)
+
+
+def test_the_control_api_cannot_be_reached_from_the_nodes_address(deployment):
+    fed = deployment
+    spare = new_key(fed.root, "spare")
+    for where in ("fleet", "control"):
+        for args in (["ls", where], ["supernode", "register", f"{spare}.pub", where],
+                     ["run", str(fed.app), where]):
+            done = fed.flwr(*args, at_node=True)
+            assert done.returncode != 0, (args, done.stdout)
+            if where == "fleet":  # the Fleet socket does not serve the Control API's paths
+                assert "404" in done.stdout + done.stderr, (args, done.stdout)
+    listed = fed.flwr("supernode", "ls", "operator", "--format", "json")  # the operator can
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert len(json.loads(listed.stdout[listed.stdout.find("{"):])["nodes"]) == 3
+
+
+def test_three_nodes_equal_fedmc_run_and_a_second_claimant_is_refused(deployment):
+    """A registered node that claims client 1 (the operator registered its key, which the
+    roster gives to no client) is refused and recorded; a node whose key is not registered
+    cannot even connect; the run equals ``fedmc run``."""
+    fed = deployment
+    impostor, stranger = new_key(fed.root, "impostor"), new_key(fed.root, "stranger")
+    done = fed.flwr("supernode", "register", f"{impostor}.pub", "operator")
+    assert done.returncode == 0, done.stdout + done.stderr
+    fed.start_node("impostor", 1, impostor)
+    fed.start_node("stranger", 2, stranger)
+    fed.until(lambda: "connected" in fed.log("impostor"), "the impostor is connected")
+    fed.until(lambda: "refused to activate" in fed.log("stranger"), "the stranger is refused")
+    run = RunSettings(rounds=2, active=2, seed=0)
+    out = fed.root / "out"
+    fed.submit(run, out)
+    history = fed.history(out)
+    assert_same_history(history, simulated(fed.settings, run, PARAMS), rtol=1e-9, atol=1e-9)
+    assert all(not lost for lost in client_ids(history, "lost").values())
+    assert client_ids(history, "claims_refused")[0] == [1]
+    events = [json.loads(line) for line in read(out / "progress.jsonl").splitlines()]
+    refused = [e for e in events if e["event"] == "claim refused"]
+    assert [e["clients"] for e in refused] == [[1]] and "roster" in refused[0]["reason"]
+    node = refused[0]["reason"].split()[1]  # "node N claims client 1: ..."
+    assert f"node {node} connected" in fed.log("impostor")
+    assert fed.processes["stranger"].poll() is None, "it waits to be registered"
+    fed.kill("impostor", signal.SIGTERM)
+    fed.kill("stranger", signal.SIGTERM)
+
+
+def test_nodes_outlive_flwr_stop_their_own_restart_and_a_superlink_restart(deployment):
+    fed = deployment
+    long = fed.root / "long"
+    run_id = fed.submit(RunSettings(rounds=50, active=2, seed=0), long)
+    fed.until(lambda: '"round": 1' in read(long / "progress.jsonl"), "round 1 has begun")
+    stopped = fed.flwr("stop", str(run_id), "operator")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    fed.until(lambda: fed.status(run_id) == "finished:stopped", "the run is stopped")
+    time.sleep(3)  # a node that held the run's message gets 403 and logs it (Flower's node died)
+    assert all(fed.processes[f"node-{c}"].poll() is None for c in range(3)), "nodes live on"
+    # a node killed and started again rejoins at once (no 60 s lockout of its key)
+    fed.kill("node-2")
+    started = time.monotonic()
+    fed.start_node("node-2", 2, fed.root / "certs" / "client-2")
+    fed.until(lambda: fed.log("node-2").count("connected") == 2, "node 2 is back", 30)
+    assert "signed off" in fed.log("node-2") and time.monotonic() - started < 30
+    # the SuperLink killed and started again on its database: the nodes reconnect
+    fed.kill("server")
+    fed.until(lambda: all("cannot be reached" in fed.log(f"node-{c}") for c in range(3)),
+              "every node noticed")
+    fed.start_server()
+    fed.until(lambda: all("answers again" in fed.log(f"node-{c}") for c in range(3)),
+              "every node is back")
+    run, out = RunSettings(rounds=2, active=2, seed=0), fed.root / "after"
+    fed.submit(run, out)
+    history = fed.history(out)
+    assert_same_history(history, simulated(fed.settings, run, PARAMS), rtol=1e-9, atol=1e-9)
+    assert all(not lost for lost in client_ids(history, "lost").values())
+
+
+def test_a_run_resumed_after_a_superlink_crash_equals_the_uninterrupted_one(deployment):
+    """The SuperLink (and with it the server host's Flower processes) killed with SIGKILL
+    right after round 3 of 6 is checkpointed; the SuperLink started again on its database, the
+    nodes reconnect, ``fedmc federate resume`` submits the run again from the checkpoint: the
+    history and the model are ``fedmc run``'s (1e-9), no client is lost."""
+    import numpy as np
+
+    fed = deployment
+    run, out = RunSettings(rounds=6, active=2, seed=0), fed.root / "crashed"
+    fed.submit(run, out, run_key="resumable")
+    fed.until(lambda: '"round": 3, "row"' in read(out / "progress.jsonl"), "round 3 is done")
+    fed.until(lambda: (out / "checkpoint.pkl").exists(), "round 3 is checkpointed")
+    fed.kill("server")
+    for pid in flower_processes(f"127.0.0.1:{fed.control_port}"):  # its ServerApp dies too
+        os.kill(pid, signal.SIGKILL)
+    fed.until(lambda: all("cannot be reached" in fed.log(f"node-{c}") for c in range(3)),
+              "every node noticed")
+    fed.start_server()
+    fed.until(lambda: all("answers again" in fed.log(f"node-{c}") for c in range(3)),
+              "every node is back")
+    done = subprocess.run([sys.executable, "-m", "fedmc", "federate", "resume", str(out),
+                           "--app", str(fed.app), "--connection", "operator"],
+                          env=fed.env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    history = fed.history(out)
+    reference = simulated(fed.settings, run, PARAMS)
+    assert_same_history(history, reference, rtol=1e-9, atol=1e-9)
+    assert all(not lost for lost in client_ids(history, "lost").values())
+    from tests.test_flower import simulation
+
+    expected = simulation(fed.settings, run, PARAMS).server.V
+    with np.load(out / "model.npz") as model:
+        np.testing.assert_allclose(model["V"], expected, rtol=0, atol=1e-9)
+    assert not (out / "checkpoint.pkl").exists()
