@@ -24,7 +24,8 @@ Examples::
 a DP run must; ``zscore`` fitted on the training ratings, as before issue 21). ``rmse`` is what
 ``fedmc evaluate`` measures: every held-out user folded in from its own training ratings
 against the published model (:func:`fedmc.run.evaluation.evaluate_model`); ``run_rmse`` the
-run's own last evaluation (each client's ``U`` as training left it).
+run's own last evaluation (each client's ``U`` as training left it; null for a private run,
+which releases none).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def fit(data, algorithm: str, rounds: int, eps: float, noise: float | None, q: f
         return {"rmse": math.nan, "error": str(error)}
     last = model.history_.rows[-1]
     out = {"rmse": round(folded_in_rmse(model, data), 4),
-           "run_rmse": round(float(last["test_rmse"]), 4),
+           # a private run releases no evaluation of its own (docs/privacy.md)
+           "run_rmse": round(float(last["test_rmse"]), 4) if "test_rmse" in last else None,
            "spent": round(float(last["epsilon"]), 3) if dp else math.inf,
            "noise": round(float(last.get("dp_noise", 0.0)), 3),
            "seconds": round(time.perf_counter() - start, 1)}
