@@ -183,6 +183,7 @@ SECURE_CASES = {
     "rfrec-gd": ({"algorithm": "rfrec", "param": ["optimizer=gd"]}, 0.0),
     "rfrec-adam": ({"algorithm": "rfrec"}, 1.0),
     "felb": ({"algorithm": "felb", "active": "3", "dataset": "synthetic-boolean"}, 0.01),
+    "fedals": ({"algorithm": "fedals", "active": "3"}, 0.0),
     "fedals-implicit": ({"algorithm": "fedals", "implicit": True, "rank": "4", "active": "3"},
                         0.0),
 }
