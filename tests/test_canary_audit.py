@@ -4,6 +4,7 @@ in a private one: a fast version of benchmarks/canary_audit.py on a small data s
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 import numpy as np
 import pytest
@@ -101,11 +102,12 @@ def test_a_private_secure_federation_passes_the_audit(tmp_path):
     run = FederatedRun.of(RunSettings(algorithm="item-bias", rounds=0, active=None,
                                       user_dp_epsilon=1.0, user_dp_clip=0.5), {}, secagg=True)
 
+    split = tmp_path / "split"  # one path for both data sets: config.json names it
+
     def run_once(data, folder):
         original = worlds[1][0] if data is worlds[0][0] else worlds[1][1]
-        split = folder.parent / f"split-{id(data)}"
-        if not split.exists():
-            write_shards(data, original, settings, split)
+        shutil.rmtree(split, ignore_errors=True)
+        write_shards(data, original, settings, split)
         loopback_federation(folder / "work", settings,
                             dataclasses.replace(run, out=folder.resolve()), split=split)
 

@@ -221,3 +221,21 @@ def test_federate_local_with_secagg_equals_fedmc_run(tmp_path, options, beyond):
     _, err = again.communicate(timeout=120)
     assert again.returncode == 2 and b"already holds a run" in err
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.slow
+@pytest.mark.federation
+def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(tmp_path):
+    """The real ``fedmc federate local --secagg --dp-epsilon 8`` (one user per client, the
+    public normalizer from the rating scale, distributed DP): its out folder holds only what
+    docs/privacy.md's threat model lists (the in-process canary audit of the same ServerApp
+    and ClientApps: tests/test_canary_audit.py)."""
+    from tests.test_flower_loopback import assert_publishes_only_what_is_private
+
+    out = tmp_path / "out"
+    finished(fedmc("federate", "local", "--ratings", ratings_file(tmp_path, users=12),
+                   "--columns", "user_id,item_id,stars", "--rating-scale", "1,5",
+                   "--dp-epsilon", 8, "--secagg", "--rounds", 3, "--out", out,
+                   "--work", tmp_path / "work", "-q"))
+    assert_publishes_only_what_is_private(out, 8.0)
+    assert json.loads((out / "config.json").read_text())["data"]["partition"] == "user"

@@ -90,6 +90,16 @@ def test_pending_state_is_committed_only_when_the_server_included_it(tmp_path):
     assert StateStore(tmp_path, run="another run").committed is None
 
 
+def test_a_clients_noise_secret_outlives_its_process_and_no_other_run_shares_it(tmp_path):
+    """The seed of a client's DP noise shares is kept with its states: a node restarted, or
+    a run resumed under the same key, draws the same share for a repeated exchange (no
+    second release); another run draws its own, and no one else can read it."""
+    first = StateStore(tmp_path, run="r1").noise_secret
+    assert StateStore(tmp_path, run="r1").noise_secret == first
+    assert StateStore(tmp_path, run="r2").noise_secret != first
+    assert (tmp_path / "secret.pkl").stat().st_mode & 0o077 == 0
+
+
 def test_uploads_travel_dense_and_sparse_with_their_scale():
     """What travels is what the client's upload adds to the sum: its scale (a client weight,
     FedMC-ADMM's ``weights="sqrt-items"``) applied."""

@@ -18,6 +18,7 @@ from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
 from fedmc.errors import ConfigError  # noqa: E402
 from fedmc.federation.aggregator import PUBLIC_COLUMNS  # noqa: E402
+from fedmc.federation.history import History  # noqa: E402
 from fedmc.flower.compact import pack, unpack  # noqa: E402
 from fedmc.flower.manifest import Manifest  # noqa: E402
 from fedmc.flower.server_app import preflight  # noqa: E402
@@ -217,14 +218,27 @@ def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(tm
                                            "rating_scale": (1.0, 5.0)})
     run = RunSettings(rounds=3, active=None, sampling="bernoulli", participation=0.5, seed=0,
                       user_dp_epsilon=4.0, user_dp_clip=0.5)
-    history = loopback_federation(tmp_path, settings, FederatedRun.of(
-        run, PARAMS, secagg=True, out=Path("out")))
-    assert {c for row in history.rows for c in row} <= {*PUBLIC_COLUMNS, "claims_refused"}
-    _, events = out_files(tmp_path / "out")
+    loopback_federation(tmp_path, settings, FederatedRun.of(run, PARAMS, secagg=True,
+                                                            out=Path("out")))
+    assert_publishes_only_what_is_private(tmp_path / "out", 4.0)
+
+
+def assert_publishes_only_what_is_private(out: Path, epsilon: float) -> None:
+    """A private federation's out folder (docs/privacy.md, "What a run publishes"): history
+    columns the guarantee covers, progress events that name no client and hold no time, every
+    output marked private, the guarantee per party (the server's without amplification), no
+    counts of the data and no timings."""
+    history = History.read_csv(out / "history.csv")
+    assert set(history.columns) <= {*PUBLIC_COLUMNS, "claims_refused"}
+    _, events = out_files(out)
     assert not [e for e in events if {"clients", "time", "seconds"} & set(e)]
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    config = json.loads((out / "config.json").read_text())
     eps = summary["privacy"]["epsilon"]
     assert summary["privacy"]["private"] and config["private"]
-    assert eps["outsiders"] <= 4.0 < eps["server"]  # no amplification against the server
+    assert json.loads((out / "model.json").read_text())["private"]
+    assert eps["outsiders"] <= epsilon < eps["server"]  # no amplification against the server
     assert not {"train_seconds", "total_seconds", "peak_memory_mb"} & set(summary)
+    data = config["data"]
+    assert data["normalizer"]["kind"] == "public"
+    assert not [k for k in data if k.endswith("_ratings") or k.startswith("n_")]

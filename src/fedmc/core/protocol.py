@@ -43,6 +43,8 @@ import numpy as np
 from fedmc.core.uploads import Summed, Uploads
 
 if TYPE_CHECKING:  # core sits below data: no import at run time
+    from types import ModuleType
+
     from fedmc.core.scale import Normalizer
 
 Array = np.ndarray
@@ -232,6 +234,26 @@ class Algorithm:
     setup: Callable[..., Message | None] = _no_setup
     local_noise: Callable[..., Mapping[str, NoiseOnSum]] = _no_noise
     split_batches: bool = False
+
+    @classmethod
+    def of(cls, name: str, Config: type, client: ModuleType, server: ModuleType,
+           **given: Any) -> Algorithm:
+        """The algorithm whose functions are those of its ``client`` and ``server`` modules,
+        by name (:data:`CLIENT_FUNCTIONS`, :data:`SERVER_FUNCTIONS`, where the module has
+        them), unless ``given`` (which also holds the other fields: ``data_kind``,
+        ``split_batches``)."""
+        found = {f: getattr(module, f) for module, functions in
+                 ((client, CLIENT_FUNCTIONS), (server, SERVER_FUNCTIONS))
+                 for f in functions if hasattr(module, f)}
+        return cls(name=name, Config=Config, **(found | given))
+
+
+CLIENT_FUNCTIONS = ("init_clients", "client_step", "evaluate", "user_factors")
+"""The functions of an algorithm that run on a client."""
+SERVER_FUNCTIONS = ("draws", "init_server", "setup", "message", "server_step", "upload_shapes",
+                    "local_noise", "model", "metrics")
+"""The functions of an algorithm that run on the server (``setup`` and ``local_noise``
+optional)."""
 
 
 __all__ = [

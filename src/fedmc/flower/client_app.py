@@ -25,10 +25,9 @@ settles the pending state of the client's previous exchange
 
 from __future__ import annotations
 
-import secrets
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +64,6 @@ class Party:
     shard: FederatedData
     store: StateStore
     aggregator: Aggregator
-    secret: int = field(default_factory=lambda: secrets.randbits(128), repr=False)
 
     @property
     def shapes(self) -> Mapping[str, tuple[int, ...]]:
@@ -100,10 +98,11 @@ class Party:
     def dp_share(self, envelope: Envelope) -> dict[str, np.ndarray]:
         """This client's share of the user-level DP noise of a secure exchange (distributed DP,
         :meth:`fedmc.federation.aggregator.Aggregator.dp_share`): drawn from a stream seeded
-        by a secret only this process knows and the exchange's number, so a repeated secure
-        sum (an overflow) adds the same share again instead of releasing a second draw."""
+        by the client's secret (:attr:`StateStore.noise_secret`) and the exchange's number, so
+        a repeated secure sum (an overflow, a resumed run) adds the same share again instead
+        of releasing a second draw."""
         std, members = envelope.extra["dp_std"], envelope.extra["dp_members"]
-        rng = np.random.default_rng([self.secret, envelope.exchange])
+        rng = np.random.default_rng([self.store.noise_secret, envelope.exchange])
         return self.aggregator.dp_share(std, members, rng)
 
 

@@ -46,6 +46,7 @@ class StateStore:
         self._committed = self._read("committed")
         pending = self._read("pending")
         self._pending: tuple[int, Any] | None = pending
+        self._secret: int | None = None
 
     @property
     def committed(self) -> Any:
@@ -56,6 +57,20 @@ class StateStore:
     def pending_exchange(self) -> int:
         """The exchange whose result is pending, or :data:`NO_EXCHANGE`."""
         return NO_EXCHANGE if self._pending is None else self._pending[0]
+
+    @property
+    def noise_secret(self) -> int:
+        """This client's secret in this run: 128 random bits from the operating system, made
+        on first use and kept beside the states (``FOLDER/secret.pkl``, readable by its owner
+        only). It seeds the client's shares of the DP noise, so an exchange repeated (a secure
+        sum redone after an overflow, or the round a resumed run runs again) adds the same
+        share again instead of releasing a second draw."""
+        if self._secret is None:
+            self._secret = self._read("secret")
+        if self._secret is None:
+            self._secret = secrets.randbits(128)
+            self._write("secret", self._secret)
+        return self._secret
 
     def start(self, state: Any) -> None:
         """Commit the initial state (when there is none yet)."""

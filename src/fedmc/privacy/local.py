@@ -15,11 +15,12 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-import dp_accounting
 import numpy as np
-from dp_accounting import pld, rdp
 
+from fedmc._lazy import lazy_import
 from fedmc.errors import ConfigError
+
+dp_accounting = lazy_import("dp_accounting")  # 1.5 s to import: only an accounted run pays it
 
 MechanismKind = Literal["none", "gaussian", "laplace"]
 ClipKind = Literal["frobenius", "elementwise", "none"]
@@ -130,7 +131,8 @@ class UploadPrivacy:
             event = dp_accounting.GaussianDpEvent(multiplier)
         else:
             event = dp_accounting.LaplaceDpEvent(multiplier)
-        acc = rdp.RdpAccountant() if accountant == "rdp" else pld.PLDAccountant()
+        acc = (dp_accounting.rdp.RdpAccountant() if accountant == "rdp"
+               else dp_accounting.pld.PLDAccountant())
         acc.compose(event, n_syncs)
         return float(acc.get_epsilon(self.delta))
 

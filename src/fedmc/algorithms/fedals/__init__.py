@@ -27,14 +27,8 @@ from fedmc.algorithms.fedals import client, server
 from fedmc.algorithms.fedals.config import FedALSConfig
 from fedmc.core.protocol import Algorithm
 
-CLIENT_FUNCTIONS = ("init_clients", "client_step", "evaluate", "user_factors")
-SERVER_FUNCTIONS = ("draws", "init_server", "setup", "message", "server_step", "upload_shapes",
-                    "model", "metrics")
-ALGORITHM = Algorithm(
-    name="fedals", Config=FedALSConfig, data_kind="ratings", split_batches=True,
-    **{name: getattr(client, name) for name in CLIENT_FUNCTIONS},
-    **{name: getattr(server, name) for name in SERVER_FUNCTIONS},
-)
+ALGORITHM = Algorithm.of("fedals", FedALSConfig, client, server, data_kind="ratings",
+                         split_batches=True)
 
 
 __all__ = ["ALGORITHM", "FedALSConfig"]

@@ -56,23 +56,10 @@ from fedmc.algorithms.fedmavg.config import (
 )
 from fedmc.core.protocol import Algorithm
 
-_FUNCTIONS = dict(
-    data_kind="ratings",
-    draws=server.draws,
-    init_server=server.init_server,
-    init_clients=client.init_clients,
-    message=server.message,
-    client_step=client.client_step,
-    server_step=server.server_step,
-    upload_shapes=server.upload_shapes,
-    model=server.model,
-    evaluate=client.evaluate,
-    metrics=server.metrics,
-    user_factors=client.user_factors,
-    split_batches=True,
-)
-ALGORITHM = Algorithm(name="fedmavg", Config=FedMAvgConfig, **_FUNCTIONS)
-POSTER = Algorithm(name="fedmavg-poster", Config=FedMAvgPosterConfig, **_FUNCTIONS)
+ALGORITHM = Algorithm.of("fedmavg", FedMAvgConfig, client, server, data_kind="ratings",
+                         split_batches=True)
+POSTER = Algorithm.of("fedmavg-poster", FedMAvgPosterConfig, client, server,
+                      data_kind="ratings", split_batches=True)
 
 
 __all__ = ["ALGORITHM", "POSTER", "FedMAvgConfig", "FedMAvgPosterConfig",

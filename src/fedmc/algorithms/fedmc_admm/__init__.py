@@ -28,8 +28,6 @@ the same settings, :data:`RATED` (:mod:`~fedmc.algorithms.fedmc_admm.rated`);
 
 from __future__ import annotations
 
-import dataclasses
-
 from fedmc.algorithms.fedmc_admm import client, server
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.rated import client as rated_client
@@ -37,37 +35,12 @@ from fedmc.algorithms.fedmc_admm.rated import server as rated_server
 from fedmc.core.factors import uniform_draws
 from fedmc.core.protocol import Algorithm
 
-PAPER = Algorithm(
-    name="fedmc-admm",
-    Config=FedMCADMMConfig,
-    data_kind="ratings",
-    draws=uniform_draws,
-    init_server=server.init_server,
-    init_clients=client.init_clients,
-    setup=server.setup,
-    message=server.message,
-    client_step=client.client_step,
-    server_step=server.server_step,
-    upload_shapes=server.upload_shapes,
-    model=server.model,
-    evaluate=client.evaluate,
-    metrics=server.metrics,
-    user_factors=client.user_factors,
-    split_batches=True,
-)
-RATED = dataclasses.replace(
-    PAPER,
-    name="fedmc-admm-rated",
-    init_server=rated_server.init_server,
-    init_clients=rated_client.init_clients,
-    setup=rated_server.setup,
-    message=rated_server.message,
-    client_step=rated_client.client_step,
-    server_step=rated_server.server_step,
-    upload_shapes=rated_server.upload_shapes,
-    model=rated_server.model,
-    metrics=rated_server.metrics,
-)
+PAPER = Algorithm.of("fedmc-admm", FedMCADMMConfig, client, server, data_kind="ratings",
+                     draws=uniform_draws, split_batches=True)
+RATED = Algorithm.of("fedmc-admm-rated", FedMCADMMConfig, rated_client, rated_server,
+                     data_kind="ratings", draws=uniform_draws, evaluate=client.evaluate,
+                     user_factors=client.user_factors, split_batches=True)
 BY_CONSENSUS = {"all": PAPER, "rated": RATED}
+
 
 __all__ = ["BY_CONSENSUS", "PAPER", "RATED", "FedMCADMMConfig"]

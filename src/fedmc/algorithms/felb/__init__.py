@@ -33,23 +33,8 @@ from fedmc.algorithms.felb import client, server
 from fedmc.algorithms.felb.config import FelbConfig, FelbMUConfig
 from fedmc.core.protocol import Algorithm
 
-_FUNCTIONS = dict(
-    data_kind="boolean",
-    draws=server.draws,
-    init_server=server.init_server,
-    init_clients=client.init_clients,
-    message=server.message,
-    client_step=client.client_step,
-    server_step=server.server_step,
-    upload_shapes=server.upload_shapes,
-    local_noise=server.local_noise,
-    model=server.model,
-    evaluate=client.evaluate,
-    metrics=server.metrics,
-    user_factors=client.user_factors,
-)
-ALGORITHM = Algorithm(name="felb", Config=FelbConfig, **_FUNCTIONS)
-ALGORITHM_MU = Algorithm(name="felb-mu", Config=FelbMUConfig, **_FUNCTIONS)
+ALGORITHM = Algorithm.of("felb", FelbConfig, client, server, data_kind="boolean")
+ALGORITHM_MU = Algorithm.of("felb-mu", FelbMUConfig, client, server, data_kind="boolean")
 
 
 __all__ = ["ALGORITHM", "ALGORITHM_MU", "FelbConfig", "FelbMUConfig"]

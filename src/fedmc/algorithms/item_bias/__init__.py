@@ -21,24 +21,8 @@ from fedmc.algorithms.item_bias import client, server
 from fedmc.algorithms.item_bias.config import ItemBiasConfig
 from fedmc.core.protocol import Algorithm
 
-ALGORITHM = Algorithm(
-    name="item-bias",
-    Config=ItemBiasConfig,
-    data_kind="ratings",
-    draws=server.draws,
-    init_server=server.init_server,
-    init_clients=client.init_clients,
-    setup=server.setup,
-    message=server.message,
-    client_step=client.client_step,
-    server_step=server.server_step,
-    upload_shapes=server.upload_shapes,
-    model=server.model,
-    evaluate=client.evaluate,
-    metrics=server.metrics,
-    user_factors=client.user_factors,
-    split_batches=True,
-)
+ALGORITHM = Algorithm.of("item-bias", ItemBiasConfig, client, server, data_kind="ratings",
+                         split_batches=True)
 
 
 __all__ = ["ALGORITHM", "ItemBiasConfig"]

@@ -45,24 +45,8 @@ from fedmc.algorithms.rfrec import client, server
 from fedmc.algorithms.rfrec.config import RFRecConfig, RFRecFConfig
 from fedmc.core.protocol import Algorithm
 
-_FUNCTIONS = dict(
-    data_kind="ratings",
-    draws=server.draws,
-    init_server=server.init_server,
-    init_clients=client.init_clients,
-    setup=server.setup,
-    message=server.message,
-    client_step=client.client_step,
-    server_step=server.server_step,
-    upload_shapes=server.upload_shapes,
-    local_noise=server.local_noise,
-    model=server.model,
-    evaluate=client.evaluate,
-    metrics=server.metrics,
-    user_factors=client.user_factors,
-)
-ALGORITHM = Algorithm(name="rfrec", Config=RFRecConfig, **_FUNCTIONS)
-ALGORITHM_F = Algorithm(name="rfrecf", Config=RFRecFConfig, **_FUNCTIONS)
+ALGORITHM = Algorithm.of("rfrec", RFRecConfig, client, server, data_kind="ratings")
+ALGORITHM_F = Algorithm.of("rfrecf", RFRecFConfig, client, server, data_kind="ratings")
 
 
 __all__ = ["ALGORITHM", "ALGORITHM_F", "RFRecConfig", "RFRecFConfig"]
