@@ -159,10 +159,11 @@ def test_packed_contents_are_one_record_and_unpack_exactly():
     assert unpack(content) is content  # not packed: as it is
 
 
-def test_a_clients_dp_share_is_its_own_and_the_same_when_an_exchange_is_repeated():
+def test_a_clients_dp_share_is_its_own_and_the_same_when_an_exchange_is_repeated(tmp_path):
     """Distributed DP: a share of variance std^2 / members on every upload entry, from a stream
     of the client's secret and the exchange's number (a repeated secure sum adds the same
-    share: no second draw is released; another client or exchange draws anew)."""
+    share, also after a restart: no second draw is released; another client or exchange draws
+    anew)."""
     from fedmc.core.protocol import FederationInfo
     from fedmc.federation.aggregator import Aggregator
     from fedmc.flower.client_app import Party
@@ -170,8 +171,12 @@ def test_a_clients_dp_share_is_its_own_and_the_same_when_an_exchange_is_repeated
     cfg = spec("fedmc-admm").Config(rank=5)
     algorithm = spec("fedmc-admm").algorithm_for(cfg)
     info = FederationInfo(n_clients=9, n_items=400, normalizer=None, value_range=(1.0, 5.0))
-    me, other = (Party(c, algorithm, cfg, info, None, None, Aggregator(algorithm, cfg, info))
-                 for c in (0, 1))
+
+    def party(c):
+        return Party(c, algorithm, cfg, info, None, StateStore(tmp_path / str(c), "run"),
+                     Aggregator(algorithm, cfg, info))
+
+    me, other = party(0), party(1)
 
     def share(party, exchange):
         envelope = Envelope(exchange, Message(exchange, "round", np.arange(9), np.arange(9), {}),
@@ -180,6 +185,7 @@ def test_a_clients_dp_share_is_its_own_and_the_same_when_an_exchange_is_repeated
 
     first = share(me, 4)
     np.testing.assert_array_equal(share(me, 4), first)
+    np.testing.assert_array_equal(share(party(0), 4), first)  # the node restarted
     assert not np.allclose(share(me, 5), first) and not np.allclose(share(other, 4), first)
     assert first.size > 2000 and abs(first.std() / (0.9 / 3) - 1.0) < 0.05
 
