@@ -24,7 +24,8 @@ Examples::
 a DP run must; ``zscore`` fitted on the training ratings, as before issue 21). ``rmse`` is what
 ``fedmc evaluate`` measures: every held-out user folded in from its own training ratings
 against the published model (:func:`fedmc.run.evaluation.evaluate_model`); ``run_rmse`` the
-run's own last evaluation (each client's ``U`` as training left it).
+run's own last evaluation (each client's ``U`` as training left it; null for a private run,
+which releases none).
 """
 
 from __future__ import annotations
@@ -46,13 +47,13 @@ from fedmc.run.evaluation import HeldOut, evaluate_model
 
 
 def fit(data, algorithm: str, rounds: int, eps: float, noise: float | None, q: float,
-        clip: float, setup_scale: float, setup_clip: float | None, **params) -> dict:
+        dp_clip: float, setup_scale: float, setup_clip: float | None, **params) -> dict:
     """One run, Poisson sampling at rate ``q``, user-level DP at budget ``eps`` (inf: none)
     or at noise multiplier ``noise``; the final RMSE and the epsilon spent."""
     budget = {} if math.isinf(eps) else {"user_dp_epsilon": eps}
     if noise is not None:
         budget["user_dp_noise"] = noise
-    dp = budget and {**budget, "user_dp_clip": clip, "user_dp_delta": 1e-6,
+    dp = budget and {**budget, "user_dp_clip": dp_clip, "user_dp_delta": 1e-6,
                      "user_dp_setup_scale": setup_scale, "user_dp_setup_clip": setup_clip}
     model = estimator_class(algorithm)(**params, rounds=rounds, sampling="bernoulli",
                                      participation=q, random_state=0,
@@ -64,7 +65,8 @@ def fit(data, algorithm: str, rounds: int, eps: float, noise: float | None, q: f
         return {"rmse": math.nan, "error": str(error)}
     last = model.history_.rows[-1]
     out = {"rmse": round(folded_in_rmse(model, data), 4),
-           "run_rmse": round(float(last["test_rmse"]), 4),
+           # a private run releases no evaluation of its own (docs/privacy.md)
+           "run_rmse": round(float(last["test_rmse"]), 4) if "test_rmse" in last else None,
            "spent": round(float(last["epsilon"]), 3) if dp else math.inf,
            "noise": round(float(last.get("dp_noise", 0.0)), 3),
            "seconds": round(time.perf_counter() - start, 1)}
@@ -113,7 +115,7 @@ def main() -> None:
     print(json.dumps({"item_mean": round(item_mean_rmse(data), 4), "data": args.what}),
           flush=True)
     options = {"rounds": args.rounds, "eps": args.eps, "noise": args.noise, "q": args.q,
-               "clip": args.clip,
+               "dp_clip": args.clip,
                "setup_scale": args.setup_scale, "setup_clip": args.setup_clip, **grid}
     for combo in itertools.product(*map(values, options.values())):
         setting = dict(zip(options, combo, strict=True))

@@ -136,8 +136,9 @@ def test_a_cohorts_sum_splits_into_its_members_exclusive_items_and_their_ratings
     assert_split_is_exact(data, target, o)
 
 
-def assert_split_is_exact(data, target, o):
-    """Every rating target.split decodes from o is the one its item's only rater gave."""
+def assert_split_is_exact(data, target, o, least=6):
+    """Every rating target.split decodes from o is the one its item's only rater gave (at
+    least ``least`` of them)."""
     truth = rated_items(data)
     raters = {}
     for c in o.clients.tolist():
@@ -146,7 +147,7 @@ def assert_split_is_exact(data, target, o):
     groups = target.split(o)
     items = np.concatenate([g.items for g in groups])
     ratings = np.concatenate([g.ratings for g in groups])
-    assert len(items) >= 6
+    assert len(items) >= least
     for j, r in zip(items.tolist(), ratings.tolist(), strict=True):
         assert len(raters[j]) == 1
         own, values = _own(data, raters[j][0])
@@ -298,3 +299,49 @@ def test_rating_scores_compare_with_the_mean_and_the_better_constant_guess():
     assert scores["rmse"] == pytest.approx(np.sqrt((0 + 0 + 4 + 9) / 4))
     assert scores["accuracy"] == 0.5 and scores["accuracy_mean"] == 0.25
     assert scores["accuracy_constant"] == 0.75  # three likes of four
+
+
+@pytest.mark.parametrize("params", [
+    {"rank": 3}, {"rank": 3, "biases": False}, {"rank": 3, "sums": "fresh"},
+    {"rank": 3, "biases": False, "sums": "fresh", "gram_scale": 0.3}])
+def test_federated_als_statistics_give_the_exact_rated_sets_and_ratings(params):
+    """One user's rows of item-step statistics are built from its x alone: the rows present
+    are its rated items, and the set-up, a first visit (running sums) or any visit (fresh
+    sums) decodes to its exact ratings; a cohort's sum splits into its members' exclusive
+    items, each group decoded exactly (with fresh sums and biases: up to the member's bias,
+    which the grid finds unless a shift by a rating step fits too)."""
+    from fedmc.audit.run import FedALSTarget
+
+    entry = spec("fedals")
+    data = one_user_clients(m=12, n=150)
+    cfg = entry.Config(**params)
+    records, _ = record_boundary(entry.algorithm_for(cfg), cfg, data,
+                                 lambda: make_sampler(12, 5), rounds=3)
+    target = FedALSTarget(cfg, data, records, STARS)
+    truth = rated_items(data)
+    plain = list(audit.observations(records, "plain", target.upload))
+    scores = audit.set_scores(audit.rated_sets(plain), truth, 150)
+    assert scores["precision"] == scores["recall"] == 1.0
+    decoded = 0
+    for o in plain:
+        out = target.decode(o, 0.0)
+        if out is None:
+            assert cfg.sums == "running" and o.round > 1
+            continue
+        items, ratings = out
+        own, values = _own(data, int(o.clients[0]))
+        np.testing.assert_array_equal(items, own)
+        np.testing.assert_array_equal(ratings, values)
+        decoded += 1
+    assert decoded >= 10
+    for o in audit.observations(records, "secagg", target.upload):  # the set-up's sum too
+        if o.round > 1:
+            continue
+        if cfg.sums == "running" or not cfg.biases:
+            assert_split_is_exact(data, target, o, least=3 if o.round else 1)
+            continue
+        for g in target.split(o):  # each group's ratings less the truth: one shift
+            own = {j: r for c in o.clients.tolist() for j, r in zip(*_own(data, c),
+                                                                    strict=True)}
+            shift = g.ratings - np.array([own[j] for j in g.items.tolist()])
+            assert np.ptp(shift) == 0.0

@@ -78,6 +78,9 @@ CASES = [
     (FEDALS, {"rank": 2, "implicit": True, "alpha": 3.0}, {}, "implicit"),
     (FEDALS, {"rank": 3, "implicit": True, "lam": 0.2},
      {"sampling": "replacement", "active": 6}, "implicit-one-user"),
+    (FEDALS, {"rank": 2, "sums": "fresh", "max_items": 2}, {}),
+    (FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "max_items": 3}, {},
+     "implicit-one-user"),
 ]
 
 
@@ -206,6 +209,8 @@ DP_CASES = [
     (FELB, {"rank": 2, "local_steps": 3}, {}),
     (FEDALS, {"rank": 2}, {}, "one-user"),
     (FEDALS, {"rank": 2, "implicit": True}, {}, "implicit"),
+    (FEDALS, {"rank": 2, "sums": "fresh", "max_items": 3}, {}, "one-user"),
+    (FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "max_items": 2}, {}, "implicit"),
 ]
 
 

@@ -107,3 +107,35 @@ def test_bad_input_exits_2_with_one_line(monkeypatch, capsys, tmp_path, ratings_
         code, _, err = invoke(monkeypatch, capsys, "evaluate", *args)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
     assert not (empty / "evaluation.json").exists()
+
+
+def test_an_implicit_run_is_evaluated_by_ranking_alone(monkeypatch, capsys, tmp_path,
+                                                      ratings_csv):  # noqa: F811
+    """Interactions: the top-10 lists by default, no RMSE (predictions are preferences);
+    the popularity list (item-bias on interactions, counts only) through the same command,
+    its lists the most interacted-with items each user has not seen."""
+    from fedmc.core.ranking import ranking_metrics, ranking_sums
+
+    for name, extra in (("fedals", ("--rank", 2, "--rounds", 3)), ("item-bias", ())):
+        out = tmp_path / name
+        code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "-a", name,
+                              "--implicit", *extra, "--out", out, "-q")
+        assert code == 0, err
+        code, _, err = invoke(monkeypatch, capsys, "evaluate", out, "-q")
+        assert code == 0, err
+        report = json.loads((out / "evaluation.json").read_text())
+        assert report["ranking_k"] == 10 and 0 <= report["ndcg@10"] <= 1
+        assert "test_rmse" not in report and report["test_interactions"] > 0
+    config = json.loads((tmp_path / "item-bias" / "config.json").read_text())
+    assert config["params"]["signal"] == "counts"
+    data = federated_data(DataSettings(ratings=ratings_csv, partition="user", implicit=True))[0]
+    per_user = np.diff(data.train.indptr)  # each client's counts weigh 1 / sqrt(its items)
+    counts = np.bincount(data.train.indices, minlength=data.n_items,
+                         weights=np.repeat(1 / np.sqrt(per_user), per_user))
+    popular = ranking_metrics(ranking_sums(data, np.ones((data.n_users, 1)), counts[:, None],
+                                           10), 10)
+    assert report["ndcg@10"] == pytest.approx(popular["ndcg@10"], rel=1e-12)
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "-a",
+                          "item-bias", "--implicit", "-P", "signal=ratings", "--out",
+                          tmp_path / "no", "-q")
+    assert code == 2 and "contradicts signal=ratings" in err

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fedmc.algorithms.fedals import ALGORITHM, FedALSConfig
-from fedmc.algorithms.fedals.client import STATS, user_step
+from fedmc.algorithms.fedals.client import STATS, contributed, user_step
 from fedmc.algorithms.fedals.fold_in import fold_in
 from fedmc.algorithms.fedals.kernels import item_solves
 from fedmc.core.uploads import OuterRows, Stacked, svec_pairs, upload_nbytes
@@ -20,6 +20,7 @@ from fedmc.errors import ConfigError
 from fedmc.estimators import ALS, FedALS
 from fedmc.federation.sampling import make_sampler
 from fedmc.model import load_model
+from fedmc.privacy.accounting import UserDP
 from fedmc.privacy.gaussian import clip_uploads, squared_norms
 from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler, record_boundary
@@ -52,18 +53,38 @@ def brute_row(F, fixed_share, m, observed, cfg):
     return np.linalg.lstsq(A, np.concatenate([target, np.zeros(k)]), rcond=None)[0]
 
 
-def reference_round(U, V, M, mask, rows, cfg):
+def reference_round(U, V, M, mask, rows, cfg, weights=None, contributed=None):
     """One round written from the math: the rows ``rows`` solve their problem against ``V``,
-    then every item solves its problem against every user's current row."""
+    then every item solves its problem against every user's current row (running sums) or
+    the rows ``rows`` alone (fresh sums), each user's terms times its ``weights`` (1 if
+    None) and on its ``contributed`` ratings (all if None)."""
     lay = cfg.layout
     fu, fv = lay.free_mask_u(), lay.free_mask_v()
     for t in rows:
         U[t, fu] = brute_row(V[:, fu], V[:, ~fu] @ U[t, ~fu], M[t], mask[t], cfg)
-    for j in range(V.shape[0]):
-        V[j, fv] = brute_row(U[:, fv], U[:, ~fv] @ V[j, ~fv], M[:, j], mask[:, j], cfg)
+    users = np.asarray(rows) if cfg.sums == "fresh" else np.arange(len(U))
+    seen = mask if contributed is None else contributed
+    root = np.ones(len(users)) if weights is None else np.sqrt(weights[users])
+    for j in range(V.shape[0]):  # a weight w on a user's terms: its rows times sqrt(w)
+        X = root[:, None] * U[users][:, fv]
+        fixed = root * (U[users][:, ~fv] @ V[j, ~fv])
+        V[j, fv] = brute_row(X, fixed, root * M[users, j], seen[users, j], cfg) \
+            if not cfg.implicit else brute_weighted_implicit(X, M[users, j], seen[users, j],
+                                                            root**2, cfg)
 
 
-def reference_run(data, cfg, schedule, V0):
+def brute_weighted_implicit(X, m, observed, w, cfg):
+    """The implicit item problem with user ``t``'s terms (observed or not) times ``w[t]``
+    (``X`` already scaled by ``sqrt(w)``): rows ``sqrt(c) X``, targets ``sqrt(c w) p``."""
+    c = np.where(observed, 1.0 + cfg.alpha * m, 1.0)
+    p = (observed & (m > 0)).astype(float)
+    k = X.shape[1]
+    A = np.vstack([np.sqrt(c)[:, None] * X, np.sqrt(cfg.lam) * np.eye(k)])
+    target = np.concatenate([np.sqrt(c * w) * p, np.zeros(k)])
+    return np.linalg.lstsq(A, target, rcond=None)[0]
+
+
+def reference_run(data, cfg, schedule, V0, contributed=None):
     """:func:`reference_round` over the client sets of ``schedule``, from zero user rows."""
     M, mask = dense(data)
     U = np.zeros((data.n_users, cfg.layout.width))
@@ -72,8 +93,14 @@ def reference_run(data, cfg, schedule, V0):
     for clients in schedule:
         rows = np.concatenate([np.arange(data.client_ptr[c], data.client_ptr[c + 1])
                                for c in clients])
-        reference_round(U, V, M, mask, rows, cfg)
+        reference_round(U, V, M, mask, rows, cfg, contributed=contributed)
     return U, V
+
+
+def initial_V(cfg, data, seed):
+    """``V^0`` of a run with ``seed`` (the first of its two streams)."""
+    return ALGORITHM.draws(cfg, data.federation_info(), np.random.default_rng(
+        np.random.SeedSequence(seed).spawn(2)[0])).server["V"]
 
 
 MODES = {
@@ -133,9 +160,10 @@ def test_item_step_from_packed_sums_with_the_gramian():
         total[j, len(rows):] = b[j]
     total[n, : len(rows)] = coef * G[rows, cols]
     X = np.empty((n, d))
-    item_solves(total, n, n, lam, rows, cols, coef, X)
+    ridge = np.array([lam, 2 * lam, 0.1])  # a ridge weight per column
+    item_solves(total, n, n, ridge, rows, cols, coef, X)
     for j in range(n):
-        np.testing.assert_allclose(X[j], np.linalg.solve(S[j] + G + lam * np.eye(d), b[j]),
+        np.testing.assert_allclose(X[j], np.linalg.solve(S[j] + G + np.diag(ridge), b[j]),
                                    atol=1e-12)
 
 
@@ -145,7 +173,7 @@ def test_item_step_floors_the_eigenvalues_of_a_noisy_indefinite_system():
     rows, cols, coef = svec_pairs(d)
     total = np.concatenate([coef * A[rows, cols], [1.0, 2.0]])[None, :]
     X = np.empty((1, d))
-    item_solves(total, 1, -1, lam, rows, cols, coef, X)
+    item_solves(total, 1, -1, np.full(d, lam), rows, cols, coef, X)
     w, Q = np.linalg.eigh(A + lam * np.eye(d))
     np.testing.assert_allclose(X[0], Q @ ((Q.T @ [1.0, 2.0]) / np.maximum(w, lam)), atol=1e-12)
 
@@ -160,11 +188,142 @@ def test_batched_rounds_equal_the_plain_loop_from_the_math(mode, one_user):
                 for size in (2, 3, 1, data.n_clients, 2)]
     sim = simulate(ALGORITHM, cfg, data, ScheduledSampler(data.n_clients, schedule),
                    len(schedule), seed=4)
-    V0 = ALGORITHM.draws(cfg, data.federation_info(), np.random.default_rng(
-        np.random.SeedSequence(4).spawn(2)[0])).server["V"]
-    U, V = reference_run(data, cfg, schedule, V0)
+    U, V = reference_run(data, cfg, schedule, initial_V(cfg, data, 4))
     np.testing.assert_allclose(sim.server.V, V, atol=1e-9)
     np.testing.assert_allclose(sim.clients.user_factors(), U, atol=1e-9)
+
+
+def contributed_mask(data, cfg, seed):
+    """Which training ratings each user contributes with ``cfg.max_items``, from the keys a
+    run with ``seed`` draws."""
+    keys = ALGORITHM.draws(cfg, data.federation_info(), np.random.default_rng(
+        np.random.SeedSequence(seed).spawn(2)[0])).rows["key"]
+    kept = contributed(data, keys, cfg.max_items)
+    return dense(kept)[1]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("max_items", [None, 2])
+def test_fresh_sums_solve_the_items_from_the_cohort_alone(mode, max_items):
+    """sums="fresh": the item step of a round sees only the round's cohort's rows (their
+    contributed ratings), its user step all of a user's ratings."""
+    cfg = FedALSConfig(**MODES[mode], sums="fresh", max_items=max_items)
+    data = data_of(mode, p=5)
+    rng = np.random.default_rng(3)
+    schedule = [np.sort(rng.choice(data.n_clients, size, replace=False))
+                for size in (2, 3, 1, data.n_clients, 2)]
+    sim = simulate(ALGORITHM, cfg, data, ScheduledSampler(data.n_clients, schedule),
+                   len(schedule), seed=6)
+    kept = None if max_items is None else contributed_mask(data, cfg, 6)
+    U, V = reference_run(data, cfg, schedule, initial_V(cfg, data, 6), kept)
+    np.testing.assert_allclose(sim.server.V, V, atol=1e-9)
+    np.testing.assert_allclose(sim.clients.user_factors(), U, atol=1e-9)
+    if max_items is None:  # every client every round: fresh sums are the running ones (ALS)
+        everyone = [np.arange(data.n_clients)] * 3
+        runs = [simulate(ALGORITHM, FedALSConfig(**MODES[mode], sums=sums), data,
+                         ScheduledSampler(data.n_clients, everyone), 3, seed=6)
+                for sums in ("fresh", "running")]
+        np.testing.assert_allclose(runs[0].server.V, runs[1].server.V, atol=1e-10)
+
+
+def normal_equations(U, M, mask, rows, cfg):
+    """Each item's ``(S_j + G, b_j)`` from the users ``rows`` (their current ``U``), written
+    from the math: explicit ``S_j = sum x x^T``, ``b_j = sum (m - fixed) x`` over its raters;
+    implicit ``G + sum alpha m x x^T``, ``b_j = sum (1 + alpha m) x``."""
+    fv = cfg.layout.free_mask_v()
+    X = U[rows][:, fv]
+    G = X.T @ X if cfg.implicit else 0.0
+    out = []
+    for j in range(M.shape[1]):
+        seen = mask[rows, j]
+        m = M[rows, j][seen]
+        if cfg.implicit:
+            w, y = cfg.alpha * m, 1.0 + cfg.alpha * m
+        else:
+            w, y = np.ones(len(m)), m - U[rows][seen][:, ~fv].sum(axis=1)  # V's ones column
+        out.append((G + (X[seen] * w[:, None]).T @ X[seen], X[seen].T @ y))
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_memory_solves_from_the_weighted_mean_of_the_rounds_sums(mode):
+    """sums="fresh", memory=0.6: the item step of round k solves from sum_l 0.6^(k-l) (S, b)
+    of round l's cohort over sum_l 0.6^(k-l), the item ridge lam_item; gram_scale (sent
+    times 0.3, divided out) changes nothing without noise."""
+    cfg = FedALSConfig(**MODES[mode], sums="fresh", memory=0.6, lam_item=1.3, gram_scale=0.3)
+    data = data_of(mode, p=5)
+    M, mask = dense(data)
+    rng = np.random.default_rng(5)
+    schedule = [np.sort(rng.choice(data.n_clients, size, replace=False)) for size in (2, 4, 3)]
+    sim = simulate(ALGORITHM, cfg, data, ScheduledSampler(data.n_clients, schedule),
+                   len(schedule), seed=1)
+    U = np.zeros((data.n_users, cfg.layout.width))
+    cfg.layout.project_u(U)
+    V = initial_V(cfg, data, 1)
+    fu, fv = cfg.layout.free_mask_u(), cfg.layout.free_mask_v()
+    totals, weight = None, 0.0
+    for clients in schedule:
+        rows = np.concatenate([np.arange(data.client_ptr[c], data.client_ptr[c + 1])
+                               for c in clients])
+        for t in rows:
+            U[t, fu] = brute_row(V[:, fu], V[:, ~fu] @ U[t, ~fu], M[t], mask[t], cfg)
+        now = normal_equations(U, M, mask, rows, cfg)
+        totals = now if totals is None else [(0.6 * S + S1, 0.6 * b + b1) for (S, b), (S1, b1)
+                                             in zip(totals, now, strict=True)]
+        weight = 0.6 * weight + 1.0
+        for j, (S, b) in enumerate(totals):
+            V[j, fv] = np.linalg.solve(S / weight + 1.3 * np.eye(fv.sum()), b / weight)
+    np.testing.assert_allclose(sim.server.V, V, atol=1e-9)
+    with pytest.raises(ValueError, match="needs sums=fresh"):
+        FedALSConfig(memory=0.5)
+
+
+def test_max_items_keeps_a_uniform_draw_of_each_users_own_items():
+    data = tiny_interactions(m=40, n=12, p=40, density=0.6, seed=3)
+    counts = np.diff(data.train.indptr)
+    keys = np.random.default_rng(0).integers(0, 2**63 - 1, size=data.n_users)
+    kept = contributed(data, keys, 4)
+    np.testing.assert_array_equal(np.diff(kept.train.indptr), np.minimum(counts, 4))
+    M, mask = dense(data)
+    Mk, maskk = dense(kept)
+    assert np.all(mask[maskk]) and np.all(M[maskk] == Mk[maskk])
+    # a user's draw depends on its key and its own items only
+    alone = contributed(data.client_shard(7), keys[7:8], 4)
+    np.testing.assert_array_equal(alone.train.indices, kept.train.row_block(
+        slice(7, 8)).indices)
+    # uniform: over many keys, each of a user's n items is kept with probability 4 / n
+    t = int(np.argmax(counts))
+    one = data.client_shard(t)
+    many = np.random.default_rng(1).integers(0, 2**63 - 1, size=4000)
+    freq = np.zeros(data.n_items)
+    for key in many:
+        freq[contributed(one, key[None], 4).train.indices] += 1 / len(many)
+    rated = one.train.indices
+    p = 4 / counts[t]
+    np.testing.assert_allclose(freq[rated], p, atol=5 * np.sqrt(p * (1 - p) / len(many)))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_clipped_fresh_upload_down_weights_its_user(mode):
+    """User-level DP's clipping (noise 0 here) scales a client's whole fresh upload, its
+    S_j and b_j alike (its S_j sent times gram_scale, which the server divides out): the item
+    step is the ridge problem with that user's terms weighted by its scale (a weighted least
+    squares, not a distorted one)."""
+    cfg = FedALSConfig(**MODES[mode], sums="fresh", gram_scale=0.5)
+    data = data_of(mode, p=14)
+    clip = {"implicit": 40.0}.get(mode, 5.0)
+    dp = UserDP(clip=clip, noise=0.0)
+    records, sim = record_boundary(ALGORITHM, cfg, data,
+                                   lambda: make_sampler(data.n_clients, None), rounds=2,
+                                   driver="per-client", dp=dp)
+    norms = np.array([np.sqrt(squared_norms(u[STATS]))[0] for u, _ in records[-1].uploads])
+    assert (norms > clip).any() and (norms < clip).any()
+    weights = np.minimum(1.0, clip / norms)  # one user per client, in client order
+    first = simulate(ALGORITHM, cfg, data, make_sampler(data.n_clients, None), 1, 0, dp=dp)
+    U, V = first.clients.user_factors().copy(), first.server.V.copy()
+    M, mask = dense(data)
+    reference_round(U, V, M, mask, np.arange(data.n_users), cfg, weights=weights)
+    np.testing.assert_allclose(sim.server.V, V, atol=1e-9)
 
 
 @pytest.mark.parametrize("biases", [True, False])
@@ -182,11 +341,13 @@ def test_every_client_every_round_is_centralized_als(biases):
                                    als.history_.column(column)[1:], rtol=1e-10)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", [*MODES, "explicit-item-ridges"])
 def test_the_objective_never_increases_whoever_is_sampled(mode):
-    """Each round minimizes the objective exactly over the sampled rows, then over V."""
+    """Each round minimizes the objective exactly over the sampled rows, then over V (with
+    the item step's own ridge weights too: lam_item, lam_bias)."""
+    params = MODES.get(mode, {**MODES["explicit-biases"], "lam_item": 2.0, "lam_bias": 0.1})
     data = data_of(mode, p=14, seed=4)
-    model = FedALS(**MODES[mode], rounds=12, sampling="bernoulli", participation=0.3,
+    model = FedALS(**params, rounds=12, sampling="bernoulli", participation=0.3,
                    random_state=1).fit(data)
     obj = model.history_.column("objective")
     assert np.all(np.diff(obj[1:]) <= 1e-12 * obj[1:-1])

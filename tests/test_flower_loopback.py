@@ -31,7 +31,9 @@ from fedmc.flower.wire import (  # noqa: E402
     unpack_sums,
     unpack_uploads,
 )
+from fedmc.model import load_model  # noqa: E402
 from fedmc.run.data import DataSettings  # noqa: E402
+from fedmc.run.evaluation import evaluate_model, held_out_split  # noqa: E402
 from fedmc.run.runner import RunResult, execute  # noqa: E402
 from fedmc.run.settings import RunSettings  # noqa: E402
 from fedmc.testing import FEDERATION_COLUMNS, assert_same_history, client_ids  # noqa: E402
@@ -42,10 +44,13 @@ PARAMS = {"rank": 3}
 QUANTUM = 2.0**-26  # a secure sum's error per entry and client, relative (flower/secagg.py)
 
 
-def settings_for(algorithm: str, folder: Path, clients: int = 5) -> DataSettings:
+def settings_for(algorithm: str, folder: Path, clients: int = 5,
+                 implicit: bool = False) -> DataSettings:
     if algorithm.startswith("felb"):
         return DataSettings(dataset=SYNTHETIC, rows=60, clients=clients, seed=1)
-    return data_settings(ratings_file(folder, users=60), clients=clients)
+    settings = data_settings(ratings_file(folder, users=60), clients=clients)
+    return DataSettings(**{**settings.model_dump(), "normalize": None, "implicit": True}) \
+        if implicit else settings
 
 
 def out_files(folder: Path) -> tuple[dict[str, np.ndarray], list[dict]]:
@@ -72,7 +77,11 @@ def assert_within_quantization(model: dict[str, np.ndarray], reference: RunResul
 # metrics with both (docs/federation.md, "Secure aggregation: scaling and precision").
 SECURE_CASES = {"fedmc-admm": ("fedmc-admm", {}, True), "fedmavg": ("fedmavg", {}, True),
                 "rfrec-gd": ("rfrec", {"optimizer": "gd"}, True),
-                "rfrec-adam": ("rfrec", {}, False), "felb": ("felb", {}, True)}
+                "rfrec-adam": ("rfrec", {}, False), "felb": ("felb", {}, True),
+                "fedals": ("fedals", {}, True),
+                "fedals-implicit": ("fedals", {"implicit": True}, True),
+                "fedals-fresh": ("fedals", {"sums": "fresh", "memory": 0.5, "max_items": 4},
+                                 True)}
 
 
 @pytest.mark.parametrize(("algorithm", "params", "model_bound"), SECURE_CASES.values(),
@@ -81,7 +90,8 @@ def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model
     """No client is lost (FedMAvg's and RFRec's clients that compute without uploading
     included) and every metric and the model agree with the simulation to the quantization's
     precision."""
-    settings, params = settings_for(algorithm, tmp_path), {**PARAMS, **params}
+    settings = settings_for(algorithm, tmp_path, implicit=params.get("implicit", False))
+    params = {**PARAMS, **params}
     run = RunSettings(rounds=4, active=3, seed=0, algorithm=algorithm)
     history = loopback_federation(tmp_path, settings,
                                   FederatedRun.of(run, params, secagg=True, out=Path("out")))
@@ -93,6 +103,13 @@ def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model
     if model_bound:
         assert_within_quantization(model, reference, run.rounds, 5)
     assert not [e for e in events if e["event"] in ("refused", "failed", "skipped")]
+    if params.get("implicit"):  # fedmc evaluate ranks the federation's model as the run's
+        published = load_model(tmp_path / "out")
+        data = json.loads((tmp_path / "out" / "config.json").read_text())["data"]
+        held = held_out_split(published, data)
+        assert held.implicit
+        got, expected = (evaluate_model(m, held, 10) for m in (published, reference.artifact))
+        assert got["ndcg@10"] == pytest.approx(expected["ndcg@10"], abs=1e-9)
 
 
 def poison(client: int, value: float = np.nan):

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from fedmc.algorithms.registry import DP_OPTIONS, PAPER_OPTIONS, SPECS
+from fedmc.algorithms.registry import DP_OPTIONS, IMPLICIT, PAPER_OPTIONS, SPECS
 from fedmc.cli import resolve_options, run
 from fedmc.core.scale import Normalizer
 from fedmc.data.registry import rating_scale
@@ -90,6 +90,23 @@ def test_a_dp_budget_alone_picks_its_tuned_settings(epsilon):
     assert settings.rounds == expected["rounds"] and settings.sampling == "bernoulli"
     assert params["offset"] == "item-bias" and params["offset_lam"] == expected["offset_lam"]
     assert {"dp_clip", "rounds", "offset_lam", "normalize"} <= set(settings.defaulted)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 3.0, 8.0])
+@pytest.mark.parametrize("algorithm", ["fedals", "item-bias"])
+@pytest.mark.parametrize("implicit", [False, True])
+def test_a_run_on_interactions_takes_the_settings_tuned_for_them(algorithm, implicit, epsilon):
+    """``--implicit`` picks the partition's ``+implicit`` variants, ratings the plain ones."""
+    tuned = SPECS[algorithm].dp_variants["user" + IMPLICIT if implicit else "user"]
+    expected = tuned[max([b for b in tuned if b <= epsilon], default=min(tuned))]
+    assert SPECS[algorithm].dp_variant("user", epsilon, implicit) is expected
+    settings, _, params = resolve_options(_options(dataset="ml-1m", algorithm=algorithm,
+                                                   implicit=implicit, dp_epsilon=epsilon))
+    assert settings.user_dp_clip == expected["dp_clip"]
+    assert settings.rounds == expected.get("rounds", settings.rounds)
+    for name in expected.keys() & params.keys():
+        assert params[name] == expected[name], name
+    assert {"dp_clip", *(expected.keys() & params.keys())} <= set(settings.defaulted)
 
 
 def test_dp_variants_name_real_settings_that_validate():

@@ -9,6 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
+from fedmc.algorithms.fedals import ALGORITHM as FEDALS
 from fedmc.algorithms.fedmavg import ALGORITHM as FEDMAVG
 from fedmc.algorithms.fedmc_admm import RATED
 from fedmc.federation.loop import run_rounds, streams
@@ -21,7 +22,12 @@ from tests.conftest import tiny_federated
 CASES = [(RATED, {"rank": 2, "consensus": "rated"}, BatchedClients, None),
          (FEDMAVG, {"rank": 2}, PerClientClients, None),
          (RATED, {"rank": 2, "consensus": "rated"}, BatchedClients,
-          UserDP(clip=0.5, noise=0.8))]  # a private run: secret noise, resumed all the same
+          UserDP(clip=0.5, noise=0.8)),  # a private run: secret noise, resumed all the same
+         # federated ALS: the running sums and each client's rows of its last upload; fresh
+         # sums averaged over rounds (memory), each user's own draw of its items (max_items)
+         (FEDALS, {"rank": 2}, BatchedClients, None),
+         (FEDALS, {"rank": 2, "sums": "fresh", "memory": 0.5, "max_items": 3}, BatchedClients,
+          UserDP(clip=0.5, noise=0.8))]
 
 
 def run(algorithm, cfg, data, population, dp, rounds, checkpoint=None, resume=None):
@@ -37,7 +43,8 @@ def run(algorithm, cfg, data, population, dp, rounds, checkpoint=None, resume=No
 
 
 @pytest.mark.parametrize(("algorithm", "params", "population", "dp"), CASES,
-                         ids=["rated", "fedmavg-per-client", "rated-private"])
+                         ids=["rated", "fedmavg-per-client", "rated-private", "fedals",
+                              "fedals-fresh-private"])
 def test_a_resumed_run_ends_as_the_uninterrupted_one(algorithm, params, population, dp):
     data = tiny_federated(m=15, n=8, p=15, density=0.45, seed=4)[0]
     cfg = algorithm.Config(**params)

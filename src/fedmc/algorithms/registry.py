@@ -45,6 +45,13 @@ _ADMM_DP = {"consensus": "rated", "weights": "sqrt-items", "dual_init": "zeros",
             "inner": 100, "sampling": "bernoulli", "participation": 0.1,
             "dp_setup_clip": 0.3, "dp_setup_scale": 0.5}
 _BIAS_DP = {"count_scale": 0.3, "lam_user": 3.0, "dp_clip": 0.5}
+_FEDALS_DP = {"sums": "fresh", "active": "all", "sampling": "uniform", "participation": None,
+              "gram_scale": 0.3}
+_FEDALS_RATINGS_DP = {**_FEDALS_DP, "memory": 0.9, "clip": True, "dp_clip": 1.5}
+_FEDALS_CLICKS_DP = {**_FEDALS_DP, "rounds": 8, "memory": 0.85, "lam_item": 10.0, "dp_clip": 1.0}
+IMPLICIT = "+implicit"
+"""The suffix of a partition's name under which ``dp_variants`` holds the settings tuned for
+interactions (``--implicit``)."""
 
 
 def load(reference: str) -> Any:
@@ -82,9 +89,14 @@ class AlgorithmSpec:
     dp_variants
         By partition, then by the budget they were tuned for: settings a run with user-level
         DP at that budget takes where the user set none of them (``Config`` fields,
-        :data:`PAPER_OPTIONS` and :data:`DP_OPTIONS`; :meth:`dp_variant`).
+        :data:`PAPER_OPTIONS` and :data:`DP_OPTIONS`; :meth:`dp_variant`); a run on
+        interactions (``--implicit``) takes those of the partition's name plus
+        :data:`IMPLICIT` instead.
     audit
         Its target of the privacy audit (:mod:`fedmc.audit.run`), None when it has none.
+    interactions
+        The ``Config`` settings with which it fits interactions (``--implicit``, implicit
+        feedback: :func:`fedmc.run.data.implicit_params`); empty when it fits only ratings.
     data_kind
         ``"ratings"`` or ``"boolean"``.
     """
@@ -99,6 +111,7 @@ class AlgorithmSpec:
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     dp_variants: Mapping[str, Mapping[float, Mapping[str, Any]]] = field(default_factory=dict)
     audit: str | None = None
+    interactions: Mapping[str, Any] = field(default_factory=dict)
     data_kind: str = "ratings"
 
     @property
@@ -145,11 +158,12 @@ class AlgorithmSpec:
             U[t] = one(cfg, V, R.indices[q].astype(np.int64), R.values[q])
         return U
 
-    def dp_variant(self, partition: str, epsilon: float) -> Mapping[str, Any]:
-        """The settings tuned for a run under ``partition`` at budget ``epsilon``: those of
-        the largest tuned budget at most ``epsilon`` (the smallest one's below all of them);
-        empty when none were tuned."""
-        tuned = self.dp_variants.get(partition, {})
+    def dp_variant(self, partition: str, epsilon: float,
+                   implicit: bool = False) -> Mapping[str, Any]:
+        """The settings tuned for a run under ``partition`` (on interactions: ``partition +
+        IMPLICIT``) at budget ``epsilon``: those of the largest tuned budget at most
+        ``epsilon`` (the smallest one's below all of them); empty when none were tuned."""
+        tuned = self.dp_variants.get(partition + IMPLICIT if implicit else partition, {})
         if not tuned:
             return {}
         below = [b for b in sorted(tuned) if b <= epsilon]
@@ -224,7 +238,24 @@ _SPECS = [
         "fedals", "fedmc.algorithms.fedals.config:FedALSConfig",
         "fedmc.algorithms.fedals:ALGORITHM", fold_in="fedmc.algorithms.fedals.fold_in:fold_in",
         paper_settings={**_ONE_USER_PER_CLIENT, "rounds": 100},
-        variants={"user": {"sampling": "bernoulli", "participation": 0.1}}),
+        variants={"user": {"sampling": "bernoulli", "participation": 0.1}},
+        # Tuned for user-level DP on validation cuts of ML-1M's training ratings (below
+        # epsilon 8 the factors add less than their noise: rank 2, shrunk hard, and the item
+        # biases' ridge grows with the noise) and interactions (epsilon 8's settings were
+        # also the best tried at 2 and 4); benchmarks/README.md, "Federated ALS under
+        # user-level DP".
+        dp_variants={"user": {1.0: {**_FEDALS_RATINGS_DP, "rounds": 2, "rank": 2,
+                                    "lam_item": 300.0, "lam_bias": 60.0},
+                              2.0: {**_FEDALS_RATINGS_DP, "rounds": 3, "rank": 2,
+                                    "lam_item": 300.0, "lam_bias": 25.0},
+                              4.0: {**_FEDALS_RATINGS_DP, "rounds": 3, "rank": 2,
+                                    "lam_item": 100.0, "lam_bias": 10.0},
+                              8.0: {**_FEDALS_RATINGS_DP, "rounds": 8, "lam_item": 30.0,
+                                    "lam_bias": 8.0}},
+                     "user" + IMPLICIT: {1.0: {**_FEDALS_CLICKS_DP, "rounds": 3,
+                                               "lam_item": 60.0},
+                                         2.0: _FEDALS_CLICKS_DP, 8.0: _FEDALS_CLICKS_DP}},
+        audit="fedmc.audit.run:FedALSTarget", interactions={"implicit": True}),
     AlgorithmSpec(
         # The DP baseline: one user per client, one set-up exchange answered by everyone.
         "item-bias", "fedmc.algorithms.item_bias.config:ItemBiasConfig",
@@ -232,10 +263,15 @@ _SPECS = [
         fold_in="fedmc.algorithms.item_bias.fold_in:fold_in",
         fold_in_rows="fedmc.algorithms.item_bias.fold_in:fold_in_rows",
         paper_settings={**_ONE_USER_PER_CLIENT, "rounds": 0},
+        # Of interactions, the counts alone: the (DP) popularity list.
+        interactions={"signal": "counts"},
         dp_variants={"user": {1.0: {**_BIAS_DP, "lam_item": 8.0, "dp_clip": 0.3},
                               2.0: {**_BIAS_DP, "lam_item": 4.0},
                               4.0: {**_BIAS_DP, "lam_item": 2.0},
-                              8.0: {**_BIAS_DP, "lam_item": 1.0}}}),
+                              8.0: {**_BIAS_DP, "lam_item": 1.0}},
+                     # the popularity list: every client's weighted counts have norm
+                     # count_scale, the clip (nothing clipped, nothing of it unused)
+                     "user" + IMPLICIT: {1.0: {"count_scale": 0.3, "dp_clip": 0.3}}}),
 ]
 SPECS: dict[str, AlgorithmSpec] = {spec.name: spec for spec in _SPECS}
 

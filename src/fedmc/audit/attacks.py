@@ -39,6 +39,7 @@ from scipy.sparse import csgraph
 from fedmc.algorithms.fedmavg.config import ModelAveragingConfig
 from fedmc.algorithms.rfrec.client import ADAM_EPS
 from fedmc.audit.boundary import BoundaryRecord
+from fedmc.core.uploads import svec_pairs
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,21 @@ def parallel_groups(rows: np.ndarray, tol: float = 1e-8, least: int = 3) -> list
     return sorted((g for g in groups if len(g) >= least), key=len, reverse=True)
 
 
+def equal_groups(rows: np.ndarray, tol: float = 1e-9, least: int = 3) -> list[np.ndarray]:
+    """The groups of at least ``least`` equal rows (to ``tol`` times the largest entry),
+    largest first. In a cohort's sum of federated ALS's statistics, a member's exclusive items
+    carry the same packed part ``svec(x x^T)``, and a row several members' rows add up to
+    equals none of them (:class:`fedmc.audit.run.FedALSTarget`; :func:`parallel_groups` is
+    too loose here: the members' first ``x`` may all lie near one direction)."""
+    scale = float(np.abs(rows).max(initial=0.0))
+    if scale == 0.0:
+        return []
+    _, label, count = np.unique(np.round(rows / (tol * scale)), axis=0, return_inverse=True,
+                                return_counts=True)
+    groups = [np.flatnonzero(label.ravel() == k) for k in np.flatnonzero(count >= least)]
+    return sorted(groups, key=len, reverse=True)
+
+
 @dataclass(frozen=True)
 class Group:
     """One member's rows split from a cohort's sum (:func:`parallel_groups`): the cohort's
@@ -357,6 +373,68 @@ def decode_fedmavg(rows: np.ndarray, V: np.ndarray, factor: float | None, steps:
         rho = np.sqrt(rho2) * np.linspace(0.99, 1.01, 2001)
         best = _best_scale(ratings, np.concatenate([rho, -rho]), grid)[0]
     return _nearest(ratings(np.array([best]))[0], grid), best * w
+
+
+def outer_factor(rows: np.ndarray, removed: np.ndarray | None = None, scale: float = 1.0,
+                 ) -> tuple[np.ndarray, float]:
+    """``x`` (up to sign) with ``x x^T`` the mean packed part of federated ALS's ``rows``
+    (divided by ``scale``) plus ``removed`` (:func:`decode_statistics`), and that matrix's
+    second largest eigenvalue magnitude over its largest: 0 when it is one user's ``x x^T``,
+    not when it sums several users' (a row on an item several members of a cohort rated)."""
+    d = int(round((np.sqrt(8 * rows.shape[1] + 9) - 3) / 2))  # width = d (d + 1) / 2 + d
+    r, c, coef = svec_pairs(d)
+    A = np.zeros((d, d))
+    A[r, c] = rows[:, : len(r)].mean(axis=0) / (coef * scale)
+    A = A + np.triu(A, 1).T + (0.0 if removed is None else removed)
+    w, Q = np.linalg.eigh(A)
+    magnitudes = np.sort(np.abs(w))
+    ratio = magnitudes[-2] / magnitudes[-1] if d > 1 and magnitudes[-1] > 0 else 0.0
+    return np.sqrt(max(w[-1], 0.0)) * Q[:, -1], float(ratio)
+
+
+def decode_statistics(rows: np.ndarray, grid: np.ndarray, carrier: int | None = None,
+                      removed: np.ndarray | None = None, scale: float = 1.0,
+                      shift: Callable[[np.ndarray, np.ndarray], float] | None = None,
+                      ) -> np.ndarray:
+    """Ratings (normalized, on the sorted ``grid``) of one user from its rows of federated
+    ALS's item-step statistics, ``[svec(x x^T - E) | (m_j - h) x - c_j]`` on each rated item
+    ``j`` (:class:`fedmc.core.uploads.OuterRows`; ``x``: the user's item-step vector, ``h``
+    its bias, ``E`` and ``c_j`` what the rows of an earlier upload took away).
+
+    Every row's packed part (divided by ``scale``, the ``gram_scale`` it was sent with) is the
+    same: their mean plus ``removed`` (``E``) is ``x x^T``, so ``x`` is its top eigenvector
+    times the root of its eigenvalue, up to sign. Then:
+
+    * ``carrier`` (the position in ``x`` of the all-ones column that carries the item bias;
+      with biases) fixes the sign (``x[carrier] = 1``);
+    * with ``removed`` (a client's first change after a set-up exchange: the set-up rows
+      were those of ``x_0 = e``, the carrier's unit vector, ``E = e e^T``, ``c_j = m_j e``),
+      each row's right-hand side is ``a x + b e`` with ``b = -m_j``: the ratings exactly;
+    * else the right-hand sides are ``(m_j - h) x``: ``d_j = m_j - h`` exactly, and ``h`` is
+      ``shift(x, d)`` (the user step's closed form, where the caller has one), or the shift
+      that puts every ``d_j + h`` nearest the grid (each candidate puts one ``d_j`` on a grid
+      value; a user whose ratings all fit the grid one step higher is ambiguous), or without
+      a carrier (``h = 0``) the sign that does.
+    """
+    x, _ = outer_factor(rows, removed, scale)
+    d = len(x)
+    if carrier is not None and x[carrier] < 0:
+        x = -x
+    rhs = rows[:, d * (d + 1) // 2:]
+    if removed is not None:
+        e = np.zeros(d)
+        e[carrier] = 1.0
+        coefs = np.linalg.lstsq(np.column_stack([x, e]), rhs.T, rcond=None)[0]
+        return _nearest(-coefs[1], grid)
+    y = rhs @ x / max(x @ x, np.finfo(float).tiny)
+    if shift is not None:
+        return _nearest(y + shift(x, y), grid)
+    if carrier is None:
+        m = np.stack([y, -y])
+    else:
+        shifts = np.unique((grid[:, None] - y[None, :]).ravel())
+        m = y[None, :] + shifts[:, None]
+    return _nearest(m[int(np.argmin(_grid_costs(m, grid)))], grid)
 
 
 def first_gradients(rows: np.ndarray, alpha: float, adam: bool) -> np.ndarray:

@@ -44,7 +44,7 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
     @app.command()
     def audit(
         algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="fedmc-admm | fedmavg "
-                                               "| rfrec.")] = "fedmc-admm",
+                                               "| rfrec | fedals.")] = "fedmc-admm",
         dataset: Annotated[str | None, typer.Option(help="Named data set (default: the "
                                                     "embedded synthetic set).")] = None,
         ratings: Annotated[Path | None, typer.Option(help="A CSV/TSV/Parquet file of "

@@ -28,6 +28,7 @@ from rich.table import Table
 from fedmc.errors import ConfigError, DataError
 
 EVALUATION_FILE = "evaluation.json"
+COUNTS = ("test_ratings", "test_interactions", "users")
 out = Console()
 
 
@@ -42,7 +43,8 @@ def evaluate(
                                                 "0-based positions of --train and --test.")]
     = None,
     ranking_k: Annotated[int | None, typer.Option(help="Add precision, recall, NDCG, MAP, hit "
-                                                  "rate and coverage at K.")] = None,
+                                                  "rate and coverage at K (default 10 for a run "
+                                                  "on interactions, --implicit).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No table.")] = False,
 ) -> None:
     """Exact test metrics of a run's model: each held-out user folded in from its own
@@ -63,9 +65,14 @@ def evaluate(
         source = {"source": "split"}
     else:
         cols = tuple(int(c) if c.isdigit() else c for c in _columns(columns) or ()) or None
+        data = _run_data(run_dir) if (run_dir / "config.json").exists() else {}
         held = held_out_files(model, load_ratings_file(train, columns=cols),
-                              load_ratings_file(test, columns=cols))
+                              load_ratings_file(test, columns=cols),
+                              bool(data.get("implicit")) or model.implicit,
+                              data.get("implicit_threshold"))
         source = {"source": "files", "train": str(train), "test": str(test)}
+    if ranking_k is None and held.implicit:  # interactions are judged by ranking
+        ranking_k = 10
     metrics = evaluate_model(model, held, ranking_k)
     report = {**metrics, "ranking_k": ranking_k, **held.notes, **source,
               "algorithm": model.algorithm, "private": False}
@@ -76,8 +83,7 @@ def evaluate(
         table.add_column("metric")
         table.add_column("value", justify="right")
         for key, value in metrics.items():
-            table.add_row(key, f"{value:.4f}" if key not in ("test_ratings", "users")
-                          else f"{value:,.0f}")
+            table.add_row(key, f"{value:,.0f}" if key in COUNTS else f"{value:.4f}")
         out.print(table)
     typer.echo(f"wrote {run_dir / EVALUATION_FILE}", err=True)
 

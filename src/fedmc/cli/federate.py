@@ -32,13 +32,12 @@ federate_app = typer.Typer(no_args_is_help=True, add_completion=False,
                            pretty_exceptions_enable=False)
 SPLIT_OPTIONS = ("dataset", "ratings", "columns", "data_dir", "duplicates", "normalize",
                  "rating_scale", "split", "test_fraction", "clients", "partition", "seed", "binary",
-                 "binarize", "noise")
+                 "binarize", "noise", "implicit", "implicit_threshold")
 FLOWER = "Federation"
 # fedmc run's options a federation does not take: its own --out, a split given as two files,
-# the ranking evaluation and saving the user factors (they stay on the nodes); implicit
-# feedback (fedals runs in simulation only for now)
-RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors", "implicit",
-            "implicit_threshold")
+# the ranking evaluation and saving the user factors (they stay on the nodes; fedmc evaluate
+# ranks with the published model)
+RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors")
 NOTED = ("refused", "failed", "skipped", "claim refused")  # told on stderr
 
 
@@ -69,6 +68,9 @@ def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., 
                                             "schedule": schedule.model_dump_json(),
                                             **({"algorithm": "felb"} if manifest.kind
                                                == "boolean" else {}),
+                                            **({"algorithm": "fedals", "params": json.dumps(
+                                                {"implicit": True})}
+                                               if data_settings.implicit else {}),
                                             "manifest": str(out / "manifest.json"),
                                             "run-key": uuid.uuid4().hex})
         typer.echo(f"wrote {out}/manifest.json, {manifest.n_clients} clients' files under "
@@ -127,12 +129,15 @@ def _local(settings: tuple[Any, Any, dict[str, Any]], kw: dict[str, Any],
     folder claimed (checked, locked, an earlier run refused or, with ``--overwrite``,
     removed) before anything starts; the deployment checks the rest against the data before
     its first process starts."""
+    from fedmc.algorithms.registry import spec
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.flower.local import RUN_FILES, run_local
     from fedmc.flower.settings import FederatedRun
+    from fedmc.run.data import implicit_params
     from fedmc.run.folder import RunFolder
 
     run_settings, data_settings, params = settings
+    params = implicit_params(spec(run_settings.algorithm), params, data_settings)
     run = FederatedRun.of(run_settings, params, secagg=kw["secagg"], timeout=kw["timeout"])
     run.config()
     run.privacy()  # the settings that need no data, before anything is written

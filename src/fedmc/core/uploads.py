@@ -52,6 +52,11 @@ class RowPatch:
         """Numbers in one stored row."""
         return int(np.prod(self.values.shape[1:], dtype=np.int64))
 
+    def squared_norms(self) -> np.ndarray:
+        """The squared L2 norm of every stored row."""
+        values = self.values.reshape(len(self.index), -1)
+        return np.einsum("qe,qe->q", values, values)
+
     def add_to(self, flat: np.ndarray, weights: np.ndarray) -> None:
         """``flat[index[q]] += weights[k] values[q]`` for the rows ``q`` of every client ``k``
         (``flat``: the summed array as ``(rows, width)``)."""
@@ -80,10 +85,11 @@ class OuterRows:
 
     over the group's terms ``q`` in ``term_ptr[g]:term_ptr[g+1]`` (``svec``:
     :func:`svec_pairs`; ``d`` = the vectors' length, ``width = d (d + 1) / 2 + d``). A row is
-    what a client holding those terms sends (:attr:`values` forms the rows, and their L2
-    norms are the rows' true norms); the batch keeps a term as three numbers and a reference to
-    a shared vector instead of a row of ``width`` numbers, and :meth:`add_to` adds the terms
-    straight into the sum, so a cohort's uploads cost memory by their terms, not their rows.
+    what a client holding those terms sends (:attr:`values` forms the rows;
+    :meth:`squared_norms` gives their true norms without forming them); the batch keeps a
+    term as three numbers and a reference to a shared vector instead of a row of ``width``
+    numbers, and :meth:`add_to` adds the terms straight into the sum, so a cohort's uploads
+    cost memory by their terms, not their rows.
     """
 
     ptr: np.ndarray  # int64, s + 1: groups of each client
@@ -111,6 +117,14 @@ class OuterRows:
         every access)."""
         out = np.zeros((len(self.index), self.width))
         _outer_rows(out, self.term_ptr, self.vec, self.a, self.b, self.vectors)
+        return out
+
+    def squared_norms(self) -> np.ndarray:
+        """The squared L2 norm of every row, from the terms without forming the rows:
+        ``||svec(sum_q a_q x_q x_q^T)||^2 + ||sum_q b_q x_q||^2 = sum_{q,p} (a_q a_p
+        (x_q . x_p)^2 + b_q b_p (x_q . x_p))`` (``svec`` is an isometry)."""
+        out = np.empty(len(self.index))
+        _outer_squared_norms(out, self.term_ptr, self.vec, self.a, self.b, self.vectors)
         return out
 
     def add_to(self, flat: np.ndarray, weights: np.ndarray) -> None:
@@ -229,6 +243,24 @@ def _outer_rows(out, term_ptr, vec, a, b, vectors):
     in parallel over groups."""
     for g in numba.prange(out.shape[0]):
         _add_terms(out[g], term_ptr[g], term_ptr[g + 1], vec, a, b, vectors, 1.0)
+
+
+@numba.njit(cache=True, parallel=True)
+def _outer_squared_norms(out, term_ptr, vec, a, b, vectors):
+    """``out[g]``: the squared norm of group ``g``'s row (:meth:`OuterRows.squared_norms`),
+    in parallel over groups."""
+    d = vectors.shape[1]
+    for g in numba.prange(out.shape[0]):
+        total = 0.0
+        for q in range(term_ptr[g], term_ptr[g + 1]):
+            xq = vectors[vec[q]]
+            for p in range(term_ptr[g], term_ptr[g + 1]):
+                xp = vectors[vec[p]]
+                dot = 0.0
+                for i in range(d):
+                    dot += xq[i] * xp[i]
+                total += a[q] * a[p] * dot * dot + b[q] * b[p] * dot
+        out[g] = total
 
 
 SCATTER_PARTS = 64  # the parallel scatter of OuterRows: parts of the summed rows

@@ -4,8 +4,8 @@
 ``c``, ``DIR/clients/client-C.csv`` (its users' training ratings) and, when it has any,
 ``DIR/clients/client-C.test.csv`` (its users' held-out ratings; clients evaluate on their own
 held-out ratings, so the test split travels with them). Columns are ``user,item,rating`` with
-the source's raw ids and ratings. The split, partition and normalization are exactly those of
-``fedmc run`` with the same data settings.
+the source's raw ids and ratings (with ``--implicit``, interactions: strength 1). The split,
+partition and normalization are exactly those of ``fedmc run`` with the same data settings.
 
 Boolean data (Felb's: ``--binary FILE``, ``--binarize T``, ``--dataset synthetic-boolean``)
 are split by rows as ``fedmc run --algorithm felb`` splits them: ``client-C.csv`` holds the
@@ -25,7 +25,14 @@ from fedmc.core.scale import Normalizer
 from fedmc.data.boolean import BooleanFederatedData
 from fedmc.data.federated import CSR, FederatedData
 from fedmc.flower.manifest import Manifest
-from fedmc.run.data import DataSettings, federate, is_boolean, load_boolean_data, load_ratings
+from fedmc.run.data import (
+    DataSettings,
+    as_read,
+    federate,
+    is_boolean,
+    load_boolean_data,
+    load_ratings,
+)
 
 HEADER = "user,item,rating\n"
 BOOLEAN_HEADER = "row,cols\n"
@@ -45,7 +52,7 @@ def write_split(settings: DataSettings, out: Path, boolean: bool | None = None) 
     data options decide (:func:`fedmc.run.data.is_boolean`)."""
     if is_boolean(settings) if boolean is None else boolean:
         return _write_boolean_split(load_boolean_data(settings), settings, out)
-    ratings = load_ratings(settings)
+    ratings = as_read(load_ratings(settings), settings)  # interactions with --implicit
     data = federate(ratings, settings)  # what fedmc run trains on (normalized values)
     original = federate(ratings, settings.model_copy(update={"normalize": "none"}))
     del ratings

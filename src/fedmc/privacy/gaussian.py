@@ -33,9 +33,9 @@ def squared_norms(stacked: Stacked) -> np.ndarray:
     rows = stacked.rows
     if rows is not None and len(rows.index):
         owner = np.repeat(np.arange(s), np.diff(rows.ptr))
-        values = rows.values.reshape(len(rows.index), -1)
-        per_row = np.einsum("qe,qe->q", values, values)
+        per_row = rows.squared_norms()  # OuterRows: from their factors, no row formed
         if dense is not None:
+            values = rows.values.reshape(len(rows.index), -1)
             base = dense.reshape(s, dense.shape[1], -1)
             under = base[0][rows.index] if dense.strides[0] == 0 else base[owner, rows.index]
             per_row += 2.0 * np.einsum("qe,qe->q", under, values)

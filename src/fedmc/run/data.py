@@ -8,6 +8,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fedmc.algorithms.registry import SPECS, AlgorithmSpec
 from fedmc.core.scale import NormalizeKind
 from fedmc.data import FederatedData, Ratings, partition_users
 from fedmc.data.interactions import as_interactions
@@ -113,40 +114,44 @@ def federated_data(settings: DataSettings, progress: bool = False,
     ratings of unseen users and items are the notes).
     """
     if settings.train is None and settings.test is None:
-        return federate(_as_read(load_ratings(settings, progress=progress), settings),
+        return federate(as_read(load_ratings(settings, progress=progress), settings),
                         settings), {}
     if settings.train is None or settings.test is None:
         raise ConfigError("give --train and --test together")
     if settings.ratings is not None or settings.dataset is not None:
         raise ConfigError("give either --train/--test or --dataset/--ratings, not both")
     ratings, is_test, dropped = fixed_split(
-        _as_read(_read_file(settings.train, settings), settings),
-        _as_read(_read_file(settings.test, settings), settings))
+        as_read(_read_file(settings.train, settings), settings),
+        as_read(_read_file(settings.test, settings), settings))
     return _federate_split(ratings, is_test, settings), dropped
 
 
-def _as_read(ratings: Ratings, settings: DataSettings) -> Ratings:
+def as_read(ratings: Ratings, settings: DataSettings) -> Ratings:
     """``ratings`` as the run reads them: as they are, or as interactions with ``implicit``."""
     if not settings.implicit:
         return ratings
     return as_interactions(ratings, settings.implicit_threshold)
 
 
-def implicit_params(config: type, params: dict[str, Any],
+def implicit_params(entry: AlgorithmSpec, params: dict[str, Any],
                     settings: DataSettings) -> dict[str, Any]:
-    """The algorithm parameters ``params`` with its ``implicit`` mode set from the data: on for
-    interactions (``settings.implicit``), which only an algorithm with that mode takes (its
-    ``Config`` has an ``implicit`` field); a mode the user set that the data contradict is
-    refused."""
-    has_mode = "implicit" in config.model_fields
+    """The algorithm parameters ``params`` with the settings by which ``entry`` fits
+    interactions (its registry entry's ``interactions``: fedals's implicit mode, item-bias's
+    counts) when the data are interactions (``settings.implicit``); an algorithm without
+    them, a setting the user gave that contradicts them, and an implicit mode without
+    interaction data are refused."""
+    config = entry.Config
     if settings.implicit:
-        if not has_mode:
-            raise ConfigError("--implicit reads interactions, which need an algorithm for "
-                              "implicit feedback (fedals)")
-        if params.get("implicit") is not None and not config(**params).implicit:
-            raise ConfigError("--implicit contradicts implicit=false")
-        return {**params, "implicit": True}
-    if has_mode and config(**params).implicit:
+        if not entry.interactions:
+            names = ", ".join(name for name, s in SPECS.items() if s.interactions)
+            raise ConfigError(f"--implicit reads interactions, which need an algorithm for "
+                              f"implicit feedback ({names})")
+        given = config(**params)
+        for key, value in entry.interactions.items():
+            if params.get(key) is not None and getattr(given, key) != value:
+                raise ConfigError(f"--implicit contradicts {key}={params[key]}")
+        return {**params, **entry.interactions}
+    if "implicit" in config.model_fields and config(**params).implicit:
         raise ConfigError("implicit=true needs interaction data: add --implicit")
     return params
 

@@ -25,6 +25,7 @@ from fedmc.algorithms.registry import spec
 from fedmc.core.factors import predict
 from fedmc.core.ranking import ranking_metrics, ranking_sums
 from fedmc.data.federated import CSR
+from fedmc.data.interactions import as_interactions
 from fedmc.data.ratings import Ratings
 from fedmc.data.vocabulary import IdVocabulary
 from fedmc.errors import DataError
@@ -35,11 +36,13 @@ from fedmc.model.factor_model import FactorModel
 class HeldOut:
     """Users' training ratings (what each folds in from) and held-out ratings: two CSRs with
     one row per user in the same order, columns the model's items, values on the original
-    scale; ``notes`` count what was left out (for the report)."""
+    scale; ``notes`` count what was left out (for the report); ``implicit``: the values are
+    interactions (``fedmc run --implicit``), judged by ranking alone."""
 
     train: CSR
     test: CSR
     notes: dict[str, int] = field(default_factory=dict)
+    implicit: bool = False
 
 
 def evaluate_model(model: FactorModel, held: HeldOut, ranking_k: int | None = None,
@@ -49,8 +52,9 @@ def evaluate_model(model: FactorModel, held: HeldOut, ranking_k: int | None = No
     Returns
     -------
     dict
-        ``test_rmse``, ``test_mae`` (original scale), ``test_ratings``, ``users`` (the rows
-        folded in) and, with ``ranking_k``, the ranking metrics at that cut-off.
+        ``test_rmse``, ``test_mae`` (original scale; not for interactions, whose predictions
+        are preferences, not values), ``test_ratings`` (``test_interactions``), ``users`` (the
+        rows folded in) and, with ``ranking_k``, the ranking metrics at that cut-off.
     """
     norm = model.normalizer
     tr, te = held.train, held.test
@@ -58,13 +62,14 @@ def evaluate_model(model: FactorModel, held: HeldOut, ranking_k: int | None = No
         raise DataError("there are no held-out ratings to evaluate")
     R = CSR(tr.indptr, tr.indices, norm.transform(tr.values))
     U = spec(model.algorithm).fold_in_users(model.config, model.V, R)
-    error = predict(U, model.V, te.rows(), te.indices, norm, model.clip) - te.values
-    out: dict[str, float] = {
-        "test_rmse": float(np.sqrt(np.mean(error**2))),
-        "test_mae": float(np.mean(np.abs(error))),
-        "test_ratings": float(te.nnz),
-        "users": float(len(U)),
-    }
+    out: dict[str, float] = {}
+    if held.implicit:
+        out["test_interactions"] = float(te.nnz)
+    else:
+        error = predict(U, model.V, te.rows(), te.indices, norm, model.clip) - te.values
+        out.update(test_rmse=float(np.sqrt(np.mean(error**2))),
+                   test_mae=float(np.mean(np.abs(error))), test_ratings=float(te.nnz))
+    out["users"] = float(len(U))
     if ranking_k is not None:
         out.update(ranking_metrics(ranking_sums(held, U, model.V, ranking_k), ranking_k))
     return out
@@ -81,10 +86,12 @@ def held_out_split(model: FactorModel, data_config: Mapping[str, Any]) -> HeldOu
     if not np.array_equal(np.asarray(data.item_ids), np.asarray(model.item_ids)):
         raise DataError("the run's data no longer give the model's items (a changed ratings "
                         "file?); evaluate with --train and --test files")
-    return HeldOut(data.train, data.test, {k: int(v) for k, v in notes.items()})
+    return HeldOut(data.train, data.test, {k: int(v) for k, v in notes.items()},
+                   settings.implicit)
 
 
-def held_out_files(model: FactorModel, train: Ratings, test: Ratings) -> HeldOut:
+def held_out_files(model: FactorModel, train: Ratings, test: Ratings,
+                   implicit: bool = False, threshold: float | None = None) -> HeldOut:
     """The users of ``test`` (raw ids), their training ratings from ``train`` and their
     held-out ratings, by the model's items.
 
@@ -92,7 +99,11 @@ def held_out_files(model: FactorModel, train: Ratings, test: Ratings) -> HeldOut
     out and counted in ``notes`` (``test_dropped_unknown_item``, ``train_dropped_unknown_item``);
     training ratings of users without held-out ratings are not needed and are left out too. A
     held-out user without training ratings is folded in from none (the model's item biases).
+    With ``implicit`` both files are read as interactions, as the run read its data
+    (:func:`fedmc.data.interactions.as_interactions` with ``threshold``).
     """
+    if implicit:
+        train, test = as_interactions(train, threshold), as_interactions(test, threshold)
     users = IdVocabulary(np.unique(test.user_ids[test.users]), "user")
     notes = {}
     csrs = []
@@ -102,7 +113,7 @@ def held_out_files(model: FactorModel, train: Ratings, test: Ratings) -> HeldOut
         keep = user_known & item_known
         notes[f"{what}_dropped_unknown_item"] = int(np.count_nonzero(user_known & ~item_known))
         csrs.append(_csr(row[keep], col[keep], r.values[keep], len(users)))
-    return HeldOut(*csrs, notes)
+    return HeldOut(*csrs, notes, implicit)
 
 
 def _csr(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, n_rows: int) -> CSR:

@@ -77,7 +77,7 @@ def execute(
     compiled_before = compile_seconds()
     entry = spec(run.algorithm)
     algo_cls = estimator_class(run.algorithm)
-    params = implicit_params(entry.Config, params, data_settings)
+    params = implicit_params(entry, params, data_settings)
     cfg = entry.Config(**params)  # validate parameters before any loading
     factor_model = issubclass(algo_cls, FactorPredictions)
     if not factor_model and (run.ranking_k is not None or run.save_user_factors):

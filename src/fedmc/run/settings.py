@@ -93,7 +93,8 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
     given_active = options.get("active") is not None and "active" not in defaulted
     variants = [entry.variants.get(options["partition"], {})]
     if options.get("dp_epsilon") is not None:
-        variants.append(entry.dp_variant(options["partition"], options["dp_epsilon"]))
+        variants.append(entry.dp_variant(options["partition"], options["dp_epsilon"],
+                                         bool(options.get("implicit"))))
     for variant in variants:
         for name, value in variant.items():
             if name == "participation" and given_active:

@@ -14,10 +14,16 @@ needs, are the rows before the step.
 A client's rows start at zero factors (biases zero, the all-ones column set), whose
 implicit statistics are zero; with biases they are not (the bias carrier is 1), and a set-up
 exchange uploads them once.
+
+For user-level DP (``docs/fedals.md``) a client may instead upload its whole statistics each
+round it takes part in (``sums="fresh"``), and contribute at most ``max_items`` of each user's
+ratings to them (:func:`contributed`), its packed Gram parts ``svec(S_j)`` times
+``gram_scale``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -29,6 +35,7 @@ from fedmc.algorithms.fedals.kernels import (
     group_counts,
     implicit_losses,
     item_terms,
+    kept_entries,
     user_solves,
 )
 from fedmc.core.factors import error_sums
@@ -43,23 +50,40 @@ STATS = "stats"  # rows [svec(S_j) | b_j] of the rated items (and the Gramian's 
 
 @dataclass
 class ClientState:
-    """The user rows ``U`` of a batch of clients, and whether each client holds one user."""
+    """The user rows ``U`` of a batch of clients, whether each client holds one user, and,
+    with ``max_items``, the shard with only the ratings its users contribute to the item
+    step (:func:`contributed`; None: all of them)."""
 
     U: np.ndarray
     one_user: bool
+    contributed: FederatedData | None = None
 
 
 def init_clients(cfg: FedALSConfig, shard: FederatedData, draws: InitialDraws,
                  info: FederationInfo) -> ClientState:
-    """Zero user factors (biases zero, the all-ones column set); implicit feedback needs
-    interaction strengths ``>= 0``."""
+    """Zero user factors (biases zero, the all-ones column set) and, with ``max_items``,
+    the ratings each user contributes (its own random key, ``draws.rows["key"]``);
+    implicit feedback needs interaction strengths ``>= 0``."""
     if cfg.implicit and shard.train.nnz and shard.train.values.min() < 0:
         raise ConfigError("implicit feedback takes interaction strengths >= 0; these values "
                           "are negative (normalized ratings?): read ratings as interactions "
                           "with --implicit")
     U = np.zeros((shard.n_users, cfg.layout.width))
     cfg.layout.project_u(U)
-    return ClientState(U, bool(np.all(np.diff(shard.client_ptr) == 1)))
+    subset = None if cfg.max_items is None else contributed(shard, draws.rows["key"],
+                                                            cfg.max_items)
+    return ClientState(U, bool(np.all(np.diff(shard.client_ptr) == 1)), subset)
+
+
+def contributed(shard: FederatedData, keys: np.ndarray, k: int) -> FederatedData:
+    """``shard`` with at most ``k`` training ratings per user: a uniform draw from the user's
+    own ratings, made from its key alone (:func:`~fedmc.algorithms.fedals.kernels.
+    kept_entries`), in their stored order."""
+    tr = shard.train
+    keep = np.zeros(tr.nnz, dtype=bool)
+    kept_entries(tr.indptr, tr.indices, np.asarray(keys, dtype=np.int64), k, keep)
+    indptr = np.concatenate(([0], np.cumsum(keep)))[tr.indptr].astype(np.int64)
+    return dataclasses.replace(shard, train=CSR(indptr, tr.indices[keep], tr.values[keep]))
 
 
 def user_step(cfg: FedALSConfig, R: CSR, rows: np.ndarray, U: np.ndarray,
@@ -86,38 +110,43 @@ def client_rows(client_ptr: np.ndarray, clients: np.ndarray) -> tuple[np.ndarray
 
 def client_step(cfg: FedALSConfig, shard: FederatedData, state: ClientState, msg: Message,
                 compute: np.ndarray, upload: np.ndarray) -> tuple[ClientState, Uploads]:
-    """A round: the user step against ``V^k``, then the change of the statistics; set-up:
-    the statistics of the initial rows. Every client that computes uploads (``compute``
-    equals ``upload``)."""
+    """A round: the user step against ``V^k`` (on all the users' ratings), then the change
+    of the statistics (``sums="running"``) or the statistics themselves (``"fresh"``) of the
+    contributed ratings; set-up: the statistics of the initial rows. Every client that
+    computes uploads (``compute`` equals ``upload``)."""
     V = msg.arrays["V"]
     setup = msg.phase == "setup"
-    tr = shard.train
     rows, row_start = client_rows(shard.client_ptr, compute)
     free_v = cfg.free_v
     fixed_v = np.flatnonzero(~cfg.layout.free_mask_v())
     old = state.U[rows]
     if not setup:
-        user_step(cfg, tr, rows, state.U, V)
+        user_step(cfg, shard.train, rows, state.U, V)
     new = state.U[rows]
     n_rows = len(rows)
-    both = np.concatenate([new, old]) if not setup else new
+    change = not setup and cfg.sums == "running"  # else the statistics of the new rows
+    both = np.concatenate([new, old]) if change else new
+    source = shard if state.contributed is None else state.contributed
+    tr = source.train
     if state.one_user:  # the user CSR serves: no item-major layout is built
         none = np.zeros(0, dtype=np.int64)
         groups = (none, none.astype(np.int32), none, none.astype(np.int32), np.zeros(0))
     else:
-        im = shard.item_major
+        im = source.item_major
         groups = (im.client_ptr, im.item, im.ptr, im.row, im.values)
     gram_row = V.shape[0] if cfg.implicit else -1
     ptr, term_ptr = group_counts(compute, shard.client_ptr, tr.indptr, groups[0], groups[2],
-                                 state.one_user, 1 if setup else 2, gram_row >= 0)
+                                 state.one_user, 2 if change else 1, gram_row >= 0)
     index = np.empty(len(term_ptr) - 1, dtype=np.int64)
     vec = np.empty(term_ptr[-1], dtype=np.int64)
     a, b = np.empty(term_ptr[-1]), np.empty(term_ptr[-1])
     item_terms(compute, shard.client_ptr, row_start, tr.indptr, tr.indices, tr.values,
                *groups, state.one_user,
                np.ascontiguousarray(both[:, fixed_v]), np.ascontiguousarray(V[:, fixed_v]),
-               n_rows, cfg.alpha, cfg.implicit, not setup, gram_row, ptr, term_ptr, index, vec,
+               n_rows, cfg.alpha, cfg.implicit, change, gram_row, ptr, term_ptr, index, vec,
                a, b)
+    if cfg.gram_scale != 1.0:  # the svec part sent times gram_scale (the server divides)
+        a *= cfg.gram_scale
     stats = OuterRows(ptr, index, term_ptr, vec, a, b, np.ascontiguousarray(both[:, free_v]))
     return state, {STATS: Stacked(upload_shape(cfg, V.shape[0]), rows=stats)}
 

@@ -7,7 +7,7 @@ mode (biases with implicit feedback) is refused.
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -31,6 +31,11 @@ class FedALSConfig(FactorConfig):
     strength ``r >= 0``, preference ``p = [r > 0]`` with confidence ``c = 1 + alpha r`` and
     every item a user did not interact with a zero of confidence 1 (Hu, Koren and Volinsky
     2008, Eq. (1)-(3)).
+
+    ``sums`` and ``max_items`` shape the uploads for user-level DP (``docs/fedals.md``, "User-
+    level DP"): ``sums="fresh"`` carries no round's noise whole into the next (``memory``
+    averages the rounds' sums instead), ``max_items`` bounds how many items one user's upload
+    spreads its clip norm over.
     """
 
     implicit: bool = Field(False, description="implicit feedback (interactions) instead of "
@@ -40,9 +45,31 @@ class FedALSConfig(FactorConfig):
                                 "ratings; implicit feedback has none)")
     lam: float | None = Field(None, gt=0, description="ridge weight lambda of every user and "
                               "item row (default: 10 explicit, 50 implicit)")
+    lam_item: float | None = Field(None, gt=0, description="ridge weight of the item step "
+                                   "(default: lam); user-level DP's clipped, noised sums "
+                                   "want their own")
+    lam_bias: float | None = Field(None, gt=0, description="ridge weight of the item biases "
+                                   "in the item step (default: lam_item)")
     alpha: float = Field(2.0, ge=0, description="confidence c = 1 + alpha r of an interaction "
                          "of strength r (implicit only)")
     init_scale: float = Field(0.1, ge=0, description="V^0 uniform on [0, init_scale]")
+    sums: Literal["running", "fresh"] = Field(
+        "running", description="running: a client uploads the change of its statistics and "
+        "the server keeps the sums of every client's latest ones (exact ALS); fresh: the "
+        "sampled clients upload their whole statistics and the server solves from that "
+        "round's sum alone (user-level DP: no round's noise carried into the next)")
+    memory: float = Field(
+        0.0, ge=0, lt=1, description="fresh sums: the server solves from the mean of every "
+        "round's sums so far, each earlier round weighted memory times the next (0: the "
+        "round's alone)")
+    gram_scale: float = Field(
+        1.0, gt=0, description="the packed Gram parts svec(S_j) are uploaded times this (the "
+        "server divides it out): under user-level DP it moves noise between them and the "
+        "right-hand sides b_j, as item-bias's count_scale does")
+    max_items: int | None = Field(
+        None, ge=1, description="each user contributes at most this many of its items to "
+        "the item step: a subset drawn once from its own items, uniformly (its user step "
+        "and evaluation use them all)")
 
     @model_validator(mode="before")
     @classmethod
@@ -54,10 +81,24 @@ class FedALSConfig(FactorConfig):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
+        if self.lam_bias is not None and not self.biases:
+            raise ValueError("lam_bias is the item biases' ridge weight: it needs biases")
         if self.implicit and self.biases:
             raise ValueError("implicit feedback has no biases (Hu et al.'s model is u . v); "
                              "leave biases out or set it to false")
+        if self.memory and self.sums != "fresh":
+            raise ValueError("memory averages the rounds' fresh sums: it needs sums=fresh")
         return self
+
+    @property
+    def item_ridge(self) -> np.ndarray:
+        """The item step's ridge weight of each column it solves (:attr:`free_v`):
+        ``lam_item`` (else ``lam``), and ``lam_bias`` (else the same) on the item bias."""
+        lam = self.lam if self.lam_item is None else self.lam_item
+        ridge = np.full(len(self.free_v), lam)
+        if self.layout.biases and self.lam_bias is not None:
+            ridge[-1] = self.lam_bias  # V = [V_factors | 1 | b_item]: the last one solved
+        return ridge
 
     @property
     def free_v(self) -> np.ndarray:

@@ -79,6 +79,37 @@ def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, l
             U[t, free[a]] = x[a]
 
 
+@numba.njit(cache=True, inline="always")
+def _mix(z):
+    """SplitMix64's finalizer of the ``uint64`` ``z``: a bijection whose outputs look
+    independent and uniform for neighbouring inputs."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, parallel=True)
+def kept_entries(indptr, indices, keys, k, keep):
+    """``keep[q]`` for the entries ``q`` of each row ``t`` that it contributes: all of them
+    when it has at most ``k``, else the ``k`` whose items come first in the row's own
+    random order (items ranked by a hash of the row's random ``keys[t]`` and the item, so
+    the ``k`` are a uniform draw from the row's items, and the same on every party that
+    holds the row, whatever the other rows)."""
+    for t in numba.prange(indptr.shape[0] - 1):
+        q0, q1 = indptr[t], indptr[t + 1]
+        if q1 - q0 <= k:
+            for q in range(q0, q1):
+                keep[q] = True
+            continue
+        rank = np.empty(q1 - q0, dtype=np.uint64)
+        key = np.uint64(keys[t])
+        for q in range(q0, q1):
+            rank[q - q0] = _mix(key ^ _mix(np.uint64(indices[q]) + np.uint64(1)))
+        first = np.argsort(rank)
+        for i in range(k):
+            keep[q0 + first[i]] = True
+
+
 @numba.njit(cache=True)
 def group_counts(compute, client_ptr, indptr, g_client, g_ptr, one_user, copies, gram):
     """Groups and terms of the clients ``compute`` (:func:`item_terms`): ``ptr`` (groups of
@@ -211,17 +242,18 @@ def _floored_solve(A, b, floor):
 
 @numba.njit(cache=True, parallel=True)
 def item_solves(total, n_items, gram_row, lam, s_row, s_col, coef, X):
-    """The item step: ``X[j] = (unpack(total[j]) + G + lam I)^{-1} b_j`` for every item ``j``,
-    in parallel over items, where row ``j`` of ``total`` is ``[svec(S_j) | b_j]`` (the summed
-    statistics, :class:`fedmc.core.uploads.OuterRows`) and ``G`` the unpacked Gramian of row
-    ``gram_row`` (none when ``gram_row < 0``).
+    """The item step: ``X[j] = (unpack(total[j]) + G + diag(lam))^{-1} b_j`` for every item
+    ``j``, in parallel over items, where row ``j`` of ``total`` is ``[svec(S_j) | b_j]`` (the
+    summed statistics, :class:`fedmc.core.uploads.OuterRows`), ``G`` the unpacked Gramian of
+    row ``gram_row`` (none when ``gram_row < 0``) and ``lam`` the ridge weight of each column.
 
-    ``S_j + G + lam I`` has every eigenvalue ``>= lam`` when the sums are exact; noise added to
-    them (user-level DP) may break that, and then Cholesky fails (a NaN): that item is solved
-    with the eigenvalues floored at ``lam`` instead (the noisy Gram matrix projected onto the
-    semidefinite cone, plus ``lam I``).
+    ``S_j + G + diag(lam)`` has every eigenvalue ``>= min(lam)`` when the sums are exact;
+    noise added to them (user-level DP) may break that, and then Cholesky fails (a NaN): that
+    item is solved with the eigenvalues floored at ``min(lam)`` instead (the noisy Gram matrix
+    projected onto the semidefinite cone, plus the ridge).
     """
     d = X.shape[1]
+    floor = lam.min()
     n_packed = s_row.shape[0]
     G = np.zeros((d, d))
     if gram_row >= 0:
@@ -232,13 +264,13 @@ def item_solves(total, n_items, gram_row, lam, s_row, s_col, coef, X):
         for e in range(n_packed):
             A[s_row[e], s_col[e]] = total[j, e] / coef[e] + G[s_row[e], s_col[e]]
         for i in range(d):
-            A[i, i] += lam
+            A[i, i] += lam[i]
         x = total[j, n_packed:].copy()
         kept = A.copy()
         cholesky_solve_upper(A, x)
         if not np.all(np.isfinite(x)):
             x[:] = total[j, n_packed:]
-            _floored_solve(kept, x, lam)
+            _floored_solve(kept, x, floor)
         X[j] = x
 
 

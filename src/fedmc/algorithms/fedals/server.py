@@ -13,6 +13,11 @@ half-sweep)
 
 for ``V[j, free]``. Its cost per round is ``O(n d^3)`` for the solves plus the cohort's
 terms, whatever the number of clients.
+
+With ``sums="fresh"`` (user-level DP) the sums it solves from are the round's cohort's
+statistics alone, or with ``memory`` the mean of every round's so far, each earlier round
+weighted ``memory`` times the next (``docs/fedals.md``): the noise of a round is not carried
+whole into the next as running sums carry it.
 """
 
 from __future__ import annotations
@@ -34,18 +39,27 @@ from fedmc.core.uploads import Summed, svec_pairs
 @dataclass
 class ServerState:
     """``V`` ``(n, width)`` item-major, the running statistics (rows of
-    :func:`~fedmc.algorithms.fedals.client.upload_shape`) and ``p``."""
+    :func:`~fedmc.algorithms.fedals.client.upload_shape`) and ``p``; with fresh sums,
+    ``total`` is the rounds' sums weighted by powers of ``memory`` and ``weight`` the sum of
+    those weights."""
 
     V: np.ndarray
     total: np.ndarray
     n_clients: int
+    weight: float = 0.0
 
 
 def draws(cfg: FedALSConfig, info: FederationInfo, rng: np.random.Generator) -> InitialDraws:
     """``V^0`` as the other algorithms and centralized ALS draw it
     (:func:`fedmc.core.factors.uniform_draws`, same seed, same ``V^0``); the clients' initial
-    rows are not random (:func:`~fedmc.algorithms.fedals.client.init_clients`)."""
-    return InitialDraws(server={"V": uniform_draws(cfg, info, rng).server["V"]})
+    rows are not random (:func:`~fedmc.algorithms.fedals.client.init_clients`). With
+    ``max_items``, then a key per user row: the draw of the ratings it contributes."""
+    V = uniform_draws(cfg, info, rng).server["V"]
+    if cfg.max_items is None:
+        return InitialDraws(server={"V": V})
+    # after V^0 (unchanged): each user's key of its contributed ratings (client.contributed)
+    return InitialDraws(server={"V": V},
+                        rows={"key": rng.integers(0, 2**63 - 1, size=info.n_users)})
 
 
 def init_server(cfg: FedALSConfig, info: FederationInfo,
@@ -56,9 +70,10 @@ def init_server(cfg: FedALSConfig, info: FederationInfo,
 
 
 def setup(cfg: FedALSConfig, server: ServerState, info: FederationInfo) -> Message | None:
-    """With biases, every client uploads the statistics of its initial rows (their all-ones
-    bias carrier makes them nonzero); without, they are zero and there is no set-up."""
-    if not cfg.layout.biases:
+    """With biases and running sums, every client uploads the statistics of its initial rows
+    (their all-ones bias carrier makes them nonzero); without biases they are zero, and fresh
+    sums keep nothing from before a round: no set-up."""
+    if not cfg.layout.biases or cfg.sums == "fresh":
         return None
     everyone = np.arange(info.n_clients, dtype=np.int64)
     return Message(0, "setup", everyone, everyone, {"V": server.V})
@@ -74,18 +89,33 @@ def message(cfg: FedALSConfig, server: ServerState, k: int, sampled: np.ndarray,
 
 def server_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
                 msg: Message) -> ServerState:
-    """Add the cohort's summed changes; after a round, the item step (module docstring)."""
-    server.total += summed[STATS]
+    """Add the cohort's summed changes (running sums) or its summed statistics to the
+    earlier rounds' times ``memory`` (fresh sums); after a round, the item step on the
+    running sums or on the weighted mean of the rounds' sums (module docstring)."""
+    if cfg.sums == "fresh":
+        server.total = cfg.memory * server.total + summed[STATS]
+        server.weight = cfg.memory * server.weight + 1.0
+    else:
+        server.total += summed[STATS]
     if msg.phase == "round":
         free = cfg.free_v
         n = server.V.shape[0]
         X = np.empty((n, len(free)))
-        item_solves(server.total, n, n if cfg.implicit else -1, cfg.lam,
+        item_solves(item_sums(cfg, server), n, n if cfg.implicit else -1, cfg.item_ridge,
                     *svec_pairs(len(free)), X)
         V = server.V.copy()
         V[:, free] = X
         server.V = V
     return server
+
+
+def item_sums(cfg: FedALSConfig, server: ServerState) -> np.ndarray:
+    """The sums the item step solves from: the running sums, or the weighted mean of the
+    rounds' fresh sums; their Gram parts divided by ``gram_scale`` (a copy)."""
+    sums = server.total / server.weight if cfg.sums == "fresh" else server.total.copy()
+    d = len(cfg.free_v)
+    sums[:, : d * (d + 1) // 2] /= cfg.gram_scale
+    return sums
 
 
 def upload_shapes(cfg: FedALSConfig, info: FederationInfo) -> dict[str, tuple[int, ...]]:
@@ -109,9 +139,9 @@ def metrics(cfg: FedALSConfig, server: ServerState, sums: Mapping[str, float],
     + lam/2 (||U||^2 + ||V||^2)`` over every (user, item) pair, and its first part as
     ``loss``; ranking metrics are added after training (``--ranking-k``).
     """
-    reg_v = Regularizer("l2", cfg.lam).value(server.V[:, cfg.layout.free_mask_v()])
+    reg_v = 0.5 * float(cfg.item_ridge @ (server.V[:, cfg.free_v] ** 2).sum(axis=0))
     if cfg.implicit:
         return {"objective": 0.5 * sums["loss"] + sums["reg_u"] + reg_v, "loss": sums["loss"]}
-    out = factor_metrics(sums, server.V, info, Regularizer("l2", cfg.lam), cfg.layout)
+    out = factor_metrics(sums, server.V, info, Regularizer("none"), cfg.layout)
     out["objective"] = 0.5 * sums["sse_z"] + sums["reg_u"] + reg_v
     return out

@@ -95,6 +95,10 @@ def model(cfg: ItemBiasConfig, server: ServerState) -> dict[str, np.ndarray]:
 
 def metrics(cfg: ItemBiasConfig, server: ServerState, sums: Mapping[str, float],
             info: FederationInfo) -> dict[str, float]:
-    """Errors of the model (each user's bias folded in) and the ridge objective."""
+    """Errors of the model (each user's bias folded in) and the ridge objective; none for a
+    popularity list (``signal="counts"``: its scores are counts, not ratings, and its lists
+    are judged by ranking metrics)."""
+    if cfg.signal == "counts":
+        return {}
     return factor_metrics(sums, model(cfg, server)["V"], info,
                           Regularizer("l2", cfg.lam_item), cfg.layout)
