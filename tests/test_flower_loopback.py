@@ -145,6 +145,21 @@ def test_a_client_that_uploads_nan_is_left_out_and_the_model_stays_finite(tmp_pa
         e["clients"] == [1] and "not finite" in e["reason"] for e in refused)
 
 
+def test_a_private_run_logs_a_refusal_without_naming_the_client(tmp_path):
+    """Central user-level DP in plain mode: client 1's NaN upload is refused as above, but
+    ``progress.jsonl`` says only that an upload of the round was refused: no client, no
+    reason (it names the client), no time."""
+    settings = settings_for("fedmc-admm", tmp_path).model_copy(update={
+        "partition": "user", "normalize": "public", "rating_scale": (1.0, 5.0)})
+    run = RunSettings(rounds=3, active=None, seed=0, user_dp_epsilon=8.0,
+                      user_dp_clip=0.5)  # every client every round: the sample is secret
+    loopback_federation(tmp_path, settings, FederatedRun.of(run, PARAMS, out=Path("out")),
+                        mods={1: poison(1)})
+    _, events = out_files(tmp_path / "out")
+    refused = [e for e in events if e["event"] == "refused"]
+    assert refused and all(set(e) == {"event", "exchange", "round"} for e in refused)
+
+
 def test_uploads_of_the_wrong_shape_or_kind_are_refused():
     shapes = {"a": (4, 2)}
     good = Stacked((4, 2), rows=RowPatch(np.array([0, 2]), np.array([1, 3]), np.ones((2, 2))))

@@ -167,8 +167,9 @@ def _report(event: dict[str, Any], callback: Callable[[int, dict | None], None] 
     if event["event"] == "round" and callback is not None:
         callback(event["round"], event["row"])
     elif event["event"] in NOTED:
+        why = event.get("reason", "why is withheld (a private run)")
         sys.stderr.write(f"fedmc: round {event['round']}, exchange {event['exchange']}: "
-                         f"{event['event']}: {event['reason']}\n")
+                         f"{event['event']}: {why}\n")
 
 
 NODE_CONFIG_HELP = (
@@ -293,9 +294,11 @@ def resume(
     from fedmc.flower.server_app import CHECKPOINT, stored_run_config
 
     config = {**stored_run_config(out / CHECKPOINT), "resume": True}
-    toml = write_run_config(out / "resume.toml", config)
-    done = subprocess.run(["flwr", "run", str(app_dir), connection, "--run-config", str(toml)],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    with tempfile.TemporaryDirectory(prefix="fedmc-resume-") as tmp:  # not in the run folder
+        toml = write_run_config(Path(tmp) / "resume.toml", config)
+        done = subprocess.run(["flwr", "run", str(app_dir), connection, "--run-config",
+                               str(toml)], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         raise ConfigError(f"flwr run failed: {' '.join((done.stderr or done.stdout).split())}")
     typer.echo(done.stdout.strip(), err=True)

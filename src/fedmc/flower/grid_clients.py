@@ -19,7 +19,7 @@ verified on every request the node signed, must be the key the roster names for 
 without one, the node must present the token of the state folder that first claimed the
 client (a node restarted on its folder does; a second node with client 1's configuration
 and a folder of its own does not). A refused claim is recorded (:class:`Refusal`: the
-``refused`` column of the history and a line of ``progress.jsonl``) and its node is never
+``claims_refused`` column of the history and a line of ``progress.jsonl``) and its node is never
 sent a message: which node speaks for a client never depends on the order of replies.
 """
 

@@ -101,8 +101,8 @@ it holds the server's secrets, the random stream and who took part)."""
 
 def _write_checkpoint(run: FederatedRun, checkpoint: Checkpoint) -> None:
     """The checkpoint after a round, with the run configuration it belongs to, atomically."""
-    blob = pickle.dumps((run.run_config(), checkpoint), protocol=pickle.HIGHEST_PROTOCOL)
-    write_atomic(run.out / CHECKPOINT, blob, private=True)
+    write_atomic(run.out / CHECKPOINT, lambda fh: pickle.dump(
+        (run.run_config(), checkpoint), fh, protocol=pickle.HIGHEST_PROTOCOL), private=True)
 
 
 def stored_run_config(path: Path) -> dict[str, Any]:
@@ -230,10 +230,17 @@ def _config(run: FederatedRun, manifest: Manifest) -> dict[str, Any]:
     }
 
 
+PRIVATE_EVENT_KEYS = ("event", "exchange", "round", "phase", "row")
+"""What a private run's ``progress.jsonl`` keeps of an event (the row: its public columns
+only); not who (``clients``, nor a refusal's or failure's ``reason``, which names the client
+and may quote its error) nor how long."""
+
+
 class _Progress:
     """``progress.jsonl``: one JSON line per exchange and per round, with its wall time. In a
-    private run (``private``) a line names no client (who is sampled is the secret the
-    accountant's amplification rests on) and holds no time (how long the clients' data take)."""
+    private run (``private``) a line names no client, not even in a reason (who is sampled is
+    the secret the accountant's amplification rests on) and holds no time (how long the
+    clients' data take): :data:`PRIVATE_EVENT_KEYS`."""
 
     def __init__(self, path: Path, private: bool = False, append: bool = False) -> None:
         self.path = path
@@ -243,7 +250,7 @@ class _Progress:
 
     def write(self, event: dict[str, Any]) -> None:
         if self.private:
-            event = {k: v for k, v in event.items() if k not in ("clients", "seconds")}
+            event = {k: v for k, v in event.items() if k in PRIVATE_EVENT_KEYS}
         else:
             event["time"] = time.time()
         with open(self.path, "a") as fh:
