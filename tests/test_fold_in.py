@@ -123,3 +123,28 @@ def test_registry_names_and_unknown_algorithms():
     assert spec("als").load_fold_in() is als_fold_in
     with pytest.raises(ConfigError, match="not available for felb"):
         spec("felb").load_fold_in()
+
+
+@pytest.mark.parametrize(("name", "params"), [
+    ("fedmc-admm", {"rank": 3}), ("item-bias", {}), ("fedals", {"rank": 3}),
+    ("fedals", {"rank": 3, "implicit": True})], ids=["fedmc-admm", "item-bias", "fedals",
+                                                     "fedals-implicit"])
+def test_the_batched_fold_in_is_the_one_user_fold_in_of_every_row(name, params):
+    """``fold_in_users`` by an algorithm's ``fold_in_rows`` equals its ``fold_in`` called for
+    one user at a time (a user without ratings included)."""
+    from fedmc.data.federated import CSR
+
+    entry = spec(name)
+    cfg = entry.Config(**params)
+    assert entry.fold_in_rows is not None
+    rng = np.random.default_rng(3)
+    V = rng.normal(size=(30, cfg.layout.width))
+    cfg.layout.project_v(V)
+    users = [np.sort(rng.choice(30, k, replace=False)).astype(np.int64) for k in (5, 0, 12, 1)]
+    values = [rng.normal(size=len(items)) for items in users]
+    R = CSR(np.cumsum([0] + [len(u) for u in users]).astype(np.int64),
+            np.concatenate(users), np.concatenate(values))
+    one = entry.load_fold_in()
+    expected = np.array([one(cfg, V, items, z) for items, z in zip(users, values, strict=True)])
+    np.testing.assert_allclose(entry.fold_in_users(cfg, V, R), expected, rtol=1e-12,
+                               atol=1e-12)

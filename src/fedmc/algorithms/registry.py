@@ -237,6 +237,7 @@ _SPECS = [
         # with probability 0.1 (the variant), every client with --active all.
         "fedals", "fedmc.algorithms.fedals.config:FedALSConfig",
         "fedmc.algorithms.fedals:ALGORITHM", fold_in="fedmc.algorithms.fedals.fold_in:fold_in",
+        fold_in_rows="fedmc.algorithms.fedals.fold_in:fold_in_rows",
         paper_settings={**_ONE_USER_PER_CLIENT, "rounds": 100},
         variants={"user": {"sampling": "bernoulli", "participation": 0.1}},
         # Tuned for user-level DP on validation cuts of ML-1M's training ratings (below

@@ -38,6 +38,7 @@ from fedmc.algorithms.fedals.kernels import (
     kept_entries,
     user_solves,
 )
+from fedmc.core.biases import ranges
 from fedmc.core.factors import error_sums
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.prox import Regularizer
@@ -101,11 +102,9 @@ def user_step(cfg: FedALSConfig, R: CSR, rows: np.ndarray, U: np.ndarray,
 
 def client_rows(client_ptr: np.ndarray, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The user rows of ``clients`` in order, and where each client's start (``s + 1``)."""
-    starts = client_ptr[clients]
-    counts = client_ptr[clients + 1] - starts
-    row_start = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    rows = np.arange(row_start[-1], dtype=np.int64) + np.repeat(starts - row_start[:-1], counts)
-    return rows, row_start
+    starts, stops = client_ptr[clients], client_ptr[clients + 1]
+    row_start = np.concatenate(([0], np.cumsum(stops - starts))).astype(np.int64)
+    return ranges(starts, stops), row_start
 
 
 def client_step(cfg: FedALSConfig, shard: FederatedData, state: ClientState, msg: Message,

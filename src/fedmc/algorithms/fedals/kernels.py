@@ -261,17 +261,24 @@ def item_solves(total, n_items, gram_row, lam, s_row, s_col, coef, X):
             G[s_row[e], s_col[e]] = total[gram_row, e] / coef[e]
     for j in numba.prange(n_items):
         A = np.empty((d, d))
-        for e in range(n_packed):
-            A[s_row[e], s_col[e]] = total[j, e] / coef[e] + G[s_row[e], s_col[e]]
-        for i in range(d):
-            A[i, i] += lam[i]
+        _item_matrix(A, total[j], G, lam, s_row, s_col, coef)
         x = total[j, n_packed:].copy()
-        kept = A.copy()
         cholesky_solve_upper(A, x)
-        if not np.all(np.isfinite(x)):
+        if not np.all(np.isfinite(x)):  # rare: formed again rather than copied every time
+            _item_matrix(A, total[j], G, lam, s_row, s_col, coef)
             x[:] = total[j, n_packed:]
-            _floored_solve(kept, x, floor)
+            _floored_solve(A, x, floor)
         X[j] = x
+
+
+@numba.njit(cache=True)
+def _item_matrix(A, row, G, lam, s_row, s_col, coef):
+    """The upper triangle of item ``j``'s ``S_j + G + diag(lam)`` into ``A``, from its row of
+    the sums (:func:`item_solves`)."""
+    for e in range(s_row.shape[0]):
+        A[s_row[e], s_col[e]] = row[e] / coef[e] + G[s_row[e], s_col[e]]
+    for i in range(A.shape[0]):
+        A[i, i] += lam[i]
 
 
 @numba.njit(cache=True, parallel=True)

@@ -39,13 +39,12 @@ from fedmc.core.uploads import Summed, svec_pairs
 @dataclass
 class ServerState:
     """``V`` ``(n, width)`` item-major, the running statistics (rows of
-    :func:`~fedmc.algorithms.fedals.client.upload_shape`) and ``p``; with fresh sums,
+    :func:`~fedmc.algorithms.fedals.client.upload_shape`); with fresh sums,
     ``total`` is the rounds' sums weighted by powers of ``memory`` and ``weight`` the sum of
     those weights."""
 
     V: np.ndarray
     total: np.ndarray
-    n_clients: int
     weight: float = 0.0
 
 
@@ -65,8 +64,7 @@ def draws(cfg: FedALSConfig, info: FederationInfo, rng: np.random.Generator) -> 
 def init_server(cfg: FedALSConfig, info: FederationInfo,
                 draws: Mapping[str, np.ndarray]) -> ServerState:
     """``V^0`` and zero sums."""
-    return ServerState(np.array(draws["V"]), np.zeros(upload_shape(cfg, info.n_items)),
-                       info.n_clients)
+    return ServerState(np.array(draws["V"]), np.zeros(upload_shape(cfg, info.n_items)))
 
 
 def setup(cfg: FedALSConfig, server: ServerState, info: FederationInfo) -> Message | None:
