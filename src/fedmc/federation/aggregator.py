@@ -79,9 +79,9 @@ class Aggregator:
         self.local = algorithm.local_noise(cfg, info)
         self.dp = dp
         self.placement = placement
+        self.plan = plan
         self.noise = self.spent = None
         if dp is not None and plan is not None:
-            self.plan = plan
             self.noise = dp.multiplier(plan)
             self.spent = Spent(plan, self.noise, dp.delta)
 

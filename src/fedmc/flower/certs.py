@@ -27,7 +27,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -39,12 +38,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fedmc.errors import ConfigError
+from fedmc.files import write_atomic
 
 LOOPBACK = ("127.0.0.1", "localhost")
 CURVE = ec.SECP384R1
-FILES = ("ca.crt", "ca.key", "server.pem", "server.key", "roster.json")
-
-
 def write_certs(out: Path, n_clients: int, names: Sequence[str], days: int = 365,
                 node_keys: Mapping[int, Path] | None = None, overwrite: bool = False) -> None:
     """Write a CA, the SuperLink's certificate for ``names`` (and the loopback), a key pair
@@ -79,7 +76,7 @@ def write_certs(out: Path, n_clients: int, names: Sequence[str], days: int = 365
             private = key.private_bytes(serialization.Encoding.PEM,
                                         serialization.PrivateFormat.OpenSSH,
                                         serialization.NoEncryption())
-            _write_private(staging / f"client-{c}", private)
+            write_atomic(staging / f"client-{c}", private, private=True)
             roster[str(c)] = _ssh_public(key.public_key())
             (staging / f"client-{c}.pub").write_text(roster[str(c)] + "\n")
         (staging / "roster.json").write_text(json.dumps(roster, indent=1) + "\n")
@@ -210,13 +207,6 @@ def _write_cert(path: Path, cert: x509.Certificate) -> None:
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
-    _write_private(path, key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    """A private key file readable by its owner only."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    write_atomic(path, key.private_bytes(serialization.Encoding.PEM,
+                                         serialization.PrivateFormat.PKCS8,
+                                         serialization.NoEncryption()), private=True)

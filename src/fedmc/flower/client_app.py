@@ -41,6 +41,7 @@ from fedmc.core.uploads import Uploads
 from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
+from fedmc.federation.loop import streams
 from fedmc.flower import secagg
 from fedmc.flower.client_state import StateStore, identity
 from fedmc.flower.compact import compact_mod
@@ -211,8 +212,8 @@ def _make_party(node: NodeSettings, run: FederatedRun, run_id: str) -> Party:
     info = manifest.federation_info(algorithm.data_kind)
     store = StateStore(node.state, run_id)
     if store.committed is None:  # this client's slice of the population's initial draws
-        init_seq = np.random.SeedSequence(run.schedule.seed).spawn(2)[0]
-        draws = algorithm.draws(cfg, info, np.random.default_rng(init_seq))
+        init_rng, _ = streams(run.schedule.seed)  # the server's rule, the same draws
+        draws = algorithm.draws(cfg, info, init_rng)
         own = draws.take(np.array([node.client]), manifest.rows_of(node.client))
         store.start(algorithm.init_clients(cfg, shard, own, info))
     return Party(node.client, algorithm, cfg, info, shard, store,
