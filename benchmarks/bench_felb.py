@@ -174,7 +174,7 @@ def cmd_dp(args: argparse.Namespace) -> dict:
                 cfg = FelbMUConfig(
                     rank=args.rank,
                     local_steps=args.b,
-                    dp=mech,
+                    dp_mechanism=mech,
                     dp_epsilon=eps,
                     dp_delta=0.05,
                     dp_clip=clip,

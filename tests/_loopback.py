@@ -10,7 +10,6 @@ list wraps chosen clients' ClientApp (a client that misbehaves).
 from __future__ import annotations
 
 import copy
-import dataclasses
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -102,7 +101,7 @@ def loopback_federation(folder: Path, data: DataSettings, run: FederatedRun,
         manifest = write_split(data, split, boolean=run.algorithm.data_kind == "boolean")
     else:
         manifest = Manifest.read(split / "manifest.json")
-    run = dataclasses.replace(run, manifest=split / "manifest.json", out=folder / run.out)
+    run = run.model_copy(update={"manifest": split / "manifest.json", "out": folder / run.out})
     contexts = {}
     for c in range(manifest.n_clients):
         config = parse_config_args([node_config(split, c, folder / "state" / f"client-{c}")])

@@ -9,9 +9,10 @@ import pytest
 from fedmc.api import load_federated
 from fedmc.core.ridge import ridge_rows
 from fedmc.estimators import ALS
+from fedmc.federation.settings import Schedule
 from fedmc.run.data import DataSettings
 from fedmc.run.runner import execute
-from fedmc.run.settings import RunSettings
+from fedmc.run.settings import RunSpec
 from tests.conftest import tiny_federated
 
 
@@ -88,6 +89,6 @@ def test_same_seed_same_history():
 
 
 def test_runs_through_the_runner():
-    result = execute(RunSettings(algorithm="als", rounds=4), DataSettings(clients=10),
-                     {"rank": 3, "sweeps": "2"})
+    result = execute(RunSpec(algorithm="als", schedule=Schedule(rounds=4),
+                             data=DataSettings(clients=10), params={"rank": 3, "sweeps": "2"}))
     assert result.summary["sweeps"] == 2 and np.isfinite(result.summary["test_rmse"])

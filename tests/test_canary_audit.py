@@ -3,7 +3,6 @@ in a private one: a fast version of benchmarks/canary_audit.py on a small data s
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 
 import numpy as np
@@ -18,9 +17,11 @@ from fedmc.audit.canary import (
     read_artifacts,
 )
 from fedmc.data import Ratings
+from fedmc.federation.settings import Schedule
+from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import DataSettings
 from fedmc.run.runner import execute, write_outputs
-from fedmc.run.settings import RunSettings
+from fedmc.run.settings import RunSpec
 
 RUNS = 25
 
@@ -37,13 +38,14 @@ def audit(private: bool) -> tuple[float, str, list, list]:
     canary = pick_canary(ratings, n_items=6)
     data_settings = DataSettings(partition="user", normalize="public" if private else "zscore",
                                  rating_scale=(1.0, 5.0) if private else None)
-    dp = {"user_dp_epsilon": 1.0, "user_dp_clip": 0.5} if private else {}
-    run = RunSettings(algorithm="item-bias", rounds=0, active=None, **dp)
+    dp = UserDP(epsilon=1.0, clip=0.5) if private else None
+    run = RunSpec(algorithm="item-bias", schedule=Schedule(rounds=0, active=None, dp=dp),
+                  data=data_settings)
     inside, outside = neighbours(ratings, canary, 0.2, 0, data_settings.normalize,
                                  data_settings.rating_scale)
 
     def run_once(data, folder):
-        write_outputs(folder, execute(run, data_settings, {}, loaded=(data, {})))
+        write_outputs(folder, execute(run, loaded=(data, {})))
 
     runs_in, runs_out = audit_runs(run_once, inside, outside, canary, RUNS)
     bound = epsilon_lower_bound(runs_in, runs_out, delta=1e-6 if private else 0.0)
@@ -78,8 +80,8 @@ def test_every_published_value_is_read(tmp_path, field):
     ratings = small_ratings()
     canary = pick_canary(ratings, n_items=6)
     inside, _ = neighbours(ratings, canary, 0.2, 0, "zscore", None)
-    run = RunSettings(algorithm="item-bias", rounds=0, active=None)
-    write_outputs(tmp_path, execute(run, DataSettings(partition="user"), {},
+    run = RunSpec(algorithm="item-bias", schedule=Schedule(rounds=0, active=None))
+    write_outputs(tmp_path, execute(run.model_copy(update={"data": DataSettings(partition="user")}),
                                     loaded=(inside, {})))
     assert field in read_artifacts(tmp_path, canary)
 
@@ -99,8 +101,10 @@ def test_a_private_secure_federation_passes_the_audit(tmp_path):
     canary = pick_canary(ratings, n_items=6)
     settings = DataSettings(partition="user", normalize="public", rating_scale=(1.0, 5.0))
     worlds = [neighbours(ratings, canary, 0.2, 0, kind, (1.0, 5.0)) for kind in ("public", "none")]
-    run = FederatedRun.of(RunSettings(algorithm="item-bias", rounds=0, active=None,
-                                      user_dp_epsilon=1.0, user_dp_clip=0.5), {}, secagg=True)
+    dp = UserDP(epsilon=1.0, clip=0.5)
+    run = FederatedRun(spec=RunSpec(algorithm="item-bias",
+                                    schedule=Schedule(rounds=0, active=None, dp=dp)),
+                       secagg=True)
 
     split = tmp_path / "split"  # one path for both data sets: config.json names it
 
@@ -109,7 +113,7 @@ def test_a_private_secure_federation_passes_the_audit(tmp_path):
         shutil.rmtree(split, ignore_errors=True)
         write_shards(data, original, settings, split)
         loopback_federation(folder / "work", settings,
-                            dataclasses.replace(run, out=folder.resolve()), split=split)
+                            run.model_copy(update={"out": folder.resolve()}), split=split)
 
     runs_in, runs_out = audit_runs(run_once, *worlds[0], canary, RUNS)
     bound = epsilon_lower_bound(runs_in, runs_out, delta=1e-6)

@@ -102,7 +102,7 @@ def test_bad_files_exit_2_and_write_nothing(monkeypatch, capsys, tmp_path, name)
         (["--active", "50", "--clients", "10"], "active"),
         (["--clients", "5", "--eval-every", "0"], "eval"),
         (["--algorithm", "nope"], "unknown algorithm"),
-        (["--reg-u", "l7"], "reg_u"),
+        (["--reg-u", "l7"], "--reg-u"),
         (["--beta", "-1"], "beta"),
         (["-P", "nonsense=1"], "nonsense"),
         (["--normalize", "cube"], "normalize"),

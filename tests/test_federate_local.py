@@ -5,7 +5,6 @@ command against the real one)."""
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import signal
@@ -145,10 +144,10 @@ def cli_args(options: dict[str, object]) -> list[object]:
 def published_by_fedmc_run(options: dict[str, object]) -> dict[str, np.ndarray]:
     """The model ``fedmc run`` trains with ``options``, for an algorithm whose run folder has
     no ``model.npz`` (the same settings and code, in this process)."""
-    from fedmc.cli import resolve_options, run
+    from fedmc.cli.options import run_options
+    from fedmc.run.settings import resolve
 
-    defaults = {name: p.default for name, p in inspect.signature(run).parameters.items()}
-    return execute(*resolve_options({**defaults, **options})).model.model_
+    return execute(resolve(run_options(options))).model.model_
 
 
 def run_both(tmp_path: Path, options: dict[str, object],

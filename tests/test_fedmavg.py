@@ -13,9 +13,10 @@ from fedmc.algorithms.fedmavg.kernels import gram_lambda_max
 from fedmc.api import load_federated
 from fedmc.estimators import FedMAvg, estimator_class
 from fedmc.federation.sampling import WithReplacementSampler
+from fedmc.federation.settings import Schedule
 from fedmc.run.data import DataSettings
 from fedmc.run.runner import execute
-from fedmc.run.settings import RunSettings
+from fedmc.run.settings import RunSpec
 from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler
 from tests.conftest import tiny_federated
@@ -224,7 +225,7 @@ def test_fedmavg_decreases_objective_on_synthetic():
                                          ("fedmavg-poster", {"q_hat": "3"})])
 def test_runs_through_the_runner(name, extra):
     """``fedmc run --algorithm NAME -P key=value`` reaches the algorithm (strings coerced)."""
-    result = execute(RunSettings(algorithm=name, rounds=3, active=4), DataSettings(clients=10),
-                     {"rank": 3, "inner": 2, **extra})
+    result = execute(RunSpec(algorithm=name, schedule=Schedule(rounds=3, active=4),
+                             data=DataSettings(clients=10), params={"rank": 3, "inner": 2, **extra}))
     assert result.summary["round"] == 3 and np.isfinite(result.summary["test_rmse"])
     assert result.summary["bytes_up"] > 0

@@ -128,7 +128,7 @@ def test_lambda_schedule_counters():
 
 def test_history_columns():
     data = load_boolean("synthetic-boolean", noise=0.1, n_clients=4, rows=200, cols=50, tiles=3)
-    hist = FelbMU(rank=3, dp="gaussian", dp_epsilon=1.0, rounds=3).fit(data).history_
+    hist = FelbMU(rank=3, dp_mechanism="gaussian", dp_epsilon=1.0, rounds=3).fit(data).history_
     for col in ("loss", "rmsd", "f1", "f1_signal", "integrality_gap", "bytes_up", "seconds"):
         assert col in hist.columns
     eps = hist.column("dp_epsilon")

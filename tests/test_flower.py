@@ -17,6 +17,7 @@ from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
 from fedmc.federation.loop import Outcome
 from fedmc.federation.sampling import make_sampler  # noqa: E402
+from fedmc.federation.settings import Schedule
 from fedmc.flower.client_state import StateStore  # noqa: E402
 from fedmc.flower.compact import pack, unpack  # noqa: E402
 from fedmc.flower.local import run_local  # noqa: E402
@@ -34,8 +35,9 @@ from fedmc.flower.wire import (  # noqa: E402
     unpack_sums,
     unpack_uploads,
 )
+from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import DataSettings, federate, load_ratings  # noqa: E402
-from fedmc.run.settings import RunSettings  # noqa: E402
+from fedmc.run.settings import RunSpec  # noqa: E402
 from fedmc.sim import simulate  # noqa: E402
 from fedmc.testing import assert_same_history  # noqa: E402
 
@@ -201,21 +203,23 @@ def test_a_node_stays_quiet_for_most_of_the_usual_gap_and_then_polls():
     assert poller.pause(30.0) == 0.5  # long idle: at most the longest interval
 
 
-def simulation(settings: DataSettings, run: RunSettings, params: dict) -> Outcome:
+def simulation(settings: DataSettings, run: RunSpec, params: dict) -> Outcome:
     data = federate(load_ratings(settings), settings)
-    sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)
+    schedule = run.schedule
+    sampler = make_sampler(data.n_clients, schedule.active, schedule.sampling,
+                           schedule.participation)
     entry = spec(run.algorithm)
     cfg = entry.Config(**params)
     algorithm = entry.algorithm_for(cfg)
-    dp = run.privacy()
-    return simulate(algorithm, cfg, data, sampler, run.rounds, run.seed, 1, dp=dp)
+    return simulate(algorithm, cfg, data, sampler, schedule.rounds, schedule.seed, 1,
+                    dp=schedule.dp)
 
 
-def simulated(settings: DataSettings, run: RunSettings, params: dict) -> History:
+def simulated(settings: DataSettings, run: RunSpec, params: dict) -> History:
     return simulation(settings, run, params).history
 
 
-def federated(tmp_path: Path, settings: DataSettings, run: RunSettings, params: dict,
+def federated(tmp_path: Path, settings: DataSettings, run: RunSpec, params: dict,
               on_event=None, **flags) -> tuple[History, Path]:
     out = tmp_path / "out"
     started: list[int] = []
@@ -225,7 +229,7 @@ def federated(tmp_path: Path, settings: DataSettings, run: RunSettings, params: 
         if on_event is not None:
             on_event(event, fed)
 
-    run_local(FederatedRun.of(run, params, out=out, **flags), settings,
+    run_local(FederatedRun(spec=run.model_copy(update={"params": params}), out=out, **flags), settings,
               tmp_path / "work", on_event=watch)
     for pid in started:  # every process started is gone, with its process group
         with pytest.raises(ProcessLookupError):
@@ -237,7 +241,7 @@ def federated(tmp_path: Path, settings: DataSettings, run: RunSettings, params: 
 @pytest.mark.parametrize("algorithm", ["fedmc-admm", "fedmavg"])  # fedmavg: all compute
 def test_three_nodes_two_rounds_give_the_simulations_history(tmp_path, algorithm):
     settings = data_settings(ratings_file(tmp_path))
-    run = RunSettings(rounds=2, active=2, seed=0, algorithm=algorithm)
+    run = RunSpec(algorithm=algorithm, schedule=Schedule(rounds=2, active=2, seed=0))
     history, out = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
     assert_same_history(history, simulated(settings, run, PARAMS), rtol=1e-9, atol=1e-9)
     assert [row["lost"] for row in history.rows if "lost" in row] == []
@@ -246,10 +250,10 @@ def test_three_nodes_two_rounds_give_the_simulations_history(tmp_path, algorithm
 
 
 def test_user_level_dp_travels_in_the_run_configuration():
-    run = RunSettings(user_dp_clip=0.3, user_dp_noise=0.8, user_dp_setup_clip=1.0)
-    sent = FederatedRun.of(run, PARAMS)
+    run = RunSpec(schedule=Schedule(dp=UserDP(clip=0.3, noise=0.8, setup_clip=1.0)))
+    sent = FederatedRun(spec=run.model_copy(update={"params": PARAMS}))
     back = FederatedRun.from_run_config(sent.run_config())
-    assert back.privacy() == run.privacy() != None  # noqa: E711
+    assert back.privacy() == run.schedule.dp != None  # noqa: E711
     assert FederatedRun.from_run_config(FederatedRun().run_config()
                                         ).privacy() is None
 
@@ -259,8 +263,7 @@ def test_three_nodes_with_user_level_dp_give_the_simulations_history(tmp_path):
     """Central DP: each client clips its own upload, the server adds the noise to the sum
     from its stream, as the simulation does (every client in every round: q = 1)."""
     settings = data_settings(ratings_file(tmp_path))
-    run = RunSettings(rounds=2, active=None, seed=0, user_dp_clip=0.05, user_dp_noise=0.5,
-                      user_dp_unit="client", user_dp_reproducible=True)
+    run = RunSpec(schedule=Schedule(rounds=2, active=None, seed=0, dp=UserDP(clip=0.05, noise=0.5, unit="client", reproducible=True)))
     history, _ = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
     reference = simulated(settings, run, PARAMS)
     assert_same_history(history, reference, rtol=1e-9, atol=1e-9)

@@ -11,11 +11,12 @@ from fedmc.algorithms.registry import spec  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
 from fedmc.errors import ConfigError, DataError  # noqa: E402
 from fedmc.federation.sampling import make_sampler  # noqa: E402
+from fedmc.federation.settings import Schedule
 from fedmc.flower.manifest import Manifest  # noqa: E402
 from fedmc.flower.shard import load_boolean_shard  # noqa: E402
 from fedmc.flower.split import client_files, write_split  # noqa: E402
 from fedmc.run.data import DataSettings, load_boolean_data  # noqa: E402
-from fedmc.run.settings import RunSettings  # noqa: E402
+from fedmc.run.settings import RunSpec  # noqa: E402
 from fedmc.sim import simulate  # noqa: E402
 from fedmc.testing import assert_same_history  # noqa: E402
 from tests.test_flower import PARAMS, federated  # noqa: E402
@@ -68,7 +69,7 @@ def test_an_algorithm_for_the_other_kind_of_data_is_refused(tmp_path):
 @pytest.mark.federation
 @pytest.mark.parametrize("name", ["felb", "felb-mu"])
 def test_three_felb_nodes_two_rounds_give_the_simulations_history(tmp_path, name):
-    settings, run = boolean_settings(), RunSettings(rounds=2, active=2, seed=0, algorithm=name)
+    settings, run = boolean_settings(), RunSpec(algorithm=name, schedule=Schedule(rounds=2, active=2, seed=0))
     data = load_boolean_data(settings)
     cfg = spec(name).Config(**PARAMS)
     sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)

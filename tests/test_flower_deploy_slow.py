@@ -35,11 +35,12 @@ from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 
 from fedmc.federation.history import History  # noqa: E402
+from fedmc.federation.settings import Schedule
 from fedmc.flower.app import write_app, write_run_config  # noqa: E402
 from fedmc.flower.local import free_port, node_config  # noqa: E402
 from fedmc.flower.settings import FederatedRun  # noqa: E402
 from fedmc.flower.split import write_split  # noqa: E402
-from fedmc.run.settings import RunSettings  # noqa: E402
+from fedmc.run.settings import RunSpec  # noqa: E402
 from fedmc.testing import assert_same_history, client_ids  # noqa: E402
 from tests.test_flower import PARAMS, data_settings, ratings_file, simulated  # noqa: E402
 
@@ -147,9 +148,8 @@ class Deployment:
                               env=self.env, capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL)
 
-    def submit(self, run: RunSettings, out: Path, run_key: str = "") -> int:
-        config = FederatedRun.of(run, PARAMS, timeout=60.0, run_key=run_key,
-                                 manifest=self.split / "manifest.json", out=out).run_config()
+    def submit(self, run: RunSpec, out: Path, run_key: str = "") -> int:
+        config = FederatedRun(spec=run.model_copy(update={"params": PARAMS}), timeout=60.0, run_key=run_key, manifest=self.split / "manifest.json", out=out).run_config()
         done = self.flwr("run", str(self.app), "operator", "--run-config",
                          str(write_run_config(out.with_suffix(".toml"), config)),
                          "--format", "json")
@@ -294,7 +294,7 @@ def test_three_nodes_equal_fedmc_run_and_a_second_claimant_is_refused(deployment
     fed.start_node("stranger", 2, stranger)
     fed.until(lambda: "connected" in fed.log("impostor"), "the impostor is connected")
     fed.until(lambda: "refused to activate" in fed.log("stranger"), "the stranger is refused")
-    run = RunSettings(rounds=2, active=2, seed=0)
+    run = RunSpec(schedule=Schedule(rounds=2, active=2, seed=0))
     out = fed.root / "out"
     fed.submit(run, out)
     history = fed.history(out)
@@ -314,7 +314,7 @@ def test_three_nodes_equal_fedmc_run_and_a_second_claimant_is_refused(deployment
 def test_nodes_outlive_flwr_stop_their_own_restart_and_a_superlink_restart(deployment):
     fed = deployment
     long = fed.root / "long"
-    run_id = fed.submit(RunSettings(rounds=50, active=2, seed=0), long)
+    run_id = fed.submit(RunSpec(schedule=Schedule(rounds=50, active=2, seed=0)), long)
     fed.until(lambda: '"round": 1' in read(long / "progress.jsonl"), "round 1 has begun")
     stopped = fed.flwr("stop", str(run_id), "operator")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
@@ -334,7 +334,7 @@ def test_nodes_outlive_flwr_stop_their_own_restart_and_a_superlink_restart(deplo
     fed.start_server()
     fed.until(lambda: all("answers again" in fed.log(f"node-{c}") for c in range(3)),
               "every node is back")
-    run, out = RunSettings(rounds=2, active=2, seed=0), fed.root / "after"
+    run, out = RunSpec(schedule=Schedule(rounds=2, active=2, seed=0)), fed.root / "after"
     fed.submit(run, out)
     history = fed.history(out)
     assert_same_history(history, simulated(fed.settings, run, PARAMS), rtol=1e-9, atol=1e-9)
@@ -349,7 +349,7 @@ def test_a_run_resumed_after_a_superlink_crash_equals_the_uninterrupted_one(depl
     import numpy as np
 
     fed = deployment
-    run, out = RunSettings(rounds=6, active=2, seed=0), fed.root / "crashed"
+    run, out = RunSpec(schedule=Schedule(rounds=6, active=2, seed=0)), fed.root / "crashed"
     fed.submit(run, out, run_key="resumable")
     fed.until(lambda: '"round": 3, "row"' in read(out / "progress.jsonl"), "round 3 is done")
     fed.until(lambda: (out / "checkpoint.pkl").exists(), "round 3 is checkpointed")

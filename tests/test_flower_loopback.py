@@ -19,6 +19,7 @@ from fedmc.data.boolean import SYNTHETIC  # noqa: E402
 from fedmc.errors import ConfigError  # noqa: E402
 from fedmc.federation.aggregator import PUBLIC_COLUMNS  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
+from fedmc.federation.settings import Schedule
 from fedmc.flower.compact import pack, unpack  # noqa: E402
 from fedmc.flower.manifest import Manifest  # noqa: E402
 from fedmc.flower.server_app import preflight  # noqa: E402
@@ -32,10 +33,11 @@ from fedmc.flower.wire import (  # noqa: E402
     unpack_uploads,
 )
 from fedmc.model import load_model  # noqa: E402
+from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import DataSettings  # noqa: E402
 from fedmc.run.evaluation import evaluate_model, held_out_split  # noqa: E402
 from fedmc.run.runner import RunResult, execute  # noqa: E402
-from fedmc.run.settings import RunSettings  # noqa: E402
+from fedmc.run.settings import RunSpec  # noqa: E402
 from fedmc.testing import FEDERATION_COLUMNS, assert_same_history, client_ids  # noqa: E402
 from tests._loopback import ClientAppCallable, loopback_federation  # noqa: E402
 from tests.test_flower import data_settings, ratings_file  # noqa: E402
@@ -92,10 +94,10 @@ def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model
     precision."""
     settings = settings_for(algorithm, tmp_path, implicit=params.get("implicit", False))
     params = {**PARAMS, **params}
-    run = RunSettings(rounds=4, active=3, seed=0, algorithm=algorithm)
+    run = RunSpec(algorithm=algorithm, schedule=Schedule(rounds=4, active=3, seed=0))
     history = loopback_federation(tmp_path, settings,
-                                  FederatedRun.of(run, params, secagg=True, out=Path("out")))
-    reference = execute(run, settings, params)
+                                  FederatedRun(spec=run.model_copy(update={"params": params}), secagg=True, out=Path("out")))
+    reference = execute(run.model_copy(update={"data": settings, "params": params}))
     assert all(row["lost"] == "" for row in history.rows), history.column("lost")
     assert_same_history(history, reference.history, rtol=1e-6, atol=1e-9,
                         ignore=("seconds", "bytes_up", *FEDERATION_COLUMNS))
@@ -132,8 +134,8 @@ def test_a_client_that_uploads_nan_is_left_out_and_the_model_stays_finite(tmp_pa
     """Plain: the server refuses the upload, counts client 1 lost, logs why, and the run is
     the replay of the federation without client 1's steps in those rounds."""
     settings = settings_for("fedmc-admm", tmp_path)
-    run = RunSettings(rounds=4, active=3, seed=0)
-    history = loopback_federation(tmp_path, settings, FederatedRun.of(run, PARAMS, out=Path("out")),
+    run = RunSpec(schedule=Schedule(rounds=4, active=3, seed=0))
+    history = loopback_federation(tmp_path, settings, FederatedRun(spec=run.model_copy(update={"params": PARAMS}), out=Path("out")),
                                   mods={1: poison(1)})
     lost, included = client_ids(history, "lost"), client_ids(history)
     asked = [k for k in range(1, 5) if 1 in lost[k]]
@@ -151,9 +153,8 @@ def test_a_private_run_logs_a_refusal_without_naming_the_client(tmp_path):
     reason (it names the client), no time."""
     settings = settings_for("fedmc-admm", tmp_path).model_copy(update={
         "partition": "user", "normalize": "public", "rating_scale": (1.0, 5.0)})
-    run = RunSettings(rounds=3, active=None, seed=0, user_dp_epsilon=8.0,
-                      user_dp_clip=0.5)  # every client every round: the sample is secret
-    loopback_federation(tmp_path, settings, FederatedRun.of(run, PARAMS, out=Path("out")),
+    run = RunSpec(schedule=Schedule(rounds=3, active=None, seed=0, dp=UserDP(epsilon=8.0, clip=0.5)))  # every client every round: the sample is secret
+    loopback_federation(tmp_path, settings, FederatedRun(spec=run.model_copy(update={"params": PARAMS}), out=Path("out")),
                         mods={1: poison(1)})
     _, events = out_files(tmp_path / "out")
     refused = [e for e in events if e["event"] == "refused"]
@@ -190,9 +191,9 @@ def test_a_secure_round_with_one_uploader_is_skipped_and_said_so(tmp_path):
     is not summed (the sum would be that upload); nobody steps in it and the run equals its
     replay."""
     settings = settings_for("fedmc-admm", tmp_path)
-    run = RunSettings(rounds=6, active=2, dropout=0.5, seed=3)
+    run = RunSpec(schedule=Schedule(rounds=6, active=2, dropout=0.5, seed=3))
     history = loopback_federation(tmp_path, settings,
-                                  FederatedRun.of(run, PARAMS, secagg=True, out=Path("out")))
+                                  FederatedRun(spec=run.model_copy(update={"params": PARAMS}), secagg=True, out=Path("out")))
     _, events = out_files(tmp_path / "out")
     skipped = {e["round"] for e in events if e["event"] == "skipped"}
     sampled = dict(zip(history.column("round"), history.column("clients"), strict=True))
@@ -207,21 +208,20 @@ def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(
     write_split(settings, tmp_path / "split")
     manifest = Manifest.read(tmp_path / "split" / "manifest.json")
     cases = [
-        (RunSettings(active=1), {}, True, "at least 2 clients: 2 clients, 1 per round"),
-        (RunSettings(active=2), {"rank": 0}, False, "rank must be at least 1"),
-        (RunSettings(active=2), {"rank": 5000}, False, "rank 5000 exceeds"),
-        (RunSettings(active=None, user_dp_noise=1.0), {}, False, "needs --dp-clip"),
-        (RunSettings(active=None, user_dp_noise=1.0, user_dp_clip=1.0), {}, False,
+        (RunSpec(schedule=Schedule(active=1)), {}, True, "at least 2 clients: 2 clients, 1 per round"),
+        (RunSpec(schedule=Schedule(active=2)), {"rank": 0}, False, "rank must be at least 1"),
+        (RunSpec(schedule=Schedule(active=2)), {"rank": 5000}, False, "rank 5000 exceeds"),
+        (RunSpec(schedule=Schedule(active=None, dp=UserDP(noise=1.0))), {}, False, "needs --dp-clip"),
+        (RunSpec(schedule=Schedule(active=None, dp=UserDP(noise=1.0, clip=1.0))), {}, False,
          "guarantee is per client"),
-        (RunSettings(active=1, user_dp_noise=1.0, user_dp_clip=1.0, user_dp_unit="client"), {},
+        (RunSpec(schedule=Schedule(active=1, dp=UserDP(noise=1.0, clip=1.0, unit="client"))), {},
          False, "Poisson sampling"),
-        (RunSettings(active=None, user_dp_epsilon=0.01, user_dp_noise=0.5, user_dp_clip=1.0,
-                     user_dp_unit="client"), {}, False, "over the budget"),
+        (RunSpec(schedule=Schedule(active=None, dp=UserDP(epsilon=0.01, noise=0.5, clip=1.0, unit="client"))), {}, False, "over the budget"),
     ]
     for run, params, secagg, message in cases:
         with pytest.raises(ConfigError, match=message):
-            preflight(FederatedRun.of(run, params, secagg=secagg), manifest)
-    preflight(FederatedRun.of(RunSettings(active=2), {}, secagg=True), manifest)  # fine
+            preflight(FederatedRun(spec=run.model_copy(update={"params": params}), secagg=secagg), manifest)
+    preflight(FederatedRun(spec=RunSpec(schedule=Schedule(active=2)).model_copy(update={"params": {}}), secagg=True), manifest)  # fine
 
 
 def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(tmp_path):
@@ -231,10 +231,8 @@ def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(tm
     settings = data_settings(ratings_file(tmp_path, users=12), clients=1)
     settings = settings.model_copy(update={"partition": "user", "normalize": "public",
                                            "rating_scale": (1.0, 5.0)})
-    run = RunSettings(rounds=3, active=None, sampling="bernoulli", participation=0.5, seed=0,
-                      user_dp_epsilon=4.0, user_dp_clip=0.5)
-    loopback_federation(tmp_path, settings, FederatedRun.of(run, PARAMS, secagg=True,
-                                                            out=Path("out")))
+    run = RunSpec(schedule=Schedule(rounds=3, active=None, sampling="bernoulli", participation=0.5, seed=0, dp=UserDP(epsilon=4.0, clip=0.5)))
+    loopback_federation(tmp_path, settings, FederatedRun(spec=run.model_copy(update={"params": PARAMS}), secagg=True, out=Path("out")))
     assert_publishes_only_what_is_private(tmp_path / "out", 4.0)
 
 

@@ -10,8 +10,10 @@ pytest.importorskip("flwr")
 
 from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
 from fedmc.federation.sampling import make_sampler  # noqa: E402
+from fedmc.federation.settings import Schedule
+from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import DataSettings, federate, load_ratings  # noqa: E402
-from fedmc.run.settings import RunSettings  # noqa: E402
+from fedmc.run.settings import RunSpec  # noqa: E402
 from fedmc.testing import assert_same_history, client_ids, replay  # noqa: E402
 from tests.conftest import require_shared_data  # noqa: E402
 from tests.test_flower import (  # noqa: E402
@@ -35,7 +37,7 @@ def movielens() -> DataSettings:
 @pytest.mark.realdata
 @pytest.mark.parametrize("algorithm", ["fedmc-admm", "fedmavg", "rfrec"])
 def test_ml100k_five_clients_ten_rounds_equal_fedmc_run(tmp_path, movielens, algorithm):
-    run = RunSettings(rounds=10, active=3, seed=0, algorithm=algorithm)
+    run = RunSpec(algorithm=algorithm, schedule=Schedule(rounds=10, active=3, seed=0))
     history, _ = federated(tmp_path, movielens, run, {}, timeout=60.0)
     reference = simulated(movielens, run, {})
     assert_same_history(history, reference, rtol=1e-9, atol=1e-9)
@@ -45,7 +47,7 @@ def test_ml100k_five_clients_ten_rounds_equal_fedmc_run(tmp_path, movielens, alg
 
 @pytest.mark.realdata
 def test_ml100k_with_secure_aggregation_stays_within_the_quantization_bound(tmp_path, movielens):
-    run = RunSettings(rounds=10, active=3, seed=0)
+    run = RunSpec(schedule=Schedule(rounds=10, active=3, seed=0))
     history, _ = federated(tmp_path, movielens, run, {}, timeout=60.0, secagg=True)
     reference = simulated(movielens, run, {})
     # docs/federation.md: each summed entry within n quanta of 2^-26 of the cohort's largest
@@ -58,7 +60,7 @@ def test_ml100k_with_secure_aggregation_stays_within_the_quantization_bound(tmp_
 @pytest.mark.parametrize("secagg", [False, True], ids=["plain", "secagg"])
 def test_a_node_killed_in_round_3_of_6_is_left_out_and_rejoins(tmp_path, secagg):
     settings = data_settings(ratings_file(tmp_path, users=60), clients=5)
-    run = RunSettings(rounds=6, active=3, seed=0)
+    run = RunSpec(schedule=Schedule(rounds=6, active=3, seed=0))
     killed: list[int] = []
 
     def kill_in_round_3(event, fed):
@@ -92,8 +94,7 @@ def test_secure_aggregation_with_dp_has_the_clients_add_the_noise(tmp_path):
     the server's stream) it differs by two independent draws: standard deviation sqrt(2)
     noise clip / 3 (sqrt(1) if nobody added noise, sqrt(3) if clients and server both did)."""
     settings = data_settings(ratings_file(tmp_path, users=60, items=200))
-    run = RunSettings(rounds=1, active=None, seed=0, algorithm="fedmavg", user_dp_clip=0.5,
-                      user_dp_noise=2.0, user_dp_unit="client")
+    run = RunSpec(algorithm="fedmavg", schedule=Schedule(rounds=1, active=None, seed=0, dp=UserDP(clip=0.5, noise=2.0, unit="client")))
     _, out = federated(tmp_path, settings, run, {"rank": 8}, timeout=60.0, secagg=True)
     diff = np.load(out / "model.npz")["V"] - simulation(settings, run, {"rank": 8}).server.V
     moved = diff[diff != 0]  # the bias layout's fixed columns stay put

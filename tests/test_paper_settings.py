@@ -28,7 +28,7 @@ def test_given_clients_win_over_one_user_per_client_paper_settings():
     options, _, defaulted = apply_paper_settings("rfrec", {**UNSET, "clients": 5}, {})
     assert (options["clients"], options["partition"]) == (5, CROSS_SILO["partition"])
     assert "clients" not in defaulted and options["active"] == "all"
-    with pytest.raises(ConfigError, match="--clients 5 conflicts with --partition user"):
+    with pytest.raises(ConfigError, match="clients=5 conflicts with partition='user'"):
         apply_paper_settings("fedmc-admm", {**UNSET, "clients": 5, "partition": "user"}, {})
 
 

@@ -3,18 +3,19 @@ picks by default."""
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import numpy as np
 import pytest
 
 from fedmc.algorithms.registry import DP_OPTIONS, IMPLICIT, PAPER_OPTIONS, SPECS
-from fedmc.cli import resolve_options, run
+from fedmc.cli.options import parse_params
 from fedmc.core.scale import Normalizer
 from fedmc.data.registry import rating_scale
 from fedmc.errors import ConfigError, DataError
 from fedmc.run.data import DataSettings, federated_data
+from fedmc.run.options import RunOptions
+from fedmc.run.settings import resolve
 from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (fixture)
 
 
@@ -37,7 +38,7 @@ def test_named_sets_declare_their_scale():
 def test_a_public_normalizer_reads_no_rating(ratings_csv):  # noqa: F811
     """Changing the ratings (one user more) changes neither the normalizer nor the rating
     range of a public run, and a file without a declared scale is refused."""
-    with pytest.raises(ConfigError, match="--rating-scale"):
+    with pytest.raises(ConfigError, match="rating_scale"):
         federated_data(DataSettings(ratings=ratings_csv, normalize="public", clients=4))
     settings = DataSettings(ratings=ratings_csv, normalize="public", rating_scale=(1, 5),
                             clients=4)
@@ -58,16 +59,16 @@ def test_ratings_outside_the_declared_scale_are_refused(ratings_csv):  # noqa: F
 
 
 def _options(**given):
-    options = {name: p.default for name, p in inspect.signature(run).parameters.items()}
-    return {**options, **given}
+    params = {k: given.pop(k) for k in ("beta",) if k in given}
+    params.update(parse_params(given.pop("param", [])))
+    return RunOptions(**given, params=params)
 
 
 def test_dp_runs_default_to_the_public_normalizer_and_refuse_a_fitted_one(
         monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
-    _, data, _ = resolve_options(_options(dataset="ml-1m"))
-    assert data.normalize == "zscore"  # unchanged without DP
-    _, data, _ = resolve_options(_options(dataset="ml-1m", dp_epsilon=2.0, dp_clip=1.0))
-    assert data.normalize == "public"
+    assert resolve(_options(dataset="ml-1m")).data.normalize == "zscore"  # unchanged without DP
+    assert resolve(_options(dataset="ml-1m", dp_epsilon=2.0, dp_clip=1.0)
+                   ).data.normalize == "public"
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--partition",
                           "user", "--dp-epsilon", 4, "--normalize", "zscore", "--out",
                           tmp_path / "o", "-q")
@@ -83,11 +84,11 @@ def test_a_dp_budget_alone_picks_its_tuned_settings(epsilon):
     tuned = SPECS["fedmc-admm"].dp_variants["user"]
     expected = tuned[max([b for b in tuned if b <= epsilon], default=min(tuned))]
     assert SPECS["fedmc-admm"].dp_variant("user", epsilon) is expected
-    settings, data, params = resolve_options(_options(dataset="ml-1m", partition="user",
-                                                      dp_epsilon=epsilon))
-    assert settings.user_dp_clip == expected["dp_clip"]
-    assert settings.user_dp_setup_scale == expected["dp_setup_scale"]
-    assert settings.rounds == expected["rounds"] and settings.sampling == "bernoulli"
+    settings = resolve(_options(dataset="ml-1m", partition="user", dp_epsilon=epsilon))
+    params, schedule = settings.params, settings.schedule
+    assert schedule.dp.clip == expected["dp_clip"]
+    assert schedule.dp.setup_scale == expected["dp_setup_scale"]
+    assert schedule.rounds == expected["rounds"] and schedule.sampling == "bernoulli"
     assert params["offset"] == "item-bias" and params["offset_lam"] == expected["offset_lam"]
     assert {"dp_clip", "rounds", "offset_lam", "normalize"} <= set(settings.defaulted)
 
@@ -100,10 +101,11 @@ def test_a_run_on_interactions_takes_the_settings_tuned_for_them(algorithm, impl
     tuned = SPECS[algorithm].dp_variants["user" + IMPLICIT if implicit else "user"]
     expected = tuned[max([b for b in tuned if b <= epsilon], default=min(tuned))]
     assert SPECS[algorithm].dp_variant("user", epsilon, implicit) is expected
-    settings, _, params = resolve_options(_options(dataset="ml-1m", algorithm=algorithm,
-                                                   implicit=implicit, dp_epsilon=epsilon))
-    assert settings.user_dp_clip == expected["dp_clip"]
-    assert settings.rounds == expected.get("rounds", settings.rounds)
+    settings = resolve(_options(dataset="ml-1m", algorithm=algorithm, implicit=implicit,
+                                dp_epsilon=epsilon))
+    params, schedule = settings.params, settings.schedule
+    assert schedule.dp.clip == expected["dp_clip"]
+    assert schedule.rounds == expected.get("rounds", schedule.rounds)
     for name in expected.keys() & params.keys():
         assert params[name] == expected[name], name
     assert {"dp_clip", *(expected.keys() & params.keys())} <= set(settings.defaulted)
@@ -121,10 +123,11 @@ def test_dp_variants_name_real_settings_that_validate():
 
 
 def test_explicit_options_win_over_the_dp_defaults():
-    settings, _, params = resolve_options(_options(
+    settings = resolve(_options(
         dataset="ml-1m", partition="user", dp_epsilon=8.0, dp_clip=0.3, rounds=7, beta=0.9,
         param=["offset=none"]))
-    assert settings.user_dp_clip == 0.3 and settings.rounds == 7
+    params = settings.params
+    assert settings.schedule.dp.clip == 0.3 and settings.schedule.rounds == 7
     assert params["beta"] == 0.9 and params["offset"] == "none"
     assert not {"dp_clip", "rounds", "beta", "offset"} & set(settings.defaulted)
 
@@ -137,6 +140,6 @@ def test_the_dp_defaults_are_listed_in_config_json(monkeypatch, capsys, tmp_path
     assert code == 0, err
     config = json.loads((tmp_path / "o" / "config.json").read_text())
     tuned = SPECS["item-bias"].dp_variant("user", 2.0)
-    assert config["run"]["user_dp_clip"] == tuned["dp_clip"]
+    assert config["run"]["dp"]["clip"] == tuned["dp_clip"]
     assert config["params"]["lam_item"] == tuned["lam_item"]
     assert {"dp_clip", "lam_item", "partition", "rounds"} <= set(config["run"]["defaulted"])

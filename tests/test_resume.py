@@ -68,19 +68,20 @@ def test_a_federation_resumed_from_the_servers_checkpoint_ends_as_the_uninterrup
     their states under the run key, the exchanges' numbers go on, and the history and the
     model are the uninterrupted run's. The checkpoint is gone once the run has ended."""
     pytest.importorskip("flwr")
-    import dataclasses
     from pathlib import Path
 
     import fedmc.flower.server_app as server_app
     from fedmc.federation.history import History
+    from fedmc.federation.settings import Schedule
     from fedmc.flower.settings import FederatedRun
-    from fedmc.run.settings import RunSettings
+    from fedmc.run.settings import RunSpec
     from tests._loopback import loopback_federation
     from tests.test_flower import data_settings, ratings_file
 
     settings = data_settings(ratings_file(tmp_path, users=30), clients=4)
-    run = FederatedRun.of(RunSettings(rounds=6, active=3, seed=0), {"rank": 3},
-                          secagg=secagg, out=Path("out"), run_key="k1")
+    run = FederatedRun(spec=RunSpec(params={"rank": 3},
+                                    schedule=Schedule(rounds=6, active=3, seed=0)),
+                       secagg=secagg, out=Path("out"), run_key="k1")
     whole = loopback_federation(tmp_path / "whole", settings, run)
 
     class Killed(Exception):
@@ -99,7 +100,7 @@ def test_a_federation_resumed_from_the_servers_checkpoint_ends_as_the_uninterrup
     out = tmp_path / "cut" / "out"
     assert (out / server_app.CHECKPOINT).exists() and not (out / "model.npz").exists()
     monkeypatch.setattr(server_app, "_write_checkpoint", write)
-    loopback_federation(tmp_path / "cut", settings, dataclasses.replace(run, resume=True),
+    loopback_federation(tmp_path / "cut", settings, run.model_copy(update={"resume": True}),
                         split=tmp_path / "cut" / "split", run_id=2)
     resumed = History.read_csv(out / "history.csv")
     # secure sums round stochastically (docs/federation.md): two secure runs agree to the

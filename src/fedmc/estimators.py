@@ -38,9 +38,8 @@ RUN_PARAMS: dict[str, Any] = {(SEED if name == "seed" else name): field.default
 """Run parameters every federated estimator takes besides its algorithm's: the fields of
 :class:`fedmc.federation.settings.Schedule` with their defaults (rounds, clients per round
 (None: all), sampling, participation, dropout, evaluation period, the seed as
-``random_state``, and user-level DP: ``user_dp_epsilon`` or ``user_dp_noise`` with
-``user_dp_clip`` and the rest, :class:`fedmc.privacy.accounting.UserDP`; ``user_`` keeps them
-apart from Felb's own local DP parameters)."""
+``random_state``, and user-level DP as ``dp=UserDP(...)``,
+:class:`fedmc.privacy.accounting.UserDP`, apart from Felb's own local DP parameters)."""
 
 
 class Estimator:
@@ -141,7 +140,7 @@ class FederatedEstimator(Estimator):
         schedule = self.schedule()
         algorithm = self.spec.algorithm_for(cfg)
         sim = simulate(algorithm, cfg, data, schedule.sampler(data.n_clients), schedule.rounds,
-                       schedule.seed, schedule.eval_every, callback, dp=schedule.privacy())
+                       schedule.seed, schedule.eval_every, callback, dp=schedule.dp)
         self.config_ = cfg
         self._learn(sim, data)
         return self
@@ -402,6 +401,14 @@ class ALS(FactorPredictions, Estimator):
         self.history_ = History(rows)
         self._keep_index_maps(data)
         return self
+
+
+def estimator_run_params(schedule: Schedule, cls: type[Estimator]) -> dict[str, Any]:
+    """The run parameters of estimator ``cls`` that ``schedule`` sets (its ``seed`` as
+    ``random_state``)."""
+    values = {(SEED if name == "seed" else name): getattr(schedule, name)
+              for name in Schedule.model_fields}
+    return {name: value for name, value in values.items() if name in cls.run_params}
 
 
 def estimator_class(name: str) -> type[Estimator]:

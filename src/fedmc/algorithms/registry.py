@@ -301,3 +301,17 @@ def spec(name: str) -> AlgorithmSpec:
 def fold_in_algorithms() -> list[str]:
     """The algorithms whose models can fold in a new user."""
     return [name for name, s in SPECS.items() if s.fold_in is not None]
+
+
+_DEFAULTS = {("ratings", False): "fedmc-admm", ("ratings", True): "fedals",
+             ("boolean", False): "felb"}
+
+
+def default_algorithm(data_kind: str = "ratings", implicit: bool = False) -> str:
+    """The algorithm a run takes when none is named: FedMC-ADMM for ratings, federated ALS
+    for interactions (``implicit``), Felb for Boolean data."""
+    try:
+        return _DEFAULTS[data_kind, implicit]
+    except KeyError:
+        raise ConfigError(f"no algorithm for {data_kind} data"
+                          f"{' read as interactions' if implicit else ''}") from None

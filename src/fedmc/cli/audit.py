@@ -1,6 +1,6 @@
 """``fedmc audit``: play the curious server against one algorithm (``docs/privacy.md``).
 
-``register(app, parse_params)`` adds the command to the ``fedmc`` Typer app. The audit runs the
+``register(app)`` adds the command to the ``fedmc`` Typer app. The audit runs the
 algorithm with one user per client once per server view (:mod:`fedmc.audit.run`),
 for ``--repeat`` seeds, and writes ``config.json``, ``audit.json`` and ``audit.csv`` to ``--out
 DIR`` (checked, locked and written as a run's folder, :mod:`fedmc.run.folder`): the rows of
@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from fedmc.cli.options import parse_params
 from fedmc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -38,8 +39,8 @@ err = Console(stderr=True)
 out = Console()
 
 
-def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any]]) -> None:
-    """Add ``audit`` to ``app``; ``parse_params`` reads ``--param KEY=VALUE`` items."""
+def register(app: typer.Typer) -> None:
+    """Add ``audit`` to ``app``."""
 
     @app.command()
     def audit(
@@ -79,24 +80,24 @@ def register(app: typer.Typer, parse_params: Callable[[list[str]], dict[str, Any
     ) -> None:
         """Attack the uploads as a curious server would: rated-item sets and ratings of
         one-user clients, by what the server holds (plain, SecAgg, SecAgg + DP)."""
-        from fedmc.algorithms.registry import PAPER_OPTIONS
         from fedmc.audit.run import VIEWS, AuditSettings, pool_runs, run_audit
         from fedmc.cli.interrupts import interrupt_marks
         from fedmc.files import strict_json, write_atomic
         from fedmc.privacy.accounting import UserDP
         from fedmc.run.data import DataSettings, federate, load_ratings
         from fedmc.run.folder import RunFolder
+        from fedmc.run.options import RunOptions
         from fedmc.run.runner import versions
-        from fedmc.run.settings import apply_paper_settings
+        from fedmc.run.settings import resolve
 
         views = VIEWS if not view or "all" in view else tuple(dict.fromkeys(view))
         if active != "all" and not active.isdigit():
             raise ConfigError(f"--active takes a number of clients or 'all', got {active!r}")
         if repeat < 1:
             raise ConfigError(f"--repeat must be >= 1, got {repeat}")
-        _, params, defaulted = apply_paper_settings(
-            algorithm, {**dict.fromkeys(PAPER_OPTIONS), "partition": "user"},
-            parse_params(param or []))
+        spec = resolve(RunOptions(algorithm=algorithm, partition="user",
+                                  params=parse_params(param or [])))
+        params, defaulted = spec.params, spec.defaulted
         settings = AuditSettings(algorithm, params, rounds,
                                  None if active == "all" else int(active), views,
                                  UserDP(clip=dp_clip, epsilon=dp_epsilon, delta=dp_delta,

@@ -49,7 +49,7 @@ def evaluate(
 ) -> None:
     """Exact test metrics of a run's model: each held-out user folded in from its own
     training ratings; writes RUN/evaluation.json ("private": false)."""
-    from fedmc.cli import _columns
+    from fedmc.cli.options import parse_columns
     from fedmc.data.loaders import load_ratings_file
     from fedmc.files import strict_json, write_atomic
     from fedmc.model import load_model
@@ -64,7 +64,8 @@ def evaluate(
         held = held_out_split(model, _run_data(run_dir))
         source = {"source": "split"}
     else:
-        cols = tuple(int(c) if c.isdigit() else c for c in _columns(columns) or ()) or None
+        names = parse_columns(columns) if columns else ()
+        cols = tuple(int(c) if c.isdigit() else c for c in names) or None
         data = _run_data(run_dir) if (run_dir / "config.json").exists() else {}
         held = held_out_files(model, load_ratings_file(train, columns=cols),
                               load_ratings_file(test, columns=cols),

@@ -4,13 +4,12 @@
 machine (a SuperLink and one SuperNode per client, separate processes); across machines,
 ``certs`` makes the deployment's keys, certificates and roster, ``server`` runs the
 SuperLink the safe way (:mod:`fedmc.flower.server`) and ``node`` serves one client to it.
-``split`` and ``local`` take ``fedmc run``'s data, run and algorithm options (their
-signatures are built from ``run``'s). See ``docs/federation.md``.
+``split`` and ``local`` take ``fedmc run``'s data, run and algorithm options (declared once,
+:mod:`fedmc.cli.options`). See ``docs/federation.md``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 import shutil
@@ -18,7 +17,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import typing
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +24,8 @@ from typing import Annotated, Any
 
 import typer
 
+from fedmc.cli.display import progress, summary_table
+from fedmc.cli.options import OPTIONS, run_options, with_options
 from fedmc.errors import ConfigError
 
 federate_app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -41,61 +41,11 @@ RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors")
 NOTED = ("refused", "failed", "skipped", "claim refused")  # told on stderr
 
 
-def register(app: typer.Typer, run: Callable[..., None], resolve: Callable[..., Any],
-             progress: Callable[..., Any], summary: Callable[..., None]) -> None:
-    """Add ``fedmc federate`` to ``app``, with ``run``'s options on ``split`` and ``local``
-    (``resolve`` turns them into settings; ``progress`` and ``summary`` display a run)."""
-    hints = typing.get_type_hints(run, include_extras=True)
-    options = {name: p.replace(annotation=hints[name])
-               for name, p in inspect.signature(run).parameters.items()}
-    split_params = [options[name] for name in SPLIT_OPTIONS]
-    local_params = [p for name, p in options.items() if name not in RUN_ONLY]
-
-    def split(**kw: Any) -> None:
-        """Write one ratings file per client (and its held-out ratings), the manifest, and
-        the Flower app with a run configuration: the files a real deployment hands out."""
-        from fedmc.federation.settings import Schedule
-        from fedmc.flower.app import write_app, write_run_config
-        from fedmc.flower.settings import RUN_CONFIG_DEFAULTS
-        from fedmc.flower.split import write_split
-
-        _, data_settings, _ = resolve({**_defaults(options), **kw})
-        out = kw["out"].resolve()
-        manifest = write_split(data_settings, out)
-        write_app(out / "app")
-        schedule = Schedule(seed=kw["seed"], active=min(10, manifest.n_clients))
-        write_run_config(out / "run.toml", {**RUN_CONFIG_DEFAULTS,
-                                            "schedule": schedule.model_dump_json(),
-                                            **({"algorithm": "felb"} if manifest.kind
-                                               == "boolean" else {}),
-                                            **({"algorithm": "fedals", "params": json.dumps(
-                                                {"implicit": True})}
-                                               if data_settings.implicit else {}),
-                                            "manifest": str(out / "manifest.json"),
-                                            "run-key": uuid.uuid4().hex})
-        typer.echo(f"wrote {out}/manifest.json, {manifest.n_clients} clients' files under "
-                   f"{out}/clients, the app in {out}/app and {out}/run.toml", err=True)
-
-    def local(**kw: Any) -> None:
-        """Train with a real deployment on this machine: a SuperLink and one SuperNode per
-        client as separate processes; writes config.json, history.csv, summary.json,
-        model.npz and progress.jsonl."""
-        _local(resolve(kw), kw, progress, summary)
-
-    out_required = inspect.Parameter(
-        "out", inspect.Parameter.KEYWORD_ONLY,
-        annotation=Annotated[Path, typer.Option("--out", help="Folder for the files.")])
-    split.__signature__ = inspect.Signature(split_params + [out_required])
-    local.__signature__ = inspect.Signature(local_params + _LOCAL_EXTRAS)
-    federate_app.command("split")(split)
-    federate_app.command("local")(local)
+def register(app: typer.Typer) -> None:
+    """Add ``fedmc federate`` to ``app``."""
     app.add_typer(federate_app, name="federate",
                   help="A real federation on Flower: split the data, run a local deployment; "
                        "across machines, make the certificates, run the server, serve a node.")
-
-
-def _defaults(options: dict[str, inspect.Parameter]) -> dict[str, Any]:
-    return {name: p.default for name, p in options.items()}
 
 
 def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
@@ -103,7 +53,29 @@ def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
                              default=default)
 
 
-_LOCAL_EXTRAS = [
+@federate_app.command("split")
+@with_options(*SPLIT_OPTIONS, extra=(_option("out", Annotated[Path, typer.Option(
+    "--out", help="Folder for the files.")], inspect.Parameter.empty),))
+def split(**typed: Any) -> None:
+    """Write one ratings file per client (and its held-out ratings), the manifest, and
+    the Flower app with a run configuration: the files a real deployment hands out."""
+    from fedmc.flower.app import write_app, write_run_config
+    from fedmc.flower.settings import FederatedRun
+    from fedmc.flower.split import write_split
+    from fedmc.run.settings import resolve
+
+    run = resolve(run_options(typed))
+    out = typed["out"].resolve()
+    manifest = write_split(run.data, out)
+    write_app(out / "app")
+    federated = FederatedRun(spec=run, manifest=out / "manifest.json",
+                             run_key=uuid.uuid4().hex)
+    write_run_config(out / "run.toml", federated.run_config())
+    typer.echo(f"wrote {out}/manifest.json, {manifest.n_clients} clients' files under "
+               f"{out}/clients, the app in {out}/app and {out}/run.toml", err=True)
+
+
+_LOCAL_EXTRAS = (
     _option("out_dir", Annotated[Path | None, typer.Option(
         "--out", help="Output folder (default runs/<time>-<algorithm>-<data>-federated); "
         "locked while the run lasts.")], None),
@@ -111,53 +83,56 @@ _LOCAL_EXTRAS = [
         "--secagg", help="Sum every upload and evaluation with SecAgg+ (with --dp-*, the "
         "clients add the noise in shares: distributed DP).",
         rich_help_panel=FLOWER)], False),
-    _option("timeout", Annotated[float, typer.Option(
-        help="Seconds to wait for the replies of one exchange.", rich_help_panel=FLOWER)],
-        120.0),
+    _option("timeout", Annotated[float | None, typer.Option(
+        help="Seconds to wait for the replies of one exchange (default 120).",
+        rich_help_panel=FLOWER)], None),
     _option("stock_nodes", Annotated[bool, typer.Option(
         "--stock-nodes", help="Flower's flower-supernode (a ClientApp process per message) "
         "instead of fedmc federate node.", rich_help_panel=FLOWER)], False),
     _option("work", Annotated[Path | None, typer.Option(
         help="Keep the deployment's files (split, logs, node state) here; default: a "
         "temporary folder, removed.", rich_help_panel=FLOWER)], None),
-]
+)
 
 
-def _local(settings: tuple[Any, Any, dict[str, Any]], kw: dict[str, Any],
-           progress: Callable[..., Any], summary: Callable[..., None]) -> None:
-    """``fedmc federate local``: as ``fedmc run``, the settings are checked and the output
-    folder claimed (checked, locked, an earlier run refused or, with ``--overwrite``,
-    removed) before anything starts; the deployment checks the rest against the data before
-    its first process starts."""
-    from fedmc.algorithms.registry import spec
+@federate_app.command("local")
+@with_options(*(name for name in OPTIONS if name not in RUN_ONLY), extra=_LOCAL_EXTRAS)
+def local(**typed: Any) -> None:
+    """Train with a real deployment on this machine: a SuperLink and one SuperNode per
+    client as separate processes; writes config.json, history.csv, summary.json,
+    model.npz and progress.jsonl.
+
+    As ``fedmc run``, the settings are checked and the output folder claimed (checked,
+    locked, an earlier run refused or, with ``--overwrite``, removed) before anything starts;
+    the deployment checks the rest against the data before its first process starts.
+    """
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.flower.local import RUN_FILES, run_local
     from fedmc.flower.settings import FederatedRun
-    from fedmc.run.data import implicit_params
     from fedmc.run.folder import RunFolder
+    from fedmc.run.settings import resolve
 
-    run_settings, data_settings, params = settings
-    params = implicit_params(spec(run_settings.algorithm), params, data_settings)
-    run = FederatedRun.of(run_settings, params, secagg=kw["secagg"], timeout=kw["timeout"])
-    run.config()
-    run.privacy()  # the settings that need no data, before anything is written
-    name = f"{run_settings.algorithm}-{data_settings.source}-federated"
-    folder = RunFolder(kw["out_dir"], name, kw["overwrite"], RUN_FILES)
+    spec = resolve(run_options(typed))
+    given = {"timeout": typed["timeout"]} if typed["timeout"] is not None else {}
+    run = FederatedRun(spec=spec, secagg=typed["secagg"], **given)
+    run.config()  # the settings that need no data, before anything is written
+    name = f"{spec.algorithm}-{spec.data.source}-federated"
+    folder = RunFolder(typed["out_dir"], name, typed["overwrite"], RUN_FILES)
     out = folder.claim()
-    run = dataclasses.replace(run, out=out)
-    label = f"{run_settings.algorithm} on {data_settings.source}, federated"
-    work = kw["work"] or Path(tempfile.mkdtemp(prefix="fedmc-federate-"))
+    run = run.model_copy(update={"out": out})
+    label = f"{spec.algorithm} on {spec.data.source}, federated"
+    work = typed["work"] or Path(tempfile.mkdtemp(prefix="fedmc-federate-"))
     try:
         with interrupt_marks(folder):
             work.mkdir(parents=True, exist_ok=True)
-            with progress(kw["quiet"], run_settings.rounds, label) as callback:
-                run_local(run, data_settings, work, kw["stock_nodes"],
+            with progress(typed["quiet"], spec.schedule.rounds, label) as callback:
+                run_local(run, spec.data, work, typed["stock_nodes"],
                           lambda event, _: _report(event, callback))
     finally:
-        if kw["work"] is None:
+        if typed["work"] is None:
             shutil.rmtree(work, ignore_errors=True)
-    if not kw["quiet"]:
-        summary(json.loads((out / "summary.json").read_text()), label)
+    if not typed["quiet"]:
+        summary_table(json.loads((out / "summary.json").read_text()), label)
     typer.echo(f"wrote {out}/config.json, history.csv, summary.json, model.npz", err=True)
 
 

@@ -1,18 +1,20 @@
 """SIGINT and SIGTERM as an exception, and the run folder that records them.
 
 An interrupted command exits ``128 + signal`` (130 for Ctrl-C, 143 for SIGTERM) with one line
-saying so, never 0; its run folder's ``status.json`` says ``interrupted`` and it has no
-``summary.json``, so it cannot be taken for a finished run.
+saying so, never 0; its run folder's ``status.json`` says ``interrupted``, its
+``history.csv`` holds the rounds done so far, and it has no ``summary.json``, so it cannot be
+taken for a finished run.
 """
 
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from fedmc.files import write_atomic
 from fedmc.run.folder import RunFolder
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -50,12 +52,21 @@ def catch_signals() -> Iterator[None]:
 
 
 @contextmanager
-def interrupt_marks(folder: RunFolder) -> Iterator[None]:
+def interrupt_marks(folder: RunFolder,
+                    partial: Mapping[str, Callable[[], str | None]] | None = None,
+                    ) -> Iterator[None]:
     """Release ``folder`` as ``finished`` when the block succeeds, ``interrupted`` when a
-    signal stops it (the exception then names the folder), and undo its claim on an error."""
+    signal stops it (the exception then names the folder; the files of ``partial``, each
+    made by its function, keep what was done: the history of the rounds so far), and undo
+    its claim on an error."""
     try:
         yield
     except Interrupted as exc:
+        assert folder.path is not None
+        for name, make in (partial or {}).items():
+            text = make()
+            if text is not None:
+                write_atomic(folder.path / name, text)
         folder.release("interrupted")
         exc.folder = folder.path
         raise

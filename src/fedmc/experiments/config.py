@@ -7,7 +7,7 @@ which runs to make and how to report them::
     title = "FedMC-ADMM against FedMAvg"
     seeds = 3                          # seeds 0, 1, 2; or a list such as [0, 7]
 
-    [run]                              # fedmc.run.settings.RunSettings of every run
+    [run]                              # fedmc.federation.settings.Schedule of every run
     rounds = 100
     active = 10                        # or "all": every client in every round
     [data]                             # fedmc.run.data.DataSettings of every run
@@ -27,7 +27,7 @@ which runs to make and how to report them::
 
     [grid]                             # cartesian product of settings
     inner = [5, 10]                    # an algorithm parameter
-    "run.dropout" = [0.0, 0.5]         # a RunSettings field; "data.X" a DataSettings field
+    "run.dropout" = [0.0, 0.5]         # a Schedule field; "data.X" a DataSettings field
 
     [[plots]]
     y = "test_rmse"                    # a history column against x (default: round)

@@ -2,7 +2,7 @@
 
 Each run gets an id built from its labels (``ml-1m__fedmc-admm__inner=5__s0``) that does not
 depend on the order of the grid, and a complete set of resolved settings (the algorithm's
-parameters, :class:`fedmc.run.settings.RunSettings`, :class:`fedmc.run.data.DataSettings`). The
+parameters, :class:`fedmc.federation.settings.Schedule`, :class:`fedmc.run.data.DataSettings`). The
 hash of all runs names the expanded experiment: a folder made for the same hash can be
 resumed.
 """
@@ -41,7 +41,7 @@ class RunSpec:
     params
         Algorithm parameters (the algorithm's defaults fill the rest).
     run
-        Keyword arguments of :class:`fedmc.run.settings.RunSettings` (seed included).
+        Fields of :class:`fedmc.federation.settings.Schedule` (seed included) and ``ranking_k``.
     data
         Keyword arguments of :class:`fedmc.run.data.DataSettings` (seed included).
     facets
@@ -247,8 +247,8 @@ def validate(runs: list[RunSpec], name: str) -> None:
     """
     from fedmc.algorithms.registry import spec
     from fedmc.data.registry import dataset_names
+    from fedmc.federation.settings import Schedule
     from fedmc.run.data import DataSettings
-    from fedmc.run.settings import RunSettings
 
     known_sets = {*dataset_names(), *generated_names()}
     errors: dict[str, None] = {}
@@ -262,7 +262,7 @@ def validate(runs: list[RunSpec], name: str) -> None:
             continue
         checks = (
             ("parameter", algo.Config, r.params),
-            ("run setting", RunSettings, r.run),
+            ("run setting", Schedule, {k: v for k, v in r.run.items() if k != "ranking_k"}),
             ("data setting", DataSettings, r.data),
         )
         for what, model, values in checks:

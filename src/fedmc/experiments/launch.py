@@ -53,18 +53,13 @@ def run_one(spec: RunSpec, out: Path, callback: RoundCallback | None = None) -> 
     An error in the user's settings or data gives its one-line message; anything else the
     traceback. Either is also written to ``out/error.txt``.
     """
-    from fedmc.run.data import DataSettings
+    from fedmc.run import settings
     from fedmc.run.runner import execute, write_outputs
-    from fedmc.run.settings import RunSettings
 
     shutil.rmtree(out, ignore_errors=True)
     try:
-        result = execute(
-            RunSettings(algorithm=spec.algorithm, **spec.run),
-            DataSettings(**spec.data),
-            spec.params,
-            callback,
-        )
+        run = settings.RunSpec.of(spec.algorithm, spec.params, spec.data, spec.run)
+        result = execute(run, callback=callback)
         write_outputs(out, result)
     except (FedMCError, ValueError) as exc:
         return _failed(out, str(exc))

@@ -159,8 +159,8 @@ def privacy_plan(setup: Message | None, sampler: Sampler, rounds: int, dp: UserD
     if dp.unit == "user" and info.client_rows is not None and np.any(info.client_sizes > 1):
         raise ConfigError(
             "user-level DP bounds what one client uploads: with clients of several users the "
-            "guarantee is per client, not per user; use one user per client (--partition "
-            "user) or ask for it with --dp-unit client")
+            "guarantee is per client, not per user; use one user per client "
+            "(partition='user') or ask for it with dp_unit='client'")
     return Plan(rounds, poisson_rate(sampler), setup is not None and len(setup.upload) > 0,
                 dp.setup_scale)
 

@@ -13,7 +13,6 @@ deployment stopped, so none escapes.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -275,8 +274,8 @@ def run_local(run: FederatedRun, data: DataSettings, work: Path, stock_nodes: bo
     ``progress.jsonl`` with the federation (to report progress, or to kill and restart nodes
     in a test)."""
     split = work / "split"
-    run = dataclasses.replace(run, manifest=(split / "manifest.json").resolve(),
-                              out=run.out.resolve())
+    run = run.model_copy(update={"manifest": (split / "manifest.json").resolve(),
+                                 "out": run.out.resolve()})
     run.config()  # bad parameters fail before anything starts
     run.privacy()
     preflight(run, write_split(data, split, boolean=run.algorithm.data_kind == "boolean"))

@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from fedmc._lazy import lazy_import
 from fedmc.errors import ConfigError
 
@@ -83,7 +85,7 @@ def calibrate(plan: Plan, target_epsilon: float, delta: float) -> float:
     """The smallest noise multiplier (to a relative tolerance of 1e-3) at which ``plan``
     spends at most ``target_epsilon`` at ``delta``."""
     if target_epsilon <= 0 or not 0 < delta < 1:
-        raise ConfigError(f"need --dp-epsilon > 0 and 0 < --dp-delta < 1, "
+        raise ConfigError(f"need dp.epsilon > 0 and 0 < dp.delta < 1, "
                           f"got {target_epsilon}, {delta}")
     if plan.rounds == 0 and not plan.setup:
         return 0.0
@@ -98,8 +100,7 @@ def calibrate(plan: Plan, target_epsilon: float, delta: float) -> float:
     return high
 
 
-@dataclass(frozen=True)
-class UserDP:
+class UserDP(BaseModel):
     """User-level DP settings of a run: a budget (``epsilon``, the noise calibrated to the
     planned exchanges) or a noise multiplier (``noise``, the budget reported), or both (the run
     is refused if the noise spends more than the budget); ``clip`` is the L2 bound of one
@@ -113,30 +114,33 @@ class UserDP:
     the guarantee is per client). ``reproducible`` draws the noise and the client sampling from
     the run's seed (research only: anyone who knows the seed can remove the noise, so such a
     run is not private and says so); by default they come from the operating system's entropy,
-    a secret of the run (``docs/privacy.md``, "What a run publishes")."""
+    a secret of the run (``docs/privacy.md``, "What a run publishes").
 
-    clip: float
-    delta: float = 1e-6
-    epsilon: float | None = None
-    noise: float | None = None
-    setup_scale: float = 1.0
-    setup_clip: float | None = None
-    unit: Literal["user", "client"] = "user"
-    reproducible: bool = False
+    Errors name the fields (``dp.clip``, ...): the command line reports them by its flags
+    (``--dp-clip``, :mod:`fedmc.cli.options`).
+    """
 
-    def __post_init__(self) -> None:
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    clip: float = Field(gt=0, allow_inf_nan=False, description="L2 bound of one upload")
+    delta: float = Field(1e-6, gt=0, lt=1, description="delta of the budget")
+    epsilon: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                  description="the run's budget")
+    noise: float | None = Field(None, ge=0, allow_inf_nan=False,
+                                description="noise multiplier (noise std / clip)")
+    setup_scale: float = Field(1.0, gt=0, allow_inf_nan=False,
+                               description="set-up noise multiplier / the rounds'")
+    setup_clip: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                     description="L2 bound of a set-up upload (default clip)")
+    unit: Literal["user", "client"] = Field("user", description="what one contribution is")
+    reproducible: bool = Field(False, description="noise and sampling from the seed (not "
+                               "private: research only)")
+
+    @model_validator(mode="after")
+    def _budget_or_noise(self) -> UserDP:
         if self.epsilon is None and self.noise is None:
-            raise ConfigError("user-level DP needs --dp-epsilon or --dp-noise")
-        if not self.clip > 0:
-            raise ConfigError(f"--dp-clip must be > 0, got {self.clip}")
-        if self.setup_clip is not None and not self.setup_clip > 0:
-            raise ConfigError(f"--dp-setup-clip must be > 0, got {self.setup_clip}")
-        if not 0 < self.delta < 1:
-            raise ConfigError(f"--dp-delta must lie in (0, 1), got {self.delta}")
-        if not self.setup_scale > 0:
-            raise ConfigError(f"the set-up noise scale must be > 0, got {self.setup_scale}")
-        if self.noise is not None and self.noise < 0:
-            raise ConfigError(f"--dp-noise must be >= 0, got {self.noise}")
+            raise ValueError("user-level DP needs dp.epsilon or dp.noise")
+        return self
 
     @property
     def private(self) -> bool:
@@ -164,20 +168,5 @@ class UserDP:
                     f"the plan ({plan.rounds} rounds at sampling rate {plan.q:g}"
                     f"{', a set-up upload' if plan.setup else ''}) spends epsilon={spent:.3g} "
                     f"at delta={self.delta:g} with noise {self.noise:g}, over the budget "
-                    f"{self.epsilon:g}: raise --dp-noise, or lower --rounds or the sampling rate")
+                    f"{self.epsilon:g}: raise dp.noise, or lower the rounds or the sampling rate")
         return self.noise
-
-
-def user_dp(clip: float | None, delta: float, epsilon: float | None, noise: float | None,
-            setup_scale: float = 1.0, setup_clip: float | None = None,
-            unit: Literal["user", "client"] = "user",
-            reproducible: bool = False) -> UserDP | None:
-    """The run's :class:`UserDP` from its options, None when DP is off (neither a budget nor
-    a noise multiplier); a clip alone, or a budget without a clip, is refused."""
-    if epsilon is None and noise is None:
-        if clip is not None:
-            raise ConfigError("--dp-clip needs --dp-epsilon or --dp-noise")
-        return None
-    if clip is None:
-        raise ConfigError("user-level DP needs --dp-clip (the L2 bound of one upload)")
-    return UserDP(clip, delta, epsilon, noise, setup_scale, setup_clip, unit, reproducible)

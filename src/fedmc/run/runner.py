@@ -27,15 +27,20 @@ from fedmc.core.compile_time import compile_seconds
 from fedmc.core.kernels import use_generic_kernels
 from fedmc.data import FederatedData
 from fedmc.errors import ConfigError
-from fedmc.estimators import Estimator, FactorPredictions, estimator_class
+from fedmc.estimators import (
+    Estimator,
+    FactorPredictions,
+    estimator_class,
+    estimator_run_params,
+)
 from fedmc.federation.history import History
 from fedmc.federation.loop import RoundCallback
 from fedmc.files import strict_json, write_atomic
 from fedmc.model import FactorModel
 from fedmc.privacy.accounting import UserDP
 from fedmc.run import precompile
-from fedmc.run.data import DataSettings, federated_data, implicit_params, load_boolean_data
-from fedmc.run.settings import RunSettings
+from fedmc.run.data import federated_data, load_boolean_data
+from fedmc.run.settings import RunSpec
 
 
 @dataclass
@@ -51,9 +56,8 @@ class RunResult:
 
 
 def execute(
-    run: RunSettings,
-    data_settings: DataSettings,
-    params: dict[str, Any],
+    run: RunSpec,
+    *,
     callback: RoundCallback | None = None,
     progress_download: bool = False,
     kernels: Literal["specialized", "auto"] = "specialized",
@@ -77,23 +81,21 @@ def execute(
     compiled_before = compile_seconds()
     entry = spec(run.algorithm)
     algo_cls = estimator_class(run.algorithm)
-    params = implicit_params(entry, params, data_settings)
-    cfg = entry.Config(**params)  # validate parameters before any loading
+    cfg = run.config()  # validate parameters before any loading
     factor_model = issubclass(algo_cls, FactorPredictions)
     if not factor_model and (run.ranking_k is not None or run.save_user_factors):
-        raise ConfigError(f"--ranking-k and --save-user-factors need a factor model; "
+        raise ConfigError(f"ranking_k and save_user_factors need a factor model; "
                           f"{run.algorithm} is not one")
     specialized = precompile.kernels_of(entry, cfg)
     generic = (kernels == "auto" and specialized is not None
                and not precompile.is_compiled(*specialized))
     if specialized is not None:
         use_generic_kernels(specialized[1], generic)
-    settings = {**run.model_dump(), "random_state": run.seed}  # the estimator's run params
-    dp = run.privacy()
+    dp = run.schedule.dp
     if dp is not None:
         check_private_run(entry, dp, run)
-    model = algo_cls(**cfg.model_dump(),
-                     **{k: v for k, v in settings.items() if k in algo_cls.run_params})
+    model = algo_cls(**cfg.model_dump(), **estimator_run_params(run.schedule, algo_cls))
+    data_settings = run.data
     if entry.data_kind == "boolean":
         data = load_boolean_data(data_settings)
         stats = {"rows": data.shape[0], "columns": data.shape[1], "density": data.density}
@@ -106,6 +108,7 @@ def execute(
             "train_ratings": data.train.nnz,
             "test_ratings": data.test.nnz,
         }
+    stats["clients"] = data.n_clients  # as federated (one per user with partition user)
     private = dp is not None and dp.private
     if private:  # counts of the data are exact releases: only the public sizes stay
         stats = {k: v for k, v in stats.items() if k in PUBLIC_SIZES}
@@ -126,7 +129,7 @@ def execute(
         "private": summary["privacy"]["private"],
         "algorithm": run.algorithm,
         "params": cfg.model_dump(mode="json"),
-        "run": run.model_dump(mode="json"),
+        "run": run.settings(),
         "data": {**data_settings.model_dump(mode="json"), **stats,
                  "normalizer": vars(data.normalizer) if hasattr(data, "normalizer") else None},
         "versions": versions(),
@@ -135,12 +138,12 @@ def execute(
     return RunResult(model, data, history, summary, config, artifact)
 
 
-PUBLIC_SIZES = ("users", "items", "rows", "columns")
-"""The data's sizes a private run publishes: the enrolled users (one per client) and the item
+PUBLIC_SIZES = ("users", "items", "rows", "columns", "clients")
+"""The data's sizes a private run publishes: the enrolled users and clients and the item
 catalogue (the model's rows), public facts of a deployment (``docs/privacy.md``)."""
 
 
-def check_private_run(entry: AlgorithmSpec, dp: UserDP, run: RunSettings) -> None:
+def check_private_run(entry: AlgorithmSpec, dp: UserDP, run: RunSpec) -> None:
     """Refuse, before any data are read, what a run with user-level DP cannot do: DP for a
     centralized method; exact ranking metrics in a private run (``fedmc evaluate`` gives
     them). (A guarantee per user over clients of several users is refused where the run's
@@ -149,7 +152,7 @@ def check_private_run(entry: AlgorithmSpec, dp: UserDP, run: RunSettings) -> Non
         raise ConfigError(f"user-level DP applies to federated algorithms; "
                           f"{run.algorithm} is not one")
     if dp.private and run.ranking_k is not None:
-        raise ConfigError("--ranking-k evaluates on the held-out ratings, an exact release a "
+        raise ConfigError("ranking_k evaluates on the held-out ratings, an exact release a "
                           "private run does not make: run fedmc evaluate RUN --ranking-k K")
 
 

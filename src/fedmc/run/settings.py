@@ -1,50 +1,173 @@
-"""The settings of one ``fedmc run`` besides its data and its algorithm's parameters, and how
-an algorithm's paper settings fill the options the user left out.
+"""What a run is, and the one place its defaults are chosen.
 
-:class:`RunSettings` is the federation's :class:`fedmc.federation.settings.Schedule` plus the
-algorithm and what the command does after training. ``fedmc run --algorithm X`` takes X's
-paper settings (:attr:`fedmc.algorithms.registry.AlgorithmSpec.paper_settings`) for every
-option of :data:`~fedmc.algorithms.registry.PAPER_OPTIONS` the user does not give, and the
-settings X's registry entry has for the chosen partition; ``config.json`` lists the options
-so defaulted (``run.defaulted``).
+:class:`~fedmc.run.options.RunOptions` is what the user asked for: every option of ``fedmc run``
+(the command line's names, ``None`` where the user gave nothing), the algorithm's parameters the
+user gave, nothing filled in. :func:`resolve` turns it into a :class:`RunSpec`: the algorithm
+and its parameters, the data settings, the federation's
+:class:`~fedmc.federation.settings.Schedule` (user-level DP included), what follows training,
+and the list of the options it chose. Every default of a run is chosen in :func:`resolve`, by
+asking the algorithm's spec (:mod:`fedmc.algorithms.registry`: its paper settings, partition and
+DP variants, the settings with which it fits interactions); the command line parses,
+:func:`resolve` decides, the runner (:mod:`fedmc.run.runner`), the estimators and a federation
+(:mod:`fedmc.flower.settings`) run a ``RunSpec``.
+
+A new run option is one field of :class:`~fedmc.run.options.RunOptions` (and of :class:`RunSpec`
+or one of its parts) and, where it has a default that depends on other settings, one line in
+:func:`resolve`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fedmc.algorithms.registry import CROSS_SILO, DP_OPTIONS, PAPER_OPTIONS, spec
+from fedmc.algorithms.registry import (
+    CROSS_SILO,
+    DP_OPTIONS,
+    PAPER_OPTIONS,
+    default_algorithm,
+    spec,
+)
 from fedmc.errors import ConfigError
 from fedmc.federation.settings import Schedule
+from fedmc.privacy.accounting import UserDP
+from fedmc.run.data import DataSettings, implicit_params, is_boolean
+from fedmc.run.options import RunOptions
+
+DEFAULT_ALGORITHM = default_algorithm()
+DEFAULT_ACTIVE = 10
+"""Clients per round where neither the user nor the algorithm's paper settings say: at most
+10 (every client with one user per client, where the algorithm's sampling decides)."""
 
 
-class RunSettings(Schedule):
-    """Everything that defines a run besides the data and the algorithm's own parameters."""
+class RunSpec(BaseModel):
+    """Everything that defines a run: the algorithm and its parameters, the data, the
+    schedule, what follows training, and which of these :func:`resolve` chose (``defaulted``:
+    the option names, listed in ``config.json`` as ``run.defaulted``)."""
 
-    algorithm: str = "fedmc-admm"
-    active: int | None = Field(10, ge=1, description="clients per round (uniform sampling; "
-                               "None: all); the command line's default is 10")
-    ranking_k: int | None = Field(
-        None, ge=1, description="cut-off K of the ranking metrics added after training"
-    )
-    save_user_factors: bool = Field(
-        False, description="save U, raw user ids and rated items with the model (simulation)"
-    )
-    defaulted: list[str] = Field(
-        default_factory=list,
-        description="options taken from the algorithm's paper settings "
-        "(fedmc.algorithms.registry)",
-    )
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    def schedule(self) -> Schedule:
-        """The federation's part of the settings."""
-        return Schedule(**{name: getattr(self, name) for name in Schedule.model_fields})
+    algorithm: str = DEFAULT_ALGORITHM
+    params: dict[str, Any] = Field(default_factory=dict, description="the algorithm's "
+                                   "Config fields")
+    data: DataSettings = Field(default_factory=DataSettings)
+    schedule: Schedule = Field(default_factory=Schedule)
+    ranking_k: int | None = Field(None, ge=1, description="cut-off K of the ranking metrics "
+                                  "added after training")
+    save_user_factors: bool = Field(False, description="save U, raw user ids and rated items "
+                                    "with the model (simulation)")
+    defaulted: tuple[str, ...] = ()
+
+    def config(self) -> Any:
+        """The algorithm's validated ``Config``."""
+        return spec(self.algorithm).Config(**self.params)
+
+    @classmethod
+    def of(cls, algorithm: str, params: dict[str, Any], data: dict[str, Any],
+           run: dict[str, Any]) -> RunSpec:
+        """The spec of a run given as tables (an experiment's ``params``, ``data`` and
+        ``run``: :class:`~fedmc.federation.settings.Schedule` fields, ``ranking_k`` and
+        ``save_user_factors``), taken as they are: no default is chosen for it.
+
+        Raises
+        ------
+        pydantic.ValidationError
+            A value a field refuses, or a name that is no field (in ``run``: of the schedule).
+        """
+        own = {k: v for k, v in run.items() if k in ("ranking_k", "save_user_factors")}
+        schedule = Schedule(**{k: v for k, v in run.items() if k not in own})
+        return cls(algorithm=algorithm, params=params, data=DataSettings(**data),
+                   schedule=schedule, **own)
+
+    def settings(self) -> dict[str, Any]:
+        """``config.json``'s ``run``: the schedule, the algorithm and what follows training."""
+        return {"algorithm": self.algorithm, **self.schedule.model_dump(mode="json"),
+                "ranking_k": self.ranking_k, "save_user_factors": self.save_user_factors,
+                "defaulted": list(self.defaulted)}
+
+
+def resolve(options: RunOptions) -> RunSpec:
+    """The run ``options`` ask for, every default chosen.
+
+    The algorithm's paper settings fill the options of
+    :data:`~fedmc.algorithms.registry.PAPER_OPTIONS` the user left out
+    (:func:`apply_paper_settings`, with its partition and DP variants), then: the normalizer
+    (``none`` for interactions, ``public`` under DP, ``zscore`` otherwise), the clients per
+    round (:data:`DEFAULT_ACTIVE` at most; every client with one user per client), uniform
+    sampling, ranking at 10 for interactions (not in a private run: ``fedmc evaluate``
+    ranks), the settings with which the algorithm fits interactions, and the set-up noise
+    scale of DP (1). Nothing else chooses a default.
+
+    Raises
+    ------
+    fedmc.errors.ConfigError
+        Options that contradict each other, or settings the algorithm refuses; errors name
+        the options (``dp_clip``, ``partition``, ...): the command line reports them by its
+        flags.
+    """
+    defaulted: list[str] = []
+    algorithm = options.algorithm or default_algorithm(
+        "boolean" if is_boolean(options) else "ratings", options.implicit)
+    if options.algorithm is None:
+        defaulted.append("algorithm")
+    given = options.model_dump(exclude={"params", "algorithm"})
+    o, params, paper = apply_paper_settings(algorithm, given, dict(options.params))
+    defaulted += paper
+    normalize = o["normalize"]
+    if normalize is None:
+        normalize = "none" if o["implicit"] else "public" if options.private else "zscore"
+        defaulted.append("normalize")
+    elif options.private and normalize in ("center", "zscore"):
+        raise ConfigError(f"normalize={normalize} fits on the training ratings, which a DP run "
+                          "may not publish: use normalize=public (the default with DP) or "
+                          "normalize=none")
+    data = DataSettings(**{name: o[name] for name in DataSettings.model_fields if name in o
+                           and o[name] is not None and name != "normalize"},
+                        normalize=normalize)
+    active = o["active"]
+    if active is None:
+        active = "all" if o["partition"] == "user" else min(DEFAULT_ACTIVE, o["clients"])
+    ranking_k = o["ranking_k"]
+    if ranking_k is None and data.implicit and not options.private:
+        ranking_k = 10  # interactions are judged by ranking (a private run: fedmc evaluate)
+        defaulted.append("ranking_k")
+    schedule = Schedule(rounds=o["rounds"], active=None if active == "all" else active,
+                        sampling=o["sampling"] or "uniform", participation=o["participation"],
+                        dropout=o["dropout"], eval_every=o["eval_every"], seed=o["seed"],
+                        dp=user_dp(o))
+    run = RunSpec(algorithm=algorithm, params=implicit_params(spec(algorithm), params, data),
+                  data=data, schedule=schedule, ranking_k=ranking_k,
+                  save_user_factors=o["save_user_factors"],
+                  defaulted=tuple(sorted(set(defaulted))))
+    run.config()  # the algorithm's parameters checked before anything starts
+    return run
+
+
+def user_dp(options: dict[str, Any]) -> UserDP | None:
+    """The run's user-level DP from its ``dp_*`` options, None when off (neither a budget nor
+    a noise multiplier); a clip alone, or a budget without a clip, is refused."""
+    if options["dp_epsilon"] is None and options["dp_noise"] is None:
+        if options["dp_clip"] is not None:
+            raise ConfigError("dp_clip needs dp_epsilon or dp_noise")
+        return None
+    if options["dp_clip"] is None:
+        raise ConfigError("user-level DP needs dp_clip (the L2 bound of one upload)")
+    setup_scale = options["dp_setup_scale"]
+    try:
+        return UserDP(clip=options["dp_clip"], delta=options["dp_delta"],
+                      epsilon=options["dp_epsilon"], noise=options["dp_noise"],
+                      setup_scale=1.0 if setup_scale is None else setup_scale,
+                      setup_clip=options["dp_setup_clip"], unit=options["dp_unit"],
+                      reproducible=options["dp_reproducible"])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "".join(f"dp.{x}: " for x in first["loc"])
+        raise ConfigError(where + first["msg"].removeprefix("Value error, ")) from None
 
 
 def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[str, Any],
-                   ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+                         ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """Fill the options the user left unset (None) from ``algorithm``'s paper settings, the
     settings of its variant for the chosen partition and, with a DP budget (``dp_epsilon``),
     those tuned for that budget (:meth:`fedmc.algorithms.registry.AlgorithmSpec.dp_variant`).
@@ -52,10 +175,10 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
     Parameters
     ----------
     algorithm
-        The ``--algorithm`` name.
+        The algorithm's name.
     options
-        ``fedmc run``'s options by name; None marks one the user did not give
-        (:data:`fedmc.algorithms.registry.PAPER_OPTIONS` among them).
+        The run's options by name (:class:`RunOptions`' fields); None marks one the user did
+        not give (:data:`fedmc.algorithms.registry.PAPER_OPTIONS` among them).
     params
         The algorithm parameters the user gave.
 
@@ -63,9 +186,9 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
     -------
     options, params, defaulted
         Copies with the paper settings (and a variant's) filled in, and the names filled. A
-        default never overrides what the user gave: ``--clients N`` under paper settings of one
-        user per client (RFRec's) federates ``N`` clients, partitioned as the cross-silo
-        settings do; a DP budget with neither ``--clients`` nor ``--partition`` (and a
+        default never overrides what the user gave: ``clients`` given under paper settings of
+        one user per client (RFRec's) federates that many clients, partitioned as the
+        cross-silo settings do; a DP budget with neither ``clients`` nor ``partition`` (and a
         guarantee per user) takes one user per client, the unit the guarantee protects.
 
     Raises
@@ -83,7 +206,7 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
     if options.get("partition") == "user" and "clients" not in defaulted \
             and options.get("clients") is not None:
         if "partition" not in defaulted:
-            raise ConfigError(f"--clients {options['clients']} conflicts with --partition user "
+            raise ConfigError(f"clients={options['clients']} conflicts with partition='user' "
                               "(one client per user): give one of them")
         options["partition"] = CROSS_SILO["partition"]  # N clients, as asked
     per_user = options.get("dp_unit", "user") == "user"
@@ -98,7 +221,7 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
     for variant in variants:
         for name, value in variant.items():
             if name == "participation" and given_active:
-                continue  # --active N sets the rate (N / clients) of Bernoulli sampling
+                continue  # an explicit active N sets the rate (N / clients) of Bernoulli
             if name in PAPER_OPTIONS or name in DP_OPTIONS:
                 if name in defaulted or options.get(name) is None:
                     options[name] = value

@@ -68,7 +68,7 @@ def init_clients(cfg: FedALSConfig, shard: FederatedData, draws: InitialDraws,
     if cfg.implicit and shard.train.nnz and shard.train.values.min() < 0:
         raise ConfigError("implicit feedback takes interaction strengths >= 0; these values "
                           "are negative (normalized ratings?): read ratings as interactions "
-                          "with --implicit")
+                          "(implicit=true)")
     U = np.zeros((shard.n_users, cfg.layout.width))
     cfg.layout.project_u(U)
     subset = None if cfg.max_items is None else contributed(shard, draws.rows["key"],

@@ -44,7 +44,7 @@ class FelbConfig(AlgorithmConfig):
     init: Literal["shared", "independent"] = Field(
         "shared", description="V_i from one server draw V_hat^0, or independent (spec A7)"
     )
-    dp: MechanismKind = Field("none", description="noise on every upload (Sec. 3.3)")
+    dp_mechanism: MechanismKind = Field("none", description="noise on every upload (Sec. 3.3)")
     dp_epsilon: float = Field(1.0, gt=0, description="epsilon of one upload")
     dp_delta: float = Field(0.05, gt=0, lt=1, description="delta of one upload (Gaussian)")
     dp_clip: ClipKind = Field("frobenius", description="clipping before the noise (spec A8)")
@@ -70,10 +70,11 @@ class FelbConfig(AlgorithmConfig):
 
     def privacy(self, k: int, m: int) -> UploadPrivacy | None:
         """Clipping and noise of every upload of shape ``(k, m)`` (Sec. 3.3), or None."""
-        if self.dp == "none":
+        if self.dp_mechanism == "none":
             return None
         theta = self.dp_theta if self.dp_theta is not None else float(np.sqrt(k * m))
-        return UploadPrivacy(self.dp, self.dp_epsilon, self.dp_delta, self.dp_clip, theta, (k, m))
+        return UploadPrivacy(self.dp_mechanism, self.dp_epsilon, self.dp_delta, self.dp_clip,
+                             theta, (k, m))
 
 
 class FelbMUConfig(FelbConfig):

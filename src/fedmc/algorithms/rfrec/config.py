@@ -27,7 +27,7 @@ class RFRecConfig(FactorConfig):
     @model_validator(mode="after")
     def _check(self) -> Self:
         if self.biases:
-            raise ValueError("RFRec's model is u^T v without biases; use --no-biases")
+            raise ValueError("RFRec's model is u^T v without biases; use biases=false")
         if self.s is not None and self.delta is None:
             raise ValueError("LDP noise s needs a clipping bound delta (Eq. 9)")
         return self

@@ -1,0 +1,339 @@
+"""The options of ``fedmc run``, declared once: ``run``, ``federate split``/``local`` and
+``audit`` take theirs from here (:func:`with_options`), turn what the user typed into
+:class:`fedmc.run.settings.RunOptions` (:func:`run_options`), and report an error of a lower
+layer by the flags the user typed (:func:`in_flags`: one table from settings' fields to flags).
+
+An option whose default does not depend on other settings shows the default of its
+:class:`~fedmc.run.settings.RunOptions` field; the others default to nothing, and
+:func:`fedmc.run.settings.resolve` chooses them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, NamedTuple
+
+import typer
+
+from fedmc.algorithms.registry import algorithm_names
+from fedmc.data.registry import dataset_names
+from fedmc.errors import ConfigError, printable
+from fedmc.run.options import RunOptions
+
+ALGO = "Algorithm parameters"
+DATA = "Data"
+PROTO = "Run"
+
+
+def _default(name: str) -> Any:
+    return RunOptions.model_fields[name].default
+
+
+class Declared(NamedTuple):
+    """One option: its Python type, default, help panel, flags (empty: from its name) and
+    help text."""
+
+    type: Any
+    default: Any
+    panel: str | None
+    flags: tuple[str, ...]
+    help: str
+
+    def parameter(self, name: str, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
+        """The keyword-only parameter ``name`` of a command (``default`` replaces the
+        declared one)."""
+        option = typer.Option(*self.flags, help=self.help, rich_help_panel=self.panel)
+        return inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[self.type, option],
+            default=self.default if default is inspect.Parameter.empty else default)
+
+
+OPTIONS: dict[str, Declared] = {
+    "algorithm": Declared(
+        str | None, None, PROTO, ("--algorithm", "-a"),
+        f"Algorithm: {', '.join(algorithm_names())}."),
+    "dataset": Declared(
+        str | None, None, DATA, (),
+        f"Named data set: {', '.join(dataset_names())}; default: the embedded synthetic set."),
+    "ratings": Declared(
+        Path | None, None, DATA, (),
+        "A CSV/TSV/Parquet file of ratings."),
+    "train": Declared(
+        Path | None, None, DATA, (),
+        "A file of training ratings (with --test: a fixed split)."),
+    "test": Declared(
+        Path | None, None, DATA, (),
+        "A file of test ratings (with --train)."),
+    "columns": Declared(
+        str | None, None, DATA, (),
+        "user,item,rating column names or 0-based positions."),
+    "data_dir": Declared(
+        Path | None, None, DATA, (),
+        "Data folder (else $FEDMC_DATA, else ~/.cache/fedmc)."),
+    "duplicates": Declared(
+        str, _default("duplicates"), DATA, (),
+        "Duplicate (user, item) pairs: error|last|mean."),
+    "binary": Declared(
+        Path | None, None, DATA, (),
+        "A 0/1 matrix or transaction file (Boolean algorithms)."),
+    "binarize": Declared(
+        float | None, None, DATA, (),
+        "Ratings >= T count as 1 (Boolean algorithms)."),
+    "noise": Declared(
+        float, _default("noise"), DATA, (),
+        "XOR noise of --dataset synthetic-boolean."),
+    "normalize": Declared(
+        str | None, None, DATA, (),
+        "none|center|zscore (fitted on training ratings) | public (from the rating "
+        "scale alone); default zscore, public with DP, none with --implicit."),
+    "rating_scale": Declared(
+        str | None, None, DATA, (),
+        "The public rating scale LO,HI (e.g. 1,5): --normalize public maps it onto [-1,"
+        " 1]; default: the named data set's."),
+    "implicit": Declared(
+        bool, _default("implicit"), DATA, ("--implicit",),
+        "Read every rating as an interaction (a click): implicit feedback, for fedals; "
+        "ranking metrics at 10 by default."),
+    "implicit_threshold": Declared(
+        float | None, None, DATA, (),
+        "With --implicit: only ratings >= T are interactions (default: every rating)."),
+    "split": Declared(
+        str, _default("split"), DATA, (),
+        "random (per rating) | user (per-user holdout)."),
+    "test_fraction": Declared(
+        float, _default("test_fraction"), DATA, (),
+        "Share of ratings held out."),
+    "clients": Declared(
+        int | None, None, PROTO, (),
+        "Number of clients p (default: the algorithm's paper settings, 100 for most)."),
+    "partition": Declared(
+        str | None, None, PROTO, (),
+        "random|contiguous|powerlaw|user (one user per client); default: the "
+        "algorithm's paper settings."),
+    "active": Declared(
+        str | None, None, PROTO, (),
+        "Clients per round (uniform sampling): a number or 'all'; default min(10, "
+        "clients), all with --partition user."),
+    "sampling": Declared(
+        str | None, None, PROTO, (),
+        "uniform (fixed size) | bernoulli (default uniform)."),
+    "participation": Declared(
+        float | None, None, PROTO, (),
+        "p_i for Bernoulli sampling (default active/clients)."),
+    "dropout": Declared(
+        float, _default("dropout"), PROTO, (),
+        "Share of drawn clients that drop out of a round."),
+    "rounds": Declared(
+        int | None, None, PROTO, (),
+        "Communication rounds (default: the algorithm's paper settings: 400 for rfrec, "
+        "100 for most)."),
+    "eval_every": Declared(
+        int, _default("eval_every"), PROTO, (),
+        "Evaluate every this many rounds."),
+    "seed": Declared(
+        int, _default("seed"), PROTO, (),
+        "Seed of split, partition, init and sampling."),
+    "rank": Declared(
+        int | None, None, ALGO, (),
+        "Rank r."),
+    "inner": Declared(
+        int | None, None, ALGO, (),
+        "Inner steps N."),
+    "reg_u": Declared(
+        str | None, None, ALGO, (),
+        "R_i: l2|l1|elastic|nonneg|box|none."),
+    "lam": Declared(
+        float | None, None, ALGO, (),
+        "lambda, weight of R_i."),
+    "reg_v": Declared(
+        str | None, None, ALGO, (),
+        "R: l2|l1|elastic|nonneg|box|none."),
+    "gamma": Declared(
+        float | None, None, ALGO, (),
+        "gamma, weight of R."),
+    "beta": Declared(
+        float | None, None, ALGO, (),
+        "ADMM penalty beta."),
+    "init_scale": Declared(
+        float | None, None, ALGO, (),
+        "Initial factors uniform on [0, X]."),
+    "steps": Declared(
+        str | None, None, ALGO, (),
+        "paper (scalar L_W, L_U) | per-row (per user/item bounds)."),
+    "biases": Declared(
+        bool | None, None, ALGO, ("--biases/--no-biases",),
+        "User and item biases."),
+    "clip": Declared(
+        bool | None, None, ALGO, ("--clip/--no-clip",),
+        "Clip predictions to the rating range."),
+    "param": Declared(
+        list[str] | None, None, ALGO, ("--param", "-P"),
+        "Any other algorithm parameter, KEY=VALUE (repeatable)."),
+    "dp_epsilon": Declared(
+        float | None, None, PROTO, (),
+        "User-level DP: the run's budget epsilon (noise calibrated to the planned "
+        "rounds; needs --dp-clip and --sampling bernoulli)."),
+    "dp_delta": Declared(
+        float, _default("dp_delta"), PROTO, (),
+        "User-level DP: delta of the budget."),
+    "dp_noise": Declared(
+        float | None, None, PROTO, (),
+        "User-level DP: noise multiplier (std / clip); epsilon is reported, and with "
+        "--dp-epsilon a plan over budget is refused."),
+    "dp_clip": Declared(
+        float | None, None, PROTO, (),
+        "User-level DP: L2 bound of one client's whole upload."),
+    "dp_setup_scale": Declared(
+        float | None, None, PROTO, (),
+        "User-level DP: noise multiplier of a set-up upload (which every client sends) "
+        "over that of the rounds (default 1)."),
+    "dp_setup_clip": Declared(
+        float | None, None, PROTO, (),
+        "User-level DP: L2 bound of one client's set-up upload (default --dp-clip); "
+        "that exchange's noise scales with it."),
+    "dp_unit": Declared(
+        str, _default("dp_unit"), PROTO, (),
+        "User-level DP: what one protected contribution is: user (one user per client, "
+        "--partition user) or client (clients of several users: the guarantee is per "
+        "client)."),
+    "dp_reproducible": Declared(
+        bool, _default("dp_reproducible"), PROTO, ("--dp-reproducible",),
+        "User-level DP, research only: draw the noise and the sampling from --seed (the"
+        " run repeats exactly but is NOT private; its outputs say so and keep their "
+        "exact metrics)."),
+    "ranking_k": Declared(
+        int | None, None, PROTO, (),
+        "Add precision, recall, NDCG, MAP, hit rate and coverage at K (after training);"
+        " default 10 with --implicit."),
+    "save_user_factors": Declared(
+        bool, _default("save_user_factors"), None, ("--save-user-factors",),
+        "Save the user factors and rated items with the model (simulation studies: in a"
+        " federation they stay on the clients)."),
+    "out_dir": Declared(
+        Path | None, None, None, ("--out",),
+        "Output folder (default runs/<time>-<algorithm>-<data>)."),
+    "overwrite": Declared(
+        bool, False, None, ("--overwrite",),
+        "Replace an earlier run in --out."),
+    "quiet": Declared(
+        bool, False, None, ("--quiet", "-q"),
+        "No progress bar."),
+}
+"""Every option of ``fedmc run`` by its parameter name."""
+
+NAMED_PARAMS = ("rank", "inner", "reg_u", "lam", "reg_v", "gamma", "beta", "init_scale",
+                "steps", "biases", "clip")
+"""The algorithm parameters with options of their own (``--param KEY=VALUE`` sets any)."""
+COMMAND_ONLY = ("param", "out_dir", "overwrite", "quiet")
+"""Options of the commands, not of the run (``--param`` items go into ``RunOptions.params``)."""
+
+
+def with_options(*names: str, extra: tuple[inspect.Parameter, ...] = (),
+                 **defaults: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command ``command(**options)`` the declared options ``names`` (``defaults``
+    replacing declared defaults) and the ``extra`` parameters, as its signature."""
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        parameters = [OPTIONS[name].parameter(name, defaults.get(name, inspect.Parameter.empty))
+                      for name in names]
+        command.__signature__ = inspect.Signature([*parameters, *extra])  # type: ignore[attr-defined]
+        return command
+
+    return decorate
+
+
+def run_options(typed: Mapping[str, Any]) -> RunOptions:
+    """What the user typed (a command's keyword arguments) as :class:`RunOptions`: the
+    named algorithm parameters and ``--param`` items as ``params``, ``--columns``,
+    ``--rating-scale`` and ``--active`` parsed; options the command does not take are unset."""
+    params = {k: typed[k] for k in NAMED_PARAMS if typed.get(k) is not None}
+    params.update(parse_params(typed.get("param") or []))
+    values = {k: v for k, v in typed.items() if k in RunOptions.model_fields and v is not None}
+    for name, parse in (("columns", parse_columns), ("rating_scale", _rating_scale),
+                        ("active", _active)):
+        if typed.get(name) is not None:
+            values[name] = parse(typed[name])
+    return RunOptions(**values, params=params)
+
+
+def parse_params(items: list[str]) -> dict[str, Any]:
+    """``--param KEY=VALUE`` items (dashes in a key read as underscores)."""
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--param expects KEY=VALUE, got {item!r}")
+        params[key.strip().replace("-", "_")] = value.strip()
+    return params
+
+
+def _rating_scale(text: str) -> tuple[float, float]:
+    """``--rating-scale LO,HI``: two numbers (checked further where the data are read)."""
+    try:
+        lo, hi = (float(part.strip()) for part in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--rating-scale takes two comma-separated numbers LO,HI, got "
+                          f"'{printable(text)}'") from None
+    return lo, hi
+
+
+def parse_columns(text: str) -> tuple[str, ...]:
+    """``--columns``: three comma-separated names or positions, spaces around them trimmed."""
+    names = tuple(name.strip() for name in text.split(","))
+    if len(names) != 3 or not all(names):
+        raise ConfigError(f"--columns takes three comma-separated names or 0-based positions "
+                          f"(user,item,rating), got '{printable(text)}'")
+    return names
+
+
+def _active(text: str) -> int | str:
+    """``--active``: a count or ``all``."""
+    if text == "all":
+        return text
+    if not text.isdigit():
+        raise ConfigError(f"--active takes a number of clients or 'all', got {text!r}")
+    return int(text)
+
+
+def flag(name: str) -> str:
+    """The flag of a setting: a declared option's (``dp_clip`` -> ``--dp-clip``), a DP
+    field's (``dp.clip`` -> ``--dp-clip``), an algorithm parameter's (``--rank``, or
+    ``--param name=...``)."""
+    name = name.replace("dp.", "dp_")
+    if name == "out_dir":
+        return "--out"
+    declared = OPTIONS.get(name)
+    if declared is not None:
+        long = [f for f in declared.flags if f.startswith("--")]
+        return long[0].split("/")[0] if long else "--" + name.replace("_", "-")
+    return f"--param {name}=..."
+
+
+_VALUED = re.compile(r"\b([a-z][a-z_.]*)=('[^']*'|\"[^\"]*\"|[^\s,;:)]+)")
+_BARE = re.compile(r"(?<![\w.=-])((?:dp\.[a-z_]+)|(?:[a-z]+_[a-z_]+))(?![\w=(])")
+
+
+def in_flags(message: str) -> str:
+    """A message of a lower layer in the command line's words: every ``setting=value`` of a
+    declared option or DP field as ``--flag value``, every bare ``dp.field`` or
+    ``name_with_underscores`` of one as its flag."""
+
+    def valued(m: re.Match[str]) -> str:
+        name = m.group(1).replace("dp.", "dp_")
+        if name not in OPTIONS:
+            return m.group(0)
+        value = m.group(2).strip("'\"")
+        switch = [f for f in OPTIONS[name].flags if "/" in f]
+        if value.lower() in ("true", "false") and (switch or OPTIONS[name].type is bool):
+            on, _, off = (switch[0] if switch else flag(name)).partition("/")
+            return on if value.lower() == "true" else off or f"no {on}"
+        return f"{flag(name)} {value}"
+
+    def bare(m: re.Match[str]) -> str:
+        name = m.group(1).replace("dp.", "dp_")
+        return flag(name) if name in OPTIONS else m.group(0)
+
+    return _BARE.sub(bare, _VALUED.sub(valued, message))

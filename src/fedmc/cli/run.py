@@ -1,0 +1,53 @@
+"""``fedmc run``: train one algorithm on one data set and write the run's folder."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from fedmc.cli.display import err, progress, summary_table
+from fedmc.cli.options import OPTIONS, run_options, with_options
+
+SHARED = tuple(name for name in OPTIONS)
+"""``fedmc run`` takes every declared option."""
+
+
+@with_options(*SHARED)
+def run(**typed: Any) -> None:
+    """Train one algorithm on one data set and write config.json, history.csv, summary.json.
+
+    With no options: FedMC-ADMM on the embedded synthetic data, offline, in seconds.
+    """
+    from fedmc.cli.interrupts import interrupt_marks
+    from fedmc.federation.history import History
+    from fedmc.run.folder import RunFolder
+    from fedmc.run.precompile import compile_in_background
+    from fedmc.run.runner import execute, write_outputs
+    from fedmc.run.settings import resolve
+
+    spec = resolve(run_options(typed))
+    label = f"{spec.algorithm} on {spec.data.source}"
+    folder = RunFolder(typed["out_dir"], f"{spec.algorithm}-{spec.data.source}",
+                       typed["overwrite"])
+    target = folder.claim()
+    rows: list[dict[str, Any]] = []  # the history so far, kept if the run is interrupted
+
+    def record(k: int, row: dict | None) -> None:
+        if row is not None:
+            rows.append(dict(row))
+        if shown is not None:
+            shown(k, row)
+
+    partial = {"history.csv": lambda: History(rows).csv_text() if rows else None}
+    with interrupt_marks(folder, partial):
+        with progress(typed["quiet"], spec.schedule.rounds, label) as shown:
+            result = execute(spec, callback=record, progress_download=not typed["quiet"],
+                             kernels=os.environ.get("FEDMC_KERNELS", "auto"))
+        write_outputs(target, result)
+    if result.config["kernels"] == "generic":
+        compile_in_background(spec.algorithm, result.config["params"])
+    if not typed["quiet"]:
+        summary_table(result.summary, label)
+    model_files = ", model.npz, model.json" if result.artifact is not None else ""
+    err.print(f"wrote {target}/config.json, history.csv, summary.json{model_files}",
+              soft_wrap=True)

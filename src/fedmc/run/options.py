@@ -1,0 +1,71 @@
+"""What the user asked of a run: :class:`RunOptions`, before any default is chosen
+(:func:`fedmc.run.settings.resolve` chooses them). Light to import: the command line declares
+its options from these fields."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fedmc.federation.sampling import SamplingKind
+
+
+class RunOptions(BaseModel):
+    """What the user asked for: ``fedmc run``'s options by name, ``None`` (or absent) where
+    the user gave nothing; :func:`resolve` chooses the rest. Options without a context-free
+    default (clients, rounds, sampling, ...) default to ``None``; the others carry their one
+    default here, which the command line shows."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    algorithm: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict, description="the algorithm's "
+                                   "parameters the user gave")
+    # the data
+    dataset: str | None = None
+    ratings: Path | None = None
+    train: Path | None = None
+    test: Path | None = None
+    columns: tuple[str, str, str] | None = None
+    data_dir: Path | None = None
+    duplicates: Literal["error", "last", "mean"] = "error"
+    binary: Path | None = None
+    binarize: float | None = None
+    noise: float = 0.1
+    normalize: Literal["none", "center", "zscore", "public"] | None = None
+    rating_scale: tuple[float, float] | None = None
+    implicit: bool = False
+    implicit_threshold: float | None = None
+    split: Literal["random", "user"] = "random"
+    test_fraction: float = 0.2
+    # the federation
+    clients: int | None = None
+    partition: str | None = None
+    active: int | Literal["all"] | None = None
+    sampling: SamplingKind | None = None
+    participation: float | None = None
+    dropout: float = 0.0
+    rounds: int | None = None
+    eval_every: int = 1
+    seed: int = 0
+    # user-level DP
+    dp_epsilon: float | None = None
+    dp_delta: float = 1e-6
+    dp_noise: float | None = None
+    dp_clip: float | None = None
+    dp_setup_scale: float | None = None
+    dp_setup_clip: float | None = None
+    dp_unit: Literal["user", "client"] = "user"
+    dp_reproducible: bool = False
+    # after training
+    ranking_k: int | None = None
+    save_user_factors: bool = False
+
+    @property
+    def private(self) -> bool:
+        """Whether the options ask for user-level DP that is private (a budget or a noise
+        multiplier, and not ``dp_reproducible``)."""
+        asked = self.dp_epsilon is not None or self.dp_noise is not None
+        return asked and not self.dp_reproducible
