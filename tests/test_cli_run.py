@@ -110,6 +110,14 @@ def test_bad_files_exit_2_and_write_nothing(monkeypatch, capsys, tmp_path, name)
         (["--rank", "abc"], "'--rank'"),
         (["--seed", "-1"], "seed"),
         (["--partition", "user"], "--clients 5 conflicts with --partition user"),
+        # a newcomer's careless input: refused in the flags typed, with what is accepted
+        (["--dp-epsilon", "inf", "--dp-clip", "1"], "--dp-epsilon: input should be a finite"),
+        (["-P", "ranks=3"], "-p takes rank,"),
+        (["--duplicates", "lst"], "--duplicates: input should be 'error', 'last' or 'mean'"),
+        (["--dp-clip", "1"], "--dp-clip needs --dp-epsilon or --dp-noise"),
+        (["--sampling", "uniform", "--dp-noise", "1", "--dp-clip", "1", "--dp-unit", "client",
+          "--rating-scale", "1,5", "--active", "2"],
+         "--sampling bernoulli"),
     ],
 )
 def test_bad_settings_exit_2(monkeypatch, capsys, tmp_path, ratings_csv, args, needle):
@@ -274,3 +282,13 @@ def test_presets_cite_papers_not_paths_outside_the_repository():
     for preset in files("fedmc.experiments.presets").iterdir():
         if preset.name.endswith(".toml"):
             assert "../" not in preset.read_text(), preset.name
+
+
+def test_config_json_names_the_clients_that_ran(monkeypatch, capsys, tmp_path, ratings_csv):
+    """With one user per client, config.json counts the one-user clients (not the unused
+    --clients default)."""
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--partition",
+                          "user", "--rounds", 1, "--out", tmp_path / "o", "-q")
+    assert code == 0, err
+    config = json.loads((tmp_path / "o" / "config.json").read_text())
+    assert config["data"]["clients"] == config["data"]["users"] > 1

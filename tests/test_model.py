@@ -196,9 +196,11 @@ def test_missing_model(tmp_path):
 def test_hand_made_users_and_huge_lists_are_checked(fitted):
     model = FactorModel.from_estimator(fitted[0]["fedmc-admm"])
     with pytest.raises(DataError, match="must be 5 finite numbers"):
-        model.recommend(NewUser(factor=np.ones(2), rated=np.zeros(0, dtype=np.int64)))
+        model.recommend(NewUser(factor=np.ones(2), rated=np.zeros(0, dtype=np.int64),
+                                model=model.fingerprint))
     with pytest.raises(DataError, match="must be 5 finite numbers"):
-        model.predict(NewUser(factor=np.full(5, np.nan), rated=np.zeros(0)), [1000])
+        model.predict(NewUser(factor=np.full(5, np.nan), rated=np.zeros(0),
+                              model=model.fingerprint), [1000])
     me = model.fold_in([1000], [4])
     assert len(model.recommend(me, n=10**15)) == 29
 
@@ -220,3 +222,19 @@ def test_a_real_federation_publishes_the_same_artifact(tmp_path, fitted):
     want = FactorModel.from_estimator(est)
     assert np.array_equal(loaded.recommend(me).items, want.recommend(me).items)
     assert not loaded.has_user_factors
+
+
+def test_a_user_belongs_to_the_model_it_was_folded_in_on_and_ratings_to_its_range(fitted):
+    """A newcomer's careless input: a rating of 17 for a 1-5 model, and a user folded in on
+    one model asked of another, are refused (not predicted at the clip)."""
+    model = FactorModel.from_estimator(fitted[0]["fedmc-admm"])
+    other = FactorModel.from_estimator(fitted[0]["als"])
+    lo, hi = model.value_range
+    with pytest.raises(DataError, match="outside the model's rating range"):
+        model.fold_in([1000], [hi + 12])
+    me = model.fold_in([1000], [hi])
+    with pytest.raises(DataError, match="folded in on another model"):
+        other.recommend(me)
+    with pytest.raises(DataError, match="folded in on another model"):
+        other.predict(me, [1000])
+    assert len(model.recommend(me, n=3)) == 3

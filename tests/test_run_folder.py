@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from fedmc.errors import ConfigError
+from fedmc.federation.history import History
 from fedmc.files import strict_json, write_atomic
 from fedmc.run.folder import RunFolder
 
@@ -97,7 +98,7 @@ def test_sigint_and_sigterm_exit_130_and_143_and_mark_the_folder(tmp_path, long_
         deadline = time.monotonic() + 60
         while not (out / "status.json").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(1.0)
+        time.sleep(3.0)
         proc.send_signal(sig)
     for sig, (out, proc) in procs.items():
         _, err = proc.communicate(timeout=60)
@@ -106,3 +107,5 @@ def test_sigint_and_sigterm_exit_130_and_143_and_mark_the_folder(tmp_path, long_
             f"fedmc: interrupted by {sig.name}; its partial output is in {out}"), err
         assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
         assert not (out / "summary.json").exists()
+        rounds = [row["round"] for row in History.read_csv(out / "history.csv").rows]
+        assert rounds and rounds == sorted(rounds)  # the rounds done so far are kept

@@ -14,6 +14,7 @@ indexes an array: unknown, negative, out-of-range or non-integer ids raise a
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -31,11 +32,14 @@ from fedmc.errors import ConfigError, DataError
 
 @dataclass(frozen=True)
 class NewUser:
-    """A user folded in on the device: its factor row and the items it rated (dense
-    indices, excluded from its recommendations). Nothing of it is sent anywhere."""
+    """A user folded in on the device: its factor row, the items it rated (dense indices,
+    excluded from its recommendations) and the fingerprint of the model it was folded in on
+    (:attr:`FactorModel.fingerprint`: its factor means nothing to another model, which
+    refuses it). Nothing of it is sent anywhere."""
 
     factor: np.ndarray
     rated: np.ndarray
+    model: str
 
 
 @dataclass(frozen=True)
@@ -237,8 +241,18 @@ class FactorModel:
         z = self.V[best] @ u
         return TopN(self.item_ids[best], np.clip(self.normalizer.inverse(z), *self.clip))
 
+    @cached_property
+    def fingerprint(self) -> str:
+        """A digest of the item model (``V`` and the biases it holds): what a
+        :class:`NewUser` names as its model."""
+        return hashlib.sha256(np.ascontiguousarray(self.V, dtype=np.float64).tobytes()
+                              ).hexdigest()[:16]
+
     def _factor(self, user: NewUser) -> np.ndarray:
-        """A new user's factor, checked against the model's width."""
+        """A new user's factor, checked against the model it was folded in on and the width."""
+        if user.model != self.fingerprint:
+            raise DataError("this user was folded in on another model: fold it in on this one "
+                            "(model.fold_in)")
         u = np.asarray(user.factor, dtype=np.float64)
         if u.shape != (self.V.shape[1],) or not np.all(np.isfinite(u)):
             raise DataError(f"a user factor must be {self.V.shape[1]} finite numbers; this "
@@ -276,13 +290,18 @@ class FactorModel:
             raise DataError(f"{len(cols)} items but {len(values)} ratings")
         if not np.all(np.isfinite(values)):
             raise DataError("ratings must be finite numbers")
+        lo, hi = self.value_range
+        outside = (values < lo) | (values > hi)
+        if ratings is not None and np.any(outside):
+            raise DataError(f"rating {values[outside][0]:g} lies outside the model's rating "
+                            f"range {lo:g}-{hi:g}")
         uniq, counts = np.unique(cols, return_counts=True)
         if np.any(counts > 1):
             raise DataError(f"item {self.item_ids[uniq[counts > 1][0]]!s} is rated more "
                             "than once")
         u = spec(self.algorithm).load_fold_in()(self.config, self.V, cols,
                                         self.normalizer.transform(values))
-        return NewUser(factor=u, rated=cols)
+        return NewUser(factor=u, rated=cols, model=self.fingerprint)
 
     # ------------------------------------------------------------------ files
 
