@@ -14,10 +14,10 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import inspect
 import io
 import math
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -25,7 +25,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from fedmc.cli.options import parse_params
+from fedmc.algorithms.registry import SPECS
+from fedmc.cli.options import parse_params, with_options
 from fedmc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -39,45 +40,42 @@ err = Console(stderr=True)
 out = Console()
 
 
+_DEFAULTS = {"rounds": 20, "active": "10", "dp_epsilon": 8.0, "dp_clip": 0.3}
+_HELPS = {
+    "algorithm": "An audited algorithm: " + ", ".join(
+        name for name, entry in SPECS.items() if entry.audit is not None) + ".",
+    "param": "An algorithm parameter, KEY=VALUE (repeatable; default: the algorithm's "
+             "one-user-per-client settings, as fedmc run --partition user).",
+    "rounds": "Rounds of each run.",
+    "active": "Clients per round (uniform; the rate of Poisson sampling in the dp view): a "
+              "number or 'all'.",
+    "dp_epsilon": "dp view: the run's budget.",
+    "dp_delta": "dp view: delta of the budget.",
+    "dp_clip": "dp view: L2 bound of one client's upload.",
+    "out_dir": "Output folder (default runs/<time>-audit-<algorithm>-<data>).",
+    "overwrite": "Replace an earlier audit in --out.",
+    "quiet": "No progress bars.",
+}
+_EXTRAS = (
+    inspect.Parameter("view", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+        list[str] | None, typer.Option(
+            help="What the server holds: plain (each upload), secagg (cohort sums), dp (noised "
+            "sums of clipped uploads) or all (repeatable; default all).")]),
+    inspect.Parameter("repeat", inspect.Parameter.KEYWORD_ONLY, default=1, annotation=Annotated[
+        int, typer.Option(help="Audit seeds seed .. seed+N-1 and pool them (one run's DP "
+                          "figures vary from seed to seed; the pooled rows carry a 95% "
+                          "interval of the precision over the base rate).")]),
+)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``audit`` to ``app``."""
 
     @app.command()
-    def audit(
-        algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="fedmc-admm | fedmavg "
-                                               "| rfrec | fedals.")] = "fedmc-admm",
-        dataset: Annotated[str | None, typer.Option(help="Named data set (default: the "
-                                                    "embedded synthetic set).")] = None,
-        ratings: Annotated[Path | None, typer.Option(help="A CSV/TSV/Parquet file of "
-                                                     "ratings.")] = None,
-        data_dir: Annotated[Path | None, typer.Option(help="Data folder (else $FEDMC_DATA, "
-                                                      "else ~/.cache/fedmc).")] = None,
-        param: Annotated[list[str] | None, typer.Option(
-            "--param", "-P", help="An algorithm parameter, KEY=VALUE (repeatable; default: the "
-            "algorithm's one-user-per-client settings, as fedmc run --partition user).")] = None,
-        rounds: Annotated[int, typer.Option(help="Rounds of each run.")] = 20,
-        active: Annotated[str, typer.Option(help="Clients per round (uniform; the rate of "
-                                            "Poisson sampling in the dp view): a number or "
-                                            "'all'.")] = "10",
-        view: Annotated[list[str] | None, typer.Option(
-            help="What the server holds: plain (each upload), secagg (cohort sums), dp (noised "
-            "sums of clipped uploads) or all (repeatable; default all).")] = None,
-        dp_epsilon: Annotated[float, typer.Option(help="dp view: the run's budget.")] = 8.0,
-        dp_delta: Annotated[float, typer.Option(help="dp view: delta of the budget.")] = 1e-6,
-        dp_clip: Annotated[float, typer.Option(help="dp view: L2 bound of one client's "
-                                               "upload.")] = 0.3,
-        seed: Annotated[int, typer.Option(help="Seed of split, init and sampling.")] = 0,
-        repeat: Annotated[int, typer.Option(help="Audit seeds seed .. seed+N-1 and pool them "
-                                            "(one run's DP figures vary from seed to seed; "
-                                            "the pooled rows carry a 95% interval of the "
-                                            "precision over the base rate).")] = 1,
-        out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default "
-                                                     "runs/<time>-audit-<algorithm>-<data>)."
-                                                     )] = None,
-        overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier audit "
-                                                "in --out.")] = False,
-        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
-    ) -> None:
+    @with_options("algorithm", "dataset", "ratings", "data_dir", "param", "rounds", "active",
+                  "dp_epsilon", "dp_delta", "dp_clip", "seed", "out_dir", "overwrite", "quiet",
+                  extra=_EXTRAS, defaults=_DEFAULTS, helps=_HELPS)
+    def audit(**typed: Any) -> None:
         """Attack the uploads as a curious server would: rated-item sets and ratings of
         one-user clients, by what the server holds (plain, SecAgg, SecAgg + DP)."""
         from fedmc.audit.run import VIEWS, AuditSettings, pool_runs, run_audit
@@ -90,23 +88,27 @@ def register(app: typer.Typer) -> None:
         from fedmc.run.runner import versions
         from fedmc.run.settings import resolve
 
+        view, active, repeat, seed, rounds = (typed[k] for k in ("view", "active", "repeat",
+                                                                 "seed", "rounds"))
+        dp_epsilon, dp_delta, dp_clip = typed["dp_epsilon"], typed["dp_delta"], typed["dp_clip"]
+        quiet = typed["quiet"]
         views = VIEWS if not view or "all" in view else tuple(dict.fromkeys(view))
         if active != "all" and not active.isdigit():
             raise ConfigError(f"--active takes a number of clients or 'all', got {active!r}")
         if repeat < 1:
             raise ConfigError(f"--repeat must be >= 1, got {repeat}")
-        spec = resolve(RunOptions(algorithm=algorithm, partition="user",
-                                  params=parse_params(param or [])))
-        params, defaulted = spec.params, spec.defaulted
+        spec = resolve(RunOptions(algorithm=typed["algorithm"], partition="user",
+                                  params=parse_params(typed["param"] or [])))
+        algorithm, params, defaulted = spec.algorithm, spec.params, spec.defaulted
         settings = AuditSettings(algorithm, params, rounds,
                                  None if active == "all" else int(active), views,
                                  UserDP(clip=dp_clip, epsilon=dp_epsilon, delta=dp_delta,
                                         reproducible=True), seed)
         resolved = settings.config().model_dump(mode="json")
-        data_settings = DataSettings(dataset=dataset, ratings=ratings, data_dir=data_dir,
-                                     partition="user", seed=seed)
-        folder = RunFolder(out_dir, f"audit-{algorithm}-{data_settings.source}", overwrite,
-                           AUDIT_FILES)
+        data_settings = DataSettings(dataset=typed["dataset"], ratings=typed["ratings"],
+                                     data_dir=typed["data_dir"], partition="user", seed=seed)
+        folder = RunFolder(typed["out_dir"], f"audit-{algorithm}-{data_settings.source}",
+                           typed["overwrite"], AUDIT_FILES)
         target = folder.claim()
         seeds = range(seed, seed + repeat)
         label = str(seed) if repeat == 1 else f"{seed}-{seeds[-1]}"

@@ -42,10 +42,11 @@ class Declared(NamedTuple):
     flags: tuple[str, ...]
     help: str
 
-    def parameter(self, name: str, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
-        """The keyword-only parameter ``name`` of a command (``default`` replaces the
-        declared one)."""
-        option = typer.Option(*self.flags, help=self.help, rich_help_panel=self.panel)
+    def parameter(self, name: str, default: Any = inspect.Parameter.empty,
+                  help: str | None = None) -> inspect.Parameter:
+        """The keyword-only parameter ``name`` of a command (``default`` and ``help``
+        replace the declared ones)."""
+        option = typer.Option(*self.flags, help=help or self.help, rich_help_panel=self.panel)
         return inspect.Parameter(
             name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[self.type, option],
             default=self.default if default is inspect.Parameter.empty else default)
@@ -232,13 +233,16 @@ COMMAND_ONLY = ("param", "out_dir", "overwrite", "quiet")
 
 
 def with_options(*names: str, extra: tuple[inspect.Parameter, ...] = (),
-                 **defaults: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Give a command ``command(**options)`` the declared options ``names`` (``defaults``
-    replacing declared defaults) and the ``extra`` parameters, as its signature."""
+                 defaults: Mapping[str, Any] | None = None, helps: Mapping[str, str] | None = None,
+                 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command ``command(**options)`` the declared options ``names`` (``defaults`` and
+    ``helps`` replacing declared defaults and help texts) and the ``extra`` parameters, as its
+    signature."""
+    defaults, helps = defaults or {}, helps or {}
 
     def decorate(command: Callable[..., None]) -> Callable[..., None]:
-        parameters = [OPTIONS[name].parameter(name, defaults.get(name, inspect.Parameter.empty))
-                      for name in names]
+        parameters = [OPTIONS[name].parameter(name, defaults.get(name, inspect.Parameter.empty),
+                                              helps.get(name)) for name in names]
         command.__signature__ = inspect.Signature([*parameters, *extra])  # type: ignore[attr-defined]
         return command
 

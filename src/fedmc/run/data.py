@@ -63,10 +63,10 @@ class DataSettings(BaseModel):
     @model_validator(mode="after")
     def _implicit(self) -> DataSettings:
         if self.implicit_threshold is not None and not self.implicit:
-            raise ConfigError("--implicit-threshold needs --implicit")
+            raise ConfigError("implicit_threshold needs implicit=true")
         if self.implicit and self.normalize not in (None, "none"):
-            raise ConfigError(f"--implicit reads interactions, whose strengths are not "
-                              f"normalized: drop --normalize {self.normalize}")
+            raise ConfigError(f"implicit=true reads interactions, whose strengths are not "
+                              f"normalized: drop normalize={self.normalize}")
         if self.normalize is None:
             self.normalize = "none" if self.implicit else "zscore"
         return self
@@ -83,7 +83,7 @@ class DataSettings(BaseModel):
 def load_ratings(settings: DataSettings, progress: bool = False) -> Ratings:
     """Read the ratings named by ``settings`` (a file, a named set, or the default)."""
     if settings.ratings is not None and settings.dataset is not None:
-        raise ConfigError("give either --dataset or --ratings, not both")
+        raise ConfigError("give either dataset=NAME or ratings=FILE, not both")
     if settings.ratings is not None:
         return _read_file(settings.ratings, settings)
     return load_dataset(
@@ -117,9 +117,10 @@ def federated_data(settings: DataSettings, progress: bool = False,
         return federate(as_read(load_ratings(settings, progress=progress), settings),
                         settings), {}
     if settings.train is None or settings.test is None:
-        raise ConfigError("give --train and --test together")
+        raise ConfigError("give train=FILE and test=FILE together")
     if settings.ratings is not None or settings.dataset is not None:
-        raise ConfigError("give either --train/--test or --dataset/--ratings, not both")
+        raise ConfigError("give either train=FILE and test=FILE, or dataset=NAME or "
+                          "ratings=FILE, not both")
     ratings, is_test, dropped = fixed_split(
         as_read(_read_file(settings.train, settings), settings),
         as_read(_read_file(settings.test, settings), settings))
@@ -144,15 +145,15 @@ def implicit_params(entry: AlgorithmSpec, params: dict[str, Any],
     if settings.implicit:
         if not entry.interactions:
             names = ", ".join(name for name, s in SPECS.items() if s.interactions)
-            raise ConfigError(f"--implicit reads interactions, which need an algorithm for "
+            raise ConfigError(f"implicit=true reads interactions, which need an algorithm for "
                               f"implicit feedback ({names})")
         given = config(**params)
         for key, value in entry.interactions.items():
             if params.get(key) is not None and getattr(given, key) != value:
-                raise ConfigError(f"--implicit contradicts {key}={params[key]}")
+                raise ConfigError(f"implicit=true contradicts {key}={params[key]}")
         return {**params, **entry.interactions}
     if "implicit" in config.model_fields and config(**params).implicit:
-        raise ConfigError("implicit=true needs interaction data: add --implicit")
+        raise ConfigError("the algorithm's implicit mode needs interaction data: add implicit=true")
     return params
 
 
@@ -199,7 +200,7 @@ def load_boolean_data(settings: DataSettings):
     from fedmc.data.boolean import SYNTHETIC, load_boolean
 
     if settings.binarize is not None and settings.ratings is None and settings.dataset is None:
-        raise ConfigError("--binarize needs --ratings FILE or a rating --dataset")
+        raise ConfigError("binarize=T needs ratings=FILE or a rating dataset=NAME")
     common = {"noise": settings.noise, "n_clients": settings.clients, "seed": settings.seed}
     if settings.binary is not None:
         return load_boolean(binary_file=settings.binary, **common)
@@ -207,5 +208,5 @@ def load_boolean_data(settings: DataSettings):
         ratings = load_ratings(settings)
         return load_boolean(ratings=ratings, binarize=settings.binarize, **common)
     if settings.ratings is not None:
-        raise ConfigError("Boolean algorithms need --binarize T with --ratings FILE")
+        raise ConfigError("Boolean algorithms need binarize=T with ratings=FILE")
     return load_boolean(dataset=settings.dataset or SYNTHETIC, rows=settings.rows, **common)
