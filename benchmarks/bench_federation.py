@@ -34,6 +34,7 @@ from fedmc.federation.settings import Schedule
 from fedmc.flower.local import run_local
 from fedmc.flower.settings import FederatedRun
 from fedmc.run.data import DataSettings, federate, load_ratings
+from fedmc.run.settings import RunSpec
 from fedmc.sim import simulate
 
 
@@ -103,7 +104,7 @@ def main() -> None:
     data = DataSettings(dataset=args.dataset, clients=args.clients)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        run = FederatedRun(schedule=Schedule(rounds=args.rounds), secagg=args.secagg,
+        run = FederatedRun(spec=RunSpec(schedule=Schedule(rounds=args.rounds)), secagg=args.secagg,
                            timeout=120.0, out=work / "out")
         meter = CpuMeter()
         start = time.perf_counter()

@@ -43,6 +43,7 @@ from sweep import parse_value
 from fedmc.data.federated import CSR
 from fedmc.estimators import estimator_class
 from fedmc.model import FactorModel
+from fedmc.privacy.accounting import UserDP
 from fedmc.run.evaluation import HeldOut, evaluate_model
 
 
@@ -50,11 +51,11 @@ def fit(data, algorithm: str, rounds: int, eps: float, noise: float | None, q: f
         dp_clip: float, setup_scale: float, setup_clip: float | None, **params) -> dict:
     """One run, Poisson sampling at rate ``q``, user-level DP at budget ``eps`` (inf: none)
     or at noise multiplier ``noise``; the final RMSE and the epsilon spent."""
-    budget = {} if math.isinf(eps) else {"user_dp_epsilon": eps}
+    budget = {} if math.isinf(eps) else {"epsilon": eps}
     if noise is not None:
-        budget["user_dp_noise"] = noise
-    dp = budget and {**budget, "user_dp_clip": dp_clip, "user_dp_delta": 1e-6,
-                     "user_dp_setup_scale": setup_scale, "user_dp_setup_clip": setup_clip}
+        budget["noise"] = noise
+    dp = budget and {"dp": UserDP(**budget, clip=dp_clip, delta=1e-6, setup_scale=setup_scale,
+                                  setup_clip=setup_clip)}
     model = estimator_class(algorithm)(**params, rounds=rounds, sampling="bernoulli",
                                      participation=q, random_state=0,
                                          eval_every=max(rounds, 1), **dp)

@@ -20,33 +20,25 @@ import time
 
 from rich.progress import Progress
 
-from fedmc.algorithms.registry import PAPER_OPTIONS
 from fedmc.audit.canary import audit_runs, epsilon_lower_bound, neighbours, pick_canary
 from fedmc.data.registry import load_dataset, rating_scale
-from fedmc.run.data import DataSettings
+from fedmc.run.options import RunOptions
 from fedmc.run.runner import execute, write_outputs
-from fedmc.run.settings import RunSettings, apply_paper_settings
+from fedmc.run.settings import RunSpec, apply_paper_settings, resolve
 
 
-def settings(args: argparse.Namespace) -> tuple[RunSettings, DataSettings, dict]:
+def settings(args: argparse.Namespace) -> RunSpec:
     """The run the audit repeats: the algorithm's paper settings for one user per client and,
     with a budget, its DP defaults (what ``fedmc run --partition user --dp-epsilon E`` runs),
-    with ``--rounds`` if given."""
-    options = {**dict.fromkeys(PAPER_OPTIONS), "partition": "user", "clients": None,
-               "dp_epsilon": None if args.no_dp else args.epsilon, "rounds": args.rounds}
-    options, params, _ = apply_paper_settings(args.algorithm, options, {})
-    dp = {} if args.no_dp else {
-        "user_dp_epsilon": args.epsilon,
-        "user_dp_clip": options.get("dp_clip") or args.clip,
-        "user_dp_setup_clip": options.get("dp_setup_clip"),
-        "user_dp_setup_scale": options.get("dp_setup_scale") or 1.0}
-    active = None if options["active"] in (None, "all") else int(options["active"])
-    run = RunSettings(algorithm=args.algorithm, rounds=options["rounds"], active=active,
-                      sampling=options.get("sampling") or "uniform",
-                      participation=options.get("participation"), seed=args.seed, **dp)
-    data = DataSettings(dataset=args.dataset, partition="user", seed=args.seed,
-                        normalize="zscore" if args.no_dp else "public")
-    return run, data, params
+    with ``--rounds`` if given (``--clip`` where the algorithm has no DP default)."""
+    dp = {} if args.no_dp else {"dp_epsilon": args.epsilon}
+    options = RunOptions(algorithm=args.algorithm, dataset=args.dataset, partition="user",
+                         rounds=args.rounds, seed=args.seed, **dp)
+    if not args.no_dp and apply_paper_settings(
+            args.algorithm, options.model_dump(exclude={"params", "algorithm"}), {}
+            )[0]["dp_clip"] is None:
+        options = options.model_copy(update={"dp_clip": args.clip})
+    return resolve(options)
 
 
 def main() -> None:
@@ -60,7 +52,8 @@ def main() -> None:
     ap.add_argument("--no-dp", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    run, data_settings, params = settings(args)
+    run = settings(args)
+    data_settings = run.data
     ratings = load_dataset(args.dataset)
     canary = pick_canary(ratings)
     scale = None if args.no_dp else rating_scale(args.dataset)
@@ -68,7 +61,7 @@ def main() -> None:
                                  data_settings.normalize, scale)
 
     def run_once(data, folder):
-        write_outputs(folder, execute(run, data_settings, params, loaded=(data, {})))
+        write_outputs(folder, execute(run, loaded=(data, {})))
 
     start = time.perf_counter()
     with Progress(transient=True) as bar:

@@ -46,6 +46,7 @@ from fedmc.data.registry import load_dataset
 from fedmc.data.split import random_test_mask
 from fedmc.estimators import FedALS, ItemBias
 from fedmc.model import FactorModel
+from fedmc.privacy.accounting import UserDP
 from fedmc.run.evaluation import HeldOut, evaluate_model
 
 K = 10
@@ -88,7 +89,7 @@ def dp_settings(eps: float, clip: float) -> dict:
     """The estimators' user-level DP parameters at budget ``eps`` (inf: none)."""
     if math.isinf(eps):
         return {}
-    return {"user_dp_epsilon": eps, "user_dp_clip": clip, "user_dp_delta": 1e-6}
+    return {"dp": UserDP(epsilon=eps, clip=clip, delta=1e-6)}
 
 
 def values(text: str) -> list:
