@@ -69,12 +69,14 @@ def test_an_algorithm_for_the_other_kind_of_data_is_refused(tmp_path):
 @pytest.mark.federation
 @pytest.mark.parametrize("name", ["felb", "felb-mu"])
 def test_three_felb_nodes_two_rounds_give_the_simulations_history(tmp_path, name):
-    settings, run = boolean_settings(), RunSpec(algorithm=name, schedule=Schedule(rounds=2, active=2, seed=0))
+    schedule = Schedule(rounds=2, active=2, seed=0)
+    settings, run = boolean_settings(), RunSpec(algorithm=name, schedule=schedule)
     data = load_boolean_data(settings)
     cfg = spec(name).Config(**PARAMS)
-    sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)
-    expected = simulate(spec(name).algorithm_for(cfg), cfg, data, sampler, run.rounds,
-                        run.seed, 1).history
+    sampler = make_sampler(data.n_clients, schedule.active, schedule.sampling,
+                           schedule.participation)
+    expected = simulate(spec(name).algorithm_for(cfg), cfg, data, sampler, schedule.rounds,
+                        schedule.seed, 1).history
     history, out = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
     assert_same_history(history, expected, rtol=1e-9, atol=1e-9)
     assert [row["lost"] for row in history.rows if "lost" in row] == []

@@ -103,7 +103,7 @@ def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model
                         ignore=("seconds", "bytes_up", *FEDERATION_COLUMNS))
     model, events = out_files(tmp_path / "out")
     if model_bound:
-        assert_within_quantization(model, reference, run.rounds, 5)
+        assert_within_quantization(model, reference, run.schedule.rounds, 5)
     assert not [e for e in events if e["event"] in ("refused", "failed", "skipped")]
     if params.get("implicit"):  # fedmc evaluate ranks the federation's model as the run's
         published = load_model(tmp_path / "out")

@@ -30,14 +30,13 @@ from fedmc.errors import ConfigError
 
 federate_app = typer.Typer(no_args_is_help=True, add_completion=False,
                            pretty_exceptions_enable=False)
-SPLIT_OPTIONS = ("dataset", "ratings", "columns", "data_dir", "duplicates", "normalize",
-                 "rating_scale", "split", "test_fraction", "clients", "partition", "seed", "binary",
-                 "binarize", "noise", "implicit", "implicit_threshold")
 FLOWER = "Federation"
 # fedmc run's options a federation does not take: its own --out, a split given as two files,
 # the ranking evaluation and saving the user factors (they stay on the nodes; fedmc evaluate
 # ranks with the published model)
 RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors")
+SPLIT_OPTIONS = tuple(name for name in OPTIONS if name not in (*RUN_ONLY, "overwrite", "quiet"))
+"""``split`` takes the run's options too: ``run.toml`` holds the run they resolve to."""
 NOTED = ("refused", "failed", "skipped", "claim refused")  # told on stderr
 
 
@@ -58,7 +57,8 @@ def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
     "--out", help="Folder for the files.")], inspect.Parameter.empty),))
 def split(**typed: Any) -> None:
     """Write one ratings file per client (and its held-out ratings), the manifest, and
-    the Flower app with a run configuration: the files a real deployment hands out."""
+    the Flower app with a run configuration (run.toml: the run the options resolve to, as
+    fedmc run and fedmc federate local resolve them): the files a real deployment hands out."""
     from fedmc.flower.app import write_app, write_run_config
     from fedmc.flower.settings import FederatedRun
     from fedmc.flower.split import write_split
