@@ -227,7 +227,7 @@ def server_prox(total, scale, step, params, ones_col):
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def _group(one_user, g, t0, g_ptr, g_row):
+def _group(one_user, g, t0, g_ptr):
     """Ratings ``q0:q1`` of group ``g`` (one client's ratings of one item) and the row of its
     first rating: with one user per client a group is one rating of that user."""
     if one_user:
@@ -299,7 +299,7 @@ def rated_visits(clients, client_ptr, indptr, indices, values, groups, one_user,
         y = scratch_vector(token)
         y2 = scratch_vector(token)
         for g in range(g0, g1):
-            q0, q1, t_one = _group(one_user, g, t0, g_ptr, g_row)
+            q0, q1, t_one = _group(one_user, g, t0, g_ptr)
             j = indices[g] if one_user else g_item[g]
             for a in range(r):
                 y[a] = 0.0
@@ -348,7 +348,7 @@ def rated_initial_duals(clients, client_ptr, indptr, indices, values, groups, on
         g0 = indptr[t0] if one_user else g_client[c]
         g1 = indptr[t1] if one_user else g_client[c + 1]
         for g in range(g0, g1):
-            q0, q1, t_one = _group(one_user, g, t0, g_ptr, g_row)
+            q0, q1, t_one = _group(one_user, g, t0, g_ptr)
             j = indices[g] if one_user else g_item[g]
             for q in range(q0, q1):
                 t = t_one if one_user else g_row[q]
@@ -370,7 +370,7 @@ def rated_contributions(clients, client_ptr, indptr, groups, one_user, U, V, e, 
         g0 = indptr[t0] if one_user else g_client[c]
         g1 = indptr[t1] if one_user else g_client[c + 1]
         for g in range(g0, g1):
-            q0, q1, t_one = _group(one_user, g, t0, g_ptr, g_row)
+            q0, q1, t_one = _group(one_user, g, t0, g_ptr)
             j = items[row]
             for a in range(r):
                 out[row, a] = beta * V[j, a]
