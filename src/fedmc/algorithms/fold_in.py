@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from fedmc.data.federated import CSR
+from fedmc.core.shard import CSR
 
 FoldIn = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 FoldInRows = Callable[[Any, np.ndarray, CSR], np.ndarray]

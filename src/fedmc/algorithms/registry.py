@@ -28,7 +28,7 @@ from fedmc.errors import ConfigError
 if TYPE_CHECKING:
     from fedmc.algorithms.fold_in import FoldIn
     from fedmc.core.protocol import Algorithm
-    from fedmc.data.federated import CSR
+    from fedmc.core.shard import CSR
 
 PAPER_OPTIONS = ("clients", "partition", "active", "sampling", "participation", "rounds")
 """The options of a run an algorithm's paper settings may fill (``fedmc run``'s option names:
