@@ -1,7 +1,8 @@
 """The layers of the package hold (docs/architecture.md): algorithms import only the core, the
-privacy mechanisms and each other (nothing that builds their data or drives them), the ClientApp loads nothing of a run's command-line machinery, no package-level import
-cycle, nothing imports the test helpers, and clipping and every noise draw of the privacy
-mechanisms happen in the aggregator alone."""
+privacy mechanisms and each other (nothing that builds their data or drives them), the
+ClientApp loads nothing of a run's command-line machinery, no package-level import cycle,
+nothing imports the test helpers, and clipping and every noise draw of the privacy mechanisms
+happen in the aggregator alone."""
 
 from __future__ import annotations
 
