@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -155,3 +156,78 @@ def test_clipping_and_every_noise_draw_happen_in_the_aggregator_alone():
                     callers.setdefault(called, set()).add(name)
     assert callers, "the aggregator calls the mechanisms"
     assert set().union(*callers.values()) == {"fedmc.federation.aggregator"}, callers
+
+
+RUN_SPEC_FILES = {
+    # rewritten by the RunSpec change; remove from this list when merged
+    "cli", "run/settings.py", "flower/settings.py", "estimators.py",
+}
+"""Modules (paths under ``src/fedmc``; a folder: every module in it) outside the rule below."""
+
+
+def _own_modules(rel: str) -> bool:
+    """Whether the module at ``rel`` (a path under ``src/fedmc``) is an algorithm's own: its
+    package, or its audit target."""
+    return rel.startswith("algorithms/") or (rel.startswith("audit/targets/")
+                                             and not rel.endswith("__init__.py"))
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """The ``id`` of every docstring node (a string standing alone as a statement)."""
+    return {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)}
+
+
+def _specific_fields() -> set[str]:
+    """The ``Config`` fields of some algorithm that are not the common ones (of
+    :class:`fedmc.core.factors.FactorConfig` and its base)."""
+    from fedmc.algorithms.registry import specs
+    from fedmc.core.factors import AlgorithmConfig, FactorConfig
+
+    every = set().union(*(s.Config.model_fields for s in specs().values()))
+    return every - set(FactorConfig.model_fields) - set(AlgorithmConfig.model_fields)
+
+
+def _branches_on(node: ast.AST, fields: set[str]) -> str | None:
+    """The algorithm-specific field ``node`` reads by name (``getattr(x, "F")``,
+    ``hasattr(x, "F")``, ``"F" in X.model_fields``) or tests (``cfg.F`` in a condition or
+    comparison), else None."""
+    if (isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr")
+            and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in fields):
+        return node.args[1].value
+    if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant)
+            and node.left.value in fields
+            and any(getattr(c, "attr", None) == "model_fields" for c in node.comparators)):
+        return node.left.value
+    tests = ([node.test] if isinstance(node, ast.If | ast.IfExp | ast.While | ast.Assert)
+             else [node] if isinstance(node, ast.Compare | ast.BoolOp) else [])
+    for test in tests:
+        for sub in ast.walk(test):
+            if isinstance(sub, ast.Attribute) and sub.attr in fields and getattr(
+                    sub.value, "id", getattr(sub.value, "attr", None)) in ("cfg", "config"):
+                return sub.attr
+    return None
+
+
+def test_no_module_outside_an_algorithms_package_names_it_or_branches_on_its_settings():
+    from fedmc.algorithms.registry import algorithm_names
+
+    names = re.compile(r"(?<![\w-])(" + "|".join(
+        sorted(map(re.escape, algorithm_names()), key=len, reverse=True)) + r")(?![\w-])")
+    fields = _specific_fields()
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if _own_modules(rel) or rel in RUN_SPEC_FILES or rel.split("/")[0] in RUN_SPEC_FILES:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        docstrings = _docstrings(tree)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docstrings and names.search(node.value)):
+                found.append(f"{rel}:{node.lineno}: names {names.search(node.value)[0]!r}")
+            field = _branches_on(node, fields)
+            if field is not None:
+                found.append(f"{rel}:{node.lineno}: branches on {field!r}")
+    assert found == []
