@@ -23,7 +23,7 @@ block by block, with larger steps. See ``docs/algorithms.md``.
 ``consensus="rated"`` (the cross-device mode, ``--partition user``) is a second algorithm on
 the same settings, :data:`RATED` (:mod:`~fedmc.algorithms.fedmc_admm.rated`);
 :data:`BY_CONSENSUS` picks one of the two by that setting
-(:mod:`fedmc.algorithms.registry`).
+(:mod:`fedmc.algorithms.fedmc_admm.spec`).
 """
 
 from __future__ import annotations
