@@ -59,7 +59,7 @@ def always(cfg: Any) -> bool:
 
 @dataclass(frozen=True)
 class AlgorithmSpec:
-    """One algorithm's entry (module docstring).
+    """One algorithm's facts, written in its package's ``spec`` module (module docstring).
 
     Attributes
     ----------
