@@ -40,7 +40,7 @@ import numpy as np
 from bench_cross_device import item_mean_rmse, test_data, validation_data
 from sweep import parse_value
 
-from fedmc.data.federated import CSR
+from fedmc.core.shard import CSR
 from fedmc.estimators import estimator_class
 from fedmc.model import FactorModel
 from fedmc.privacy.accounting import UserDP

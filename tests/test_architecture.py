@@ -1,12 +1,14 @@
-"""The layers of the package hold (docs/architecture.md): algorithms import nothing that drives
-them, the ClientApp loads nothing of a run's command-line machinery, no package-level import
-cycle, nothing imports the test helpers, and clipping and every noise draw of the privacy
-mechanisms happen in the aggregator alone."""
+"""The layers of the package hold (docs/architecture.md): algorithms import only the core, the
+privacy mechanisms and each other (nothing that builds their data or drives them), the
+ClientApp loads nothing of a run's command-line machinery, no package-level import cycle,
+nothing imports the test helpers, and clipping and every noise draw of the privacy mechanisms
+happen in the aggregator alone."""
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,13 +32,27 @@ def loaded_after_import(*modules: str) -> set[str]:
     return set(json.loads(out))
 
 
-def test_algorithms_load_nothing_that_drives_them():
-    assert len(ALGORITHM_MODULES) >= 7
-    loaded = loaded_after_import(*ALGORITHM_MODULES)
-    forbidden = [m for m in loaded if m.startswith((
-        "fedmc.sim", "fedmc.flower", "fedmc.run", "fedmc.estimators", "fedmc.cli",
-        "fedmc.federation", "fedmc.audit", "fedmc.testing", "fedmc.model"))]
+NOT_BELOW_ALGORITHMS = ("fedmc.data", "fedmc.sim", "fedmc.flower", "fedmc.run",
+                        "fedmc.estimators", "fedmc.cli", "fedmc.federation", "fedmc.audit",
+                        "fedmc.testing", "fedmc.model", "fedmc.experiments")
+"""What an algorithm loads none of: what builds its data or drives it."""
+
+
+@pytest.mark.parametrize("module", ALGORITHM_MODULES)
+def test_an_algorithm_loads_nothing_that_builds_its_data_or_drives_it(module):
+    loaded = loaded_after_import(module)
+    assert module in loaded
+    forbidden = [m for m in loaded if m.startswith(NOT_BELOW_ALGORITHMS)]
     assert forbidden == [], forbidden
+
+
+def test_algorithms_import_only_core_privacy_errors_and_algorithms():
+    assert len(ALGORITHM_MODULES) >= 7
+    allowed = ("fedmc.core", "fedmc.privacy", "fedmc.errors", "fedmc.algorithms")
+    outside = {name: sorted(m for m in _imports(name, tree)
+                            if m != "fedmc" and not m.startswith(allowed))
+               for name, tree in _modules().items() if name.startswith("fedmc.algorithms")}
+    assert {name: found for name, found in outside.items() if found} == {}
 
 
 def test_the_client_app_loads_no_run_machinery():
@@ -140,3 +156,71 @@ def test_clipping_and_every_noise_draw_happen_in_the_aggregator_alone():
                     callers.setdefault(called, set()).add(name)
     assert callers, "the aggregator calls the mechanisms"
     assert set().union(*callers.values()) == {"fedmc.federation.aggregator"}, callers
+
+
+def _own_modules(rel: str) -> bool:
+    """Whether the module at ``rel`` (a path under ``src/fedmc``) is an algorithm's own: its
+    package, or its audit target."""
+    return rel.startswith("algorithms/") or (rel.startswith("audit/targets/")
+                                             and not rel.endswith("__init__.py"))
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """The ``id`` of every docstring node (a string standing alone as a statement)."""
+    return {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)}
+
+
+def _specific_fields() -> set[str]:
+    """The ``Config`` fields of some algorithm that are not the common ones (of
+    :class:`fedmc.core.factors.FactorConfig` and its base)."""
+    from fedmc.algorithms.registry import specs
+    from fedmc.core.factors import AlgorithmConfig, FactorConfig
+
+    every = set().union(*(s.Config.model_fields for s in specs().values()))
+    return every - set(FactorConfig.model_fields) - set(AlgorithmConfig.model_fields)
+
+
+def _branches_on(node: ast.AST, fields: set[str]) -> str | None:
+    """The algorithm-specific field ``node`` reads by name (``getattr(x, "F")``,
+    ``hasattr(x, "F")``, ``"F" in X.model_fields``) or tests (``cfg.F`` in a condition or
+    comparison), else None."""
+    if (isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr")
+            and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in fields):
+        return node.args[1].value
+    if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant)
+            and node.left.value in fields
+            and any(getattr(c, "attr", None) == "model_fields" for c in node.comparators)):
+        return node.left.value
+    tests = ([node.test] if isinstance(node, ast.If | ast.IfExp | ast.While | ast.Assert)
+             else [node] if isinstance(node, ast.Compare | ast.BoolOp) else [])
+    for test in tests:
+        for sub in ast.walk(test):
+            if isinstance(sub, ast.Attribute) and sub.attr in fields and getattr(
+                    sub.value, "id", getattr(sub.value, "attr", None)) in ("cfg", "config"):
+                return sub.attr
+    return None
+
+
+def test_no_module_outside_an_algorithms_package_names_it_or_branches_on_its_settings():
+    from fedmc.algorithms.registry import algorithm_names
+
+    names = re.compile(r"(?<![\w-])(" + "|".join(
+        sorted(map(re.escape, algorithm_names()), key=len, reverse=True)) + r")(?![\w-])")
+    fields = _specific_fields()
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if _own_modules(rel):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        docstrings = _docstrings(tree)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docstrings and names.search(node.value)):
+                found.append(f"{rel}:{node.lineno}: names {names.search(node.value)[0]!r}")
+            field = _branches_on(node, fields)
+            if field is not None:
+                found.append(f"{rel}:{node.lineno}: branches on {field!r}")
+    assert found == [], "\n".join(found)

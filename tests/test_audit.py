@@ -114,7 +114,7 @@ def test_a_cohorts_sum_splits_into_its_members_exclusive_items_and_their_ratings
     """SecAgg alone: in the sum of a cohort's first visits (zero duals, consensus on rated
     items) the rows of an item only one member rated are that member's, parallel to its u:
     grouped by direction they are each member's exclusive items, decoded exactly."""
-    from fedmc.audit.run import ADMMTarget
+    from fedmc.audit.targets.fedmc_admm import ADMMTarget
 
     data = one_user_clients(m=12, n=60)
     cfg = RATED.Config(rank=3, consensus="rated", dual_init="zeros", beta=0.6, inner=5)
@@ -161,14 +161,14 @@ def test_a_cohorts_sum_of_rfrec_and_fedmavg_uploads_splits_into_its_members(name
     """The same for RFRec's first round (under Adam, rows that reach alpha are several
     members' steps and are left out) and FedMAvg's W_i (each member's own shrink factor of V
     unknown in the sum: found with |u|)."""
-    from fedmc.algorithms.registry import load
+    from fedmc.audit.targets import target as target_of
 
     entry = spec(name)
     data = one_user_clients(m=12, n=60)
     cfg = entry.Config(rank=3, **params)
     algorithm = entry.algorithm_for(cfg)
     records, _ = record_boundary(algorithm, cfg, data, lambda: make_sampler(12, 5), rounds=1)
-    target = load(entry.audit)(cfg, data, records, STARS)
+    target = target_of(name)(cfg, data, records, STARS)
     o = next(o for o in audit.observations(records, "secagg", target.upload) if o.round == 1)
     assert_split_is_exact(data, target, o)
 
@@ -310,7 +310,7 @@ def test_federated_als_statistics_give_the_exact_rated_sets_and_ratings(params):
     sums) decodes to its exact ratings; a cohort's sum splits into its members' exclusive
     items, each group decoded exactly (with fresh sums and biases: up to the member's bias,
     which the grid finds unless a shift by a rating step fits too)."""
-    from fedmc.audit.run import FedALSTarget
+    from fedmc.audit.targets.fedals import FedALSTarget
 
     entry = spec("fedals")
     data = one_user_clients(m=12, n=150)

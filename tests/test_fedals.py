@@ -14,8 +14,8 @@ from fedmc.algorithms.fedals import ALGORITHM, FedALSConfig
 from fedmc.algorithms.fedals.client import STATS, contributed, user_step
 from fedmc.algorithms.fedals.fold_in import fold_in
 from fedmc.algorithms.fedals.kernels import item_solves
+from fedmc.core.shard import CSR
 from fedmc.core.uploads import OuterRows, Stacked, svec_pairs, upload_nbytes
-from fedmc.data import CSR
 from fedmc.errors import ConfigError
 from fedmc.estimators import ALS, FedALS
 from fedmc.federation.sampling import make_sampler

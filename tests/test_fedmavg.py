@@ -226,6 +226,7 @@ def test_fedmavg_decreases_objective_on_synthetic():
 def test_runs_through_the_runner(name, extra):
     """``fedmc run --algorithm NAME -P key=value`` reaches the algorithm (strings coerced)."""
     result = execute(RunSpec(algorithm=name, schedule=Schedule(rounds=3, active=4),
-                             data=DataSettings(clients=10), params={"rank": 3, "inner": 2, **extra}))
+                             data=DataSettings(clients=10), params={"rank": 3, "inner": 2,
+                                                                    **extra}))
     assert result.summary["round"] == 3 and np.isfinite(result.summary["test_rmse"])
     assert result.summary["bytes_up"] > 0

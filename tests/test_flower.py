@@ -229,7 +229,8 @@ def federated(tmp_path: Path, settings: DataSettings, run: RunSpec, params: dict
         if on_event is not None:
             on_event(event, fed)
 
-    run_local(FederatedRun(spec=run.model_copy(update={"params": params}), out=out, **flags), settings,
+    run_local(FederatedRun(spec=run.model_copy(update={"params": params}), out=out, **flags),
+              settings,
               tmp_path / "work", on_event=watch)
     for pid in started:  # every process started is gone, with its process group
         with pytest.raises(ProcessLookupError):
@@ -263,7 +264,8 @@ def test_three_nodes_with_user_level_dp_give_the_simulations_history(tmp_path):
     """Central DP: each client clips its own upload, the server adds the noise to the sum
     from its stream, as the simulation does (every client in every round: q = 1)."""
     settings = data_settings(ratings_file(tmp_path))
-    run = RunSpec(schedule=Schedule(rounds=2, active=None, seed=0, dp=UserDP(clip=0.05, noise=0.5, unit="client", reproducible=True)))
+    dp = UserDP(clip=0.05, noise=0.5, unit="client", reproducible=True)
+    run = RunSpec(schedule=Schedule(rounds=2, active=None, seed=0, dp=dp))
     history, _ = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
     reference = simulated(settings, run, PARAMS)
     assert_same_history(history, reference, rtol=1e-9, atol=1e-9)

@@ -149,7 +149,9 @@ class Deployment:
                               stdin=subprocess.DEVNULL)
 
     def submit(self, run: RunSpec, out: Path, run_key: str = "") -> int:
-        config = FederatedRun(spec=run.model_copy(update={"params": PARAMS}), timeout=60.0, run_key=run_key, manifest=self.split / "manifest.json", out=out).run_config()
+        config = FederatedRun(spec=run.model_copy(update={"params": PARAMS}), timeout=60.0,
+                              run_key=run_key, manifest=self.split / "manifest.json",
+                              out=out).run_config()
         done = self.flwr("run", str(self.app), "operator", "--run-config",
                          str(write_run_config(out.with_suffix(".toml"), config)),
                          "--format", "json")

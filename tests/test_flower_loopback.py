@@ -96,7 +96,8 @@ def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model
     params = {**PARAMS, **params}
     run = RunSpec(algorithm=algorithm, schedule=Schedule(rounds=4, active=3, seed=0))
     history = loopback_federation(tmp_path, settings,
-                                  FederatedRun(spec=run.model_copy(update={"params": params}), secagg=True, out=Path("out")))
+                                  FederatedRun(spec=run.model_copy(update={"params": params}),
+                                               secagg=True, out=Path("out")))
     reference = execute(run.model_copy(update={"data": settings, "params": params}))
     assert all(row["lost"] == "" for row in history.rows), history.column("lost")
     assert_same_history(history, reference.history, rtol=1e-6, atol=1e-9,
@@ -135,7 +136,9 @@ def test_a_client_that_uploads_nan_is_left_out_and_the_model_stays_finite(tmp_pa
     the replay of the federation without client 1's steps in those rounds."""
     settings = settings_for("fedmc-admm", tmp_path)
     run = RunSpec(schedule=Schedule(rounds=4, active=3, seed=0))
-    history = loopback_federation(tmp_path, settings, FederatedRun(spec=run.model_copy(update={"params": PARAMS}), out=Path("out")),
+    history = loopback_federation(tmp_path, settings,
+                                  FederatedRun(spec=run.model_copy(update={"params": PARAMS}),
+                                               out=Path("out")),
                                   mods={1: poison(1)})
     lost, included = client_ids(history, "lost"), client_ids(history)
     asked = [k for k in range(1, 5) if 1 in lost[k]]
@@ -153,8 +156,12 @@ def test_a_private_run_logs_a_refusal_without_naming_the_client(tmp_path):
     reason (it names the client), no time."""
     settings = settings_for("fedmc-admm", tmp_path).model_copy(update={
         "partition": "user", "normalize": "public", "rating_scale": (1.0, 5.0)})
-    run = RunSpec(schedule=Schedule(rounds=3, active=None, seed=0, dp=UserDP(epsilon=8.0, clip=0.5)))  # every client every round: the sample is secret
-    loopback_federation(tmp_path, settings, FederatedRun(spec=run.model_copy(update={"params": PARAMS}), out=Path("out")),
+    # every client every round: the sample is secret
+    run = RunSpec(schedule=Schedule(rounds=3, active=None, seed=0,
+                                    dp=UserDP(epsilon=8.0, clip=0.5)))
+    loopback_federation(tmp_path, settings,
+                        FederatedRun(spec=run.model_copy(update={"params": PARAMS}),
+                                     out=Path("out")),
                         mods={1: poison(1)})
     _, events = out_files(tmp_path / "out")
     refused = [e for e in events if e["event"] == "refused"]
@@ -193,7 +200,8 @@ def test_a_secure_round_with_one_uploader_is_skipped_and_said_so(tmp_path):
     settings = settings_for("fedmc-admm", tmp_path)
     run = RunSpec(schedule=Schedule(rounds=6, active=2, dropout=0.5, seed=3))
     history = loopback_federation(tmp_path, settings,
-                                  FederatedRun(spec=run.model_copy(update={"params": PARAMS}), secagg=True, out=Path("out")))
+                                  FederatedRun(spec=run.model_copy(update={"params": PARAMS}),
+                                               secagg=True, out=Path("out")))
     _, events = out_files(tmp_path / "out")
     skipped = {e["round"] for e in events if e["event"] == "skipped"}
     sampled = dict(zip(history.column("round"), history.column("clients"), strict=True))
@@ -208,20 +216,26 @@ def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(
     write_split(settings, tmp_path / "split")
     manifest = Manifest.read(tmp_path / "split" / "manifest.json")
     cases = [
-        (RunSpec(schedule=Schedule(active=1)), {}, True, "at least 2 clients: 2 clients, 1 per round"),
+        (RunSpec(schedule=Schedule(active=1)), {}, True,
+         "at least 2 clients: 2 clients, 1 per round"),
         (RunSpec(schedule=Schedule(active=2)), {"rank": 0}, False, "rank must be at least 1"),
         (RunSpec(schedule=Schedule(active=2)), {"rank": 5000}, False, "rank 5000 exceeds"),
-        (RunSpec(schedule=Schedule(active=None, dp=UserDP(noise=1.0))), {}, False, "needs --dp-clip"),
+        (RunSpec(schedule=Schedule(active=None, dp=UserDP(noise=1.0))), {}, False,
+         "needs --dp-clip"),
         (RunSpec(schedule=Schedule(active=None, dp=UserDP(noise=1.0, clip=1.0))), {}, False,
          "guarantee is per client"),
         (RunSpec(schedule=Schedule(active=1, dp=UserDP(noise=1.0, clip=1.0, unit="client"))), {},
          False, "Poisson sampling"),
-        (RunSpec(schedule=Schedule(active=None, dp=UserDP(epsilon=0.01, noise=0.5, clip=1.0, unit="client"))), {}, False, "over the budget"),
+        (RunSpec(schedule=Schedule(active=None, dp=UserDP(epsilon=0.01, noise=0.5, clip=1.0,
+                                                          unit="client"))),
+         {}, False, "over the budget"),
     ]
     for run, params, secagg, message in cases:
         with pytest.raises(ConfigError, match=message):
-            preflight(FederatedRun(spec=run.model_copy(update={"params": params}), secagg=secagg), manifest)
-    preflight(FederatedRun(spec=RunSpec(schedule=Schedule(active=2)).model_copy(update={"params": {}}), secagg=True), manifest)  # fine
+            preflight(FederatedRun(spec=run.model_copy(update={"params": params}), secagg=secagg),
+                      manifest)
+    preflight(FederatedRun(spec=RunSpec(schedule=Schedule(active=2)), secagg=True),
+              manifest)  # fine
 
 
 def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(tmp_path):
@@ -231,8 +245,11 @@ def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(tm
     settings = data_settings(ratings_file(tmp_path, users=12), clients=1)
     settings = settings.model_copy(update={"partition": "user", "normalize": "public",
                                            "rating_scale": (1.0, 5.0)})
-    run = RunSpec(schedule=Schedule(rounds=3, active=None, sampling="bernoulli", participation=0.5, seed=0, dp=UserDP(epsilon=4.0, clip=0.5)))
-    loopback_federation(tmp_path, settings, FederatedRun(spec=run.model_copy(update={"params": PARAMS}), secagg=True, out=Path("out")))
+    run = RunSpec(schedule=Schedule(rounds=3, active=None, sampling="bernoulli", participation=0.5,
+                                    seed=0, dp=UserDP(epsilon=4.0, clip=0.5)))
+    loopback_federation(tmp_path, settings,
+                        FederatedRun(spec=run.model_copy(update={"params": PARAMS}), secagg=True,
+                                     out=Path("out")))
     assert_publishes_only_what_is_private(tmp_path / "out", 4.0)
 
 

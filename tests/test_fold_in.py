@@ -132,7 +132,7 @@ def test_registry_names_and_unknown_algorithms():
 def test_the_batched_fold_in_is_the_one_user_fold_in_of_every_row(name, params):
     """``fold_in_users`` by an algorithm's ``fold_in_rows`` equals its ``fold_in`` called for
     one user at a time (a user without ratings included)."""
-    from fedmc.data.federated import CSR
+    from fedmc.core.shard import CSR
 
     entry = spec(name)
     cfg = entry.Config(**params)

@@ -13,7 +13,7 @@ from fedmc.algorithms.fedmc_admm import RATED as ADMM
 from fedmc.algorithms.fedmc_admm import FedMCADMMConfig
 from fedmc.algorithms.item_bias import ALGORITHM as ITEM_BIAS
 from fedmc.algorithms.item_bias import ItemBiasConfig
-from fedmc.data.federated import CSR
+from fedmc.core.shard import CSR
 from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import UserDP
 from fedmc.sim import simulate

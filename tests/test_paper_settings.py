@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedmc.algorithms.registry import CROSS_SILO, PAPER_OPTIONS, SPECS
+from fedmc.algorithms.registry import CROSS_SILO, PAPER_OPTIONS, specs
 from fedmc.errors import ConfigError
 from fedmc.run.settings import apply_paper_settings
 
@@ -50,7 +50,7 @@ def test_a_given_active_sets_the_bernoulli_rate_of_the_cross_device_variant():
 
 
 def test_paper_settings_and_variants_name_real_options_and_parameters():
-    for entry in SPECS.values():
+    for entry in specs().values():
         assert set(entry.paper_settings) <= set(PAPER_OPTIONS), entry.name
         fields = entry.Config.model_fields
         for settings in entry.variants.values():

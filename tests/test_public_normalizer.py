@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from fedmc.algorithms.registry import DP_OPTIONS, IMPLICIT, PAPER_OPTIONS, SPECS
+from fedmc.algorithms.registry import DP_OPTIONS, IMPLICIT, PAPER_OPTIONS, specs
 from fedmc.cli.options import parse_params
 from fedmc.core.scale import Normalizer
 from fedmc.data.registry import rating_scale
@@ -81,9 +81,9 @@ def test_dp_runs_default_to_the_public_normalizer_and_refuse_a_fitted_one(
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 3.0, 8.0, 100.0])
 def test_a_dp_budget_alone_picks_its_tuned_settings(epsilon):
-    tuned = SPECS["fedmc-admm"].dp_variants["user"]
+    tuned = specs()["fedmc-admm"].dp_variants["user"]
     expected = tuned[max([b for b in tuned if b <= epsilon], default=min(tuned))]
-    assert SPECS["fedmc-admm"].dp_variant("user", epsilon) is expected
+    assert specs()["fedmc-admm"].dp_variant("user", epsilon) is expected
     settings = resolve(_options(dataset="ml-1m", partition="user", dp_epsilon=epsilon))
     params, schedule = settings.params, settings.schedule
     assert schedule.dp.clip == expected["dp_clip"]
@@ -98,9 +98,9 @@ def test_a_dp_budget_alone_picks_its_tuned_settings(epsilon):
 @pytest.mark.parametrize("implicit", [False, True])
 def test_a_run_on_interactions_takes_the_settings_tuned_for_them(algorithm, implicit, epsilon):
     """``--implicit`` picks the partition's ``+implicit`` variants, ratings the plain ones."""
-    tuned = SPECS[algorithm].dp_variants["user" + IMPLICIT if implicit else "user"]
+    tuned = specs()[algorithm].dp_variants["user" + IMPLICIT if implicit else "user"]
     expected = tuned[max([b for b in tuned if b <= epsilon], default=min(tuned))]
-    assert SPECS[algorithm].dp_variant("user", epsilon, implicit) is expected
+    assert specs()[algorithm].dp_variant("user", epsilon, implicit) is expected
     settings = resolve(_options(dataset="ml-1m", algorithm=algorithm, implicit=implicit,
                                 dp_epsilon=epsilon))
     params, schedule = settings.params, settings.schedule
@@ -112,7 +112,7 @@ def test_a_run_on_interactions_takes_the_settings_tuned_for_them(algorithm, impl
 
 
 def test_dp_variants_name_real_settings_that_validate():
-    tuned = [(entry, settings) for entry in SPECS.values()
+    tuned = [(entry, settings) for entry in specs().values()
              for by_budget in entry.dp_variants.values() for settings in by_budget.values()]
     assert tuned
     for entry, settings in tuned:
@@ -139,7 +139,7 @@ def test_the_dp_defaults_are_listed_in_config_json(monkeypatch, capsys, tmp_path
                           tmp_path / "o", "-q")
     assert code == 0, err
     config = json.loads((tmp_path / "o" / "config.json").read_text())
-    tuned = SPECS["item-bias"].dp_variant("user", 2.0)
+    tuned = specs()["item-bias"].dp_variant("user", 2.0)
     assert config["run"]["dp"]["clip"] == tuned["dp_clip"]
     assert config["params"]["lam_item"] == tuned["lam_item"]
     assert {"dp_clip", "lam_item", "partition", "rounds"} <= set(config["run"]["defaulted"])

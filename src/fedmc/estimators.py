@@ -20,7 +20,7 @@ import numpy as np
 
 from fedmc.algorithms.als import run_sweeps
 from fedmc.algorithms.felb.prox import binarize
-from fedmc.algorithms.registry import AlgorithmSpec, spec
+from fedmc.algorithms.registry import AlgorithmSpec, spec, specs
 from fedmc.core.factors import FactorLayout
 from fedmc.core.factors import predict as predict_factors
 from fedmc.core.protocol import FederationInfo
@@ -44,8 +44,9 @@ RUN_PARAMS: dict[str, Any] = {(SEED if name == "seed" else name): field.default
 
 class Estimator:
     """Keyword parameters stored as attributes, ``get_params``/``set_params``, a ``repr`` of
-    the changed ones and an explicit ``__init__`` signature; a subclass names its registered
-    algorithm (``name``) and sets ``run_params`` (the run's parameters)."""
+    the changed ones and an explicit ``__init__`` signature; a subclass is the estimator its
+    algorithm's spec names (``AlgorithmSpec.estimator``, which gives it ``name`` and ``spec``)
+    and sets ``run_params`` (the run's parameters)."""
 
     name: ClassVar[str]  # the ``--algorithm`` value
     Config: ClassVar[type]
@@ -54,9 +55,11 @@ class Estimator:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "name" not in cls.__dict__:
+        mine = [s for s in specs().values() if s.estimator == cls.__name__]
+        if not mine:  # a base class
             return
-        cls.spec = spec(cls.name)
+        cls.spec = mine[0]
+        cls.name = cls.spec.name
         cls.Config = cls.spec.Config
         params = [
             inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
@@ -230,8 +233,6 @@ class FedMCADMM(FactorEstimator):
     True
     """
 
-    name = "fedmc-admm"
-
 
 class FedMAvg(FactorEstimator):
     """FedMAvg with the hyper-parameters of section 5.2 of ``fedmc-admm.md``
@@ -246,8 +247,6 @@ class FedMAvg(FactorEstimator):
     6
     """
 
-    name = "fedmavg"
-
 
 class FedMAvgPoster(FactorEstimator):
     """The original FedMAvg (Algorithm 1 of the poster, :mod:`fedmc.algorithms.fedmavg`) on
@@ -261,8 +260,6 @@ class FedMAvgPoster(FactorEstimator):
     >>> model.history_.last("q2")
     3.0
     """
-
-    name = "fedmavg-poster"
 
 
 class RFRec(FactorEstimator):
@@ -281,8 +278,6 @@ class RFRec(FactorEstimator):
     40.0
     """
 
-    name = "rfrec"
-
 
 class RFRecF(FactorEstimator):
     """RFRecF (Algorithm 2 of ``rfrec.md``): Bernoulli(p) switching between local steps and
@@ -291,8 +286,6 @@ class RFRecF(FactorEstimator):
     The coin ``zeta_k`` is drawn from the server's stream; ``zeta_{-1} = 0``, so the first
     iteration communicates with probability ``p`` and every later one with ``2 p (1-p)``.
     """
-
-    name = "rfrecf"
 
 
 class FedALS(FactorEstimator):
@@ -308,8 +301,6 @@ class FedALS(FactorEstimator):
     True
     """
 
-    name = "fedals"
-
 
 class ItemBias(FactorEstimator):
     """The DP item-bias baseline (:mod:`fedmc.algorithms.item_bias`) on the batched simulation.
@@ -322,8 +313,6 @@ class ItemBias(FactorEstimator):
     >>> bool(model.history_.last("test_rmse") < 1.0)
     True
     """
-
-    name = "item-bias"
 
 
 class Felb(FederatedEstimator):
@@ -343,7 +332,6 @@ class Felb(FederatedEstimator):
     (3, 60)
     """
 
-    name = "felb"
 
     def _learn(self, sim: Outcome, data: Any) -> None:
         super()._learn(sim, data)
@@ -368,8 +356,6 @@ class FelbMU(Felb):
     MU, an entry that reaches exactly 0 stays 0 (zero-locking).
     """
 
-    name = "felb-mu"
-
 
 class ALS(FactorPredictions, Estimator):
     """Centralized biased matrix factorization by alternating least squares
@@ -388,7 +374,6 @@ class ALS(FactorPredictions, Estimator):
     True
     """
 
-    name = "als"
     run_params = {"eval_every": 1, SEED: 0}
 
     def fit_with_progress(self, data: Any, callback: RoundCallback | None = None) -> ALS:
@@ -414,7 +399,7 @@ def estimator_run_params(schedule: Schedule, cls: type[Estimator]) -> dict[str, 
 def estimator_class(name: str) -> type[Estimator]:
     """The estimator of the registered algorithm ``name``."""
     spec(name)  # an unknown name is refused with the list of names
-    return next(cls for cls in _estimators() if cls.__dict__.get("name") == name)
+    return next(cls for cls in _estimators() if cls.__dict__.get("spec") is spec(name))
 
 
 def _estimators() -> list[type[Estimator]]:

@@ -13,8 +13,8 @@ A fold-in is a function ``fold_in(cfg, V, items, values) -> u``:
   column set with biases).
 
 It solves the same problem the algorithm's clients solve for their own rows in training (same
-regularizer, constraint sets and solver), with ``V`` fixed; each algorithm's registry entry
-names its own (:mod:`fedmc.algorithms.registry`), and may name a batched form
+regularizer, constraint sets and solver), with ``V`` fixed; each algorithm's spec
+names its own (:mod:`fedmc.algorithms.spec`), and may name a batched form
 ``fold_in_rows(cfg, V, R) -> U`` (``R`` a CSR of many users' ratings, one row per user: the same
 kernel over all rows, :func:`converge_rows`), which ``fedmc evaluate`` uses to fold in every
 test user at once. Helpers: :func:`user_row` (the user's ratings as a one-row CSR, what the
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from fedmc.data.federated import CSR
+from fedmc.core.shard import CSR
 
 FoldIn = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 FoldInRows = Callable[[Any, np.ndarray, CSR], np.ndarray]

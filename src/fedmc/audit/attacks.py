@@ -252,8 +252,9 @@ def equal_groups(rows: np.ndarray, tol: float = 1e-9, least: int = 3) -> list[np
     """The groups of at least ``least`` equal rows (to ``tol`` times the largest entry),
     largest first. In a cohort's sum of federated ALS's statistics, a member's exclusive items
     carry the same packed part ``svec(x x^T)``, and a row several members' rows add up to
-    equals none of them (:class:`fedmc.audit.run.FedALSTarget`; :func:`parallel_groups` is
-    too loose here: the members' first ``x`` may all lie near one direction)."""
+    equals none of them (:class:`fedmc.audit.targets.fedals.FedALSTarget`;
+    :func:`parallel_groups` is too loose here: the members' first ``x`` may all lie near one
+    direction)."""
     scale = float(np.abs(rows).max(initial=0.0))
     if scale == 0.0:
         return []

@@ -77,9 +77,9 @@ def _validation_message(exc: ValidationError) -> str:
 
 def _known_settings(model: str) -> str:
     """``: it takes ...`` with the fields of the algorithm ``Config`` named ``model``."""
-    from fedmc.algorithms.registry import SPECS
+    from fedmc.algorithms.registry import specs
 
-    for entry in SPECS.values():
+    for entry in specs().values():
         config = entry.Config
         if config.__name__ == model:
             return f" (-P takes {', '.join(config.model_fields)})"

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from fedmc.algorithms.registry import SPECS
+from fedmc.algorithms.registry import audited_algorithms
 from fedmc.cli.options import parse_params, with_options
 from fedmc.errors import ConfigError
 
@@ -42,8 +42,7 @@ out = Console()
 
 _DEFAULTS = {"rounds": 20, "active": "10", "dp_epsilon": 8.0, "dp_clip": 0.3}
 _HELPS = {
-    "algorithm": "An audited algorithm: " + ", ".join(
-        name for name, entry in SPECS.items() if entry.audit is not None) + ".",
+    "algorithm": "An audited algorithm: " + ", ".join(audited_algorithms()) + ".",
     "param": "An algorithm parameter, KEY=VALUE (repeatable; default: the algorithm's "
              "one-user-per-client settings, as fedmc run --partition user).",
     "rounds": "Rounds of each run.",

@@ -18,7 +18,7 @@ from typing import Annotated, Any, NamedTuple
 
 import typer
 
-from fedmc.algorithms.registry import algorithm_names
+from fedmc.algorithms.registry import algorithm_names, interactions_algorithms, specs
 from fedmc.data.registry import dataset_names
 from fedmc.errors import ConfigError, printable
 from fedmc.run.options import RunOptions
@@ -30,6 +30,16 @@ PROTO = "Run"
 
 def _default(name: str) -> Any:
     return RunOptions.model_fields[name].default
+
+
+def _paper_rounds() -> str:
+    """The rounds of the algorithms' paper settings, ``"100 for a, b; 400 for c"``."""
+    by_rounds: dict[int, list[str]] = {}
+    for name, entry in specs().items():
+        if "rounds" in entry.paper_settings:
+            by_rounds.setdefault(entry.paper_settings["rounds"], []).append(name)
+    return "; ".join(f"{rounds} for {', '.join(names)}"
+                     for rounds, names in sorted(by_rounds.items()))
 
 
 class Declared(NamedTuple):
@@ -96,8 +106,8 @@ OPTIONS: dict[str, Declared] = {
         " 1]; default: the named data set's."),
     "implicit": Declared(
         bool, _default("implicit"), DATA, ("--implicit",),
-        "Read every rating as an interaction (a click): implicit feedback, for fedals; "
-        "ranking metrics at 10 by default."),
+        "Read every rating as an interaction (a click): implicit feedback, for "
+        f"{', '.join(interactions_algorithms())}; ranking metrics at 10 by default."),
     "implicit_threshold": Declared(
         float | None, None, DATA, (),
         "With --implicit: only ratings >= T are interactions (default: every rating)."),
@@ -129,8 +139,7 @@ OPTIONS: dict[str, Declared] = {
         "Share of drawn clients that drop out of a round."),
     "rounds": Declared(
         int | None, None, PROTO, (),
-        "Communication rounds (default: the algorithm's paper settings: 400 for rfrec, "
-        "100 for most)."),
+        f"Communication rounds (default: the algorithm's paper settings: {_paper_rounds()})."),
     "eval_every": Declared(
         int, _default("eval_every"), PROTO, (),
         "Evaluate every this many rounds."),

@@ -200,8 +200,8 @@ class Algorithm:
     Config
         The pydantic model of its hyper-parameters.
     data_kind
-        ``"ratings"`` (:class:`fedmc.data.FederatedData`) or ``"boolean"``
-        (:class:`fedmc.data.boolean.BooleanFederatedData`).
+        ``"ratings"`` (a :class:`fedmc.core.shard.RatingsShard`) or ``"boolean"`` (a
+        :class:`fedmc.core.shard.BooleanShard`).
     upload_shapes
         ``(cfg, info) -> {name: shape}``: every array a client uploads.
     local_noise

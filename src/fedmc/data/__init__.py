@@ -1,13 +1,12 @@
 """Data: the Ratings container, loaders, synthetic generators, splits and partitions."""
 
 from fedmc.core.scale import Normalizer
-from fedmc.data.federated import CSR, FederatedData
+from fedmc.data.federated import FederatedData
 from fedmc.data.partition import partition_users
 from fedmc.data.ratings import Ratings
 from fedmc.data.split import random_split, user_holdout_split
 
 __all__ = [
-    "CSR",
     "FederatedData",
     "Normalizer",
     "Ratings",

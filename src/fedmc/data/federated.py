@@ -19,54 +19,9 @@ import numpy as np
 
 from fedmc.core.protocol import FederationInfo
 from fedmc.core.scale import NormalizeKind, Normalizer, RatingScale, check_scale
+from fedmc.core.shard import CSR, ItemMajor, item_major
 from fedmc.data.ratings import Ratings
 from fedmc.errors import DataError
-
-
-@dataclass(frozen=True)
-class CSR:
-    """Rows are users in federated order; ``values`` are on the normalized scale."""
-
-    indptr: np.ndarray  # int64, length n_users + 1
-    indices: np.ndarray  # int32 item index
-    values: np.ndarray  # float64, normalized scale
-
-    @property
-    def nnz(self) -> int:
-        """Number of stored ratings."""
-        return int(len(self.values))
-
-    def rows(self) -> np.ndarray:
-        """Row (user) index of every stored rating."""
-        n_rows = len(self.indptr) - 1
-        return np.repeat(np.arange(n_rows, dtype=np.int32), np.diff(self.indptr))
-
-    def row_block(self, rows: slice) -> CSR:
-        """The rows ``rows`` (a contiguous slice) as a CSR of their own (copies)."""
-        q0, q1 = self.indptr[rows.start], self.indptr[rows.stop]
-        return CSR(
-            indptr=self.indptr[rows.start : rows.stop + 1] - q0,
-            indices=self.indices[q0:q1].copy(),
-            values=self.values[q0:q1].copy(),
-        )
-
-
-@dataclass(frozen=True)
-class ItemMajor:
-    """Each client's training ratings regrouped by item: a CSC per client.
-
-    Group ``g`` is the ratings of item ``item[g]`` by one client, stored at
-    ``ptr[g]:ptr[g+1]`` of ``row`` (federated user row) and ``values``; client ``c``'s groups
-    are ``client_ptr[c]:client_ptr[c+1]``, in increasing item order, rows increasing within a
-    group. Kernels that accumulate per-item statistics walk it sequentially instead of
-    scattering into a random item for every rating.
-    """
-
-    client_ptr: np.ndarray  # int64, n_clients + 1
-    item: np.ndarray  # int32, one per group
-    ptr: np.ndarray  # int64, n_groups + 1
-    row: np.ndarray  # int32, one per rating
-    values: np.ndarray  # float64, one per rating
 
 
 @dataclass(frozen=True)
@@ -122,9 +77,7 @@ class FederatedData:
     @cached_property
     def item_major(self) -> ItemMajor:
         """The training ratings regrouped by client and item (built once, on first use)."""
-        tr = self.train
-        return ItemMajor(*_item_major(tr.indptr, tr.indices, tr.values, self.client_ptr,
-                                      self.n_items))
+        return item_major(self.train, self.client_ptr, self.n_items)
 
     def client_of_row(self) -> np.ndarray:
         """Client of every federated row."""
@@ -320,50 +273,3 @@ def _counting_sort(users, items, values, mask, want, row_of_user, mean, scale):
         out_values[k] = (values[q] - mean) / scale
         fill[t] = k + 1
     return indptr, out_items, out_values
-
-
-@numba.njit(cache=True)
-def _item_major(indptr, indices, values, client_ptr, n_items):
-    """Counting sort of every client's ratings by item (see :class:`ItemMajor`)."""
-    p = client_ptr.shape[0] - 1
-    count = np.zeros(n_items, dtype=np.int64)
-    group_ptr = np.zeros(p + 1, dtype=np.int64)
-    for c in range(p):
-        q0 = indptr[client_ptr[c]]
-        q1 = indptr[client_ptr[c + 1]]
-        groups = 0
-        for q in range(q0, q1):
-            if count[indices[q]] == 0:
-                groups += 1
-            count[indices[q]] += 1
-        for q in range(q0, q1):
-            count[indices[q]] = 0
-        group_ptr[c + 1] = group_ptr[c] + groups
-    item = np.empty(group_ptr[p], dtype=np.int32)
-    ptr = np.empty(group_ptr[p] + 1, dtype=np.int64)
-    ptr[0] = 0
-    row = np.empty(values.shape[0], dtype=np.int32)
-    out = np.empty(values.shape[0], dtype=np.float64)
-    fill = np.zeros(n_items, dtype=np.int64)
-    for c in range(p):
-        q0 = indptr[client_ptr[c]]
-        q1 = indptr[client_ptr[c + 1]]
-        for q in range(q0, q1):
-            count[indices[q]] += 1
-        g = group_ptr[c]
-        pos = q0
-        for j in range(n_items):
-            if count[j] > 0:
-                item[g] = j
-                fill[j] = pos
-                pos += count[j]
-                ptr[g + 1] = pos
-                count[j] = 0
-                g += 1
-        for t in range(client_ptr[c], client_ptr[c + 1]):
-            for q in range(indptr[t], indptr[t + 1]):
-                k = fill[indices[q]]
-                row[k] = t
-                out[k] = values[q]
-                fill[indices[q]] = k + 1
-    return group_ptr, item, ptr, row, out

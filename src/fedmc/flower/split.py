@@ -22,8 +22,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedmc.core.scale import Normalizer
+from fedmc.core.shard import CSR
 from fedmc.data.boolean import BooleanFederatedData
-from fedmc.data.federated import CSR, FederatedData
+from fedmc.data.federated import FederatedData
 from fedmc.flower.manifest import Manifest
 from fedmc.run.data import (
     DataSettings,

@@ -262,7 +262,8 @@ class FactorModel:
     @property
     def implicit(self) -> bool:
         """Whether the model learned from interactions (implicit feedback), not ratings."""
-        return bool(getattr(self.config, "implicit", False))
+        entry = spec(self.algorithm)
+        return entry.needs_interactions is not None and entry.needs_interactions(self.config)
 
     def fold_in(self, items: Any, ratings: Any = None) -> NewUser:
         """A new user's factor from its own ratings, computed where they are (on the device)

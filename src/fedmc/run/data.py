@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fedmc.algorithms.registry import SPECS, AlgorithmSpec
+from fedmc.algorithms.registry import AlgorithmSpec, interactions_algorithms
 from fedmc.core.scale import NormalizeKind
 from fedmc.data import FederatedData, Ratings, partition_users
 from fedmc.data.interactions import as_interactions
@@ -144,7 +145,7 @@ def implicit_params(entry: AlgorithmSpec, params: dict[str, Any],
     config = entry.Config
     if settings.implicit:
         if not entry.interactions:
-            names = ", ".join(name for name, s in SPECS.items() if s.interactions)
+            names = ", ".join(interactions_algorithms())
             raise ConfigError(f"implicit=true reads interactions, which need an algorithm for "
                               f"implicit feedback ({names})")
         given = config(**params)
@@ -152,8 +153,9 @@ def implicit_params(entry: AlgorithmSpec, params: dict[str, Any],
             if params.get(key) is not None and getattr(given, key) != value:
                 raise ConfigError(f"implicit=true contradicts {key}={params[key]}")
         return {**params, **entry.interactions}
-    if "implicit" in config.model_fields and config(**params).implicit:
-        raise ConfigError("the algorithm's implicit mode needs interaction data: add implicit=true")
+    if entry.needs_interactions is not None and entry.needs_interactions(config(**params)):
+        mode = ", ".join(f"{k}={json.dumps(v)}" for k, v in entry.interactions.items())
+        raise ConfigError(f"the algorithm's {mode} needs interaction data: add implicit=true")
     return params
 
 

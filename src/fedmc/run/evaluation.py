@@ -24,7 +24,7 @@ import numpy as np
 from fedmc.algorithms.registry import spec
 from fedmc.core.factors import predict
 from fedmc.core.ranking import ranking_metrics, ranking_sums
-from fedmc.data.federated import CSR
+from fedmc.core.shard import CSR
 from fedmc.data.interactions import as_interactions
 from fedmc.data.ratings import Ratings
 from fedmc.data.vocabulary import IdVocabulary

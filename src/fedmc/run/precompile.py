@@ -38,13 +38,10 @@ def kernels_of(entry: AlgorithmSpec, cfg: Any) -> tuple[str, int] | None:
     """Which specialized kernels a run uses: the protocol algorithm that runs ``cfg`` (its
     name: FedMC-ADMM's two consensus modes run different kernels) and the rank token's width
     (factor columns with the bias columns); None for algorithms whose kernels take no rank
-    token (ALS, the Boolean ones, implicit fedals)."""
-    layout = getattr(cfg, "layout", None)
-    if layout is None or not entry.federated:
+    token (the spec's ``rank_token``: ALS, the Boolean ones, fedals on interactions)."""
+    if not entry.rank_token(cfg):
         return None
-    if getattr(cfg, "implicit", False):  # fedals on interactions: no kernel takes the token
-        return None
-    return entry.algorithm_for(cfg).name, layout.width
+    return entry.algorithm_for(cfg).name, cfg.layout.width
 
 
 def fingerprint() -> str:

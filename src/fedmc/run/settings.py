@@ -35,7 +35,7 @@ from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import DataSettings, implicit_params, is_boolean
 from fedmc.run.options import RunOptions
 
-DEFAULT_ALGORITHM = default_algorithm()
+DEFAULT_ALGORITHM = default_algorithm("ratings")
 DEFAULT_ACTIVE = 10
 """Clients per round where neither the user nor the algorithm's paper settings say: at most
 10 (every client with one user per client, where the algorithm's sampling decides)."""

@@ -36,12 +36,12 @@ from fedmc.algorithms.als.kernels import half_sweep
 from fedmc.core.compile_time import compile_seconds
 from fedmc.core.factors import error_sums, factor_metrics, uniform_draws
 from fedmc.core.prox import Regularizer
-from fedmc.data.federated import CSR, FederatedData
+from fedmc.core.shard import CSR, RatingsShard
 
 SweepCallback = Callable[[int, dict[str, float] | None], None]
 
 
-def run_sweeps(cfg: ALSConfig, data: FederatedData, seed: int, eval_every: int = 1,
+def run_sweeps(cfg: ALSConfig, data: RatingsShard, seed: int, eval_every: int = 1,
                callback: SweepCallback | None = None,
                ) -> tuple[np.ndarray, np.ndarray, list[dict[str, float]]]:
     """Run ``cfg.sweeps`` sweeps on all training ratings of ``data``, calling

@@ -7,7 +7,7 @@ import numpy as np
 
 from fedmc.algorithms.als.config import ALSConfig
 from fedmc.core.ridge import ridge_rows
-from fedmc.data.federated import CSR
+from fedmc.core.shard import CSR
 
 
 def half_sweep(X: np.ndarray, Y: np.ndarray, free: np.ndarray, R: CSR, cfg: ALSConfig) -> None:

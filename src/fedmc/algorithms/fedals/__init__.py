@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from fedmc.algorithms.fedals import client, server
 from fedmc.algorithms.fedals.config import FedALSConfig
+from fedmc.algorithms.fedals.spec import FEDALS
 from fedmc.core.protocol import Algorithm
 
-ALGORITHM = Algorithm.of("fedals", FedALSConfig, client, server, data_kind="ratings",
+ALGORITHM = Algorithm.of(FEDALS.name, FedALSConfig, client, server, data_kind=FEDALS.data_kind,
                          split_batches=True)
 
 

@@ -42,8 +42,8 @@ from fedmc.core.biases import ranges
 from fedmc.core.factors import error_sums
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.prox import Regularizer
+from fedmc.core.shard import CSR, RatingsShard
 from fedmc.core.uploads import OuterRows, Stacked, Uploads
-from fedmc.data.federated import CSR, FederatedData
 from fedmc.errors import ConfigError
 
 STATS = "stats"  # rows [svec(S_j) | b_j] of the rated items (and the Gramian's row)
@@ -57,10 +57,10 @@ class ClientState:
 
     U: np.ndarray
     one_user: bool
-    contributed: FederatedData | None = None
+    contributed: RatingsShard | None = None
 
 
-def init_clients(cfg: FedALSConfig, shard: FederatedData, draws: InitialDraws,
+def init_clients(cfg: FedALSConfig, shard: RatingsShard, draws: InitialDraws,
                  info: FederationInfo) -> ClientState:
     """Zero user factors (biases zero, the all-ones column set) and, with ``max_items``,
     the ratings each user contributes (its own random key, ``draws.rows["key"]``);
@@ -76,7 +76,7 @@ def init_clients(cfg: FedALSConfig, shard: FederatedData, draws: InitialDraws,
     return ClientState(U, bool(np.all(np.diff(shard.client_ptr) == 1)), subset)
 
 
-def contributed(shard: FederatedData, keys: np.ndarray, k: int) -> FederatedData:
+def contributed(shard: RatingsShard, keys: np.ndarray, k: int) -> RatingsShard:
     """``shard`` with at most ``k`` training ratings per user: a uniform draw from the user's
     own ratings, made from its key alone (:func:`~fedmc.algorithms.fedals.kernels.
     kept_entries`), in their stored order."""
@@ -107,7 +107,7 @@ def client_rows(client_ptr: np.ndarray, clients: np.ndarray) -> tuple[np.ndarray
     return ranges(starts, stops), row_start
 
 
-def client_step(cfg: FedALSConfig, shard: FederatedData, state: ClientState, msg: Message,
+def client_step(cfg: FedALSConfig, shard: RatingsShard, state: ClientState, msg: Message,
                 compute: np.ndarray, upload: np.ndarray) -> tuple[ClientState, Uploads]:
     """A round: the user step against ``V^k`` (on all the users' ratings), then the change
     of the statistics (``sums="running"``) or the statistics themselves (``"fresh"``) of the
@@ -157,7 +157,7 @@ def upload_shape(cfg: FedALSConfig, n_items: int) -> tuple[int, int]:
     return (n_items + int(cfg.implicit), d * (d + 1) // 2 + d)
 
 
-def evaluate(cfg: FedALSConfig, shard: FederatedData, state: ClientState,
+def evaluate(cfg: FedALSConfig, shard: RatingsShard, state: ClientState,
              model: Mapping[str, np.ndarray]) -> dict[str, float]:
     """Explicit: the error sums of :func:`fedmc.core.factors.error_sums`; implicit: the
     weighted loss over every (user, item) pair (``loss``), ``reg_u`` and the counts."""
@@ -174,6 +174,6 @@ def evaluate(cfg: FedALSConfig, shard: FederatedData, state: ClientState,
             "n_test": float(shard.test.nnz)}
 
 
-def user_factors(cfg: FedALSConfig, shard: FederatedData, state: ClientState) -> np.ndarray:
+def user_factors(cfg: FedALSConfig, shard: RatingsShard, state: ClientState) -> np.ndarray:
     """The batch's ``U`` rows (simulation only: they never leave a client)."""
     return state.U

@@ -14,7 +14,7 @@ import numpy as np
 from fedmc.algorithms.fedals.client import user_step
 from fedmc.algorithms.fedals.config import FedALSConfig
 from fedmc.algorithms.fold_in import user_row
-from fedmc.data.federated import CSR
+from fedmc.core.shard import CSR
 
 
 def fold_in(cfg: FedALSConfig, V: np.ndarray, items: np.ndarray,

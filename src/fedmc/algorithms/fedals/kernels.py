@@ -173,7 +173,7 @@ def item_terms(compute, client_ptr, row_start, indptr, indices, values, g_client
     ``X_fixed`` (``2 n_rows`` rows, new then old) and ``V_fixed`` are the fixed columns of
     ``U`` and ``V`` whose product the explicit targets leave out (the user bias). Ratings come
     from the user CSR with one user per client (``one_user``), else from the item-major groups
-    ``g_*`` (:class:`fedmc.data.federated.ItemMajor`).
+    ``g_*`` (:class:`fedmc.core.shard.ItemMajor`).
     """
     for k in numba.prange(compute.shape[0]):
         c = compute[k]

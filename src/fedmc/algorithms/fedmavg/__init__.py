@@ -48,7 +48,7 @@ never uploaded and ``W_p`` restarts from ``W^{s+1}``. See ``docs/fedmavg.md``.
 
 from __future__ import annotations
 
-from fedmc.algorithms.fedmavg import client, server
+from fedmc.algorithms.fedmavg import client, server, spec
 from fedmc.algorithms.fedmavg.config import (
     FedMAvgConfig,
     FedMAvgPosterConfig,
@@ -56,10 +56,10 @@ from fedmc.algorithms.fedmavg.config import (
 )
 from fedmc.core.protocol import Algorithm
 
-ALGORITHM = Algorithm.of("fedmavg", FedMAvgConfig, client, server, data_kind="ratings",
-                         split_batches=True)
-POSTER = Algorithm.of("fedmavg-poster", FedMAvgPosterConfig, client, server,
-                      data_kind="ratings", split_batches=True)
+ALGORITHM = Algorithm.of(spec.FEDMAVG.name, FedMAvgConfig, client, server,
+                         data_kind=spec.FEDMAVG.data_kind, split_batches=True)
+POSTER = Algorithm.of(spec.POSTER.name, FedMAvgPosterConfig, client, server,
+                      data_kind=spec.POSTER.data_kind, split_batches=True)
 
 
 __all__ = ["ALGORITHM", "POSTER", "FedMAvgConfig", "FedMAvgPosterConfig",

@@ -17,8 +17,8 @@ from fedmc.algorithms.fedmavg.kernels import gram_lambda_max, u_updates, w_updat
 from fedmc.core.factors import error_sums
 from fedmc.core.kernels import rank_token
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
+from fedmc.core.shard import RatingsShard
 from fedmc.core.uploads import Stacked, Uploads
-from fedmc.data.federated import FederatedData
 
 UPLOAD = "W"
 
@@ -31,7 +31,7 @@ class ClientState:
     n_clients: int
 
 
-def init_clients(cfg: ModelAveragingConfig, shard: FederatedData, draws: InitialDraws,
+def init_clients(cfg: ModelAveragingConfig, shard: RatingsShard, draws: InitialDraws,
                  info: FederationInfo) -> ClientState:
     """``U_i^0`` from the client's draws (already projected)."""
     return ClientState(np.array(draws.rows["U"]), info.n_clients)
@@ -43,7 +43,7 @@ def step_c(cfg: ModelAveragingConfig, V: np.ndarray) -> float:
     return 0.5 * cfg.gamma1 * (gram_lambda_max(V) + cfg.lam)
 
 
-def client_step(cfg: ModelAveragingConfig, shard: FederatedData, state: ClientState,
+def client_step(cfg: ModelAveragingConfig, shard: RatingsShard, state: ClientState,
                 msg: Message, compute: np.ndarray, upload: np.ndarray,
                 ) -> tuple[ClientState, Uploads]:
     """``Q1`` steps on ``U_i`` for ``compute``, then ``Q2`` steps on ``W_i`` (from ``V^k``) for
@@ -64,14 +64,14 @@ def client_step(cfg: ModelAveragingConfig, shard: FederatedData, state: ClientSt
     return state, {UPLOAD: Stacked(V.shape, dense=W)}
 
 
-def evaluate(cfg: ModelAveragingConfig, shard: FederatedData, state: ClientState,
+def evaluate(cfg: ModelAveragingConfig, shard: RatingsShard, state: ClientState,
              model: Mapping[str, np.ndarray]) -> dict[str, float]:
     """Error, regularizer and sparsity sums of the batch under the published ``V``."""
     return error_sums(shard, state.U, model["V"], cfg.clip_range(shard.value_range),
                       cfg.regularizers()[0], cfg.layout)
 
 
-def user_factors(cfg: ModelAveragingConfig, shard: FederatedData,
+def user_factors(cfg: ModelAveragingConfig, shard: RatingsShard,
                  state: ClientState) -> np.ndarray:
     """The batch's ``U`` rows (simulation only: they never leave a client)."""
     return state.U

@@ -51,7 +51,7 @@ def w_gradient_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, V, n_s
     + gamma W] / d`` with ``d = gamma2 (lambda_max(U_i^T U_i) + shift)``.
 
     The client's ratings come grouped by item (groups ``g0:g1`` of
-    :class:`~fedmc.data.federated.ItemMajor`); column ``j``'s data gradient is
+    :class:`~fedmc.core.shard.ItemMajor`); column ``j``'s data gradient is
     ``B_j w_j - c_j`` (:func:`fedmc.core.kernels.normal_equations`). A column the client did not
     rate only shrinks, ``w <- (1 - gamma/d)^n_steps w``, applied in closed form. If ``d = 0``
     (``U_i = 0`` and ``shift = 0``) the step is undefined and ``W`` stays ``V``.

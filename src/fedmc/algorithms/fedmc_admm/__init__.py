@@ -23,7 +23,7 @@ block by block, with larger steps. See ``docs/algorithms.md``.
 ``consensus="rated"`` (the cross-device mode, ``--partition user``) is a second algorithm on
 the same settings, :data:`RATED` (:mod:`~fedmc.algorithms.fedmc_admm.rated`);
 :data:`BY_CONSENSUS` picks one of the two by that setting
-(:mod:`fedmc.algorithms.registry`).
+(:mod:`fedmc.algorithms.fedmc_admm.spec`).
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ from fedmc.algorithms.fedmc_admm import client, server
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.rated import client as rated_client
 from fedmc.algorithms.fedmc_admm.rated import server as rated_server
+from fedmc.algorithms.fedmc_admm.spec import FEDMC_ADMM
 from fedmc.core.factors import uniform_draws
 from fedmc.core.protocol import Algorithm
 
-PAPER = Algorithm.of("fedmc-admm", FedMCADMMConfig, client, server, data_kind="ratings",
-                     draws=uniform_draws, split_batches=True)
-RATED = Algorithm.of("fedmc-admm-rated", FedMCADMMConfig, rated_client, rated_server,
-                     data_kind="ratings", draws=uniform_draws, evaluate=client.evaluate,
+PAPER = Algorithm.of(FEDMC_ADMM.name, FedMCADMMConfig, client, server,
+                     data_kind=FEDMC_ADMM.data_kind, draws=uniform_draws, split_batches=True)
+RATED = Algorithm.of(f"{FEDMC_ADMM.name}-rated", FedMCADMMConfig, rated_client, rated_server,
+                     data_kind=FEDMC_ADMM.data_kind, draws=uniform_draws, evaluate=client.evaluate,
                      user_factors=client.user_factors, split_batches=True)
 BY_CONSENSUS = {"all": PAPER, "rated": RATED}
 

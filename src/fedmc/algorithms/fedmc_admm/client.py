@@ -21,8 +21,8 @@ from fedmc.algorithms.fedmc_admm.kernels import initial_duals, local_updates
 from fedmc.core.factors import error_sums
 from fedmc.core.kernels import rank_token
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
+from fedmc.core.shard import RatingsShard
 from fedmc.core.uploads import Stacked, Uploads
-from fedmc.data.federated import FederatedData
 
 if TYPE_CHECKING:
     from fedmc.algorithms.fedmc_admm.rated.client import RatedState
@@ -44,7 +44,7 @@ class ClientState:
     n_clients: int
 
 
-def init_clients(cfg: FedMCADMMConfig, shard: FederatedData, draws: InitialDraws,
+def init_clients(cfg: FedMCADMMConfig, shard: RatingsShard, draws: InitialDraws,
                  info: FederationInfo) -> ClientState:
     """``U_i^0`` from the client's draws; ``W_i, Y_i`` are set by the set-up exchange."""
     shape = (shard.n_clients, info.n_items, cfg.layout.width)
@@ -52,7 +52,7 @@ def init_clients(cfg: FedMCADMMConfig, shard: FederatedData, draws: InitialDraws
                        info.n_clients)
 
 
-def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState, msg: Message,
+def client_step(cfg: FedMCADMMConfig, shard: RatingsShard, state: ClientState, msg: Message,
                 compute: np.ndarray, upload: np.ndarray) -> tuple[ClientState, Uploads]:
     """Set-up: ``W_i^0 = V^0`` and ``Y_i^0``; a round: steps 4(a)-(c) given ``V^k``.
 
@@ -74,7 +74,7 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState, 
     return state, {UPLOAD: Stacked(V.shape, dense=delta)}
 
 
-def _setup(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState, V0: np.ndarray,
+def _setup(cfg: FedMCADMMConfig, shard: RatingsShard, state: ClientState, V0: np.ndarray,
            compute: np.ndarray, upload: np.ndarray) -> tuple[ClientState, Uploads]:
     """``W_i^0 = V^0``, ``Y_i^0 = -(1/n) grad_V f_i(U_i^0, W_i^0)`` (the input line of
     Algorithm 1; zero with ``dual_init="zeros"``). The server starts from
@@ -97,7 +97,7 @@ def _rows(X: np.ndarray, positions: np.ndarray) -> np.ndarray:
     return X[positions]
 
 
-def evaluate(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState | RatedState,
+def evaluate(cfg: FedMCADMMConfig, shard: RatingsShard, state: ClientState | RatedState,
              model: Mapping[str, np.ndarray]) -> dict[str, float]:
     """Error, regularizer and sparsity sums of the batch under the published ``V`` (under
     either consensus)."""
@@ -105,7 +105,7 @@ def evaluate(cfg: FedMCADMMConfig, shard: FederatedData, state: ClientState | Ra
                       cfg.regularizers()[0], cfg.layout)
 
 
-def user_factors(cfg: FedMCADMMConfig, shard: FederatedData,
+def user_factors(cfg: FedMCADMMConfig, shard: RatingsShard,
                  state: ClientState | RatedState) -> np.ndarray:
     """The batch's ``U`` rows under either consensus (simulation only: they never leave a
     client)."""

@@ -18,7 +18,7 @@ import numpy as np
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.kernels import u_steps
 from fedmc.algorithms.fold_in import converge_rows, user_row
-from fedmc.data.federated import CSR
+from fedmc.core.shard import CSR
 
 STEPS_PER_CALL = 1000  # steps between two looks at the change (converge_rows)
 

@@ -59,7 +59,7 @@ def w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_in
     """(15): ``N`` linearized steps on ``W_i`` with ``U_i^{k+1}`` fixed.
 
     The client's ratings come grouped by item (groups ``g0:g1`` of an
-    :class:`~fedmc.data.federated.ItemMajor` layout). Column ``j``'s gradient is
+    :class:`~fedmc.core.shard.ItemMajor` layout). Column ``j``'s gradient is
     ``B_j w_j - c_j`` (:func:`fedmc.core.kernels.normal_equations`), and for fixed ``B_j``
     each step of (15) is the affine map ``w <- M w + k`` with
     ``M = (a I - B_j / p) / (a + beta)``, ``k = (beta v_j + c_j / p - y_j) / (a + beta)``.
@@ -165,7 +165,7 @@ def local_updates(
     """Steps 4(a)-(c) of Algorithm 1 for the clients at positions ``clients``, in parallel.
 
     ``cols`` is the item-major layout ``(client_ptr, item, ptr, row, values)`` of the same
-    ratings (:class:`~fedmc.data.federated.ItemMajor`). ``delta[s]`` receives the change of
+    ratings (:class:`~fedmc.core.shard.ItemMajor`). ``delta[s]`` receives the change of
     ``beta W_i + Y_i`` of client ``clients[s]``, its upload:
     ``beta (W^+ - W) + (Y^+ - Y) = beta (2 W^+ - W - V)`` by (13).
     """
@@ -227,7 +227,7 @@ def server_prox(total, scale, step, params, ones_col):
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def _group(one_user, g, t0, g_ptr, g_row):
+def _group(one_user, g, t0, g_ptr):
     """Ratings ``q0:q1`` of group ``g`` (one client's ratings of one item) and the row of its
     first rating: with one user per client a group is one rating of that user."""
     if one_user:
@@ -273,7 +273,7 @@ def rated_visits(clients, client_ptr, indptr, indices, values, groups, one_user,
     Duals are kept as one scalar per rating: ``y_j = sum_t e_t u_t`` with the rows ``U`` of
     the last visit, ``y_j' = sum_t e'_t u'_t`` with ``U_prev``. Groups (one client's ratings
     of one item) are the ratings themselves with ``one_user``, else ``groups = (client_ptr,
-    item, ptr, row, values)`` of :class:`~fedmc.data.federated.ItemMajor`, in whose order
+    item, ptr, row, values)`` of :class:`~fedmc.core.shard.ItemMajor`, in whose order
     ``e`` is stored; ``delta`` rows follow the groups of ``clients`` in order, from
     ``out0`` (:func:`group_rows`).
     """
@@ -299,7 +299,7 @@ def rated_visits(clients, client_ptr, indptr, indices, values, groups, one_user,
         y = scratch_vector(token)
         y2 = scratch_vector(token)
         for g in range(g0, g1):
-            q0, q1, t_one = _group(one_user, g, t0, g_ptr, g_row)
+            q0, q1, t_one = _group(one_user, g, t0, g_ptr)
             j = indices[g] if one_user else g_item[g]
             for a in range(r):
                 y[a] = 0.0
@@ -348,7 +348,7 @@ def rated_initial_duals(clients, client_ptr, indptr, indices, values, groups, on
         g0 = indptr[t0] if one_user else g_client[c]
         g1 = indptr[t1] if one_user else g_client[c + 1]
         for g in range(g0, g1):
-            q0, q1, t_one = _group(one_user, g, t0, g_ptr, g_row)
+            q0, q1, t_one = _group(one_user, g, t0, g_ptr)
             j = indices[g] if one_user else g_item[g]
             for q in range(q0, q1):
                 t = t_one if one_user else g_row[q]
@@ -370,7 +370,7 @@ def rated_contributions(clients, client_ptr, indptr, groups, one_user, U, V, e, 
         g0 = indptr[t0] if one_user else g_client[c]
         g1 = indptr[t1] if one_user else g_client[c + 1]
         for g in range(g0, g1):
-            q0, q1, t_one = _group(one_user, g, t0, g_ptr, g_row)
+            q0, q1, t_one = _group(one_user, g, t0, g_ptr)
             j = items[row]
             for a in range(r):
                 out[row, a] = beta * V[j, a]

@@ -31,10 +31,12 @@ from __future__ import annotations
 
 from fedmc.algorithms.felb import client, server
 from fedmc.algorithms.felb.config import FelbConfig, FelbMUConfig
+from fedmc.algorithms.felb.spec import FELB, FELB_MU
 from fedmc.core.protocol import Algorithm
 
-ALGORITHM = Algorithm.of("felb", FelbConfig, client, server, data_kind="boolean")
-ALGORITHM_MU = Algorithm.of("felb-mu", FelbMUConfig, client, server, data_kind="boolean")
+ALGORITHM = Algorithm.of(FELB.name, FelbConfig, client, server, data_kind=FELB.data_kind)
+ALGORITHM_MU = Algorithm.of(FELB_MU.name, FelbMUConfig, client, server,
+                            data_kind=FELB_MU.data_kind)
 
 
 __all__ = ["ALGORITHM", "ALGORITHM_MU", "FelbConfig", "FelbMUConfig"]

@@ -15,7 +15,7 @@ from fedmc.algorithms.felb import client, server
 from fedmc.algorithms.felb.config import FelbConfig
 from fedmc.algorithms.felb.metrics import boolean_metrics
 from fedmc.algorithms.felb.prox import binarize
-from fedmc.data.boolean.data import BooleanFederatedData
+from fedmc.core.shard import BooleanShard
 
 Aggregation = Literal["average", "majority", "or"]
 LocalMethod = Literal["elbmf", "grecond"]
@@ -75,7 +75,7 @@ def grecond(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def local_factors(
-    data: BooleanFederatedData,
+    data: BooleanShard,
     k: int,
     method: LocalMethod,
     rng: np.random.Generator,
@@ -104,7 +104,7 @@ def local_factors(
 
 
 def aggregated_bmf(
-    data: BooleanFederatedData,
+    data: BooleanShard,
     k: int,
     method: LocalMethod,
     aggregations: tuple[Aggregation, ...] = ("majority",),

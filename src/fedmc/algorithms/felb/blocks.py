@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from fedmc.data.boolean.data import BooleanFederatedData
+from fedmc.core.shard import BooleanShard
 
 DENSE_MAX_DENSITY = 0.05
 DENSE_MAX_ENTRIES = 2**27
@@ -40,7 +40,7 @@ class ClientBlocks:
 
     def __init__(
         self,
-        data: BooleanFederatedData,
+        data: BooleanShard,
         clients: np.ndarray,
         n_max: int | None = None,
         dense: bool | None = None,

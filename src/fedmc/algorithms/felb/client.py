@@ -25,8 +25,8 @@ from fedmc.algorithms.felb.config import FelbConfig
 from fedmc.algorithms.felb.metrics import boolean_counts, squared_loss
 from fedmc.algorithms.felb.prox import binarize, elb_regularizer, prox_elb, prox_proximity
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
+from fedmc.core.shard import BooleanShard
 from fedmc.core.uploads import Stacked, Uploads
-from fedmc.data.boolean.data import BooleanFederatedData
 from fedmc.privacy.local import bound_uploads
 
 UPLOAD = "V"
@@ -49,7 +49,7 @@ class ClientState:
     blocks: dict[bytes, ClientBlocks] = field(default_factory=dict)
 
 
-def init_clients(cfg: FelbConfig, shard: BooleanFederatedData, draws: InitialDraws,
+def init_clients(cfg: FelbConfig, shard: BooleanShard, draws: InitialDraws,
                  info: FederationInfo) -> ClientState:
     """``U_i, V_i ~ U[0, 1]`` (Alg. 1 line 1) from the clients' draws; with
     ``init="shared"`` the clients start from the server's ``V_hat^0``, sent with their first
@@ -61,7 +61,7 @@ def init_clients(cfg: FelbConfig, shard: BooleanFederatedData, draws: InitialDra
     return ClientState(U, U.copy(), V, V.copy(), np.full(C, cfg.init == "shared"), blocks)
 
 
-def _blocks(shard: BooleanFederatedData, state: ClientState,
+def _blocks(shard: BooleanShard, state: ClientState,
             clients: np.ndarray) -> ClientBlocks:
     """The stacked blocks of ``clients`` (all: built at init; a subset: cached by its ids)."""
     if len(clients) == len(state.all_blocks.clients):
@@ -73,7 +73,7 @@ def _blocks(shard: BooleanFederatedData, state: ClientState,
     return state.blocks[key]
 
 
-def client_step(cfg: FelbConfig, shard: BooleanFederatedData, state: ClientState, msg: Message,
+def client_step(cfg: FelbConfig, shard: BooleanShard, state: ClientState, msg: Message,
                 compute: np.ndarray, upload: np.ndarray) -> tuple[ClientState, Uploads]:
     """Alg. 1 lines 2-9 for ``compute``: receive ``V_hat``, ``b`` local steps, upload ``V_i``
     (clipped when DP is on; the noise is added to the sum, see
@@ -173,7 +173,7 @@ def factors(state: ClientState) -> np.ndarray:
     return state.U[state.all_blocks.mask[..., 0] > 0]
 
 
-def evaluate(cfg: FelbConfig, shard: BooleanFederatedData, state: ClientState,
+def evaluate(cfg: FelbConfig, shard: BooleanShard, state: ClientState,
              model: Mapping[str, np.ndarray]) -> dict[str, float]:
     """The batch's sums for ``A_i ~ U_i o V_hat``: the relaxed loss, the counts of its binary
     reconstruction against the data (and the noise-free signal when known), the sum of the
@@ -201,6 +201,6 @@ def _count_sums(counts, prefix: str) -> dict[str, float]:
             prefix + "overlap": float(counts.overlap.sum())}
 
 
-def user_factors(cfg: FelbConfig, shard: BooleanFederatedData, state: ClientState) -> np.ndarray:
+def user_factors(cfg: FelbConfig, shard: BooleanShard, state: ClientState) -> np.ndarray:
     """The batch's relaxed ``U`` rows (simulation only: they never leave a client)."""
     return factors(state)

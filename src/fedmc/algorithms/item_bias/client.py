@@ -28,8 +28,8 @@ from fedmc.core import biases
 from fedmc.core.factors import error_sums
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.prox import Regularizer
+from fedmc.core.shard import CSR, RatingsShard
 from fedmc.core.uploads import RowPatch, Stacked, Uploads
-from fedmc.data.federated import CSR, FederatedData
 
 SUM = "sum"  # the residual sums s_ij
 COUNT = "count"  # kappa times the rater counts
@@ -42,7 +42,7 @@ class ClientState:
     c: np.ndarray
 
 
-def init_clients(cfg: ItemBiasConfig, shard: FederatedData, draws: InitialDraws,
+def init_clients(cfg: ItemBiasConfig, shard: RatingsShard, draws: InitialDraws,
                  info: FederationInfo) -> ClientState:
     """No user bias yet: the set-up exchange computes the first."""
     return ClientState(np.zeros(shard.n_users))
@@ -53,7 +53,7 @@ def user_biases(cfg: ItemBiasConfig, R: CSR, b: np.ndarray) -> np.ndarray:
     return biases.user_biases(R.indptr, R.indices, R.values, b, cfg.lam_user)
 
 
-def client_step(cfg: ItemBiasConfig, shard: FederatedData, state: ClientState, msg: Message,
+def client_step(cfg: ItemBiasConfig, shard: RatingsShard, state: ClientState, msg: Message,
                 compute: np.ndarray, upload: np.ndarray) -> tuple[ClientState, Uploads]:
     """Recompute the users' biases against ``msg.arrays["b"]`` and upload the residual sums
     (at set-up, and the counts) or their change (a round) on the rated items."""
@@ -88,12 +88,12 @@ def client_step(cfg: ItemBiasConfig, shard: FederatedData, state: ClientState, m
     return state, uploads
 
 
-def user_factors(cfg: ItemBiasConfig, shard: FederatedData, state: ClientState) -> np.ndarray:
+def user_factors(cfg: ItemBiasConfig, shard: RatingsShard, state: ClientState) -> np.ndarray:
     """The rows ``[c_t | 1]`` of the users' last biases (simulation only)."""
     return np.column_stack([state.c, np.ones_like(state.c)])
 
 
-def evaluate(cfg: ItemBiasConfig, shard: FederatedData, state: ClientState,
+def evaluate(cfg: ItemBiasConfig, shard: RatingsShard, state: ClientState,
              model: Mapping[str, np.ndarray]) -> dict[str, float]:
     """Error sums under the published model, each user's bias folded in against it (1): what
     the device computes at prediction time."""

@@ -8,7 +8,7 @@ import numpy as np
 from fedmc.algorithms.fold_in import user_row
 from fedmc.algorithms.item_bias.client import user_biases
 from fedmc.algorithms.item_bias.config import ItemBiasConfig
-from fedmc.data.federated import CSR
+from fedmc.core.shard import CSR
 
 
 def fold_in(cfg: ItemBiasConfig, V: np.ndarray, items: np.ndarray,

@@ -43,10 +43,11 @@ from __future__ import annotations
 
 from fedmc.algorithms.rfrec import client, server
 from fedmc.algorithms.rfrec.config import RFRecConfig, RFRecFConfig
+from fedmc.algorithms.rfrec.spec import RFREC, RFRECF
 from fedmc.core.protocol import Algorithm
 
-ALGORITHM = Algorithm.of("rfrec", RFRecConfig, client, server, data_kind="ratings")
-ALGORITHM_F = Algorithm.of("rfrecf", RFRecFConfig, client, server, data_kind="ratings")
+ALGORITHM = Algorithm.of(RFREC.name, RFRecConfig, client, server, data_kind=RFREC.data_kind)
+ALGORITHM_F = Algorithm.of(RFRECF.name, RFRecFConfig, client, server, data_kind=RFRECF.data_kind)
 
 
 __all__ = ["ALGORITHM", "ALGORITHM_F", "RFRecConfig", "RFRecFConfig"]

@@ -31,8 +31,8 @@ from fedmc.core.factors import error_sums
 from fedmc.core.kernels import rank_token, residual_sums
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.prox import Regularizer
+from fedmc.core.shard import RatingsShard
 from fedmc.core.uploads import RowPatch, Stacked, Uploads
-from fedmc.data.federated import FederatedData
 
 UPLOAD = "V"
 ADAM_BETAS = (0.9, 0.999)  # torch defaults, as in the authors' notebooks
@@ -61,7 +61,7 @@ class ClientState:
     t_v: int = 0
 
 
-def init_clients(cfg: RFRecConfig, shard: FederatedData, draws: InitialDraws,
+def init_clients(cfg: RFRecConfig, shard: RatingsShard, draws: InitialDraws,
                  info: FederationInfo) -> ClientState:
     """``u_t^0`` from the client's draws and the slots of its rated items; ``V_(i)`` is set
     from ``V̄^0`` in the set-up exchange."""
@@ -101,7 +101,7 @@ def _step_Z(state: ClientState, g: np.ndarray, step: float, hyper: np.ndarray,
     state.Z -= step * g
 
 
-def _gradient_step(shard: FederatedData, state: ClientState, clients: np.ndarray,
+def _gradient_step(shard: RatingsShard, state: ClientState, clients: np.ndarray,
                    V_bar: np.ndarray, alpha: float, lam_u: float, lam: float) -> None:
     """``x_i <- x_i - alpha (grad f_i + lam grad psi_i)`` (Eq. 6; ``lam = 0``: RFRecF's main
     update, Eq. 7). The shared columns ``Z`` get the same step with gradient
@@ -133,7 +133,7 @@ def _move_to_average(state: ClientState, clients: np.ndarray, V_bar: np.ndarray,
     _step_Z(state, lam * (state.Z - V_bar), step, hyper, adam)
 
 
-def client_step(cfg: RFRecConfig, shard: FederatedData, state: ClientState, msg: Message,
+def client_step(cfg: RFRecConfig, shard: RatingsShard, state: ClientState, msg: Message,
                 compute: np.ndarray, upload: np.ndarray) -> tuple[ClientState, Uploads]:
     """The phase the message names, then the uploads of ``upload``.
 
@@ -172,7 +172,7 @@ def _uploads(cfg: RFRecConfig, state: ClientState, clients: np.ndarray) -> Stack
                    rows=RowPatch(ptr, index, rows))
 
 
-def evaluate(cfg: RFRecConfig, shard: FederatedData, state: ClientState,
+def evaluate(cfg: RFRecConfig, shard: RatingsShard, state: ClientState,
              model: Mapping[str, np.ndarray]) -> dict[str, float]:
     """Errors of ``u_t^T V̄`` and the client terms of problem (5) on the local models:
     ``sse_local`` (``sum ||P(R - U V_(i)^T)||^2``), ``u_squares`` (``||U||^2``) and ``psi``
@@ -217,6 +217,6 @@ def dense(state: ClientState, client: int) -> np.ndarray:
     return V
 
 
-def user_factors(cfg: RFRecConfig, shard: FederatedData, state: ClientState) -> np.ndarray:
+def user_factors(cfg: RFRecConfig, shard: RatingsShard, state: ClientState) -> np.ndarray:
     """The batch's ``U`` rows (simulation only: they never leave a client)."""
     return state.U

@@ -21,8 +21,8 @@ from fedmc.core import biases
 from fedmc.core.biases import sqrt_item_weights
 from fedmc.core.kernels import rank_token
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
+from fedmc.core.shard import RatingsShard
 from fedmc.core.uploads import RowPatch, Stacked, Uploads
-from fedmc.data.federated import FederatedData
 
 UPLOAD = "delta"  # the change of beta W_ij + Y_ij on the rated items
 COUNT = "count"  # 1 per rated item, in the set-up exchange: the raters n_j
@@ -80,7 +80,7 @@ class RatedState:
     offset_values: tuple[np.ndarray, np.ndarray] | None = None
 
 
-def init_clients(cfg: FedMCADMMConfig, shard: FederatedData, draws: InitialDraws,
+def init_clients(cfg: FedMCADMMConfig, shard: RatingsShard, draws: InitialDraws,
                  info: FederationInfo) -> RatedState:
     """``U_i^0`` from the client's draws; the rest is set by the set-up exchange."""
     U = np.array(draws.rows["U"])
@@ -91,7 +91,7 @@ def init_clients(cfg: FedMCADMMConfig, shard: FederatedData, draws: InitialDraws
                       bool(np.all(np.diff(shard.client_ptr) == 1)))
 
 
-def _groups(shard: FederatedData, state: RatedState) -> tuple:
+def _groups(shard: RatingsShard, state: RatedState) -> tuple:
     """The item-major layout of the shard's ratings (not needed, and not built, with one user
     per client)."""
     if state.one_user:
@@ -107,7 +107,7 @@ def client_weights(cfg: FedMCADMMConfig, ptr: np.ndarray) -> np.ndarray | None:
     return None if cfg.weights == "equal" else sqrt_item_weights(ptr)
 
 
-def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, msg: Message,
+def client_step(cfg: FedMCADMMConfig, shard: RatingsShard, state: RatedState, msg: Message,
                 compute: np.ndarray, upload: np.ndarray) -> tuple[RatedState, Uploads]:
     """Set-up: ``W_ij^0 = V_j^0``, ``Y_ij^0`` (paper or zero), upload a count per rated item
     and, with the paper's duals, ``beta V_j^0 + Y_ij^0``; a round: one visit (module
@@ -154,7 +154,7 @@ def client_step(cfg: FedMCADMMConfig, shard: FederatedData, state: RatedState, m
     return state, uploads
 
 
-def _offset_sums(cfg: FedMCADMMConfig, shard: FederatedData, compute: np.ndarray,
+def _offset_sums(cfg: FedMCADMMConfig, shard: RatingsShard, compute: np.ndarray,
                  msg: Message) -> RowPatch:
     """At set-up, each client's mean residual ``z_tj - c_t`` over its users who rated item
     ``j``, per rated item (``c_t`` the user's own bias (1) of :mod:`fedmc.core.biases`, against
@@ -173,7 +173,7 @@ def _offset_sums(cfg: FedMCADMMConfig, shard: FederatedData, compute: np.ndarray
     return RowPatch(ptr, item, (sums / raters)[:, None])
 
 
-def _offset_values(shard: FederatedData, state: RatedState, groups: tuple,
+def _offset_values(shard: RatingsShard, state: RatedState, groups: tuple,
                    b0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The ratings less the offset ``b0`` in CSR and item-major order, computed on first use
     (``b0`` is fixed after the set-up)."""

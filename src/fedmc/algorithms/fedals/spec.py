@@ -1,0 +1,49 @@
+"""Federated ALS's facts (:class:`fedmc.algorithms.spec.AlgorithmSpec`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fedmc.algorithms.spec import IMPLICIT, ONE_USER_PER_CLIENT, AlgorithmSpec
+
+_PKG = "fedmc.algorithms.fedals"
+_DP = {"sums": "fresh", "active": "all", "sampling": "uniform", "participation": None,
+       "gram_scale": 0.3}
+_RATINGS_DP = {**_DP, "memory": 0.9, "clip": True, "dp_clip": 1.5}
+_CLICKS_DP = {**_DP, "rounds": 8, "memory": 0.85, "lam_item": 10.0, "dp_clip": 1.0}
+
+
+def _implicit(cfg: Any) -> bool:
+    """Whether ``cfg`` fits implicit feedback (interactions only)."""
+    return bool(cfg.implicit)
+
+
+def _explicit(cfg: Any) -> bool:
+    """Whether ``cfg`` fits ratings: only then do its kernels take the rank token."""
+    return not cfg.implicit
+
+
+FEDALS = AlgorithmSpec(
+    # Federated ALS: one user per client (a device), 100 rounds; each client in a round with
+    # probability 0.1 (the variant), every client with --active all.
+    "fedals", f"{_PKG}.config:FedALSConfig", f"{_PKG}:ALGORITHM",
+    fold_in=f"{_PKG}.fold_in:fold_in", fold_in_rows=f"{_PKG}.fold_in:fold_in_rows",
+    paper_settings={**ONE_USER_PER_CLIENT, "rounds": 100},
+    variants={"user": {"sampling": "bernoulli", "participation": 0.1}},
+    # Tuned for user-level DP on validation cuts of ML-1M's training ratings (below epsilon 8
+    # the factors add less than their noise: rank 2, shrunk hard, and the item biases' ridge
+    # grows with the noise) and interactions (epsilon 8's settings were also the best tried
+    # at 2 and 4); benchmarks/README.md, "Federated ALS under user-level DP".
+    dp_variants={"user": {1.0: {**_RATINGS_DP, "rounds": 2, "rank": 2, "lam_item": 300.0,
+                                "lam_bias": 60.0},
+                          2.0: {**_RATINGS_DP, "rounds": 3, "rank": 2, "lam_item": 300.0,
+                                "lam_bias": 25.0},
+                          4.0: {**_RATINGS_DP, "rounds": 3, "rank": 2, "lam_item": 100.0,
+                                "lam_bias": 10.0},
+                          8.0: {**_RATINGS_DP, "rounds": 8, "lam_item": 30.0,
+                                "lam_bias": 8.0}},
+                 "user" + IMPLICIT: {1.0: {**_CLICKS_DP, "rounds": 3, "lam_item": 60.0},
+                                     2.0: _CLICKS_DP, 8.0: _CLICKS_DP}},
+    audited=True, interactions={"implicit": True}, needs_interactions=_implicit,
+    default_for=("interactions",), rank_token=_explicit, estimator="FedALS")
+SPECS = (FEDALS,)

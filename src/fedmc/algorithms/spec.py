@@ -1,0 +1,195 @@
+"""What one algorithm's package says of it: :class:`AlgorithmSpec`, and the options of a run
+its settings may fill.
+
+Each algorithm package writes its facts once, in its ``spec`` module (``SPECS``: one
+:class:`AlgorithmSpec` per ``--algorithm`` name the package runs), which imports nothing but
+this module: its references (``Config``, ``Algorithm``, fold-in) are ``"module:attribute"``
+strings loaded on first use. :mod:`fedmc.algorithms.registry` lists the packages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from fedmc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fedmc.algorithms.fold_in import FoldIn
+    from fedmc.core.protocol import Algorithm
+    from fedmc.core.shard import CSR
+
+PAPER_OPTIONS = ("clients", "partition", "active", "sampling", "participation", "rounds")
+"""The options of a run an algorithm's paper settings may fill (``fedmc run``'s option names:
+how many clients, who they are, who takes part in a round, how many rounds)."""
+
+DP_OPTIONS = ("dp_clip", "dp_setup_clip", "dp_setup_scale")
+"""The user-level DP options (``fedmc run``'s names) that settings tuned for DP may fill."""
+
+CROSS_SILO = {"clients": 100, "partition": "random", "rounds": 100}
+"""The paper settings of most algorithms (FedMC-ADMM's: 100 clients, users split at random)."""
+
+ONE_USER_PER_CLIENT = {"clients": 1, "partition": "user", "active": "all"}
+"""Cross-device paper settings: every user a client, every client in every round."""
+
+IMPLICIT = "+implicit"
+"""The suffix of a partition's name under which ``dp_variants`` holds the settings tuned for
+interactions (``--implicit``)."""
+
+
+def load(reference: str) -> Any:
+    """The attribute a ``"module:attribute"`` reference names (the module imported)."""
+    module, name = reference.split(":")
+    return getattr(import_module(module), name)
+
+
+def never(cfg: Any) -> bool:
+    """False, for any ``Config`` (the default of a spec's predicates)."""
+    return False
+
+
+def always(cfg: Any) -> bool:
+    """True, for any ``Config``."""
+    return True
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """One algorithm's facts, written in its package's ``spec`` module (module docstring).
+
+    Attributes
+    ----------
+    name
+        The ``--algorithm`` value.
+    config
+        Its ``Config`` (pydantic hyper-parameters).
+    algorithm
+        Its protocol functions: an ``Algorithm``, or, with ``selected_by``, a mapping from the
+        values of that ``Config`` field to ``Algorithm`` objects; None for a centralized
+        method (ALS), which runs outside the protocol.
+    selected_by
+        The ``Config`` field that picks one of ``algorithm``'s ``Algorithm`` objects.
+    fold_in
+        ``fold_in(cfg, V, items, values) -> u`` (:mod:`fedmc.algorithms.fold_in`), None when
+        its models cannot place a new user.
+    fold_in_rows
+        Its batched form ``fold_in_rows(cfg, V, R) -> U`` (many users at once), if it has one.
+    paper_settings
+        How its paper runs it: values of :data:`PAPER_OPTIONS`.
+    variants
+        By partition: settings applied where the user chose that partition and did not set
+        them (``Config`` fields and :data:`PAPER_OPTIONS` alike).
+    dp_variants
+        By partition, then by the budget they were tuned for: settings a run with user-level
+        DP at that budget takes where the user set none of them (``Config`` fields,
+        :data:`PAPER_OPTIONS` and :data:`DP_OPTIONS`; :meth:`dp_variant`); a run on
+        interactions (``--implicit``) takes those of the partition's name plus
+        :data:`IMPLICIT` instead.
+    audited
+        Whether the privacy audit (``fedmc audit``) has a target for it: the module
+        ``fedmc.audit.targets.<name>`` (``-`` read as ``_``).
+    interactions
+        The ``Config`` settings with which it fits interactions (``--implicit``, implicit
+        feedback: :func:`fedmc.run.data.implicit_params`); empty when it fits only ratings.
+    needs_interactions
+        ``needs_interactions(cfg)``: whether a validated ``Config`` fits interactions only
+        (then ratings are refused); None when none does.
+    data_kind
+        ``"ratings"`` or ``"boolean"``: the data its client steps read
+        (:class:`fedmc.core.shard.RatingsShard`, :class:`fedmc.core.shard.BooleanShard`); its
+        ``Algorithm`` objects take theirs from here.
+    default_for
+        The kinds of data (``"ratings"``, ``"boolean"``, ``"interactions"``) it is the default
+        algorithm of (:func:`fedmc.algorithms.registry.default_algorithm`).
+    rank_token
+        ``rank_token(cfg)``: whether the kernels that run a validated ``Config`` take the rank
+        token (:func:`fedmc.core.kernels.rank_token`), so a run compiles them for its rank
+        (:mod:`fedmc.run.precompile`).
+    estimator
+        The name of its scikit-learn facade in :mod:`fedmc.estimators`.
+    """
+
+    name: str
+    config: str
+    algorithm: str | None = None
+    selected_by: str | None = None
+    fold_in: str | None = None
+    fold_in_rows: str | None = None
+    paper_settings: Mapping[str, Any] = field(default_factory=lambda: CROSS_SILO)
+    variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    dp_variants: Mapping[str, Mapping[float, Mapping[str, Any]]] = field(default_factory=dict)
+    audited: bool = False
+    interactions: Mapping[str, Any] = field(default_factory=dict)
+    needs_interactions: Callable[[Any], bool] | None = None
+    data_kind: Literal["ratings", "boolean"] = "ratings"
+    default_for: tuple[str, ...] = ()
+    rank_token: Callable[[Any], bool] = never
+    estimator: str = ""
+
+    @property
+    def Config(self) -> type:  # noqa: N802 (a class)
+        """The algorithm's ``Config`` class."""
+        return load(self.config)
+
+    @property
+    def federated(self) -> bool:
+        """Whether it runs on the protocol (every algorithm but the centralized ones)."""
+        return self.algorithm is not None
+
+    def algorithm_for(self, cfg: Any) -> Algorithm:
+        """The protocol functions that run ``cfg`` (a validated ``Config``)."""
+        if self.algorithm is None:
+            raise ConfigError(f"{self.name} is not a federated algorithm")
+        found = load(self.algorithm)
+        return found[getattr(cfg, self.selected_by)] if self.selected_by else found
+
+    def load_fold_in(self) -> FoldIn:
+        """Its fold-in.
+
+        Raises
+        ------
+        ConfigError
+            When its models cannot fold in a new user.
+        """
+        if self.fold_in is None:
+            from fedmc.algorithms.registry import fold_in_algorithms
+
+            raise ConfigError(
+                f"folding in a new user is not available for {self.name} models (it is for "
+                f"{', '.join(fold_in_algorithms())})"
+            )
+        return load(self.fold_in)
+
+    def fold_in_users(self, cfg: Any, V: Any, R: CSR) -> Any:
+        """Every row of ``R`` (one user's ratings each, normalized scale) folded in: the rows
+        of ``U``, by the batched fold-in where there is one, else user by user."""
+        if self.fold_in_rows is not None:
+            return load(self.fold_in_rows)(cfg, V, R)
+        one = self.load_fold_in()
+        U = np.empty((len(R.indptr) - 1, V.shape[1]))
+        for t in range(len(U)):
+            q = slice(R.indptr[t], R.indptr[t + 1])
+            U[t] = one(cfg, V, R.indices[q].astype(np.int64), R.values[q])
+        return U
+
+    def dp_variant(self, partition: str, epsilon: float,
+                   implicit: bool = False) -> Mapping[str, Any]:
+        """The settings tuned for a run under ``partition`` (on interactions: ``partition +
+        IMPLICIT``) at budget ``epsilon``: those of the largest tuned budget at most
+        ``epsilon`` (the smallest one's below all of them); empty when none were tuned."""
+        tuned = self.dp_variants.get(partition + IMPLICIT if implicit else partition, {})
+        if not tuned:
+            return {}
+        below = [b for b in sorted(tuned) if b <= epsilon]
+        return tuned[below[-1] if below else min(tuned)]
+
+    def algorithms(self) -> list[Algorithm]:
+        """Every ``Algorithm`` object of this entry."""
+        if self.algorithm is None:
+            return []
+        found = load(self.algorithm)
+        return list(found.values()) if self.selected_by else [found]
