@@ -94,7 +94,7 @@ class AlgorithmSpec:
         ``fedmc.audit.targets.<name>`` (``-`` read as ``_``).
     interactions
         The ``Config`` settings with which it fits interactions (``--implicit``, implicit
-        feedback: :func:`fedmc.run.data.implicit_params`); empty when it fits only ratings.
+        feedback: :func:`fedmc.run.settings.implicit_params`); empty when it fits only ratings.
     needs_interactions
         ``needs_interactions(cfg)``: whether a validated ``Config`` fits interactions only
         (then ratings are refused); None when none does.

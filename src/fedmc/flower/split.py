@@ -26,14 +26,8 @@ from fedmc.core.shard import CSR
 from fedmc.data.boolean import BooleanFederatedData
 from fedmc.data.federated import FederatedData
 from fedmc.flower.manifest import Manifest
-from fedmc.run.data import (
-    DataSettings,
-    as_read,
-    federate,
-    is_boolean,
-    load_boolean_data,
-    load_ratings,
-)
+from fedmc.run.data import DataSettings, as_read, federate, load_boolean_data, load_ratings
+from fedmc.run.data_settings import is_boolean
 
 HEADER = "user,item,rating\n"
 BOOLEAN_HEADER = "row,cols\n"
@@ -50,7 +44,7 @@ def write_split(settings: DataSettings, out: Path, boolean: bool | None = None) 
 
     ``boolean`` says whether to load Boolean data (as ``fedmc run`` does for an algorithm of
     ``data_kind="boolean"``: then no data option means ``synthetic-boolean``); by default the
-    data options decide (:func:`fedmc.run.data.is_boolean`)."""
+    data options decide (:func:`fedmc.run.data_settings.is_boolean`)."""
     if is_boolean(settings) if boolean is None else boolean:
         return _write_boolean_split(load_boolean_data(settings), settings, out)
     ratings = as_read(load_ratings(settings), settings)  # interactions with --implicit

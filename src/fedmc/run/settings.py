@@ -18,6 +18,7 @@ or one of its parts) and, where it has a default that depends on other settings,
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -26,13 +27,15 @@ from fedmc.algorithms.registry import (
     CROSS_SILO,
     DP_OPTIONS,
     PAPER_OPTIONS,
+    AlgorithmSpec,
     default_algorithm,
+    interactions_algorithms,
     spec,
 )
 from fedmc.errors import ConfigError
 from fedmc.federation.settings import Schedule
 from fedmc.privacy.accounting import UserDP
-from fedmc.run.data import DataSettings, implicit_params, is_boolean
+from fedmc.run.data_settings import DataSettings, is_boolean
 from fedmc.run.options import RunOptions
 
 DEFAULT_ALGORITHM = default_algorithm("ratings")
@@ -230,3 +233,27 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
                 params[name] = value
                 defaulted.append(name)
     return options, params, sorted(set(defaulted))
+
+
+def implicit_params(entry: AlgorithmSpec, params: dict[str, Any],
+                    settings: DataSettings) -> dict[str, Any]:
+    """The algorithm parameters ``params`` with the settings by which ``entry`` fits
+    interactions (its registry entry's ``interactions``: fedals's implicit mode, item-bias's
+    counts) when the data are interactions (``settings.implicit``); an algorithm without
+    them, a setting the user gave that contradicts them, and an implicit mode without
+    interaction data are refused."""
+    config = entry.Config
+    if settings.implicit:
+        if not entry.interactions:
+            names = ", ".join(interactions_algorithms())
+            raise ConfigError(f"implicit=true reads interactions, which need an algorithm for "
+                              f"implicit feedback ({names})")
+        given = config(**params)
+        for key, value in entry.interactions.items():
+            if params.get(key) is not None and getattr(given, key) != value:
+                raise ConfigError(f"implicit=true contradicts {key}={params[key]}")
+        return {**params, **entry.interactions}
+    if entry.needs_interactions is not None and entry.needs_interactions(config(**params)):
+        mode = ", ".join(f"{k}={json.dumps(v)}" for k, v in entry.interactions.items())
+        raise ConfigError(f"the algorithm's {mode} needs interaction data: add implicit=true")
+    return params
