@@ -24,18 +24,19 @@ from flwr.app import ConfigRecord, Error, Message, RecordDict  # noqa: E402
 from flwr.proto.node_pb2 import NodeInfo  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
+from fedmc.deploy.certs import write_certs  # noqa: E402
+from fedmc.deploy.fleet import Dropped, FleetConnection, RunStopped  # noqa: E402
+from fedmc.deploy.node import load_auth_key  # noqa: E402
+from fedmc.deploy.server import FleetOnly, fleet_paths, register_roster  # noqa: E402
+from fedmc.deploy.split import client_files, write_split  # noqa: E402
 from fedmc.errors import FedMCError  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
-from fedmc.flower.certs import pem_public, read_roster, write_certs  # noqa: E402
 from fedmc.flower.client_app import NODE_KEYS, NodeSettings  # noqa: E402
 from fedmc.flower.client_state import identity  # noqa: E402
 from fedmc.flower.compact import packed  # noqa: E402
-from fedmc.flower.fleet import Dropped, FleetConnection, RunStopped  # noqa: E402
 from fedmc.flower.grid_clients import GridClients, Record, Refusal  # noqa: E402
-from fedmc.flower.node import load_auth_key  # noqa: E402
-from fedmc.flower.server import FleetOnly, fleet_paths, register_roster  # noqa: E402
+from fedmc.flower.roster import pem_public, read_roster  # noqa: E402
 from fedmc.flower.server_app import _mark_participants  # noqa: E402
-from fedmc.flower.split import client_files, write_split  # noqa: E402
 from tests.test_cli_run import invoke  # noqa: E402
 from tests.test_flower import data_settings, ratings_file  # noqa: E402
 
@@ -298,7 +299,7 @@ class Answers:
 
 
 def test_a_node_retries_an_unreachable_superlink_and_names_what_it_refused(monkeypatch):
-    monkeypatch.setattr("fedmc.flower.fleet.time.sleep", lambda s: None)
+    monkeypatch.setattr("fedmc.deploy.fleet.time.sleep", lambda s: None)
     conn = FleetConnection("127.0.0.1:1", None, None)
     try:
         flaky = Answers(httpx.ConnectError, 503, httpx.ReadTimeout)

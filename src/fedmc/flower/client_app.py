@@ -8,7 +8,7 @@ the client and its files::
 
 (``test`` and ``columns``, e.g. ``columns="user_id,movie_id,stars"``, are optional; for a
 Boolean manifest ``ratings`` is the client's ``row,cols`` file of ones and ``test`` its rows of
-the ground-truth signal, :mod:`fedmc.flower.split`). The run
+the ground-truth signal, :mod:`fedmc.deploy.split`). The run
 configuration (:mod:`fedmc.flower.settings`) names the algorithm, its parameters and the seed.
 
 Message types: ``query`` (the client's id, and a token naming its state folder: the server

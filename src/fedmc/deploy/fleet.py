@@ -11,7 +11,7 @@ authentication was locked out for about 50 s.
 
 :class:`FleetConnection` speaks the same API with Flower's own client, request signing and
 protobuf helpers, and turns those events into exceptions the node handles
-(:func:`fedmc.flower.node.run_node`): :class:`RunStopped` (drop the run's message, keep
+(:func:`fedmc.deploy.node.run_node`): :class:`RunStopped` (drop the run's message, keep
 serving), :class:`Dropped` (reconnect). Transport failures and 502-504 are retried with
 backoff (logged once per outage). A node with a registered key remembers its node id in its
 state folder and, when it starts again, first signs off the node id its previous process

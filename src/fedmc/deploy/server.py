@@ -24,8 +24,8 @@ registered key; self-registration is refused), the roster's keys registered at s
 (:func:`register_roster`), the state in an SQLite file (``--database``: registrations and
 runs survive a restart), runtime dependency installation off, Flower's legacy gRPC servers
 off. The roster's path goes to every ServerApp through ``FEDMC_ROSTER``
-(:data:`ROSTER_ENV`), so every run on this SuperLink admits a client only from the node
-holding its key (:mod:`fedmc.flower.grid_clients`).
+(:data:`fedmc.flower.roster.ROSTER_ENV`), so every run on this SuperLink admits a client only
+from the node holding its key (:mod:`fedmc.flower.grid_clients`).
 """
 
 from __future__ import annotations
@@ -39,10 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from fedmc.errors import ConfigError
-from fedmc.flower.certs import read_roster
-
-ROSTER_ENV = "FEDMC_ROSTER"
-"""The environment variable that names the roster for the ServerApps of a SuperLink."""
+from fedmc.flower.roster import ROSTER_ENV, read_roster
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
