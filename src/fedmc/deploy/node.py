@@ -26,21 +26,20 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key
 from flwr.app import Context, Error, Message, RecordDict
-from flwr.common.config import get_fused_config_from_fab, parse_config_args
-from flwr.common.constant import ErrorCode
-from flwr.supercore.inflatable.inflatable_object import (
-    get_all_nested_objects,
-    get_object_tree,
-    no_object_id_recompute,
-)
-from flwr.supercore.inflatable.inflatable_utils import (
-    ObjectPullError,
-    pull_and_inflate_object_from_tree,
-    push_object_contents_from_iterable,
-)
 
 from fedmc.deploy.fleet import Backoff, Dropped, FleetConnection, RunStopped, describe, log
 from fedmc.errors import ConfigError
+from fedmc.flower.compat import (
+    ErrorCode,
+    ObjectPullError,
+    get_all_nested_objects,
+    get_fused_config_from_fab,
+    get_object_tree,
+    no_object_id_recompute,
+    parse_config_args,
+    pull_and_inflate_object_from_tree,
+    push_object_contents_from_iterable,
+)
 
 POLL = 0.1
 LONGEST_POLL = 0.5

@@ -125,7 +125,7 @@ class NodeSettings:
     @classmethod
     def parse(cls, text: str) -> NodeSettings:
         """From ``--node-config``'s text (``key=value`` pairs, strings quoted)."""
-        from flwr.common.config import parse_config_args
+        from fedmc.flower.compat import parse_config_args
 
         try:
             return cls.from_config(parse_config_args([text]))
