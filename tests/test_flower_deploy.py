@@ -280,9 +280,10 @@ def test_refusals_go_to_the_row_of_their_round_or_the_next():
 
 
 class Answers:
-    """A Fleet client method that fails with the given HTTP statuses, then answers."""
+    """A Fleet client method that fails with the given HTTP statuses (or ``(status, Flower's
+    error code)``), then answers."""
 
-    def __init__(self, *statuses: int | type[Exception]) -> None:
+    def __init__(self, *statuses: int | tuple[int, int] | type[Exception]) -> None:
         self.statuses = list(statuses)
         self.calls = 0
 
@@ -290,10 +291,11 @@ class Answers:
         self.calls += 1
         if self.statuses:
             status = self.statuses.pop(0)
-            if not isinstance(status, int):
+            if not isinstance(status, int | tuple):
                 raise status("connection refused")
+            status, code = status if isinstance(status, tuple) else (status, 1)
             response = httpx.Response(status, request=httpx.Request("POST", "https://x/"),
-                                      json={"code": 1, "message": "no"})
+                                      json={"code": code, "detail": "no"})
             raise httpx.HTTPStatusError("error", request=response.request, response=response)
         return "answer"
 
@@ -305,7 +307,9 @@ def test_a_node_retries_an_unreachable_superlink_and_names_what_it_refused(monke
         flaky = Answers(httpx.ConnectError, 503, httpx.ReadTimeout)
         assert conn.call(flaky, None) == "answer" and flaky.calls == 4
         with pytest.raises(RunStopped):  # flwr stop: the node drops the run's message
-            conn.call(Answers(403), None)
+            conn.call(Answers((403, 2007)), None)  # FLEET_RUN_STATUS_NOT_ALLOWED
+        with pytest.raises(httpx.HTTPStatusError):  # flwr 1.43: not from this node
+            conn.call(Answers((403, 2011)), None)
         with pytest.raises(Dropped, match="does not know this node"):  # it reconnects
             conn.call(Answers(401), None)
         with pytest.raises(httpx.HTTPStatusError):

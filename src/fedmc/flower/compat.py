@@ -135,8 +135,17 @@ def pull_replies_request(message_ids: Iterable[str]) -> PullAppMessagesRequest:
 
 def fleet_client(address: str, root_certificates: str | None, private: Any,
                  public: Any) -> FleetHttpClient:
-    """Flower's HTTP client of the Fleet API at ``address`` (insecure without
-    ``root_certificates``, a path), signing every request with the node's key pair."""
+    """Flower's HTTP client of the Fleet API, signing every request with the node's key pair.
+
+    Parameters
+    ----------
+    address
+        The Fleet API's ``HOST:PORT``.
+    root_certificates
+        The path of the CA certificate to check the SuperLink's with (None: insecure).
+    private, public
+        The node's EC key pair.
+    """
     return FleetHttpClient.from_server_address(
         address, root_certificates is None, root_certificates,
         interceptors=[RuntimeVersionHttpInterceptor(component_name="SuperNode"),
@@ -189,10 +198,19 @@ def node_registrations(state: Any) -> list[tuple[int, bytes]]:
 
 def superlink_app(*, control_port: int, certificates: tuple[str, str, str],
                   database: str) -> Any:
-    """Flower's SuperLink as one FastAPI application with Flower's own lifespan: TLS with
-    ``certificates`` (CA, certificate, key: paths), SuperNode authentication, the state in the
-    SQLite file ``database``, the SuperExec in subprocess isolation pointed at
-    ``127.0.0.1:control_port``, runtime dependency installation off."""
+    """Flower's SuperLink as one FastAPI application with Flower's own lifespan: TLS,
+    SuperNode authentication, the SuperExec in subprocess isolation, runtime dependency
+    installation off.
+
+    Parameters
+    ----------
+    control_port
+        The port of the operator's socket on ``127.0.0.1``, where the SuperExec is pointed.
+    certificates
+        The paths of the CA certificate, the SuperLink's certificate and its private key.
+    database
+        The SQLite file of the SuperLink's state.
+    """
     from pathlib import Path
 
     from flwr.common.constant import TRANSPORT_TYPE_GRPC_RERE
