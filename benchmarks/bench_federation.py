@@ -1,6 +1,6 @@
 """Time a real federation on this machine (``fedmc federate local``) against ``fedmc run``.
 
-Starts a SuperLink and one SuperNode per client (``fedmc.flower.local.run_local``), runs the
+Starts a SuperLink and one SuperNode per client (``fedmc.deploy.local.run_local``), runs the
 rounds with every client sampled, and prints from the server's ``progress.jsonl``: start-up
 (until every node answered), and per round (the first round, which loads the kernels, left
 out) the median wall time of a round (message, client steps, uploads, sum, server step, and
@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 
 from fedmc.algorithms.fedmc_admm import PAPER
+from fedmc.deploy.local import run_local
 from fedmc.federation.sampling import make_sampler
 from fedmc.federation.settings import Schedule
-from fedmc.flower.local import run_local
 from fedmc.flower.settings import FederatedRun
 from fedmc.run.data import DataSettings, federate, load_ratings
 from fedmc.run.settings import RunSpec

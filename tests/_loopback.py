@@ -20,13 +20,13 @@ from flwr.common.config import parse_config_args
 from flwr.proto.node_pb2 import NodeInfo  # pylint: disable=E0611
 from flwr.supercore.task_identity import TaskIdentity
 
+from fedmc.deploy.local import node_config
+from fedmc.deploy.split import write_split
 from fedmc.federation.history import History
 from fedmc.flower.client_app import _PARTIES, app
-from fedmc.flower.local import node_config
 from fedmc.flower.manifest import Manifest
 from fedmc.flower.server_app import serve
 from fedmc.flower.settings import FederatedRun
-from fedmc.flower.split import write_split
 from fedmc.run.data import DataSettings
 
 FIRST_NODE = 2**63 + 7  # Flower's node ids lie above the int64 maximum

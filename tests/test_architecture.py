@@ -1,8 +1,9 @@
 """The layers of the package hold (docs/architecture.md): algorithms import only the core, the
 privacy mechanisms and each other (nothing that builds their data or drives them), the
-ClientApp loads nothing of a run's command-line machinery, no package-level import cycle,
-nothing imports the test helpers, and clipping and every noise draw of the privacy mechanisms
-happen in the aggregator alone."""
+ClientApp loads nothing of a run's command-line machinery, no package-level import cycle, the
+protocol imports nothing of its deployment tooling, only ``fedmc.flower.compat`` imports
+Flower's non-public modules, nothing imports the test helpers, and clipping and every noise
+draw of the privacy mechanisms happen in the aggregator alone."""
 
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def test_the_client_app_loads_no_run_machinery():
     loaded = loaded_after_import("fedmc.flower.client_app")
     assert "fedmc.flower.client_app" in loaded
     machinery = ("fedmc.run.runner", "fedmc.run.data", "fedmc.run.precompile",
-                 "fedmc.experiments", "fedmc.estimators", "fedmc.cli", "fedmc.sim", "fedmc.model")
+                 "fedmc.experiments", "fedmc.estimators", "fedmc.cli", "fedmc.sim", "fedmc.model",
+                 "fedmc.deploy")
     forbidden = [m for m in loaded if m in machinery or m.startswith(
         tuple(name + "." for name in machinery))]
     assert forbidden == [], forbidden
@@ -131,6 +133,50 @@ def test_no_package_level_import_cycle():
         if node not in state:
             visit(node)
     assert graph["fedmc.core"] <= {"fedmc.errors"}, graph["fedmc.core"]
+
+
+def test_the_protocol_imports_nothing_of_its_deployment_tooling():
+    users = {name: sorted(m for m in _imports(name, tree) if _unit(m) == "fedmc.deploy")
+             for name, tree in _modules().items() if _unit(name) == "fedmc.flower"}
+    assert {name: found for name, found in users.items() if found} == {}
+
+
+FLOWER_PUBLIC = {"flwr", "flwr.app", "flwr.serverapp", "flwr.clientapp", "flwr.common",
+                 "flwr.server", "flwr.client", "flwr.server.workflow", "flwr.client.mod"}
+"""Flower's public API: the modules whose documented names (their ``__all__``) fedmc may import
+anywhere; everything else of ``flwr`` only through ``fedmc.flower.compat``."""
+FLOWER_DOOR = "fedmc.flower.compat"
+
+
+def _flower_imports(tree: ast.Module) -> list[tuple[str, str | None]]:
+    """Every ``(module, name)`` of ``flwr`` a module imports anywhere (``name`` None for
+    ``import module``), functions and ``if TYPE_CHECKING`` blocks included."""
+    found: list[tuple[str, str | None]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, None) for a in node.names if a.name.split(".")[0] == "flwr"]
+        elif (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+              and node.module.split(".")[0] == "flwr"):
+            found += [(node.module, a.name) for a in node.names]
+    return found
+
+
+def test_only_the_compat_module_imports_flowers_internals():
+    pytest.importorskip("flwr")
+    import importlib
+
+    outside: dict[str, list[str]] = {}
+    for name, tree in _modules().items():
+        if name == FLOWER_DOOR:
+            continue
+        for module, imported in _flower_imports(tree):
+            public = module in FLOWER_PUBLIC and (
+                imported is None or imported in importlib.import_module(module).__all__)
+            if not public:
+                outside.setdefault(name, []).append(f"{module}:{imported}")
+    assert outside == {}, outside
+    door = _flower_imports(_modules()[FLOWER_DOOR])
+    assert {m for m, _ in door} - FLOWER_PUBLIC, "the door imports Flower's internals"
 
 
 def test_no_production_module_imports_the_test_helpers():

@@ -93,8 +93,8 @@ def test_a_private_secure_federation_passes_the_audit(tmp_path):
     client), its server and ClientApps in this process (tests/_loopback.py): nothing the out
     folder holds, progress.jsonl included, tells the canary's presence."""
     pytest.importorskip("flwr")
+    from fedmc.deploy.split import write_shards
     from fedmc.flower.settings import FederatedRun
-    from fedmc.flower.split import write_shards
     from tests._loopback import loopback_federation
 
     ratings = small_ratings(n_users=12)  # a secure sum's cost grows with the cohort squared

@@ -18,8 +18,8 @@ import pytest
 
 pytest.importorskip("flwr")
 
+from fedmc.deploy.local import marked_processes, signals_deferred  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
-from fedmc.flower.local import marked_processes, signals_deferred  # noqa: E402
 from fedmc.run.folder import RunFolder  # noqa: E402
 from fedmc.run.runner import execute  # noqa: E402
 from fedmc.testing import client_ids  # noqa: E402

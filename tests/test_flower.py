@@ -14,18 +14,18 @@ pytest.importorskip("flwr")
 from fedmc.algorithms.registry import spec  # noqa: E402
 from fedmc.core.protocol import Message  # noqa: E402
 from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
+from fedmc.deploy.local import run_local  # noqa: E402
+from fedmc.deploy.node import Poller  # noqa: E402
+from fedmc.deploy.split import client_files, write_split  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
 from fedmc.federation.loop import Outcome
 from fedmc.federation.sampling import make_sampler  # noqa: E402
 from fedmc.federation.settings import Schedule
 from fedmc.flower.client_state import StateStore  # noqa: E402
 from fedmc.flower.compact import pack, unpack  # noqa: E402
-from fedmc.flower.local import run_local  # noqa: E402
 from fedmc.flower.manifest import Manifest  # noqa: E402
-from fedmc.flower.node import Poller  # noqa: E402
 from fedmc.flower.settings import FederatedRun  # noqa: E402
 from fedmc.flower.shard import load_shard  # noqa: E402
-from fedmc.flower.split import client_files, write_split  # noqa: E402
 from fedmc.flower.wire import (  # noqa: E402
     NO_EXCHANGE,
     Envelope,

@@ -9,12 +9,12 @@ pytest.importorskip("flwr")
 
 from fedmc.algorithms.registry import spec  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
+from fedmc.deploy.split import client_files, write_split  # noqa: E402
 from fedmc.errors import ConfigError, DataError  # noqa: E402
 from fedmc.federation.sampling import make_sampler  # noqa: E402
 from fedmc.federation.settings import Schedule
 from fedmc.flower.manifest import Manifest  # noqa: E402
 from fedmc.flower.shard import load_boolean_shard  # noqa: E402
-from fedmc.flower.split import client_files, write_split  # noqa: E402
 from fedmc.run.data import DataSettings, load_boolean_data  # noqa: E402
 from fedmc.run.settings import RunSpec  # noqa: E402
 from fedmc.sim import simulate  # noqa: E402

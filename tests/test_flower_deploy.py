@@ -24,18 +24,19 @@ from flwr.app import ConfigRecord, Error, Message, RecordDict  # noqa: E402
 from flwr.proto.node_pb2 import NodeInfo  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
+from fedmc.deploy.certs import write_certs  # noqa: E402
+from fedmc.deploy.fleet import Dropped, FleetConnection, RunStopped  # noqa: E402
+from fedmc.deploy.node import load_auth_key  # noqa: E402
+from fedmc.deploy.server import FleetOnly, fleet_paths, register_roster  # noqa: E402
+from fedmc.deploy.split import client_files, write_split  # noqa: E402
 from fedmc.errors import FedMCError  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
-from fedmc.flower.certs import pem_public, read_roster, write_certs  # noqa: E402
 from fedmc.flower.client_app import NODE_KEYS, NodeSettings  # noqa: E402
 from fedmc.flower.client_state import identity  # noqa: E402
 from fedmc.flower.compact import packed  # noqa: E402
-from fedmc.flower.fleet import Dropped, FleetConnection, RunStopped  # noqa: E402
 from fedmc.flower.grid_clients import GridClients, Record, Refusal  # noqa: E402
-from fedmc.flower.node import load_auth_key  # noqa: E402
-from fedmc.flower.server import FleetOnly, fleet_paths, register_roster  # noqa: E402
+from fedmc.flower.roster import pem_public, read_roster  # noqa: E402
 from fedmc.flower.server_app import _mark_participants  # noqa: E402
-from fedmc.flower.split import client_files, write_split  # noqa: E402
 from tests.test_cli_run import invoke  # noqa: E402
 from tests.test_flower import data_settings, ratings_file  # noqa: E402
 
@@ -279,9 +280,10 @@ def test_refusals_go_to_the_row_of_their_round_or_the_next():
 
 
 class Answers:
-    """A Fleet client method that fails with the given HTTP statuses, then answers."""
+    """A Fleet client method that fails with the given HTTP statuses (or ``(status, Flower's
+    error code)``), then answers."""
 
-    def __init__(self, *statuses: int | type[Exception]) -> None:
+    def __init__(self, *statuses: int | tuple[int, int] | type[Exception]) -> None:
         self.statuses = list(statuses)
         self.calls = 0
 
@@ -289,22 +291,25 @@ class Answers:
         self.calls += 1
         if self.statuses:
             status = self.statuses.pop(0)
-            if not isinstance(status, int):
+            if not isinstance(status, int | tuple):
                 raise status("connection refused")
+            status, code = status if isinstance(status, tuple) else (status, 1)
             response = httpx.Response(status, request=httpx.Request("POST", "https://x/"),
-                                      json={"code": 1, "message": "no"})
+                                      json={"code": code, "detail": "no"})
             raise httpx.HTTPStatusError("error", request=response.request, response=response)
         return "answer"
 
 
 def test_a_node_retries_an_unreachable_superlink_and_names_what_it_refused(monkeypatch):
-    monkeypatch.setattr("fedmc.flower.fleet.time.sleep", lambda s: None)
+    monkeypatch.setattr("fedmc.deploy.fleet.time.sleep", lambda s: None)
     conn = FleetConnection("127.0.0.1:1", None, None)
     try:
         flaky = Answers(httpx.ConnectError, 503, httpx.ReadTimeout)
         assert conn.call(flaky, None) == "answer" and flaky.calls == 4
         with pytest.raises(RunStopped):  # flwr stop: the node drops the run's message
-            conn.call(Answers(403), None)
+            conn.call(Answers((403, 2007)), None)  # FLEET_RUN_STATUS_NOT_ALLOWED
+        with pytest.raises(httpx.HTTPStatusError):  # flwr 1.43: not from this node
+            conn.call(Answers((403, 2011)), None)
         with pytest.raises(Dropped, match="does not know this node"):  # it reconnects
             conn.call(Answers(401), None)
         with pytest.raises(httpx.HTTPStatusError):

@@ -34,12 +34,12 @@ pytest.importorskip("flwr")
 from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 
+from fedmc.deploy.app import write_app, write_run_config  # noqa: E402
+from fedmc.deploy.local import free_port, node_config  # noqa: E402
+from fedmc.deploy.split import write_split  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
-from fedmc.federation.settings import Schedule
-from fedmc.flower.app import write_app, write_run_config  # noqa: E402
-from fedmc.flower.local import free_port, node_config  # noqa: E402
+from fedmc.federation.settings import Schedule  # noqa: E402
 from fedmc.flower.settings import FederatedRun  # noqa: E402
-from fedmc.flower.split import write_split  # noqa: E402
 from fedmc.run.settings import RunSpec  # noqa: E402
 from fedmc.testing import assert_same_history, client_ids  # noqa: E402
 from tests.test_flower import PARAMS, data_settings, ratings_file, simulated  # noqa: E402

@@ -16,6 +16,7 @@ from flwr.app import Context, Message  # noqa: E402
 
 from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
+from fedmc.deploy.split import write_split  # noqa: E402
 from fedmc.errors import ConfigError  # noqa: E402
 from fedmc.federation.aggregator import PUBLIC_COLUMNS  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
@@ -24,7 +25,6 @@ from fedmc.flower.compact import pack, unpack  # noqa: E402
 from fedmc.flower.manifest import Manifest  # noqa: E402
 from fedmc.flower.server_app import preflight  # noqa: E402
 from fedmc.flower.settings import FederatedRun  # noqa: E402
-from fedmc.flower.split import write_split  # noqa: E402
 from fedmc.flower.wire import (  # noqa: E402
     RefusedReply,
     pack_arrays,

@@ -3,7 +3,7 @@
 ``split`` writes the files a deployment hands out, ``local`` runs a whole deployment on this
 machine (a SuperLink and one SuperNode per client, separate processes); across machines,
 ``certs`` makes the deployment's keys, certificates and roster, ``server`` runs the
-SuperLink the safe way (:mod:`fedmc.flower.server`) and ``node`` serves one client to it.
+SuperLink the safe way (:mod:`fedmc.deploy.server`) and ``node`` serves one client to it.
 ``split`` and ``local`` take ``fedmc run``'s data, run and algorithm options (declared once,
 :mod:`fedmc.cli.options`). See ``docs/federation.md``.
 """
@@ -59,9 +59,9 @@ def split(**typed: Any) -> None:
     """Write one ratings file per client (and its held-out ratings), the manifest, and
     the Flower app with a run configuration (run.toml: the run the options resolve to, as
     fedmc run and fedmc federate local resolve them): the files a real deployment hands out."""
-    from fedmc.flower.app import write_app, write_run_config
+    from fedmc.deploy.app import write_app, write_run_config
+    from fedmc.deploy.split import write_split
     from fedmc.flower.settings import FederatedRun
-    from fedmc.flower.split import write_split
     from fedmc.run.settings import resolve
 
     run = resolve(run_options(typed))
@@ -107,7 +107,7 @@ def local(**typed: Any) -> None:
     the deployment checks the rest against the data before its first process starts.
     """
     from fedmc.cli.interrupts import interrupt_marks
-    from fedmc.flower.local import RUN_FILES, run_local
+    from fedmc.deploy.local import RUN_FILES, run_local
     from fedmc.flower.settings import FederatedRun
     from fedmc.run.folder import RunFolder
     from fedmc.run.settings import resolve
@@ -173,8 +173,8 @@ def node(
     """Serve one client to a SuperLink, its ClientApp kept in this process. The node outlives
     runs and restarts: when a run is stopped, the SuperLink restarts or the connection is
     lost, it logs why and reconnects with backoff."""
+    from fedmc.deploy.node import load_auth_key, run_node
     from fedmc.flower.client_app import NodeSettings
-    from fedmc.flower.node import load_auth_key, run_node
 
     NodeSettings.parse(node_config).check()
     if auth_key is not None:
@@ -207,7 +207,7 @@ def certs(
 ) -> None:
     """Make a deployment's CA, the SuperLink's TLS certificate, one authentication key pair
     per node and the roster (which key speaks for which client)."""
-    from fedmc.flower.certs import write_certs
+    from fedmc.deploy.certs import write_certs
 
     write_certs(out, clients, name or [], days, _node_keys(node_key or []), overwrite)
     typer.echo(f"wrote {out}/ca.crt, ca.key (keep offline), server.pem, server.key, "
@@ -246,7 +246,7 @@ def server(
     """Run a SuperLink for a deployment across machines: TLS, SuperNode authentication with
     the roster's keys, state on disk, no runtime dependency installation; the network reaches
     only the Fleet API, the Control API answers on this host only."""
-    from fedmc.flower.server import Certificates, serve
+    from fedmc.deploy.server import Certificates, serve
 
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # after a graceful stop: status 0
     serve(Certificates.in_folder(certs), host, port, control_port, database,
@@ -265,7 +265,7 @@ def resume(
     """Resume a federated run after a crash of its SuperLink or ServerApp: submit it again from
     the checkpoint the server wrote after its last completed round (the nodes keep their
     committed states under the run's key); the result is the uninterrupted run's."""
-    from fedmc.flower.app import write_run_config
+    from fedmc.deploy.app import write_run_config
     from fedmc.flower.server_app import CHECKPOINT, stored_run_config
 
     config = {**stored_run_config(out / CHECKPOINT), "resume": True}

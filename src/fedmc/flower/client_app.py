@@ -8,7 +8,7 @@ the client and its files::
 
 (``test`` and ``columns``, e.g. ``columns="user_id,movie_id,stars"``, are optional; for a
 Boolean manifest ``ratings`` is the client's ``row,cols`` file of ones and ``test`` its rows of
-the ground-truth signal, :mod:`fedmc.flower.split`). The run
+the ground-truth signal, :mod:`fedmc.deploy.split`). The run
 configuration (:mod:`fedmc.flower.settings`) names the algorithm, its parameters and the seed.
 
 Message types: ``query`` (the client's id, and a token naming its state folder: the server
@@ -125,7 +125,7 @@ class NodeSettings:
     @classmethod
     def parse(cls, text: str) -> NodeSettings:
         """From ``--node-config``'s text (``key=value`` pairs, strings quoted)."""
-        from flwr.common.config import parse_config_args
+        from fedmc.flower.compat import parse_config_args
 
         try:
             return cls.from_config(parse_config_args([text]))

@@ -18,9 +18,13 @@ records, which Flower stores and pushes once for all recipients.
 from __future__ import annotations
 
 from flwr.app import ConfigRecord, Context, Message, RecordDict
-from flwr.clientapp.typing import ClientAppCallable
-from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
-from flwr.proto.recorddict_pb2 import RecordDict as RecordDictProto  # pylint: disable=E0611
+
+from fedmc.flower.compat import (
+    ClientAppCallable,
+    RecordDictProto,
+    recorddict_from_proto,
+    recorddict_to_proto,
+)
 
 PACKED = "fedmc.packed"
 

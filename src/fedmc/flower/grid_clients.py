@@ -110,7 +110,7 @@ class GridClients:
         :meth:`admit`), ``exchange``, ``round``, ``clients`` and ``reason``.
     roster
         The public key (PEM, as Flower records a node's) of every client, when the operator
-        gave a roster (:func:`fedmc.flower.certs.read_roster`).
+        gave a roster (:func:`fedmc.flower.roster.read_roster`).
     """
 
     grid: Grid

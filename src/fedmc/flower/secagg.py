@@ -46,7 +46,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import flwr.compat.common.recorddict_compat as compat
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.common import (
@@ -57,15 +56,20 @@ from flwr.common import (
     ndarrays_to_parameters,
     parameters_to_ndarrays,
 )
-from flwr.server.compat.legacy_context import LegacyContext
+from flwr.server import LegacyContext
 from flwr.server.workflow import SecAggPlusWorkflow
-from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
-from flwr.server.workflow.constant import Key as WorkflowKey
-from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 
 from fedmc.core.protocol import Message as ProtocolMessage
 from fedmc.core.uploads import Summed, secure_sum
 from fedmc.errors import ConfigError
+from fedmc.flower.compat import (
+    MAIN_CONFIGS_RECORD,
+    MAIN_PARAMS_RECORD,
+    WorkflowKey,
+    WorkflowState,
+    fitres_to_recorddict,
+    recorddict_to_fitins,
+)
 from fedmc.flower.transport import PromptGrid
 from fedmc.flower.wire import Envelope
 
@@ -323,7 +327,7 @@ def contribute(msg: Message, party: Party) -> Message:
     """A client's answer in the masked-vector stage: its evaluation sums, if the message
     carries a model, and its step's uploads times its multiplicity (zeros when it does not
     upload), or only its evaluation sums, as a secure vector."""
-    fitins = compat.recorddict_to_fitins(msg.content, keep_input=True)
+    fitins = recorddict_to_fitins(msg.content, keep_input=True)
     names = json.loads(str(fitins.config["payload"]))
     payload = dict(zip(names, parameters_to_ndarrays(fitins.parameters), strict=True))
     envelope = Envelope.from_header(str(fitins.config["header"]), payload)
@@ -344,4 +348,4 @@ def contribute(msg: Message, party: Party) -> Message:
     vector, order = encode(values, exponents)
     fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(vector), 1,
                     {"names": json.dumps(order)})
-    return Message(compat.fitres_to_recorddict(fitres, keep_input=True), reply_to=msg)
+    return Message(fitres_to_recorddict(fitres, keep_input=True), reply_to=msg)

@@ -39,11 +39,10 @@ from fedmc.federation.loop import (
     streams,
 )
 from fedmc.files import write_atomic
-from fedmc.flower.certs import read_roster
 from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record, Refusal
 from fedmc.flower.manifest import Manifest
+from fedmc.flower.roster import ROSTER_ENV, read_roster
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
-from fedmc.flower.server import ROSTER_ENV
 from fedmc.flower.settings import FederatedRun
 from fedmc.model import FactorModel
 from fedmc.run.runner import RunResult, summarize, versions, write_outputs
@@ -203,7 +202,7 @@ def _mark_participants(history: History, log: list[Record], refusals: list[Refus
 
 def _roster(n_clients: int) -> dict[int, bytes] | None:
     """The roster of the SuperLink this ServerApp runs beside (``fedmc federate server`` names
-    it in :data:`fedmc.flower.server.ROSTER_ENV`), None without one; it must name a key for
+    it in :data:`fedmc.flower.roster.ROSTER_ENV`), None without one; it must name a key for
     every client."""
     path = os.environ.get(ROSTER_ENV)
     if not path:

@@ -7,7 +7,7 @@ schedule, as :func:`fedmc.run.settings.resolve` chose them) plus the federation'
 the spec travels as one JSON value under ``run``, each federation option as a key of its own
 (its field name with dashes), so an operator edits ``manifest`` or ``out`` as plain TOML. The
 keys and their defaults are :data:`RUN_CONFIG_DEFAULTS`, the ``[tool.flwr.app.config]`` table of
-the app (:mod:`fedmc.flower.app`).
+the app (:mod:`fedmc.deploy.app`).
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def load_boolean_shard(manifest: Manifest, client: int, ones: Path,
 
 
 def _read_rows(path: Path, n_cols: int) -> tuple[sp.csr_matrix, np.ndarray]:
-    """A ``row,cols`` file (:mod:`fedmc.flower.split`) as a binary CSR matrix and the source
+    """A ``row,cols`` file (:mod:`fedmc.deploy.split`) as a binary CSR matrix and the source
     row of each line."""
     try:
         lines = path.read_text().splitlines()[1:]

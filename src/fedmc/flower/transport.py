@@ -21,19 +21,19 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
 from flwr.app import Message
-from flwr.proto.message_pb2 import ConfirmMessageReceivedRequest  # pylint: disable=E0611
-from flwr.proto.runtime_pb2 import PullAppMessagesRequest  # pylint: disable=E0611
 from flwr.serverapp import Grid
-from flwr.supercore.inflatable.inflatable_object import iterate_object_tree
-from flwr.supercore.inflatable.inflatable_protobuf_utils import make_pull_object_fn_protobuf
-from flwr.supercore.inflatable.inflatable_utils import (
-    ObjectPullError,
-    inflate_object_from_contents,
-    pull_objects,
-)
-from flwr.superlink.grid.http_grid import HttpGrid
 
 from fedmc.flower.compact import packed, unpacked
+from fedmc.flower.compat import (
+    ConfirmMessageReceivedRequest,
+    HttpGrid,
+    ObjectPullError,
+    inflate_object_from_contents,
+    iterate_object_tree,
+    make_pull_object_fn_protobuf,
+    pull_objects,
+    pull_replies_request,
+)
 
 FIRST_POLL = 0.01
 LONGEST_POLL = 0.1
@@ -56,7 +56,7 @@ def pull_replies(grid: Grid, waiting: set[str], pool: ThreadPoolExecutor) -> lis
         return list(grid.pull_messages(waiting))
     client, node = grid._runtime_client, grid.node  # noqa: SLF001 (flwr 1.41 internals)
     run_id = cast(int, grid._run.run_id)  # noqa: SLF001
-    ready = client.PullMessages(PullAppMessagesRequest(message_ids=sorted(waiting)))
+    ready = client.PullMessages(pull_replies_request(waiting))
     pull = make_pull_object_fn_protobuf(client.PullObject, node, run_id)
 
     def fetch(proto, tree) -> Message | None:

@@ -24,8 +24,8 @@ registered key; self-registration is refused), the roster's keys registered at s
 (:func:`register_roster`), the state in an SQLite file (``--database``: registrations and
 runs survive a restart), runtime dependency installation off, Flower's legacy gRPC servers
 off. The roster's path goes to every ServerApp through ``FEDMC_ROSTER``
-(:data:`ROSTER_ENV`), so every run on this SuperLink admits a client only from the node
-holding its key (:mod:`fedmc.flower.grid_clients`).
+(:data:`fedmc.flower.roster.ROSTER_ENV`), so every run on this SuperLink admits a client only
+from the node holding its key (:mod:`fedmc.flower.grid_clients`).
 """
 
 from __future__ import annotations
@@ -39,10 +39,15 @@ from pathlib import Path
 from typing import Any
 
 from fedmc.errors import ConfigError
-from fedmc.flower.certs import read_roster
-
-ROSTER_ENV = "FEDMC_ROSTER"
-"""The environment variable that names the roster for the ServerApps of a SuperLink."""
+from fedmc.flower.compat import (
+    fleet_route_paths,
+    node_registrations,
+    register_node_key,
+    superlink_app,
+    superlink_state,
+    uvicorn_log_config,
+)
+from fedmc.flower.roster import ROSTER_ENV, read_roster
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -51,9 +56,7 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 def fleet_paths() -> frozenset[str]:
     """The paths of flwr's Fleet API routes, and ``/health``."""
-    from flwr.superlink.routers.fleet.router import router
-
-    return frozenset([*(route.path for route in router.routes), "/health"])
+    return frozenset([*fleet_route_paths(), "/health"])
 
 
 class FleetOnly:
@@ -115,20 +118,16 @@ def register_roster(state: Any, roster: dict[int, bytes]) -> list[str]:
     """Register every roster key that the SuperLink's state does not know yet (as
     ``flwr supernode register`` does, owner ``none``); a line per key registered, and one
     per registered key that is not in the roster (it can connect; the ServerApp refuses it)."""
-    from flwr.common.constant import HEARTBEAT_DEFAULT_INTERVAL, NOOP_ACCOUNT_NAME, NOOP_FLWR_AID
-    from flwr.supercore.constant import NodeStatus
-
     lines = []
     for client, key in sorted(roster.items()):
         if state.get_node_id_by_public_key(key) is None:
-            node = state.create_node(NOOP_FLWR_AID, NOOP_ACCOUNT_NAME, key,
-                                     HEARTBEAT_DEFAULT_INTERVAL, name=f"client-{client}")
+            node = register_node_key(state, key, f"client-{client}")
             lines.append(f"registered client {client}'s key as node {node}")
     known = set(roster.values())
-    for info in state.get_node_info():
-        if info.public_key not in known and info.status != NodeStatus.UNREGISTERED:
-            lines.append(f"node {info.node_id} is registered but its key is not in the roster "
-                         f"(its claims are refused; flwr supernode unregister {info.node_id})")
+    for node_id, key in node_registrations(state):
+        if key not in known:
+            lines.append(f"node {node_id} is registered but its key is not in the roster "
+                         f"(its claims are refused; flwr supernode unregister {node_id})")
     return lines
 
 
@@ -149,12 +148,6 @@ def serve(certs: Certificates, host: str, port: int, control_port: int, database
           announce: Callable[[str], None] = print) -> None:
     """Run the SuperLink (module docstring) until SIGINT or SIGTERM."""
     import uvicorn
-    from flwr.common.constant import TRANSPORT_TYPE_GRPC_RERE
-    from flwr.supercore.http_logging import get_uvicorn_log_config
-    from flwr.supercore.logger import console_handler
-    from flwr.superlink.cli.flower_superlink import SuperLinkLifespan
-    from flwr.superlink.config_loader import SuperLinkLifespanConfig, load_control_authn_plugin
-    from flwr.superlink.main import create_app
 
     if port == control_port:
         raise ConfigError(f"--port and --control-port must differ (both {port})")
@@ -169,19 +162,9 @@ def serve(certs: Certificates, host: str, port: int, control_port: int, database
                                           os.environ.get("PATH", "")])
     database.parent.mkdir(parents=True, exist_ok=True)
     files = (str(certs.ca.resolve()), str(certs.cert.resolve()), str(certs.key.resolve()))
-    config = SuperLinkLifespanConfig(
-        control_address=f"127.0.0.1:{control_port}", health_server_address=None,
-        host="127.0.0.1", port=control_port, insecure=False,
-        certificates=tuple(Path(f).read_bytes() for f in files),  # type: ignore[arg-type]
-        superexec_auth_secret=None, authn_plugin=load_control_authn_plugin(),
-        event_log_plugin=None, fleet_event_log_plugin=None, enable_event_log=False,
-        artifact_provider=None, enable_supernode_auth=True,
-        fleet_api_type=TRANSPORT_TYPE_GRPC_RERE, fleet_api_address=None, simulation=False,
-        ssl_ca_certfile=files[0], ssl_certfile=files[1], ssl_keyfile=files[2],
-        database=str(database.resolve()), isolation="subprocess",
-        runtime_dependency_install=False)
-    app = create_app(config, SuperLinkLifespan)
-    for line in register_roster(app.state.linkstate_factory.state(), roster):
+    app = superlink_app(control_port=control_port, certificates=files,
+                        database=str(database.resolve()))
+    for line in register_roster(superlink_state(app), roster):
         announce(line)
     bound = public.getsockname()
     announce(f"Fleet API for the nodes: https://{_host(host)}:{bound[1]} (from the network)")
@@ -194,7 +177,7 @@ def serve(certs: Certificates, host: str, port: int, control_port: int, database
         FleetOnly(app, ("127.0.0.1", control_port), fleet_paths()),
         ssl_certfile=files[1], ssl_keyfile=files[2], lifespan="on", workers=1,
         proxy_headers=False, server_header=False, access_log=False,
-        log_config=get_uvicorn_log_config(console_handler.level)))
+        log_config=uvicorn_log_config()))
     server.run(sockets=[public, operator])
 
 

@@ -87,35 +87,6 @@ def write_certs(out: Path, n_clients: int, names: Sequence[str], days: int = 365
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def read_roster(path: Path) -> dict[int, bytes]:
-    """The roster's public keys by client id, each as the PEM bytes Flower records for a node
-    (``NodeInfo.public_key``)."""
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: not a readable roster ({exc})") from None
-    if not isinstance(doc, dict) or not doc:
-        raise ConfigError(f"{path}: a roster maps client ids to public keys")
-    roster: dict[int, bytes] = {}
-    for client, line in doc.items():
-        try:
-            key = serialization.load_ssh_public_key(str(line).encode())
-            if not isinstance(key, ec.EllipticCurvePublicKey):
-                raise ValueError("not an elliptic-curve key")
-            roster[int(client)] = pem_public(key)
-        except ValueError as exc:
-            raise ConfigError(f"{path}: client {client!r}: not an EC public key ({exc})") from None
-    if len(set(roster.values())) != len(roster):
-        raise ConfigError(f"{path}: two clients share one public key")
-    return roster
-
-
-def pem_public(key: ec.EllipticCurvePublicKey) -> bytes:
-    """A public key as Flower stores it (PEM, SubjectPublicKeyInfo)."""
-    return key.public_bytes(serialization.Encoding.PEM,
-                            serialization.PublicFormat.SubjectPublicKeyInfo)
-
-
 def _in_range(client: int, n_clients: int, path: Path) -> bool:
     if not 0 <= client < n_clients:
         raise ConfigError(f"--node-key {client}={path}: client {client} is not in "

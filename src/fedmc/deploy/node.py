@@ -3,7 +3,7 @@
 Flower's ``flower-supernode`` starts a fresh ``flwr-clientapp`` process for every message
 (here about 4 s: Python, Flower, NumPy, Numba and the client's data, each time) and, when
 idle, polls the SuperLink every 3 s. This node speaks the same Fleet API with Flower's own
-client (request signing for node authentication, TLS, heartbeats; :mod:`fedmc.flower.fleet`,
+client (request signing for node authentication, TLS, heartbeats; :mod:`fedmc.deploy.fleet`,
 which also survives ``flwr stop`` and SuperLink restarts) but keeps the ClientApp
 loaded between messages and polls sparingly but promptly (:class:`Poller`: every poll is an
 HTTP request that the single SuperLink process serves, about 10 ms of its CPU here, so ten
@@ -26,21 +26,20 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key
 from flwr.app import Context, Error, Message, RecordDict
-from flwr.common.config import get_fused_config_from_fab, parse_config_args
-from flwr.common.constant import ErrorCode
-from flwr.supercore.inflatable.inflatable_object import (
+
+from fedmc.deploy.fleet import Backoff, Dropped, FleetConnection, RunStopped, describe, log
+from fedmc.errors import ConfigError
+from fedmc.flower.compat import (
+    ErrorCode,
+    ObjectPullError,
     get_all_nested_objects,
+    get_fused_config_from_fab,
     get_object_tree,
     no_object_id_recompute,
-)
-from flwr.supercore.inflatable.inflatable_utils import (
-    ObjectPullError,
+    parse_config_args,
     pull_and_inflate_object_from_tree,
     push_object_contents_from_iterable,
 )
-
-from fedmc.errors import ConfigError
-from fedmc.flower.fleet import Backoff, Dropped, FleetConnection, RunStopped, describe, log
 
 POLL = 0.1
 LONGEST_POLL = 0.5
@@ -111,7 +110,7 @@ def run_node(superlink: str, node_config: str, *, root_certificates: Path | None
     retries with backoff; when it refuses or forgets the node (a restart without its state,
     an unregistered key) the node logs why and connects again with backoff (1 s, doubling,
     at most a minute). A node with ``auth_key`` keeps its node id in its state folder
-    (``node-id``) to sign off an earlier process's session (:mod:`fedmc.flower.fleet`).
+    (``node-id``) to sign off an earlier process's session (:mod:`fedmc.deploy.fleet`).
     """
     from fedmc.flower.client_app import NodeSettings
 
@@ -138,7 +137,7 @@ def run_node(superlink: str, node_config: str, *, root_certificates: Path | None
 
 def _serve(conn: FleetConnection, node_id: int, config: dict, poll: float,
            longest_poll: float) -> None:
-    """Answer messages until the connection drops (:class:`~fedmc.flower.fleet.Dropped`)."""
+    """Answer messages until the connection drops (:class:`~fedmc.deploy.fleet.Dropped`)."""
     from fedmc.flower.client_app import app, forget_run
 
     contexts: dict[int, Context] = {}

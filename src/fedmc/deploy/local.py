@@ -29,11 +29,11 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from fedmc.deploy.app import write_app, write_run_config
+from fedmc.deploy.split import client_files, write_split
 from fedmc.errors import FedMCError
-from fedmc.flower.app import write_app, write_run_config
 from fedmc.flower.server_app import preflight
 from fedmc.flower.settings import FederatedRun
-from fedmc.flower.split import client_files, write_split
 from fedmc.run.data import DataSettings
 from fedmc.run.folder import RUN_FILES as SIMULATION_FILES
 

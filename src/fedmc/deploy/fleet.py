@@ -11,12 +11,15 @@ authentication was locked out for about 50 s.
 
 :class:`FleetConnection` speaks the same API with Flower's own client, request signing and
 protobuf helpers, and turns those events into exceptions the node handles
-(:func:`fedmc.flower.node.run_node`): :class:`RunStopped` (drop the run's message, keep
-serving), :class:`Dropped` (reconnect). Transport failures and 502-504 are retried with
-backoff (logged once per outage). A node with a registered key remembers its node id in its
-state folder and, when it starts again, first signs off the node id its previous process
-left online (a ``DeactivateNode`` signed with its key, which only the key's holder can
-send), so it rejoins at once.
+(:func:`fedmc.deploy.node.run_node`): :class:`RunStopped` (drop the run's message, keep
+serving; from flwr 1.43 the SuperLink drops a reply to a stopped run itself, and a 403 may
+also refuse a reply whose source is not this node, which is not a stopped run:
+:func:`fedmc.flower.compat.refuses_run` reads the reason), :class:`Dropped` (reconnect). All
+of Flower's internals come through :mod:`fedmc.flower.compat`. Transport failures and 502-504
+are retried with backoff (logged once per outage). A node with a registered key remembers its
+node id in its state folder and, when it starts again, first signs off the node id its
+previous process left online (a ``DeactivateNode`` signed with its key, which only the key's
+holder can send), so it rejoins at once.
 """
 
 from __future__ import annotations
@@ -32,35 +35,37 @@ from typing import Any, TypeVar
 import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
 from flwr.app import Message
-from flwr.app.message import remove_content_from_message
-from flwr.common.constant import HEARTBEAT_DEFAULT_INTERVAL
-from flwr.common.serde import fab_from_proto, message_from_proto, message_to_proto, run_from_proto
-from flwr.proto.fab_pb2 import GetFabRequest  # pylint: disable=E0611
-from flwr.proto.fleet_pb2 import (  # pylint: disable=E0611
+
+from fedmc.flower.compat import (
+    HEARTBEAT_DEFAULT_INTERVAL,
     ActivateNodeRequest,
     DeactivateNodeRequest,
+    Fab,
+    GetFabRequest,
+    GetRunRequest,
+    HeartbeatSender,
+    NodeProto,
+    ObjectTree,
     PullMessagesRequest,
     PushMessagesRequest,
     RegisterNodeFleetRequest,
+    Run,
+    SendNodeHeartbeatRequest,
     UnregisterNodeFleetRequest,
-)
-from flwr.proto.heartbeat_pb2 import SendNodeHeartbeatRequest  # pylint: disable=E0611
-from flwr.proto.message_pb2 import ObjectTree  # pylint: disable=E0611
-from flwr.proto.node_pb2 import Node  # pylint: disable=E0611
-from flwr.proto.run_pb2 import GetRunRequest  # pylint: disable=E0611
-from flwr.supercore.error import FlowerError
-from flwr.supercore.fab import Fab
-from flwr.supercore.heartbeat import HeartbeatSender
-from flwr.supercore.inflatable.inflatable_protobuf_utils import (
+    error_message,
+    fab_from_proto,
+    fleet_client,
+    generate_key_pairs,
     make_confirm_message_received_fn_protobuf,
     make_pull_object_fn_protobuf,
     make_push_object_fn_protobuf,
+    message_from_proto,
+    message_to_proto,
+    public_key_to_bytes,
+    refuses_run,
+    remove_content_from_message,
+    run_from_proto,
 )
-from flwr.supercore.interceptors.http.runtime_version import RuntimeVersionHttpInterceptor
-from flwr.supercore.primitives.asymmetric import generate_key_pairs, public_key_to_bytes
-from flwr.supercore.run import Run
-from flwr.supernode.fleet_http_client import FleetHttpClient
-from flwr.supernode.node_auth_http_interceptor import NodeAuthHttpInterceptor
 
 log = logging.getLogger("fedmc.node")
 Keys = tuple[ec.EllipticCurvePrivateKey, ec.EllipticCurvePublicKey]
@@ -80,9 +85,7 @@ class RunStopped(Exception):
 
 def describe(exc: httpx.HTTPStatusError) -> str:
     """An HTTP error as the SuperLink explained it."""
-    error = FlowerError.from_json(exc.response.text)
-    what = error.message if error is not None else exc.response.reason_phrase
-    return f"HTTP {exc.response.status_code}: {what}"
+    return f"HTTP {exc.response.status_code}: {error_message(exc.response)}"
 
 
 class Backoff:
@@ -125,12 +128,10 @@ class FleetConnection:
         self.self_registered = keys is None
         self.private, self.public = keys if keys is not None else generate_key_pairs()
         self.remember = remember
-        self.client = FleetHttpClient.from_server_address(
-            address, root_certificates is None,
-            None if root_certificates is None else str(root_certificates),
-            interceptors=[RuntimeVersionHttpInterceptor(component_name="SuperNode"),
-                          NodeAuthHttpInterceptor(self.private, self.public)])
-        self.node: Node | None = None
+        self.client = fleet_client(
+            address, None if root_certificates is None else str(root_certificates),
+            self.private, self.public)
+        self.node: NodeProto | None = None
         self.dropped = threading.Event()
         self.why = ""
         self._heartbeats: HeartbeatSender | None = None
@@ -157,7 +158,7 @@ class FleetConnection:
             raise Dropped(f"the SuperLink refused to activate this node ({describe(exc)}): "
                           f"its key is not registered there, or the node is still online "
                           f"(another process with this key?)") from None
-        self.node = Node(node_id=node_id)
+        self.node = NodeProto(node_id=node_id)
         if self.remember is not None and not self.self_registered:
             self.remember.parent.mkdir(parents=True, exist_ok=True)
             self.remember.write_text(f"{node_id}\n")
@@ -223,7 +224,8 @@ class FleetConnection:
 
     def call(self, method: Callable[[Any], T], request: Any) -> T:
         """``method(request)``, retried with backoff while the SuperLink cannot be reached;
-        401 raises :class:`Dropped`, 403 :class:`RunStopped`, other errors
+        401 raises :class:`Dropped`, a refusal for the request's run (a 403,
+        :func:`~fedmc.flower.compat.refuses_run`) :class:`RunStopped`, other errors
         ``httpx.HTTPStatusError``."""
         backoff = Backoff()
         while True:
@@ -243,7 +245,7 @@ class FleetConnection:
                     raise Dropped(f"the SuperLink does not know this node ({describe(exc)}): "
                                   f"its key is not registered, or it restarted without "
                                   f"its state") from None
-                if status == 403:
+                if refuses_run(exc.response):
                     raise RunStopped(describe(exc)) from None
                 raise
             if self._outage is not None:
