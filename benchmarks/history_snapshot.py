@@ -66,16 +66,17 @@ def record_simulations() -> dict[str, Any]:
     import numpy as np
 
     import tests.test_conformance as tc
+    from fedmc.data.boolean import BooleanFederatedData
     from fedmc.federation.sampling import make_sampler
     from fedmc.privacy.accounting import UserDP
-    from fedmc.testing import run_driver
+    from fedmc.testing import run_driver, tiny_federated, tiny_interactions
 
-    data = {"": tc.tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)[0],
-            "one-user": tc.tiny_federated(m=15, n=8, p=15, density=0.45, seed=4)[0],
-            "implicit": tc.tiny_interactions(m=15, n=8, p=5, density=0.45, seed=4),
-            "implicit-one-user": tc.tiny_interactions(m=15, n=8, p=15, density=0.45, seed=4)}
+    data = {"": tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)[0],
+            "one-user": tiny_federated(m=15, n=8, p=15, density=0.45, seed=4)[0],
+            "implicit": tiny_interactions(m=15, n=8, p=5, density=0.45, seed=4),
+            "implicit-one-user": tiny_interactions(m=15, n=8, p=15, density=0.45, seed=4)}
     A = (np.random.default_rng(0).random((23, 12)) < 0.3).astype(np.uint8)
-    data["boolean"] = tc.BooleanFederatedData.build(A, 5, seed=1)
+    data["boolean"] = BooleanFederatedData.build(A, 5, seed=1)
     out: dict[str, Any] = {}
     for label, cases, dp in (("case", tc.CASES, None), ("dp", tc.DP_CASES, True)):
         for i, case in enumerate(cases):
