@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -148,7 +149,9 @@ def compare(before: dict, after: dict, path: str = "") -> list[str]:
     if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
         return [d for i, (b, a) in enumerate(zip(before, after, strict=True))
                 for d in compare(b, a, f"{path}[{i}]")]
-    return [] if before == after else [f"{path}: {before!r} -> {after!r}"]
+    both_nan = isinstance(before, float) and isinstance(after, float) and math.isnan(before) \
+        and math.isnan(after)
+    return [] if before == after or both_nan else [f"{path}: {before!r} -> {after!r}"]
 
 
 def main() -> None:
