@@ -28,6 +28,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# as the tests run (tests/conftest.py): every rank on its specialized kernels, compiled in the
+# foreground; the CLI runs inherit it
+os.environ.setdefault("FEDMC_KERNELS", "specialized")
 
 CLI_RUNS = {
     "default": [],
