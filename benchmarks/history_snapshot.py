@@ -10,8 +10,11 @@ two snapshots bit for bit (``seconds``, timings, versions and time stamps aside)
     python benchmarks/history_snapshot.py compare before.json after.json
 
 Run it with one Numba thread (``NUMBA_NUM_THREADS=1``): multi-thread reductions may differ in
-the last digit from run to run (docs/architecture.md). The CLI runs use the licensed
-MovieLens 100K where ``FEDMC_DATA`` (or ``../shared/data``) has it and skip it otherwise.
+the last digit from run to run (docs/architecture.md). So may a multi-threaded BLAS (two
+recordings of the same code differed in FedMC-ADMM's last digits): the script runs BLAS on one
+thread unless ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` say otherwise.
+The CLI runs use the licensed MovieLens 100K where ``FEDMC_DATA`` (or ``../shared/data``) has
+it and skip it otherwise.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ sys.path.insert(0, str(ROOT))
 # as the tests run (tests/conftest.py): every rank on its specialized kernels, compiled in the
 # foreground; the CLI runs inherit it
 os.environ.setdefault("FEDMC_KERNELS", "specialized")
+for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")  # before numpy loads (module docstring)
 
 CLI_RUNS = {
     "default": [],

@@ -88,8 +88,8 @@ def test_every_published_value_is_read(tmp_path, field):
 @pytest.mark.federation
 def test_a_private_secure_federation_passes_the_audit(tmp_path, loopback_federation):
     """The same audit of a real federation's outputs (SecAgg+, distributed DP, one user per
-    client), its server and ClientApps in this process (the loopback_federation fixture): nothing the out
-    folder holds, progress.jsonl included, tells the canary's presence."""
+    client), its server and ClientApps in this process (the loopback_federation fixture):
+    nothing the out folder holds, progress.jsonl included, tells the canary's presence."""
     pytest.importorskip("flwr")
     from fedmc.flower.settings import FederatedRun
     from fedmc.flower.split import write_shards

@@ -1,6 +1,7 @@
 """A run stopped after any round and resumed from its checkpoint ends as if it had not stopped
 (fedmc.federation.loop: Checkpoint, run_rounds(checkpoint=, resume=)); in a federation, the
-server's checkpoint after every round and fedmc federate resume (the loopback_federation fixture)."""
+server's checkpoint after every round and fedmc federate resume (the loopback_federation
+fixture)."""
 
 from __future__ import annotations
 
