@@ -10,14 +10,18 @@ two snapshots bit for bit (``seconds``, timings, versions and time stamps aside)
     python benchmarks/history_snapshot.py compare before.json after.json
 
 Run it with one Numba thread (``NUMBA_NUM_THREADS=1``): multi-thread reductions may differ in
-the last digit from run to run (docs/architecture.md). The CLI runs use the licensed
-MovieLens 100K where ``FEDMC_DATA`` (or ``../shared/data``) has it and skip it otherwise.
+the last digit from run to run (docs/architecture.md). So may a multi-threaded BLAS (two
+recordings of the same code differed in FedMC-ADMM's last digits): the script runs BLAS on one
+thread unless ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` say otherwise.
+The CLI runs use the licensed MovieLens 100K where ``FEDMC_DATA`` (or ``../shared/data``) has
+it and skip it otherwise.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -27,6 +31,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# as the tests run (tests/conftest.py): every rank on its specialized kernels, compiled in the
+# foreground; the CLI runs inherit it
+os.environ.setdefault("FEDMC_KERNELS", "specialized")
+for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")  # before numpy loads (module docstring)
 
 CLI_RUNS = {
     "default": [],
@@ -66,16 +75,17 @@ def record_simulations() -> dict[str, Any]:
     import numpy as np
 
     import tests.test_conformance as tc
+    from fedmc.data.boolean import BooleanFederatedData
     from fedmc.federation.sampling import make_sampler
     from fedmc.privacy.accounting import UserDP
-    from fedmc.testing import run_driver
+    from fedmc.testing import run_driver, tiny_federated, tiny_interactions
 
-    data = {"": tc.tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)[0],
-            "one-user": tc.tiny_federated(m=15, n=8, p=15, density=0.45, seed=4)[0],
-            "implicit": tc.tiny_interactions(m=15, n=8, p=5, density=0.45, seed=4),
-            "implicit-one-user": tc.tiny_interactions(m=15, n=8, p=15, density=0.45, seed=4)}
+    data = {"": tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)[0],
+            "one-user": tiny_federated(m=15, n=8, p=15, density=0.45, seed=4)[0],
+            "implicit": tiny_interactions(m=15, n=8, p=5, density=0.45, seed=4),
+            "implicit-one-user": tiny_interactions(m=15, n=8, p=15, density=0.45, seed=4)}
     A = (np.random.default_rng(0).random((23, 12)) < 0.3).astype(np.uint8)
-    data["boolean"] = tc.BooleanFederatedData.build(A, 5, seed=1)
+    data["boolean"] = BooleanFederatedData.build(A, 5, seed=1)
     out: dict[str, Any] = {}
     for label, cases, dp in (("case", tc.CASES, None), ("dp", tc.DP_CASES, True)):
         for i, case in enumerate(cases):
@@ -147,7 +157,9 @@ def compare(before: dict, after: dict, path: str = "") -> list[str]:
     if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
         return [d for i, (b, a) in enumerate(zip(before, after, strict=True))
                 for d in compare(b, a, f"{path}[{i}]")]
-    return [] if before == after else [f"{path}: {before!r} -> {after!r}"]
+    both_nan = isinstance(before, float) and isinstance(after, float) and math.isnan(before) \
+        and math.isnan(after)
+    return [] if before == after or both_nan else [f"{path}: {before!r} -> {after!r}"]
 
 
 def main() -> None:

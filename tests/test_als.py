@@ -13,7 +13,6 @@ from fedmc.federation.settings import Schedule
 from fedmc.run.data import DataSettings
 from fedmc.run.runner import execute
 from fedmc.run.settings import RunSpec
-from tests.conftest import tiny_federated
 
 
 def dense_sweep(M, mask, U0, V0, lam, weighted, free_u, free_v):
@@ -40,7 +39,7 @@ def als_objective(M, mask, U, V, lam, weighted, free_u, free_v):
 
 @pytest.mark.parametrize("biases", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_sweep_equals_dense_ridge_solves(biases, weighted):
+def test_sweep_equals_dense_ridge_solves(biases, weighted, tiny_federated):
     data, M, mask = tiny_federated(m=14, n=9, p=3, density=0.4, seed=2)
     params = dict(rank=3, lam=0.7, weighted=weighted, biases=biases, init_scale=1.0)
     start = ALS(**params, sweeps=0).fit(data)
@@ -69,7 +68,7 @@ def test_ridge_rows_empty_row_fixed_share_and_solution():
     assert np.allclose(X[2], np.linalg.solve(Fr.T @ Fr + 1.5 * np.eye(3), Fr.T @ yr), atol=1e-12)
 
 
-def test_objective_never_increases_and_runs_its_sweeps_only():
+def test_objective_never_increases_and_runs_its_sweeps_only(tiny_federated):
     data, _, _ = tiny_federated(m=30, n=12, p=3, density=0.5, seed=3)
     model = ALS(rank=3, lam=0.5, sweeps=6, random_state=1).fit(data)
     obj = model.history_.column("objective")

@@ -2,8 +2,8 @@
 privacy mechanisms and each other (nothing that builds their data or drives them), the
 ClientApp loads nothing of a run's command-line machinery, no package-level import cycle, the
 protocol imports nothing of its deployment tooling, only ``fedmc.flower.compat`` imports
-Flower's non-public modules, nothing imports the test helpers, and clipping and every noise
-draw of the privacy mechanisms happen in the aggregator alone."""
+Flower's non-public modules, nothing imports the test helpers, no test module imports another,
+and clipping and every noise draw of the privacy mechanisms happen in the aggregator alone."""
 
 from __future__ import annotations
 
@@ -184,6 +184,31 @@ def test_no_production_module_imports_the_test_helpers():
              if name != "fedmc.testing" and any(m.startswith("fedmc.testing")
                                                 for m in _imports(name, tree))]
     assert users == []
+
+
+TESTS = Path(__file__).parent
+
+
+def test_no_test_module_imports_another():
+    """Shared helpers are fixtures of conftest.py (or test tooling in fedmc.testing): a test
+    module imports no other module of tests/ (conftest.py included) and no private helper
+    module (``_name``)."""
+    local = {p.stem for p in TESTS.glob("*.py")}
+    offenders = []
+    for path in sorted(TESTS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] if node.level == 0 else ["." * node.level]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in {"tests", *local} or name.startswith(".") or (
+                        top.startswith("_") and top != "__future__"):
+                    offenders.append(f"{path.name}:{node.lineno} imports {name}")
+    assert offenders == []
 
 
 DP_MECHANISMS = {"clip_uploads", "add_noise", "noise_share", "perturb_sum", "privatize",

@@ -17,7 +17,6 @@ from fedmc.audit.run import rated_items
 from fedmc.core.scale import Normalizer
 from fedmc.data import FederatedData, Ratings
 from fedmc.federation.sampling import make_sampler
-from tests.conftest import tiny_federated
 
 STARS = np.arange(1.0, 6.0)
 
@@ -37,7 +36,7 @@ def _own(data: FederatedData, c: int) -> tuple[np.ndarray, np.ndarray]:
     return tr.indices[tr.indptr[c]:tr.indptr[c + 1]], tr.values[tr.indptr[c]:tr.indptr[c + 1]]
 
 
-def test_plain_uploads_give_the_exact_rated_sets_and_sums_only_their_union():
+def test_plain_uploads_give_the_exact_rated_sets_and_sums_only_their_union(tiny_federated):
     data = tiny_federated(m=30, n=25, p=30, density=0.15, seed=2)[0]
     cfg = RATED.Config(rank=2, consensus="rated", inner=3)
     records, _ = record_boundary(RATED, cfg, data, lambda: make_sampler(30, 6), rounds=5)
@@ -55,7 +54,7 @@ def test_plain_uploads_give_the_exact_rated_sets_and_sums_only_their_union():
 
 
 @pytest.mark.parametrize("name", ["fedmavg", "rfrec"])
-def test_uploads_off_the_servers_reference_are_the_exact_rated_sets(name):
+def test_uploads_off_the_servers_reference_are_the_exact_rated_sets(name, tiny_federated):
     """FedMAvg's unrated rows are the broadcast V times one factor per client; RFRec's are the
     shared columns, which the server replays from the V̄ it sent (exactly, checked)."""
     data = tiny_federated(m=30, n=25, p=30, density=0.15, seed=2)[0]
@@ -243,7 +242,8 @@ def test_rfrecs_first_step_gives_the_exact_ratings(optimizer):
         np.testing.assert_array_equal(audit.decode_rank_one(G, V0[rated], 2.0, STARS), values)
 
 
-def test_the_paper_consensus_rounds_give_the_rated_sets_through_the_previous_visits_v():
+def test_the_paper_consensus_rounds_give_the_rated_sets_through_the_previous_visits_v(
+        tiny_federated):
     """consensus="all": a visit moves an unrated row by beta (V^k - V^l), l the client's
     previous visit; off that, a round's upload is the client's rated set."""
     from fedmc.audit.run import AuditSettings, run_audit

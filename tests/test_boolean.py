@@ -23,7 +23,6 @@ from fedmc.data.boolean.io import (
 from fedmc.data.boolean.synthetic import synthetic_tiles
 from fedmc.errors import ConfigError, DataError
 from fedmc.privacy.local import UploadPrivacy, bound_uploads, gaussian_sigma, laplace_scale
-from tests.conftest import require_shared_data
 
 
 # ---------------------------------------------------------------- prox (Eqs. 6 and 7)
@@ -164,7 +163,7 @@ def test_load_synthetic():
 
 
 @pytest.mark.realdata
-def test_real_sets_load_with_documented_shapes():
+def test_real_sets_load_with_documented_shapes(require_shared_data):
     zoo_file = require_shared_data("bmf-uci-binary", "zoo.txt")
     chess_file = require_shared_data("fimi-binary", "chess.dat")
     tumor_file = require_shared_data("bmf-uci-binary", "tumor_w_missing.txt")

@@ -88,14 +88,13 @@ def test_every_published_value_is_read(tmp_path, field):
 
 @pytest.mark.slow
 @pytest.mark.federation
-def test_a_private_secure_federation_passes_the_audit(tmp_path):
+def test_a_private_secure_federation_passes_the_audit(tmp_path, loopback_federation):
     """The same audit of a real federation's outputs (SecAgg+, distributed DP, one user per
-    client), its server and ClientApps in this process (tests/_loopback.py): nothing the out
-    folder holds, progress.jsonl included, tells the canary's presence."""
+    client), its server and ClientApps in this process (the loopback_federation fixture):
+    nothing the out folder holds, progress.jsonl included, tells the canary's presence."""
     pytest.importorskip("flwr")
     from fedmc.deploy.split import write_shards
     from fedmc.flower.settings import FederatedRun
-    from tests._loopback import loopback_federation
 
     ratings = small_ratings(n_users=12)  # a secure sum's cost grows with the cohort squared
     canary = pick_canary(ratings, n_items=6)

@@ -5,11 +5,9 @@ from __future__ import annotations
 import csv
 import json
 
-from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (fixture)
-
 
 def test_audit_writes_its_files_and_finds_the_plain_uploads_secrets(monkeypatch, capsys,
-                                                                    tmp_path, ratings_csv):  # noqa: F811
+                                                                    tmp_path, ratings_csv, invoke):
     out = tmp_path / "audit"
     args = ["audit", "--ratings", ratings_csv, "-a", "fedmavg", "-P", "rank=2", "--rounds", 1,
             "--active", 4, "--view", "plain", "--view", "dp", "--out", out, "-q"]
@@ -32,7 +30,7 @@ def test_audit_writes_its_files_and_finds_the_plain_uploads_secrets(monkeypatch,
 
 
 def test_audit_repeats_seeds_and_pools_them(monkeypatch, capsys, tmp_path,
-                                            ratings_csv):  # noqa: F811
+                                            ratings_csv, invoke):
     out = tmp_path / "audit"
     code, stdout, err = invoke(monkeypatch, capsys, "audit", "--ratings", ratings_csv, "-a",
                                "fedmavg", "-P", "rank=2", "--rounds", 2, "--active", 4,
@@ -50,7 +48,7 @@ def test_audit_repeats_seeds_and_pools_them(monkeypatch, capsys, tmp_path,
     assert json.loads((out / "config.json").read_text())["seeds"] == "3-4"
 
 
-def test_audit_refuses_bad_settings(monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
+def test_audit_refuses_bad_settings(monkeypatch, capsys, tmp_path, ratings_csv, invoke):
     for extra, needle in ((["--view", "cohort"], "--view takes"), (["-a", "als"], "audit knows"),
                           (["--active", "some"], "--active takes"),
                           (["--repeat", "0"], "--repeat must be")):

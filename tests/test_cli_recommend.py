@@ -16,12 +16,10 @@ import pytest
 
 from fedmc.model import load_model
 from fedmc.run.data import DataSettings, federated_data
-from tests.conftest import require_shared_data
-from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (a fixture)
 
 
 @pytest.fixture
-def run_dir(monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
+def run_dir(monkeypatch, capsys, tmp_path, ratings_csv, invoke):
     out = tmp_path / "run"
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 4,
                           "--rounds", 3, "--rank", 3, "--save-user-factors", "--ranking-k", 5,
@@ -32,7 +30,7 @@ def run_dir(monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
 
 
 def test_run_saves_the_item_model_and_no_user_data_by_default(monkeypatch, capsys, tmp_path,
-                                                              ratings_csv):  # noqa: F811
+                                                              ratings_csv, invoke):
     out = tmp_path / "run"
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 4,
                           "--rounds", 2, "--out", out, "-q")
@@ -52,7 +50,7 @@ def test_ranking_columns_in_the_last_history_row(run_dir):
     assert summary["ndcg@5"] == pytest.approx(float(rows[-1]["ndcg@5"]))
 
 
-def test_recommend_formats_agree(monkeypatch, capsys, run_dir):
+def test_recommend_formats_agree(monkeypatch, capsys, run_dir, invoke):
     outputs = {}
     for fmt in ("table", "csv", "json"):
         code, out, err = invoke(monkeypatch, capsys, "recommend", run_dir, "--user", 3, "-n", 4,
@@ -66,7 +64,7 @@ def test_recommend_formats_agree(monkeypatch, capsys, run_dir):
     assert all(str(r["item"]) in outputs["table"] for r in listed)
 
 
-def test_predict_pairs(monkeypatch, capsys, tmp_path, run_dir):
+def test_predict_pairs(monkeypatch, capsys, tmp_path, run_dir, invoke):
     pairs = tmp_path / "pairs.csv"
     pairs.write_text("userId,movieId\n3,1\n3,2\n7,30\n")
     code, out, err = invoke(monkeypatch, capsys, "predict", run_dir, "--pairs", pairs,
@@ -91,7 +89,7 @@ def test_predict_pairs(monkeypatch, capsys, tmp_path, run_dir):
         (["--ratings", "absent.csv"], "file not found"),
     ],
 )
-def test_bad_input_exits_2_with_one_line(monkeypatch, capsys, run_dir, args, needle):
+def test_bad_input_exits_2_with_one_line(monkeypatch, capsys, run_dir, args, needle, invoke):
     code, _, err = invoke(monkeypatch, capsys, "recommend", run_dir, *args)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
@@ -104,14 +102,14 @@ def test_bad_input_exits_2_with_one_line(monkeypatch, capsys, run_dir, args, nee
      ("movieId\n1\n", "no rating column"),
      ("1,5\n2\n", "expected at least 2 fields")],
 )
-def test_bad_ratings_files_exit_2(monkeypatch, capsys, tmp_path, run_dir, text, needle):
+def test_bad_ratings_files_exit_2(monkeypatch, capsys, tmp_path, run_dir, text, needle, invoke):
     path = tmp_path / "mine.csv"
     path.write_text(text)
     code, _, err = invoke(monkeypatch, capsys, "recommend", run_dir, "--ratings", path)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_predict_bad_pairs_and_missing_models(monkeypatch, capsys, tmp_path, run_dir):
+def test_predict_bad_pairs_and_missing_models(monkeypatch, capsys, tmp_path, run_dir, invoke):
     pairs = tmp_path / "pairs.csv"
     pairs.write_text("user,item\n3,1\n3,77777\n")
     code, _, err = invoke(monkeypatch, capsys, "predict", run_dir, "--pairs", pairs)
@@ -121,7 +119,7 @@ def test_predict_bad_pairs_and_missing_models(monkeypatch, capsys, tmp_path, run
 
 
 @pytest.mark.parametrize("flag", [["--ranking-k", "5"], ["--save-user-factors"]])
-def test_boolean_runs_refuse_ranking_and_user_factors(monkeypatch, capsys, tmp_path, flag):
+def test_boolean_runs_refuse_ranking_and_user_factors(monkeypatch, capsys, tmp_path, flag, invoke):
     code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "felb", "--dataset",
                           "synthetic-boolean", "--clients", 4, "--rounds", 1, *flag,
                           "--out", tmp_path / "f", "-q")
@@ -129,7 +127,7 @@ def test_boolean_runs_refuse_ranking_and_user_factors(monkeypatch, capsys, tmp_p
     assert not (tmp_path / "f").exists()
 
 
-def test_boolean_runs_save_no_model(monkeypatch, capsys, tmp_path):
+def test_boolean_runs_save_no_model(monkeypatch, capsys, tmp_path, invoke):
     out = tmp_path / "felb"
     code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "felb", "--dataset",
                           "synthetic-boolean", "--clients", 4, "--rank", 2, "--rounds", 1,
@@ -139,7 +137,7 @@ def test_boolean_runs_save_no_model(monkeypatch, capsys, tmp_path):
 
 
 def test_run_on_train_and_test_files_with_user_split_ranking(monkeypatch, capsys, tmp_path,
-                                                            ratings_csv):  # noqa: F811
+                                                            ratings_csv, invoke):
     lines = ratings_csv.read_text().splitlines()
     train, test = tmp_path / "train.csv", tmp_path / "test.csv"
     train.write_text("\n".join(lines[:1] + lines[1::4] + lines[2::4] + lines[3::4]) + "\n")
@@ -174,7 +172,7 @@ def fedmc(*args: str) -> tuple[subprocess.CompletedProcess, float, float]:
 
 
 @pytest.mark.realdata
-def test_acceptance_run_then_recommend_on_ml_100k(tmp_path):
+def test_acceptance_run_then_recommend_on_ml_100k(tmp_path, require_shared_data):
     data_dir = require_shared_data("ml-100k").parent
     out = tmp_path / "D"
     done, _, _ = fedmc("run", "--dataset", "ml-100k", "--data-dir", str(data_dir), "--rounds",
@@ -203,7 +201,7 @@ def test_acceptance_run_then_recommend_on_ml_100k(tmp_path):
 
 @pytest.mark.parametrize("algorithm", ["fedmavg", "rfrec"])
 def test_other_factor_models_save_rank_and_fold_in(monkeypatch, capsys, tmp_path,
-                                                   ratings_csv, algorithm):  # noqa: F811
+                                                   ratings_csv, algorithm, invoke):
     out = tmp_path / algorithm
     code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", algorithm, "--ratings",
                           ratings_csv, "--clients", 4, "--rounds", 2, "--rank", 3,

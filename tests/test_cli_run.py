@@ -7,37 +7,10 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-from fedmc.cli import main
 
-
-def invoke(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["fedmc", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-@pytest.fixture
-def ratings_csv(tmp_path):
-    rng = np.random.default_rng(0)
-    rows = {(int(u), int(i)) for u, i in zip(rng.integers(1, 41, 900), rng.integers(1, 31, 900),
-                                             strict=True)}
-    path = tmp_path / "r.csv"
-    with open(path, "w") as fh:
-        fh.write("userId,movieId,rating\n")
-        for u, i in sorted(rows):
-            fh.write(f"{u},{i},{1 + (u * i) % 5}\n")
-    return path
-
-
-def test_run_writes_the_contract(monkeypatch, capsys, tmp_path, ratings_csv):
+def test_run_writes_the_contract(monkeypatch, capsys, tmp_path, ratings_csv, invoke):
     out = tmp_path / "out"
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 8,
                           "--active", 3, "--rounds", 6, "--eval-every", 2, "--rank", 3,
@@ -59,7 +32,7 @@ def test_run_writes_the_contract(monkeypatch, capsys, tmp_path, ratings_csv):
     assert summary["peak_memory_mb"] > 0 and summary["total_seconds"] > 0
 
 
-def test_algorithm_parameters_reach_the_model(monkeypatch, capsys, tmp_path, ratings_csv):
+def test_algorithm_parameters_reach_the_model(monkeypatch, capsys, tmp_path, ratings_csv, invoke):
     out = tmp_path / "o"
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 4,
                           "--rounds", 2, "--reg-u", "l1", "--lam", "0.5", "--steps", "per-row",
@@ -81,7 +54,7 @@ BAD_FILES = {
 
 
 @pytest.mark.parametrize("name", sorted(BAD_FILES))
-def test_bad_files_exit_2_and_write_nothing(monkeypatch, capsys, tmp_path, name):
+def test_bad_files_exit_2_and_write_nothing(monkeypatch, capsys, tmp_path, name, invoke):
     text, needle = BAD_FILES[name]
     path = tmp_path / name
     path.write_text(text)
@@ -120,7 +93,7 @@ def test_bad_files_exit_2_and_write_nothing(monkeypatch, capsys, tmp_path, name)
          "--sampling bernoulli"),
     ],
 )
-def test_bad_settings_exit_2(monkeypatch, capsys, tmp_path, ratings_csv, args, needle):
+def test_bad_settings_exit_2(monkeypatch, capsys, tmp_path, ratings_csv, args, needle, invoke):
     out = tmp_path / "out"
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--rounds", 1,
                           "--clients", 5, *args, "--out", out, "-q")
@@ -129,7 +102,7 @@ def test_bad_settings_exit_2(monkeypatch, capsys, tmp_path, ratings_csv, args, n
     assert not out.exists()
 
 
-def test_missing_file_and_unknown_dataset(monkeypatch, capsys, tmp_path):
+def test_missing_file_and_unknown_dataset(monkeypatch, capsys, tmp_path, invoke):
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", tmp_path / "nope.csv", "-q")
     assert code == 2 and "nope.csv" in err
     code, _, err = invoke(monkeypatch, capsys, "run", "--dataset", "ml-7z", "--data-dir",
@@ -144,7 +117,7 @@ def test_entry_point_installed():
 
 
 def test_boolean_algorithms_run_from_the_command_line(monkeypatch, capsys, tmp_path,
-                                                      ratings_csv):
+                                                      ratings_csv, invoke):
     out = tmp_path / "felb"
     code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "felb-mu", "--dataset",
                           "synthetic-boolean", "--noise", "0.1", "--clients", 4, "--rank", 4,
@@ -171,7 +144,7 @@ def test_boolean_algorithms_run_from_the_command_line(monkeypatch, capsys, tmp_p
 
 
 def test_new_rank_runs_on_generic_kernels_then_on_compiled_ones(monkeypatch, capsys, tmp_path,
-                                                                 ratings_csv):
+                                                                 ratings_csv, invoke):
     """A rank whose specialized kernels are not compiled runs on the generic ones (no
     foreground compilation) and says so; once compiled, the same run uses the specialized ones
     and agrees to rounding; compile time is reported apart from training time."""
@@ -198,7 +171,8 @@ def test_new_rank_runs_on_generic_kernels_then_on_compiled_ones(monkeypatch, cap
 
 
 def test_als_runs_centrally_without_clients_and_records_its_defaults(monkeypatch, capsys,
-                                                                      tmp_path, ratings_csv):
+                                                                      tmp_path, ratings_csv,
+                                                                      invoke):
     out = tmp_path / "als"  # 40 users: the cross-silo default of 100 clients would not fit
     code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "als", "--ratings",
                           ratings_csv, "-P", "sweeps=3", "--out", out, "-q")
@@ -210,7 +184,7 @@ def test_als_runs_centrally_without_clients_and_records_its_defaults(monkeypatch
 
 
 def test_clients_given_under_a_one_user_per_client_protocol_are_the_clients(
-        monkeypatch, capsys, tmp_path, ratings_csv):
+        monkeypatch, capsys, tmp_path, ratings_csv, invoke):
     """RFRec's protocol (one client per user) does not replace ``--clients 5``."""
     out = tmp_path / "rfrec"
     code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "rfrec", "--ratings",
@@ -224,7 +198,7 @@ def test_clients_given_under_a_one_user_per_client_protocol_are_the_clients(
 
 
 def test_columns_with_spaces_two_fields_and_hostile_headers(monkeypatch, capsys, tmp_path,
-                                                            ratings_csv):
+                                                            ratings_csv, invoke):
     out = tmp_path / "out"
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--columns",
                           "userId, movieId, rating", "--clients", 4, "--rounds", 1, "--out",
@@ -240,7 +214,7 @@ def test_columns_with_spaces_two_fields_and_hostile_headers(monkeypatch, capsys,
     assert all(c.isprintable() for c in err.rstrip("\n")), repr(err)
 
 
-def test_bare_command_prints_help_and_version_is_known(monkeypatch, capsys):
+def test_bare_command_prints_help_and_version_is_known(monkeypatch, capsys, invoke):
     code, out, _ = invoke(monkeypatch, capsys)
     assert code == 0 and "Usage" in out and "run" in out
     code, out, _ = invoke(monkeypatch, capsys, "--version")
@@ -249,7 +223,7 @@ def test_bare_command_prints_help_and_version_is_known(monkeypatch, capsys):
     assert code == 0 and "rfrec" in out and "ml-100k" in out and "<bool>" not in out
 
 
-def test_undefined_metrics_are_json_null(monkeypatch, capsys, tmp_path, ratings_csv):
+def test_undefined_metrics_are_json_null(monkeypatch, capsys, tmp_path, ratings_csv, invoke):
     out = tmp_path / "out"
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 4,
                           "--rounds", 1, "--test-fraction", 0, "--out", out, "-q")
@@ -262,7 +236,7 @@ def test_undefined_metrics_are_json_null(monkeypatch, capsys, tmp_path, ratings_
     assert summary["test_rmse"] is None
 
 
-def test_hints_name_real_flags_and_plot_refuses_a_folder(monkeypatch, capsys, tmp_path):
+def test_hints_name_real_flags_and_plot_refuses_a_folder(monkeypatch, capsys, tmp_path, invoke):
     code, _, err = invoke(monkeypatch, capsys, "data", "info", "ml-1m", "--data-dir", tmp_path)
     assert code == 2 and "--download" in err
     _, help_text, _ = invoke(monkeypatch, capsys, "data", "info", "--help")
@@ -284,7 +258,8 @@ def test_presets_cite_papers_not_paths_outside_the_repository():
             assert "../" not in preset.read_text(), preset.name
 
 
-def test_config_json_names_the_clients_that_ran(monkeypatch, capsys, tmp_path, ratings_csv):
+def test_config_json_names_the_clients_that_ran(monkeypatch, capsys, tmp_path, ratings_csv,
+                                                 invoke):
     """With one user per client, config.json counts the one-user clients (not the unused
     --clients default)."""
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--partition",

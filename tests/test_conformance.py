@@ -3,6 +3,9 @@ handed cohort sums only (``fedmc.testing``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -17,6 +20,7 @@ from fedmc.algorithms.item_bias import ALGORITHM as ITEM_BIAS
 from fedmc.algorithms.registry import specs
 from fedmc.algorithms.rfrec import ALGORITHM as RFREC
 from fedmc.algorithms.rfrec import ALGORITHM_F as RFRECF
+from fedmc.core.protocol import Algorithm
 from fedmc.data.boolean import BooleanFederatedData
 from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import UserDP
@@ -28,77 +32,91 @@ from fedmc.testing import (
     assert_server_sees_only_sums,
     run_driver,
 )
-from tests.conftest import tiny_federated, tiny_interactions
+
+
+@dataclass(frozen=True)
+class Case:
+    """One conformance case: an algorithm with its configuration, the sampler's options and the
+    data it runs on (``None``: the default ratings; else ``"one-user"`` (a client per user),
+    ``"implicit"`` or ``"implicit-one-user"``; a boolean algorithm always gets boolean data)."""
+
+    algorithm: Algorithm
+    params: dict[str, Any]
+    run: dict[str, Any] = field(default_factory=dict)
+    data: str | None = None
+
 
 CASES = [
-    (FEDMC_ADMM, {"rank": 2, "inner": 3, "beta": 0.8, "lam": 0.05, "gamma": 0.02}, {}),
-    (FEDMC_ADMM, {"rank": 2, "steps": "paper", "biases": False, "reg_u": "l1", "reg_v": "l1",
-                  "dual_init": "zeros"}, {"sampling": "bernoulli", "participation": 0.5}),
-    (FEDMC_ADMM, {"rank": 3, "biases": True}, {"dropout": 0.3, "active": 4}),
-    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated"}, {}),
-    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "dual_init": "paper", "reg_u": "l1"},
-     {"sampling": "bernoulli", "participation": 0.4}, "one-user"),
-    (FEDMC_ADMM_RATED, {"rank": 3, "consensus": "rated", "steps": "paper"}, {"dropout": 0.3},
-     "one-user"),
-    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
-                        "dual_init": "zeros"}, {"sampling": "bernoulli", "participation": 0.4}),
-    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
-                        "dual_init": "zeros", "offset": "item-bias", "count_scale": 0.4},
-     {"sampling": "bernoulli", "participation": 0.4}),
-    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "dual_init": "zeros",
-                        "offset": "item-bias"}, {"dropout": 0.3}, "one-user"),
-    (ITEM_BIAS, {"weights": "equal", "lam_item": 0.5}, {}),
-    (ITEM_BIAS, {"count_scale": 0.3}, {"sampling": "bernoulli", "participation": 0.4},
-     "one-user"),
-    (ITEM_BIAS, {"signal": "counts"}, {"dropout": 0.3}),
-    (FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}, {}),
-    (FEDMAVG, {"rank": 2, "u_update": "sampled", "biases": True},
-     {"sampling": "bernoulli", "participation": 0.3}),
-    (FEDMAVG_POSTER, {"rank": 2, "q_hat": 4, "constraint": "nonneg"},
-     {"sampling": "replacement", "active": 4}),
-    (FEDMAVG_POSTER, {"rank": 2, "constraint": "box", "box_hi": 0.5, "biases": True},
-     {"dropout": 0.3, "active": 4}),
-    (RFREC, {"rank": 2, "optimizer": "gd", "alpha": 0.01, "lam": 2.0, "lam_u": 0.1}, {}),
-    (RFREC, {"rank": 2, "delta": 0.3, "s": 0.1}, {"sampling": "bernoulli",
-                                                  "participation": 0.5}),
-    (RFREC, {"rank": 2}, {"dropout": 0.3, "active": 5}),
-    (RFRECF, {"rank": 2, "p": 0.4}, {}),
-    (RFRECF, {"rank": 2, "optimizer": "gd", "alpha": 0.01, "average_step": "plain",
-              "delta": 0.2, "s": 0.05}, {"dropout": 0.2, "active": 5}),
-    (FELB, {"rank": 2, "local_steps": 3}, {}),
-    (FELB, {"rank": 2, "init": "independent", "rate_counter": "local_step", "sharpen": 0.5,
-            "sharpen_after": 1, "server_step": "inverse_clients"}, {"active": 3}),
-    (FELB, {"rank": 2, "dp_mechanism": "laplace", "dp_clip": "elementwise", "dp_theta": 0.5}, {}),
-    (FELB_MU, {"rank": 2, "local_steps": 3}, {"active": 3}),
-    (FELB_MU, {"rank": 2, "dp_mechanism": "gaussian", "dp_clip": "frobenius"}, {"dropout": 0.3}),
-    (FELB_MU, {"rank": 2, "dp_mechanism": "gaussian", "dp_clip": "none", "sharpen": 0.0}, {}),
-    (FEDALS, {"rank": 2, "lam": 0.5}, {}),
-    (FEDALS, {"rank": 2, "biases": False}, {"sampling": "bernoulli", "participation": 0.5}),
-    (FEDALS, {"rank": 3}, {"dropout": 0.3}, "one-user"),
-    (FEDALS, {"rank": 2, "implicit": True, "alpha": 3.0}, {}, "implicit"),
-    (FEDALS, {"rank": 3, "implicit": True, "lam": 0.2},
-     {"sampling": "replacement", "active": 6}, "implicit-one-user"),
-    (FEDALS, {"rank": 2, "sums": "fresh", "max_items": 2}, {}),
-    (FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "max_items": 3}, {},
-     "implicit-one-user"),
+    Case(FEDMC_ADMM, {"rank": 2, "inner": 3, "beta": 0.8, "lam": 0.05, "gamma": 0.02}),
+    Case(FEDMC_ADMM, {"rank": 2, "steps": "paper", "biases": False, "reg_u": "l1", "reg_v": "l1",
+                      "dual_init": "zeros"}, run={"sampling": "bernoulli", "participation": 0.5}),
+    Case(FEDMC_ADMM, {"rank": 3, "biases": True}, run={"dropout": 0.3, "active": 4}),
+    Case(FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated"}),
+    Case(FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "dual_init": "paper", "reg_u": "l1"},
+         run={"sampling": "bernoulli", "participation": 0.4}, data="one-user"),
+    Case(FEDMC_ADMM_RATED, {"rank": 3, "consensus": "rated", "steps": "paper"},
+         run={"dropout": 0.3}, data="one-user"),
+    Case(FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
+                            "dual_init": "zeros"},
+         run={"sampling": "bernoulli", "participation": 0.4}),
+    Case(FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
+                            "dual_init": "zeros", "offset": "item-bias", "count_scale": 0.4},
+         run={"sampling": "bernoulli", "participation": 0.4}),
+    Case(FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "dual_init": "zeros",
+                            "offset": "item-bias"}, run={"dropout": 0.3}, data="one-user"),
+    Case(ITEM_BIAS, {"weights": "equal", "lam_item": 0.5}),
+    Case(ITEM_BIAS, {"count_scale": 0.3}, run={"sampling": "bernoulli", "participation": 0.4},
+         data="one-user"),
+    Case(ITEM_BIAS, {"signal": "counts"}, run={"dropout": 0.3}),
+    Case(FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}),
+    Case(FEDMAVG, {"rank": 2, "u_update": "sampled", "biases": True},
+         run={"sampling": "bernoulli", "participation": 0.3}),
+    Case(FEDMAVG_POSTER, {"rank": 2, "q_hat": 4, "constraint": "nonneg"},
+         run={"sampling": "replacement", "active": 4}),
+    Case(FEDMAVG_POSTER, {"rank": 2, "constraint": "box", "box_hi": 0.5, "biases": True},
+         run={"dropout": 0.3, "active": 4}),
+    Case(RFREC, {"rank": 2, "optimizer": "gd", "alpha": 0.01, "lam": 2.0, "lam_u": 0.1}),
+    Case(RFREC, {"rank": 2, "delta": 0.3, "s": 0.1},
+         run={"sampling": "bernoulli", "participation": 0.5}),
+    Case(RFREC, {"rank": 2}, run={"dropout": 0.3, "active": 5}),
+    Case(RFRECF, {"rank": 2, "p": 0.4}),
+    Case(RFRECF, {"rank": 2, "optimizer": "gd", "alpha": 0.01, "average_step": "plain",
+                  "delta": 0.2, "s": 0.05}, run={"dropout": 0.2, "active": 5}),
+    Case(FELB, {"rank": 2, "local_steps": 3}),
+    Case(FELB, {"rank": 2, "init": "independent", "rate_counter": "local_step", "sharpen": 0.5,
+                "sharpen_after": 1, "server_step": "inverse_clients"}, run={"active": 3}),
+    Case(FELB, {"rank": 2, "dp_mechanism": "laplace", "dp_clip": "elementwise", "dp_theta": 0.5}),
+    Case(FELB_MU, {"rank": 2, "local_steps": 3}, run={"active": 3}),
+    Case(FELB_MU, {"rank": 2, "dp_mechanism": "gaussian", "dp_clip": "frobenius"},
+         run={"dropout": 0.3}),
+    Case(FELB_MU, {"rank": 2, "dp_mechanism": "gaussian", "dp_clip": "none", "sharpen": 0.0}),
+    Case(FEDALS, {"rank": 2, "lam": 0.5}),
+    Case(FEDALS, {"rank": 2, "biases": False}, run={"sampling": "bernoulli", "participation": 0.5}),
+    Case(FEDALS, {"rank": 3}, run={"dropout": 0.3}, data="one-user"),
+    Case(FEDALS, {"rank": 2, "implicit": True, "alpha": 3.0}, data="implicit"),
+    Case(FEDALS, {"rank": 3, "implicit": True, "lam": 0.2},
+         run={"sampling": "replacement", "active": 6}, data="implicit-one-user"),
+    Case(FEDALS, {"rank": 2, "sums": "fresh", "max_items": 2}),
+    Case(FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "max_items": 3},
+         data="implicit-one-user"),
 ]
 
 
 def test_every_registered_algorithm_has_cases():
     """A registered protocol algorithm joins the conformance suite by having cases here."""
     registered = {a.name for entry in specs().values() for a in entry.algorithms()}
-    assert registered == {case[0].name for case in CASES}
-    assert {case[0].name for case in DP_CASES} <= registered
+    assert registered == {case.algorithm.name for case in CASES}
+    assert {case.algorithm.name for case in DP_CASES} <= registered
 
 
-def _case_id(case) -> str:
-    algorithm, params, run = case[:3]
-    return "-".join([algorithm.name, *(f"{k}={v}" for k, v in {**params, **run}.items()),
-                     *case[3:]])
+def _case_id(case: Case) -> str:
+    return "-".join([case.algorithm.name,
+                     *(f"{k}={v}" for k, v in {**case.params, **case.run}.items()),
+                     *([case.data] if case.data else [])])
 
 
 @pytest.fixture(scope="module")
-def ratings():
+def ratings(tiny_federated):
     return tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)[0]
 
 
@@ -109,32 +127,32 @@ def boolean():
 
 
 @pytest.fixture(scope="module")
-def one_user():
+def one_user(tiny_federated):
     return tiny_federated(m=15, n=8, p=15, density=0.45, seed=4)[0]
 
 
 @pytest.fixture(scope="module")
-def implicit():
+def implicit(tiny_interactions):
     return tiny_interactions(m=15, n=8, p=5, density=0.45, seed=4)
 
 
 @pytest.fixture(scope="module")
-def implicit_one_user():
+def implicit_one_user(tiny_interactions):
     return tiny_interactions(m=15, n=8, p=15, density=0.45, seed=4)
 
 
 @pytest.fixture
 def data(request, ratings, boolean, one_user, implicit, implicit_one_user):
     case = request.getfixturevalue("case")
-    if case[0].data_kind == "boolean":
+    if case.algorithm.data_kind == "boolean":
         return boolean
-    return {("one-user",): one_user, ("implicit",): implicit,
-            ("implicit-one-user",): implicit_one_user}.get(case[3:], ratings)
+    return {None: ratings, "one-user": one_user, "implicit": implicit,
+            "implicit-one-user": implicit_one_user}[case.data]
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_batched_driver_equals_per_client_driver(case, data):
-    algorithm, params, run = case[:3]
+    algorithm, params, run = case.algorithm, case.params, case.run
     cfg = algorithm.Config(**params)
     assert_drivers_agree(algorithm, cfg, data,
                          lambda: make_sampler(data.n_clients, **{"active": 4, **run}), rounds=6)
@@ -142,7 +160,7 @@ def test_batched_driver_equals_per_client_driver(case, data):
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_server_step_is_handed_only_cohort_sums(case, data):
-    algorithm, params, run = case[:3]
+    algorithm, params, run = case.algorithm, case.params, case.run
     cfg = algorithm.Config(**params)
     assert_server_sees_only_sums(algorithm, cfg, data,
                                  lambda: make_sampler(data.n_clients, **{"active": 4, **run}))
@@ -157,7 +175,7 @@ class FoldingClients(PerClientClients):
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_evaluation_folded_into_the_next_message_gives_the_same_history(case, data):
-    algorithm, params, run = case[:3]
+    algorithm, params, run = case.algorithm, case.params, case.run
     cfg = algorithm.Config(**params)
     rows = []
 
@@ -174,14 +192,14 @@ def test_evaluation_folded_into_the_next_message_gives_the_same_history(case, da
     assert [k for k, row in rows if row is not None] == [2, 4, 5]
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[0].split_batches][:4]
-                         + [c for c in CASES if c[0] is FEDALS], ids=_case_id)
+@pytest.mark.parametrize("case", [c for c in CASES if c.algorithm.split_batches][:4]
+                         + [c for c in CASES if c.algorithm is FEDALS], ids=_case_id)
 def test_chunked_messages_give_the_same_history(case, data, monkeypatch):
     """An algorithm whose clients share no batched state may run a large message in chunks
     (fedmc.sim.clients.CHUNK_RATINGS): same history as one client step over all."""
     import fedmc.sim.clients
 
-    algorithm, params, run = case[:3]
+    algorithm, params, run = case.algorithm, case.params, case.run
     cfg = algorithm.Config(**params)
 
     def sampler():
@@ -194,23 +212,23 @@ def test_chunked_messages_give_the_same_history(case, data, monkeypatch):
 
 
 DP_CASES = [
-    (FEDMC_ADMM, {"rank": 2, "inner": 3, "beta": 0.8, "lam": 0.05, "gamma": 0.02}, {}),
-    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated"}, {}, "one-user"),
-    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
-                  "dual_init": "zeros"}, {}, "one-user"),
-    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items"}, {}),
-    (FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
-                  "dual_init": "zeros", "offset": "item-bias", "count_scale": 0.3}, {},
-     "one-user"),
-    (ITEM_BIAS, {"count_scale": 0.5}, {}, "one-user"),
-    (ITEM_BIAS, {"weights": "equal"}, {}),
-    (FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}, {}),
-    (RFREC, {"rank": 2, "delta": 0.3, "s": 0.1}, {}),
-    (FELB, {"rank": 2, "local_steps": 3}, {}),
-    (FEDALS, {"rank": 2}, {}, "one-user"),
-    (FEDALS, {"rank": 2, "implicit": True}, {}, "implicit"),
-    (FEDALS, {"rank": 2, "sums": "fresh", "max_items": 3}, {}, "one-user"),
-    (FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "max_items": 2}, {}, "implicit"),
+    Case(FEDMC_ADMM, {"rank": 2, "inner": 3, "beta": 0.8, "lam": 0.05, "gamma": 0.02}),
+    Case(FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated"}, data="one-user"),
+    Case(FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
+                            "dual_init": "zeros"}, data="one-user"),
+    Case(FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items"}),
+    Case(FEDMC_ADMM_RATED, {"rank": 2, "consensus": "rated", "weights": "sqrt-items",
+                            "dual_init": "zeros", "offset": "item-bias", "count_scale": 0.3},
+         data="one-user"),
+    Case(ITEM_BIAS, {"count_scale": 0.5}, data="one-user"),
+    Case(ITEM_BIAS, {"weights": "equal"}),
+    Case(FEDMAVG, {"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02}),
+    Case(RFREC, {"rank": 2, "delta": 0.3, "s": 0.1}),
+    Case(FELB, {"rank": 2, "local_steps": 3}),
+    Case(FEDALS, {"rank": 2}, data="one-user"),
+    Case(FEDALS, {"rank": 2, "implicit": True}, data="implicit"),
+    Case(FEDALS, {"rank": 2, "sums": "fresh", "max_items": 3}, data="one-user"),
+    Case(FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "max_items": 2}, data="implicit"),
 ]
 
 
@@ -218,7 +236,7 @@ DP_CASES = [
 def test_drivers_agree_with_user_level_dp(case, data):
     """Clipping and the noise on the sums (drawn from the server's stream) leave the drivers
     in step: the same history, epsilon included."""
-    algorithm, params, run = case[:3]
+    algorithm, params = case.algorithm, case.params
     dp = UserDP(clip=0.5, noise=0.7, delta=1e-5, setup_clip=0.8, unit="client", reproducible=True)
     sims = assert_drivers_agree(
         algorithm, algorithm.Config(**params), data,

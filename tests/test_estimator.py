@@ -12,7 +12,6 @@ from sklearn.base import clone
 
 from fedmc.algorithms.registry import algorithm_names
 from fedmc.estimators import FedMCADMM, estimator_class
-from tests.conftest import tiny_federated
 
 
 @pytest.mark.parametrize("name", algorithm_names())
@@ -45,14 +44,14 @@ def test_set_params_and_unknown_names():
         est.set_params(rnk=3)
 
 
-def test_bad_values_fail_at_fit_not_init():
+def test_bad_values_fail_at_fit_not_init(tiny_federated):
     data = tiny_federated()[0]
     est = FedMCADMM(beta=-1.0)
     with pytest.raises(ValueError, match="beta"):
         est.fit(data)
 
 
-def test_fitted_model_keeps_factors_not_ratings():
+def test_fitted_model_keeps_factors_not_ratings(tiny_federated):
     data = tiny_federated()[0]
     est = FedMCADMM(rank=2, rounds=3).fit(data)
     for value in vars(est).values():

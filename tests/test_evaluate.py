@@ -13,8 +13,6 @@ from fedmc.data import FederatedData
 from fedmc.estimators import estimator_class
 from fedmc.model import load_model
 from fedmc.run.data import DataSettings, federated_data
-from tests.conftest import tiny_federated
-from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (fixture)
 
 
 @pytest.mark.parametrize(("name", "params"), [
@@ -23,7 +21,7 @@ from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (fixture)
     ("item-bias", {}),
     ("fedmavg", {"rank": 2, "biases": True}),  # no batched form: one user at a time
 ])
-def test_batched_fold_in_equals_one_user_at_a_time(name, params):
+def test_batched_fold_in_equals_one_user_at_a_time(name, params, tiny_federated):
     data = tiny_federated(m=10, n=7, p=10, density=0.5, seed=2)[0]
     est = estimator_class(name)(**params, rounds=2, active=None).fit(data)
     cfg, V, tr = est.config_, est.V_, data.train
@@ -35,7 +33,7 @@ def test_batched_fold_in_equals_one_user_at_a_time(name, params):
         np.testing.assert_allclose(U[t], u, rtol=1e-8, atol=1e-8)
 
 
-def _run(monkeypatch, capsys, out, ratings, *extra):
+def _run(invoke, monkeypatch, capsys, out, ratings, *extra):
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings, "--partition",
                           "user", "--rounds", 3, "--rank", 2, "--out", out, "-q", *extra)
     assert code == 0, err
@@ -46,9 +44,9 @@ def _split(ratings) -> FederatedData:
 
 
 def test_evaluate_folds_in_every_test_user_as_its_device_would(monkeypatch, capsys, tmp_path,
-                                                               ratings_csv):  # noqa: F811
+                                                               ratings_csv, invoke):
     out = tmp_path / "run"
-    _run(monkeypatch, capsys, out, ratings_csv)
+    _run(invoke, monkeypatch, capsys, out, ratings_csv)
     code, text, err = invoke(monkeypatch, capsys, "evaluate", out, "--ranking-k", 5)
     assert code == 0, err
     report = json.loads((out / "evaluation.json").read_text())
@@ -70,14 +68,15 @@ def test_evaluate_folds_in_every_test_user_as_its_device_would(monkeypatch, caps
     assert report["test_mae"] == pytest.approx(np.mean(np.abs(errors)), rel=1e-9)
     assert report["test_ratings"] == len(errors)
     assert 0 <= report["precision@5"] <= 1 and report["ranking_k"] == 5
-    _run(monkeypatch, capsys, out, ratings_csv, "--overwrite")  # a new model: no stale report
+    # a new model: no stale report
+    _run(invoke, monkeypatch, capsys, out, ratings_csv, "--overwrite")
     assert not (out / "evaluation.json").exists()
 
 
 def test_train_and_test_files_give_the_split_s_numbers(monkeypatch, capsys, tmp_path,
-                                                      ratings_csv):  # noqa: F811
+                                                      ratings_csv, invoke):
     out = tmp_path / "run"
-    _run(monkeypatch, capsys, out, ratings_csv, "--dp-epsilon", 8, "--dp-clip", 0.5,
+    _run(invoke, monkeypatch, capsys, out, ratings_csv, "--dp-epsilon", 8, "--dp-clip", 0.5,
          "--rating-scale", "1,5", "--sampling", "bernoulli", "--participation", 0.5)
     invoke(monkeypatch, capsys, "evaluate", out, "-q")
     split = json.loads((out / "evaluation.json").read_text())
@@ -98,7 +97,7 @@ def test_train_and_test_files_give_the_split_s_numbers(monkeypatch, capsys, tmp_
         assert files[key] == pytest.approx(split[key], rel=1e-9), key
 
 
-def test_bad_input_exits_2_with_one_line(monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
+def test_bad_input_exits_2_with_one_line(monkeypatch, capsys, tmp_path, ratings_csv, invoke):
     empty = tmp_path / "empty"
     empty.mkdir()
     for args, words in (((empty,), "model.npz"),
@@ -110,7 +109,7 @@ def test_bad_input_exits_2_with_one_line(monkeypatch, capsys, tmp_path, ratings_
 
 
 def test_an_implicit_run_is_evaluated_by_ranking_alone(monkeypatch, capsys, tmp_path,
-                                                      ratings_csv):  # noqa: F811
+                                                      ratings_csv, invoke):
     """Interactions: the top-10 lists by default, no RMSE (predictions are preferences);
     the popularity list (item-bias on interactions, counts only) through the same command,
     its lists the most interacted-with items each user has not seen."""

@@ -24,8 +24,6 @@ from fedmc.privacy.accounting import UserDP
 from fedmc.privacy.gaussian import clip_uploads, squared_norms
 from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler, record_boundary
-from tests.conftest import tiny_federated, tiny_interactions
-from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (a fixture)
 
 
 def dense(data):
@@ -110,14 +108,20 @@ MODES = {
 }
 
 
-def data_of(mode, p=4, seed=2):
-    if mode == "implicit":
-        return tiny_interactions(m=14, n=9, p=p, density=0.4, seed=seed)
-    return tiny_federated(m=14, n=9, p=p, density=0.4, seed=seed)[0]
+@pytest.fixture(scope="session")
+def data_of(tiny_federated, tiny_interactions):
+    """``data_of(mode, p=4, seed=2)``: a small data set for ``mode`` (one of :data:`MODES`)."""
+
+    def build(mode, p=4, seed=2):
+        if mode == "implicit":
+            return tiny_interactions(m=14, n=9, p=p, density=0.4, seed=seed)
+        return tiny_federated(m=14, n=9, p=p, density=0.4, seed=seed)[0]
+
+    return build
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_user_step_is_the_brute_force_minimizer(mode):
+def test_user_step_is_the_brute_force_minimizer(mode, data_of):
     cfg = FedALSConfig(**MODES[mode])
     data = data_of(mode)
     M, mask = dense(data)
@@ -132,7 +136,7 @@ def test_user_step_is_the_brute_force_minimizer(mode):
     np.testing.assert_allclose(U, expect, atol=1e-10)
 
 
-def test_implicit_user_step_equals_the_dense_all_items_formulation():
+def test_implicit_user_step_equals_the_dense_all_items_formulation(tiny_interactions):
     """The Gramian trick against Hu et al.'s Eq. (4) with the full n x n confidence matrix."""
     cfg = FedALSConfig(rank=4, lam=0.3, implicit=True, alpha=7.0)
     data = tiny_interactions(m=6, n=11, p=2, seed=5)
@@ -180,7 +184,7 @@ def test_item_step_floors_the_eigenvalues_of_a_noisy_indefinite_system():
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("one_user", [False, True])
-def test_batched_rounds_equal_the_plain_loop_from_the_math(mode, one_user):
+def test_batched_rounds_equal_the_plain_loop_from_the_math(mode, one_user, data_of):
     cfg = FedALSConfig(**MODES[mode])
     data = data_of(mode, p=14 if one_user else 4)
     rng = np.random.default_rng(7)
@@ -204,7 +208,7 @@ def contributed_mask(data, cfg, seed):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("max_items", [None, 2])
-def test_fresh_sums_solve_the_items_from_the_cohort_alone(mode, max_items):
+def test_fresh_sums_solve_the_items_from_the_cohort_alone(mode, max_items, data_of):
     """sums="fresh": the item step of a round sees only the round's cohort's rows (their
     contributed ratings), its user step all of a user's ratings."""
     cfg = FedALSConfig(**MODES[mode], sums="fresh", max_items=max_items)
@@ -246,7 +250,7 @@ def normal_equations(U, M, mask, rows, cfg):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_memory_solves_from_the_weighted_mean_of_the_rounds_sums(mode):
+def test_memory_solves_from_the_weighted_mean_of_the_rounds_sums(mode, data_of):
     """sums="fresh", memory=0.6: the item step of round k solves from sum_l 0.6^(k-l) (S, b)
     of round l's cohort over sum_l 0.6^(k-l), the item ridge lam_item; gram_scale (sent
     times 0.3, divided out) changes nothing without noise."""
@@ -278,7 +282,7 @@ def test_memory_solves_from_the_weighted_mean_of_the_rounds_sums(mode):
         FedALSConfig(memory=0.5)
 
 
-def test_max_items_keeps_a_uniform_draw_of_each_users_own_items():
+def test_max_items_keeps_a_uniform_draw_of_each_users_own_items(tiny_interactions):
     data = tiny_interactions(m=40, n=12, p=40, density=0.6, seed=3)
     counts = np.diff(data.train.indptr)
     keys = np.random.default_rng(0).integers(0, 2**63 - 1, size=data.n_users)
@@ -304,7 +308,7 @@ def test_max_items_keeps_a_uniform_draw_of_each_users_own_items():
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_clipped_fresh_upload_down_weights_its_user(mode):
+def test_a_clipped_fresh_upload_down_weights_its_user(mode, data_of):
     """User-level DP's clipping (noise 0 here) scales a client's whole fresh upload, its
     S_j and b_j alike (its S_j sent times gram_scale, which the server divides out): the item
     step is the ridge problem with that user's terms weighted by its scale (a weighted least
@@ -327,7 +331,7 @@ def test_a_clipped_fresh_upload_down_weights_its_user(mode):
 
 
 @pytest.mark.parametrize("biases", [True, False])
-def test_every_client_every_round_is_centralized_als(biases):
+def test_every_client_every_round_is_centralized_als(biases, tiny_federated):
     """Same V^0 (same seed), same sweeps: the factors and the history agree from round 1 on
     (round 0 differs: ALS evaluates its random U^0, federated ALS its zero rows)."""
     data = tiny_federated(m=30, n=12, p=5, density=0.5, seed=3)[0]
@@ -342,7 +346,7 @@ def test_every_client_every_round_is_centralized_als(biases):
 
 
 @pytest.mark.parametrize("mode", [*MODES, "explicit-item-ridges"])
-def test_the_objective_never_increases_whoever_is_sampled(mode):
+def test_the_objective_never_increases_whoever_is_sampled(mode, data_of):
     """Each round minimizes the objective exactly over the sampled rows, then over V (with
     the item step's own ridge weights too: lam_item, lam_bias)."""
     params = MODES.get(mode, {**MODES["explicit-biases"], "lam_item": 2.0, "lam_bias": 0.1})
@@ -355,7 +359,7 @@ def test_the_objective_never_increases_whoever_is_sampled(mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_uploads_are_the_changes_of_the_statistics(mode):
+def test_uploads_are_the_changes_of_the_statistics(mode, data_of):
     """What a client sends in round 2 (the rows of its OuterRows) is the change of the packed
     statistics of its rated items (and of its Gramian share), computed here from its rows
     before and after the round."""
@@ -428,7 +432,7 @@ def test_outer_rows_norms_sum_and_clipping_see_the_rows_a_client_sends():
     np.testing.assert_allclose(np.sqrt(squared_norms(clipped)), 0.5 * norms.min(), rtol=1e-12)
 
 
-def test_a_round_costs_terms_by_the_cohorts_ratings():
+def test_a_round_costs_terms_by_the_cohorts_ratings(tiny_interactions):
     """Two terms (new and old row) per rating of the cohort and per user for the Gramian,
     nothing per item of the catalogue or per client outside the cohort."""
     data = tiny_interactions(m=20, n=30, p=20, density=0.2, seed=1)
@@ -441,7 +445,7 @@ def test_a_round_costs_terms_by_the_cohorts_ratings():
     assert terms == 2 * (counts.sum() + len(rec.message.upload))
 
 
-def test_mode_defaults_and_refusals():
+def test_mode_defaults_and_refusals(tiny_federated):
     assert FedALSConfig().model_dump()["biases"] is True
     cfg = FedALSConfig(implicit=True)
     assert cfg.biases is False and cfg.rank == 32 and cfg.lam == 50.0
@@ -478,7 +482,7 @@ def test_fold_in_is_the_user_step(mode):
 
 
 def test_implicit_run_then_recommend_from_clicked_items(monkeypatch, capsys, tmp_path,
-                                                        ratings_csv):  # noqa: F811
+                                                        ratings_csv, invoke):
     out = tmp_path / "run"
     code, _, err = invoke(monkeypatch, capsys, "run", "--algorithm", "fedals", "--implicit",
                           "--ratings", ratings_csv, "--rank", 3, "--rounds", 4,
@@ -522,14 +526,14 @@ def test_implicit_run_then_recommend_from_clicked_items(monkeypatch, capsys, tmp
     (["--algorithm", "fedals", "--implicit", "--biases"], "no biases"),
 ])
 def test_implicit_conflicts_exit_2_with_one_line(monkeypatch, capsys, tmp_path,
-                                                 ratings_csv, args, needle):  # noqa: F811
+                                                 ratings_csv, args, needle, invoke):
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--rounds", 1,
                           *args, "--out", tmp_path / "run", "-q")
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "run" / "config.json").exists()
 
 
-def test_implicit_threshold_keeps_the_ratings_that_reach_it(ratings_csv):  # noqa: F811
+def test_implicit_threshold_keeps_the_ratings_that_reach_it(ratings_csv):
     from fedmc.run.data import DataSettings, federated_data
 
     every, _ = federated_data(DataSettings(ratings=ratings_csv, clients=4, implicit=True))

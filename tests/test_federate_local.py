@@ -23,9 +23,6 @@ from fedmc.federation.history import History  # noqa: E402
 from fedmc.run.folder import RunFolder  # noqa: E402
 from fedmc.run.runner import execute  # noqa: E402
 from fedmc.testing import client_ids  # noqa: E402
-from tests.conftest import require_shared_data  # noqa: E402
-from tests.test_cli_run import invoke  # noqa: E402
-from tests.test_flower import ratings_file  # noqa: E402
 
 SRC = str(Path(__file__).parents[1] / "src")
 QUANTUM = 2.0**-26  # a secure sum's error per entry and client, relative (flower/secagg.py)
@@ -40,7 +37,7 @@ QUANTUM = 2.0**-26  # a secure sum's error per entry and client, relative (flowe
     (["--algorithm", "rfrec", "--partition", "user"], "conflicts with --partition user"),
 ])
 def test_settings_fedmc_run_refuses_exit_2_at_once_and_write_nothing(
-        monkeypatch, capsys, tmp_path, args, needle):
+        monkeypatch, capsys, tmp_path, args, needle, invoke, ratings_file):
     out, started = tmp_path / "out", time.monotonic()
     code, _, err = invoke(monkeypatch, capsys, "federate", "local", "--ratings",
                           ratings_file(tmp_path), "--columns", "user_id,item_id,stars",
@@ -52,7 +49,7 @@ def test_settings_fedmc_run_refuses_exit_2_at_once_and_write_nothing(
 
 
 def test_an_out_folder_in_use_or_holding_a_run_is_refused_before_anything_starts(
-        monkeypatch, capsys, tmp_path):
+        monkeypatch, capsys, tmp_path, invoke):
     out = tmp_path / "out"
     out.mkdir()
     (out / "summary.json").write_text("{}")  # a finished run (fedmc run's or a federation's)
@@ -107,7 +104,7 @@ def deployment(work: Path) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.federation
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_stops_every_process_of_the_deployment(tmp_path, sig):
+def test_a_signal_stops_every_process_of_the_deployment(tmp_path, sig, ratings_file):
     """Ctrl-C 15 s in (the run going; the ServerApp started by the SuperLink's SuperExec in a
     session of its own); SIGTERM as soon as the first node is starting."""
     work = tmp_path / "work"
@@ -191,7 +188,8 @@ SECURE_CASES = {
 @pytest.mark.slow
 @pytest.mark.federation
 @pytest.mark.parametrize(("options", "beyond"), SECURE_CASES.values(), ids=SECURE_CASES.keys())
-def test_federate_local_with_secagg_equals_fedmc_run(tmp_path, options, beyond):
+def test_federate_local_with_secagg_equals_fedmc_run(tmp_path, options, beyond,
+                                                     require_shared_data):
     """Every round's metrics within 1e-6, the published model within the quantization's bound
     (10 rounds of sums over 5 clients, each within a quantum of 2^-26 of the largest value per
     client; but a share ``beyond`` of its entries), no client lost; a second run into the same
@@ -224,12 +222,13 @@ def test_federate_local_with_secagg_equals_fedmc_run(tmp_path, options, beyond):
 
 @pytest.mark.slow
 @pytest.mark.federation
-def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(tmp_path):
+def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(
+        tmp_path, assert_publishes_only_what_is_private,
+        ratings_file):
     """The real ``fedmc federate local --secagg --dp-epsilon 8`` (one user per client, the
     public normalizer from the rating scale, distributed DP): its out folder holds only what
     docs/privacy.md's threat model lists (the in-process canary audit of the same ServerApp
     and ClientApps: tests/test_canary_audit.py)."""
-    from tests.test_flower_loopback import assert_publishes_only_what_is_private
 
     out = tmp_path / "out"
     finished(fedmc("federate", "local", "--ratings", ratings_file(tmp_path, users=12),

@@ -19,7 +19,6 @@ from fedmc.run.runner import execute
 from fedmc.run.settings import RunSpec
 from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler
-from tests.conftest import tiny_federated
 
 
 def lambda_max(X: np.ndarray) -> float:
@@ -111,7 +110,7 @@ def start(algorithm, config, data, seed=11):
         {"biases": True, "u_update": "sampled", "lam": 0.0},
     ],
 )
-def test_section_5_2_batched_equals_per_client_loop(opts):
+def test_section_5_2_batched_equals_per_client_loop(opts, tiny_federated):
     data, M, mask = tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)
     cfg = FedMAvgConfig(**{"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02, "init_scale": 1.0,
                            **opts})
@@ -149,7 +148,7 @@ POSTER_SCHEDULE = ([0, 0, 3], [1, 2, 4], [3, 3, 3], [0, 1, 2, 3, 4], [2])
         {"constraint": "box", "box_lo": -0.1, "box_hi": 0.4, "biases": True},
     ],
 )
-def test_poster_batched_equals_per_client_loop(opts):
+def test_poster_batched_equals_per_client_loop(opts, tiny_federated):
     data, M, mask = tiny_federated(m=15, n=8, p=5, density=0.45, seed=4)
     cfg = FedMAvgPosterConfig(**{"rank": 2, "inner": 3, "lam": 0.05, "gamma": 0.02,
                                  "init_scale": 1.0, "q_hat": 4, **opts})
@@ -168,14 +167,14 @@ def test_poster_batched_equals_per_client_loop(opts):
     assert sim.history.last("q2") == cfg.q_hat // len(POSTER_SCHEDULE) + 1
 
 
-def test_poster_setup_projects_the_initial_factors():
+def test_poster_setup_projects_the_initial_factors(tiny_federated):
     data, _, _ = tiny_federated()
     cfg = FedMAvgPosterConfig(rank=2, constraint="box", box_lo=0.0, box_hi=0.3, init_scale=1.0)
     for X in start(POSTER, cfg, data, seed=0):
         assert X.min() >= 0.0 and X.max() <= 0.3
 
 
-def test_communication_per_round():
+def test_communication_per_round(tiny_federated):
     data, _, _ = tiny_federated(m=15, n=8, p=5)
     size = 8 * 2 * 8  # n * r * 8 bytes
     for u_update, down in (("all", 5), ("sampled", 2)):
@@ -189,7 +188,7 @@ def test_communication_per_round():
     assert sim.history.last("bytes_down") == 5 * size
 
 
-def test_empty_round_keeps_v():
+def test_empty_round_keeps_v(tiny_federated):
     data, _, _ = tiny_federated()
     cfg = FedMAvgConfig(rank=2)
     _, V0 = start(ALGORITHM, cfg, data, seed=0)

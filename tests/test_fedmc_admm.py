@@ -14,7 +14,6 @@ from fedmc.core.prox import Regularizer
 from fedmc.estimators import FedMCADMM
 from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler
-from tests.conftest import tiny_federated
 
 PAPER = {"steps": "paper", "biases": False}  # Algorithm 1 as published (defaults are ours)
 
@@ -44,7 +43,7 @@ def brute_smooth(obj, x0):
 
 
 @pytest.mark.parametrize("kind", ["l2", "l1", "nonneg", "elastic"])
-def test_u_step_solves_subproblem_14(kind):
+def test_u_step_solves_subproblem_14(kind, tiny_federated):
     data, M, mask = tiny_federated(m=6, n=5, p=1, density=0.7)
     rng = np.random.default_rng(1)
     r = 3
@@ -67,7 +66,7 @@ def test_u_step_solves_subproblem_14(kind):
 
 
 @pytest.mark.parametrize("per_row", [False, True])
-def test_w_step_solves_subproblem_15(per_row):
+def test_w_step_solves_subproblem_15(per_row, tiny_federated):
     data, M, mask = tiny_federated(m=6, n=5, p=1, density=0.6)
     rng = np.random.default_rng(2)
     r, p, beta = 3, 4, 0.7
@@ -100,7 +99,7 @@ def run(data, schedule, seed=0, **params):
 
 
 @pytest.mark.parametrize("kind", ["l2", "l1", "none", "box"])
-def test_server_step_solves_subproblem_16(kind):
+def test_server_step_solves_subproblem_16(kind, tiny_federated):
     """(16) from the summed changes of ``beta W_i + Y_i``: the total the server keeps is
     ``sum_i (beta W_i + Y_i)`` (kept by the clients), and ``V`` minimizes (16) given it."""
     data, _, _ = tiny_federated(m=9, n=4, p=3)
@@ -121,7 +120,7 @@ def test_server_step_solves_subproblem_16(kind):
     assert np.allclose(sim.server.V, expected, atol=1e-6)
 
 
-def test_closed_forms_66_to_68_literally():
+def test_closed_forms_66_to_68_literally(tiny_federated):
     """The l2 case equals the paper's formulas (66)-(68) written out."""
     data, M, mask = tiny_federated(m=8, n=6, p=2)
     params = dict(rank=3, lam=0.2, gamma=0.1, beta=2.0, inner=1, init_scale=1.0, **PAPER)
@@ -229,7 +228,7 @@ def test_rated_once_closed_form_equals_the_iterated_steps(per_row, n_inner, zero
         ({"reg_u": "l2", "reg_v": "l2", "steps": "per-row", "biases": True}, 66, (80, 72)),
     ],
 )
-def test_batched_engine_equals_per_client_loop(opts, rank, shape):
+def test_batched_engine_equals_per_client_loop(opts, rank, shape, tiny_federated):
     data, M, mask = tiny_federated(*shape, p=5, density=0.45, seed=4)
     params = dict(rank=rank, inner=3, beta=0.8, lam=0.05, gamma=0.02, init_scale=1.0, **opts)
     schedule = [[0, 3], [1, 2, 4], [3], [0, 1, 2, 3, 4], [2, 4]]
@@ -266,7 +265,7 @@ def test_objective_decreases_with_full_participation(tiny):
     assert obj[-1] < 0.5 * obj[0]
 
 
-def test_bytes_count_the_deltas_and_v():
+def test_bytes_count_the_deltas_and_v(tiny_federated):
     """Set-up: ``V^0`` down and ``Y_i^0`` up for every client; a round: ``V^k`` down and one
     change of ``beta W_i + Y_i`` up per sampled client."""
     data, _, _ = tiny_federated(m=12, n=9, p=3)
@@ -343,7 +342,7 @@ def reference_rated_consensus(M, mask, blocks, U0, V0, schedule, *, N, beta, reg
         ({"weights": "sqrt-items", "dual_init": "zeros"}, 4),
     ],
 )
-def test_rated_consensus_equals_its_dense_transcription(opts, p):
+def test_rated_consensus_equals_its_dense_transcription(opts, p, tiny_federated):
     data, M, mask = tiny_federated(m=12, n=9, p=p, density=0.45, seed=5)
     params = dict(rank=2, inner=3, beta=0.7, lam=0.3, gamma=0.4, init_scale=1.0,
                   consensus="rated", **opts)
@@ -362,7 +361,7 @@ def test_rated_consensus_equals_its_dense_transcription(opts, p):
     assert np.allclose(sim.server.V.T, V_ref, atol=1e-10, rtol=0)
 
 
-def test_rated_consensus_state_follows_the_ratings():
+def test_rated_consensus_state_follows_the_ratings(tiny_federated):
     """Per rating two scalars, per user two rows, and snapshots of V only while some client
     last saw them; uploads are the rated items' rows."""
     data, _, _ = tiny_federated(m=12, n=9, p=12, density=0.45, seed=5)
@@ -383,7 +382,7 @@ def test_rated_consensus_state_follows_the_ratings():
     assert up[1] - up[0] == rated_items[[0, 1]].sum() * (width + 1) * 8
 
 
-def test_zero_duals_send_the_counts_alone_and_weights_need_rated_consensus():
+def test_zero_duals_send_the_counts_alone_and_weights_need_rated_consensus(tiny_federated):
     """With zero duals every set-up contribution is ``beta V_j^0``, which the server adds from
     the counts: the set-up upload is one count per rated item."""
     data, _, _ = tiny_federated(m=12, n=9, p=12, density=0.45, seed=5)

@@ -151,8 +151,7 @@ def test_felb_recovers_clean_tiles():
     assert model.history_.last("f1_signal") > 0.9
 
 
-def test_felb_refuses_rating_data():
-    from tests.conftest import tiny_federated
+def test_felb_refuses_rating_data(tiny_federated):
 
     with pytest.raises(DataError, match="Boolean"):
         Felb(rounds=1).fit(tiny_federated()[0])

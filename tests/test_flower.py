@@ -3,9 +3,6 @@ federation (a SuperLink and three SuperNodes as processes) against the simulatio
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -14,12 +11,8 @@ pytest.importorskip("flwr")
 from fedmc.algorithms.registry import spec  # noqa: E402
 from fedmc.core.protocol import Message  # noqa: E402
 from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
-from fedmc.deploy.local import run_local  # noqa: E402
 from fedmc.deploy.node import Poller  # noqa: E402
 from fedmc.deploy.split import client_files, write_split  # noqa: E402
-from fedmc.federation.history import History  # noqa: E402
-from fedmc.federation.loop import Outcome
-from fedmc.federation.sampling import make_sampler  # noqa: E402
 from fedmc.federation.settings import Schedule
 from fedmc.flower.client_state import StateStore  # noqa: E402
 from fedmc.flower.compact import pack, unpack  # noqa: E402
@@ -36,31 +29,15 @@ from fedmc.flower.wire import (  # noqa: E402
     unpack_uploads,
 )
 from fedmc.privacy.accounting import UserDP
-from fedmc.run.data import DataSettings, federate, load_ratings  # noqa: E402
+from fedmc.run.data import federate, load_ratings  # noqa: E402
 from fedmc.run.settings import RunSpec  # noqa: E402
-from fedmc.sim import simulate  # noqa: E402
 from fedmc.testing import assert_same_history  # noqa: E402
 
 PARAMS = {"rank": 3}
 
 
-def ratings_file(folder: Path, users: int = 40, items: int = 25, seed: int = 0) -> Path:
-    """A small CSV of ratings 1..5 with string user ids (every user rates a few items)."""
-    rng = np.random.default_rng(seed)
-    lines = ["user_id,item_id,stars"]
-    for u in range(users):
-        for i in rng.choice(items, size=rng.integers(3, 12), replace=False):
-            lines.append(f"u{u:03d},{100 + i},{rng.integers(1, 6)}")
-    path = folder / "ratings.csv"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def data_settings(path: Path, clients: int = 3) -> DataSettings:
-    return DataSettings(ratings=path, columns=("user_id", "item_id", "stars"), clients=clients)
-
-
-def test_split_files_rebuild_the_simulation_shards_bit_for_bit(tmp_path):
+def test_split_files_rebuild_the_simulation_shards_bit_for_bit(tmp_path, data_settings,
+                                                               ratings_file):
     settings = data_settings(ratings_file(tmp_path))
     write_split(settings, tmp_path / "split")
     manifest = Manifest.read(tmp_path / "split" / "manifest.json")
@@ -203,44 +180,10 @@ def test_a_node_stays_quiet_for_most_of_the_usual_gap_and_then_polls():
     assert poller.pause(30.0) == 0.5  # long idle: at most the longest interval
 
 
-def simulation(settings: DataSettings, run: RunSpec, params: dict) -> Outcome:
-    data = federate(load_ratings(settings), settings)
-    schedule = run.schedule
-    sampler = make_sampler(data.n_clients, schedule.active, schedule.sampling,
-                           schedule.participation)
-    entry = spec(run.algorithm)
-    cfg = entry.Config(**params)
-    algorithm = entry.algorithm_for(cfg)
-    return simulate(algorithm, cfg, data, sampler, schedule.rounds, schedule.seed, 1,
-                    dp=schedule.dp)
-
-
-def simulated(settings: DataSettings, run: RunSpec, params: dict) -> History:
-    return simulation(settings, run, params).history
-
-
-def federated(tmp_path: Path, settings: DataSettings, run: RunSpec, params: dict,
-              on_event=None, **flags) -> tuple[History, Path]:
-    out = tmp_path / "out"
-    started: list[int] = []
-
-    def watch(event, fed):
-        started.extend(p.pid for p in fed.processes.values() if p.pid not in started)
-        if on_event is not None:
-            on_event(event, fed)
-
-    run_local(FederatedRun(spec=run.model_copy(update={"params": params}), out=out, **flags),
-              settings,
-              tmp_path / "work", on_event=watch)
-    for pid in started:  # every process started is gone, with its process group
-        with pytest.raises(ProcessLookupError):
-            os.killpg(pid, 0)
-    return History.read_csv(out / "history.csv"), out
-
-
 @pytest.mark.federation
 @pytest.mark.parametrize("algorithm", ["fedmc-admm", "fedmavg"])  # fedmavg: all compute
-def test_three_nodes_two_rounds_give_the_simulations_history(tmp_path, algorithm):
+def test_three_nodes_two_rounds_give_the_simulations_history(tmp_path, algorithm, data_settings,
+                                                             federated, ratings_file, simulated):
     settings = data_settings(ratings_file(tmp_path))
     run = RunSpec(algorithm=algorithm, schedule=Schedule(rounds=2, active=2, seed=0))
     history, out = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
@@ -260,7 +203,9 @@ def test_user_level_dp_travels_in_the_run_configuration():
 
 
 @pytest.mark.federation
-def test_three_nodes_with_user_level_dp_give_the_simulations_history(tmp_path):
+def test_three_nodes_with_user_level_dp_give_the_simulations_history(tmp_path, data_settings,
+                                                                     federated, ratings_file,
+                                                                     simulated):
     """Central DP: each client clips its own upload, the server adds the noise to the sum
     from its stream, as the simulation does (every client in every round: q = 1)."""
     settings = data_settings(ratings_file(tmp_path))

@@ -19,7 +19,8 @@ from fedmc.run.data import DataSettings, load_boolean_data  # noqa: E402
 from fedmc.run.settings import RunSpec  # noqa: E402
 from fedmc.sim import simulate  # noqa: E402
 from fedmc.testing import assert_same_history  # noqa: E402
-from tests.test_flower import PARAMS, federated  # noqa: E402
+
+PARAMS = {"rank": 3}
 
 
 def boolean_settings(clients: int = 3) -> DataSettings:
@@ -68,7 +69,7 @@ def test_an_algorithm_for_the_other_kind_of_data_is_refused(tmp_path):
 
 @pytest.mark.federation
 @pytest.mark.parametrize("name", ["felb", "felb-mu"])
-def test_three_felb_nodes_two_rounds_give_the_simulations_history(tmp_path, name):
+def test_three_felb_nodes_two_rounds_give_the_simulations_history(tmp_path, name, federated):
     schedule = Schedule(rounds=2, active=2, seed=0)
     settings, run = boolean_settings(), RunSpec(algorithm=name, schedule=schedule)
     data = load_boolean_data(settings)

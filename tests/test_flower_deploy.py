@@ -37,8 +37,6 @@ from fedmc.flower.compact import packed  # noqa: E402
 from fedmc.flower.grid_clients import GridClients, Record, Refusal  # noqa: E402
 from fedmc.flower.roster import pem_public, read_roster  # noqa: E402
 from fedmc.flower.server_app import _mark_participants  # noqa: E402
-from tests.test_cli_run import invoke  # noqa: E402
-from tests.test_flower import data_settings, ratings_file  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +97,7 @@ def handshake(certs, host: str) -> None:
 
 
 def test_certs_refuse_to_replace_a_deployment_and_take_a_clients_own_key(tmp_path, monkeypatch,
-                                                                          capsys):
+                                                                          capsys, invoke):
     out = tmp_path / "certs"
     code, _, _ = invoke(monkeypatch, capsys, "federate", "certs", "--out", out, "--clients", 2)
     assert code == 0
@@ -322,7 +320,7 @@ def test_a_node_retries_an_unreachable_superlink_and_names_what_it_refused(monke
 
 
 @pytest.fixture
-def node_files(tmp_path):
+def node_files(tmp_path, data_settings, ratings_file):
     write_split(data_settings(ratings_file(tmp_path)), tmp_path / "split")
     train, test = client_files(tmp_path / "split", 1)
     return {"manifest": tmp_path / "split" / "manifest.json", "ratings": train, "test": test,
@@ -334,7 +332,8 @@ def node_config(files, client=1, **changes) -> str:
     return " ".join([f"client={client}", *(f'{k}="{v}"' for k, v in files.items())])
 
 
-def test_a_node_with_a_missing_ratings_file_exits_2_naming_it(node_files, monkeypatch, capsys):
+def test_a_node_with_a_missing_ratings_file_exits_2_naming_it(node_files, monkeypatch, capsys,
+                                                              invoke):
     missing = node_files["ratings"].with_name("client-0009.csv")
     code, _, err = invoke(monkeypatch, capsys, "federate", "node", "--superlink",
                           "127.0.0.1:1", "--node-config", node_config(node_files,
@@ -343,7 +342,7 @@ def test_a_node_with_a_missing_ratings_file_exits_2_naming_it(node_files, monkey
 
 
 def test_a_node_names_a_key_or_certificate_it_cannot_read(node_files, monkeypatch, capsys,
-                                                         certs):
+                                                         certs, invoke):
     for option, path in (("--auth-key", certs / "client-7"), ("--auth-key", certs / "ca.crt"),
                          ("--root-certificates", certs / "nope.crt")):
         code, _, err = invoke(monkeypatch, capsys, "federate", "node", "--superlink",
@@ -368,7 +367,7 @@ def test_a_node_checks_its_configuration_before_it_connects(node_files, client, 
     assert (node_files["state"]).is_dir()
 
 
-def test_node_help_lists_every_key_of_the_node_configuration(monkeypatch, capsys):
+def test_node_help_lists_every_key_of_the_node_configuration(monkeypatch, capsys, invoke):
     monkeypatch.setenv("COLUMNS", "200")
     code, out, _ = invoke(monkeypatch, capsys, "federate", "node", "--help")
     assert code == 0
@@ -376,7 +375,7 @@ def test_node_help_lists_every_key_of_the_node_configuration(monkeypatch, capsys
         assert f"{key}=" in out, key
 
 
-def test_server_and_certs_are_commands(monkeypatch, capsys):
+def test_server_and_certs_are_commands(monkeypatch, capsys, invoke):
     for command in ("server", "certs"):
         code, out, _ = invoke(monkeypatch, capsys, "federate", command, "--help")
         assert code == 0 and "--" in out

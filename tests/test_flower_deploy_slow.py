@@ -38,11 +38,13 @@ from fedmc.deploy.app import write_app, write_run_config  # noqa: E402
 from fedmc.deploy.local import free_port, node_config  # noqa: E402
 from fedmc.deploy.split import write_split  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
-from fedmc.federation.settings import Schedule  # noqa: E402
+from fedmc.federation.settings import Schedule
 from fedmc.flower.settings import FederatedRun  # noqa: E402
+from fedmc.run.data import DataSettings  # noqa: E402
 from fedmc.run.settings import RunSpec  # noqa: E402
 from fedmc.testing import assert_same_history, client_ids  # noqa: E402
-from tests.test_flower import PARAMS, data_settings, ratings_file, simulated  # noqa: E402
+
+PARAMS = {"rank": 3}
 
 pytestmark = [pytest.mark.slow, pytest.mark.federation]
 WAIT = 300.0  # seconds a run or a process may take to get where a test expects it
@@ -95,7 +97,7 @@ class Deployment:
     ``operator`` (the Control API on 127.0.0.1), ``fleet`` and ``control`` (the Fleet and
     Control ports at the nodes' address of the server)."""
 
-    def __init__(self, root: Path, net: Network) -> None:
+    def __init__(self, root: Path, net: Network, settings: DataSettings) -> None:
         self.root, self.net = root, net
         self.port, self.control_port = free_port(), free_port()
         self.processes: dict[str, subprocess.Popen] = {}
@@ -113,7 +115,7 @@ class Deployment:
                                   ("fleet", f"{net.address}:{self.port}"),
                                   ("control", f"{net.address}:{self.control_port}"))))
         self.split = root / "split"
-        self.settings = data_settings(ratings_file(root))
+        self.settings = settings
         write_split(self.settings, self.split)
         self.app = write_app(root / "app")
 
@@ -249,10 +251,10 @@ def new_key(folder: Path, name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
+def deployment(tmp_path_factory, data_settings, ratings_file):
     net = namespace() or Network("127.0.0.2", "127.0.0.2")
     root = tmp_path_factory.mktemp("deployment")
-    fed = Deployment(root, net)
+    fed = Deployment(root, net, data_settings(ratings_file(root)))
     try:
         made = subprocess.run([sys.executable, "-m", "fedmc", "federate", "certs", "--out",
                                str(root / "certs"), "--clients", "3", "--name", net.address],
@@ -284,7 +286,7 @@ def test_the_control_api_cannot_be_reached_from_the_nodes_address(deployment):
     assert len(json.loads(listed.stdout[listed.stdout.find("{"):])["nodes"]) == 3
 
 
-def test_three_nodes_equal_fedmc_run_and_a_second_claimant_is_refused(deployment):
+def test_three_nodes_equal_fedmc_run_and_a_second_claimant_is_refused(deployment, simulated):
     """A registered node that claims client 1 (the operator registered its key, which the
     roster gives to no client) is refused and recorded; a node whose key is not registered
     cannot even connect; the run equals ``fedmc run``."""
@@ -313,7 +315,7 @@ def test_three_nodes_equal_fedmc_run_and_a_second_claimant_is_refused(deployment
     fed.kill("stranger", signal.SIGTERM)
 
 
-def test_nodes_outlive_flwr_stop_their_own_restart_and_a_superlink_restart(deployment):
+def test_nodes_outlive_flwr_stop_their_own_restart_and_a_superlink_restart(deployment, simulated):
     fed = deployment
     long = fed.root / "long"
     run_id = fed.submit(RunSpec(schedule=Schedule(rounds=50, active=2, seed=0)), long)
@@ -343,7 +345,8 @@ def test_nodes_outlive_flwr_stop_their_own_restart_and_a_superlink_restart(deplo
     assert all(not lost for lost in client_ids(history, "lost").values())
 
 
-def test_a_run_resumed_after_a_superlink_crash_equals_the_uninterrupted_one(deployment):
+def test_a_run_resumed_after_a_superlink_crash_equals_the_uninterrupted_one(deployment, simulated,
+                                                                            simulation):
     """The SuperLink (and with it the server host's Flower processes) killed with SIGKILL
     right after round 3 of 6 is checkpointed; the SuperLink started again on its database, the
     nodes reconnect, ``fedmc federate resume`` submits the run again from the checkpoint: the
@@ -371,7 +374,6 @@ def test_a_run_resumed_after_a_superlink_crash_equals_the_uninterrupted_one(depl
     reference = simulated(fed.settings, run, PARAMS)
     assert_same_history(history, reference, rtol=1e-9, atol=1e-9)
     assert all(not lost for lost in client_ids(history, "lost").values())
-    from tests.test_flower import simulation
 
     expected = simulation(fed.settings, run, PARAMS).server.V
     with np.load(out / "model.npz") as model:

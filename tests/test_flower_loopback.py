@@ -1,10 +1,11 @@
-"""The ServerApp's loop and fedmc's ClientApp in one process (tests/_loopback.py): secure
-aggregation equals the simulation for every algorithm, the server refuses replies it cannot
-trust, and a secure sum never holds a single client's upload."""
+"""The ServerApp's loop and fedmc's ClientApp in one process (the loopback_federation fixture of
+conftest.py): secure aggregation equals the simulation for every algorithm, the server refuses
+replies it cannot trust, and a secure sum never holds a single client's upload."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,6 @@ from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
 from fedmc.deploy.split import write_split  # noqa: E402
 from fedmc.errors import ConfigError  # noqa: E402
-from fedmc.federation.aggregator import PUBLIC_COLUMNS  # noqa: E402
-from fedmc.federation.history import History  # noqa: E402
 from fedmc.federation.settings import Schedule
 from fedmc.flower.compact import pack, unpack  # noqa: E402
 from fedmc.flower.manifest import Manifest  # noqa: E402
@@ -39,28 +38,25 @@ from fedmc.run.evaluation import evaluate_model, held_out_split  # noqa: E402
 from fedmc.run.runner import RunResult, execute  # noqa: E402
 from fedmc.run.settings import RunSpec  # noqa: E402
 from fedmc.testing import FEDERATION_COLUMNS, assert_same_history, client_ids  # noqa: E402
-from tests._loopback import ClientAppCallable, loopback_federation  # noqa: E402
-from tests.test_flower import data_settings, ratings_file  # noqa: E402
 
 PARAMS = {"rank": 3}
 QUANTUM = 2.0**-26  # a secure sum's error per entry and client, relative (flower/secagg.py)
 
 
-def settings_for(algorithm: str, folder: Path, clients: int = 5,
-                 implicit: bool = False) -> DataSettings:
-    if algorithm.startswith("felb"):
-        return DataSettings(dataset=SYNTHETIC, rows=60, clients=clients, seed=1)
-    settings = data_settings(ratings_file(folder, users=60), clients=clients)
-    return DataSettings(**{**settings.model_dump(), "normalize": None, "implicit": True}) \
-        if implicit else settings
+@pytest.fixture(scope="session")
+def settings_for(data_settings, ratings_file):
+    """``settings_for(algorithm, folder, clients=5, implicit=False)``: the data settings a
+    loopback federation of ``algorithm`` runs on."""
 
+    def build(algorithm: str, folder: Path, clients: int = 5,
+              implicit: bool = False) -> DataSettings:
+        if algorithm.startswith("felb"):
+            return DataSettings(dataset=SYNTHETIC, rows=60, clients=clients, seed=1)
+        settings = data_settings(ratings_file(folder, users=60), clients=clients)
+        return DataSettings(**{**settings.model_dump(), "normalize": None, "implicit": True}) \
+            if implicit else settings
 
-def out_files(folder: Path) -> tuple[dict[str, np.ndarray], list[dict]]:
-    """The published model and the progress events of a run's output folder."""
-    with np.load(folder / "model.npz") as npz:
-        model = {name: npz[name] for name in npz.files}
-    events = [json.loads(line) for line in (folder / "progress.jsonl").read_text().splitlines()]
-    return model, events
+    return build
 
 
 def assert_within_quantization(model: dict[str, np.ndarray], reference: RunResult,
@@ -88,7 +84,8 @@ SECURE_CASES = {"fedmc-admm": ("fedmc-admm", {}, True), "fedmavg": ("fedmavg", {
 
 @pytest.mark.parametrize(("algorithm", "params", "model_bound"), SECURE_CASES.values(),
                          ids=SECURE_CASES.keys())
-def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model_bound):
+def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model_bound,
+                                              loopback_federation, out_files, settings_for):
     """No client is lost (FedMAvg's and RFRec's clients that compute without uploading
     included) and every metric and the model agree with the simulation to the quantization's
     precision."""
@@ -118,7 +115,8 @@ def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model
 def poison(client: int, value: float = np.nan):
     """A mod that turns ``client``'s uploads into ``value`` (a buggy client)."""
 
-    def mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+    def mod(msg: Message, context: Context,
+            call_next: Callable[[Message, Context], Message]) -> Message:
         reply = call_next(msg, context)
         content = unpack(reply.content)
         if int(context.node_config["client"]) == client and "uploads" in content.array_records:
@@ -131,7 +129,9 @@ def poison(client: int, value: float = np.nan):
     return mod
 
 
-def test_a_client_that_uploads_nan_is_left_out_and_the_model_stays_finite(tmp_path):
+def test_a_client_that_uploads_nan_is_left_out_and_the_model_stays_finite(tmp_path,
+                                                                          loopback_federation,
+                                                                          out_files, settings_for):
     """Plain: the server refuses the upload, counts client 1 lost, logs why, and the run is
     the replay of the federation without client 1's steps in those rounds."""
     settings = settings_for("fedmc-admm", tmp_path)
@@ -150,7 +150,8 @@ def test_a_client_that_uploads_nan_is_left_out_and_the_model_stays_finite(tmp_pa
         e["clients"] == [1] and "not finite" in e["reason"] for e in refused)
 
 
-def test_a_private_run_logs_a_refusal_without_naming_the_client(tmp_path):
+def test_a_private_run_logs_a_refusal_without_naming_the_client(tmp_path, loopback_federation,
+                                                                out_files, settings_for):
     """Central user-level DP in plain mode: client 1's NaN upload is refused as above, but
     ``progress.jsonl`` says only that an upload of the round was refused: no client, no
     reason (it names the client), no time."""
@@ -193,7 +194,8 @@ def test_uploads_of_the_wrong_shape_or_kind_are_refused():
         unpack_sums(pack_reply(sums={"sse": float("nan")}))
 
 
-def test_a_secure_round_with_one_uploader_is_skipped_and_said_so(tmp_path):
+def test_a_secure_round_with_one_uploader_is_skipped_and_said_so(tmp_path, loopback_federation,
+                                                                 out_files, settings_for):
     """Two clients per round and half of them dropping out: a round left with one upload
     is not summed (the sum would be that upload); nobody steps in it and the run equals its
     replay."""
@@ -211,7 +213,8 @@ def test_a_secure_round_with_one_uploader_is_skipped_and_said_so(tmp_path):
     assert all(row["lost"] == "" for row in history.rows)
 
 
-def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(tmp_path):
+def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(tmp_path,
+                                                                                settings_for):
     settings = settings_for("fedmc-admm", tmp_path, clients=2)
     write_split(settings, tmp_path / "split")
     manifest = Manifest.read(tmp_path / "split" / "manifest.json")
@@ -238,7 +241,9 @@ def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(
               manifest)  # fine
 
 
-def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(tmp_path):
+def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(
+        tmp_path, data_settings, loopback_federation, ratings_file,
+        assert_publishes_only_what_is_private):
     """User-level DP with secret noise under SecAgg+ (distributed DP), one user per client:
     the out folder names no client and holds no metric, count or timing; the guarantee is
     stated per party, the server's without the sampling's amplification."""
@@ -248,27 +253,8 @@ def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(tm
     run = RunSpec(schedule=Schedule(rounds=3, active=None, sampling="bernoulli", participation=0.5,
                                     seed=0, dp=UserDP(epsilon=4.0, clip=0.5)))
     loopback_federation(tmp_path, settings,
-                        FederatedRun(spec=run.model_copy(update={"params": PARAMS}), secagg=True,
-                                     out=Path("out")))
+                        FederatedRun(spec=run.model_copy(update={"params": PARAMS}),
+                                     secagg=True, out=Path("out")))
     assert_publishes_only_what_is_private(tmp_path / "out", 4.0)
 
 
-def assert_publishes_only_what_is_private(out: Path, epsilon: float) -> None:
-    """A private federation's out folder (docs/privacy.md, "What a run publishes"): history
-    columns the guarantee covers, progress events that name no client and hold no time, every
-    output marked private, the guarantee per party (the server's without amplification), no
-    counts of the data and no timings."""
-    history = History.read_csv(out / "history.csv")
-    assert set(history.columns) <= {*PUBLIC_COLUMNS, "claims_refused"}
-    _, events = out_files(out)
-    assert not [e for e in events if {"clients", "time", "seconds"} & set(e)]
-    summary = json.loads((out / "summary.json").read_text())
-    config = json.loads((out / "config.json").read_text())
-    eps = summary["privacy"]["epsilon"]
-    assert summary["privacy"]["private"] and config["private"]
-    assert json.loads((out / "model.json").read_text())["private"]
-    assert eps["outsiders"] <= epsilon < eps["server"]  # no amplification against the server
-    assert not {"train_seconds", "total_seconds", "peak_memory_mb"} & set(summary)
-    data = config["data"]
-    assert data["normalizer"]["kind"] == "public"
-    assert not [k for k in data if k.endswith("_ratings") or k.startswith("n_")]

@@ -15,28 +15,22 @@ from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import DataSettings, federate, load_ratings  # noqa: E402
 from fedmc.run.settings import RunSpec  # noqa: E402
 from fedmc.testing import assert_same_history, client_ids, replay  # noqa: E402
-from tests.conftest import require_shared_data  # noqa: E402
-from tests.test_flower import (  # noqa: E402
-    PARAMS,
-    data_settings,
-    federated,
-    ratings_file,
-    simulated,
-    simulation,
-)
+
+PARAMS = {"rank": 3}
 
 pytestmark = [pytest.mark.slow, pytest.mark.federation]
 
 
 @pytest.fixture(scope="module")
-def movielens() -> DataSettings:
+def movielens(require_shared_data) -> DataSettings:
     folder = require_shared_data("ml-100k")
     return DataSettings(dataset="ml-100k", data_dir=folder.parent, clients=5)
 
 
 @pytest.mark.realdata
 @pytest.mark.parametrize("algorithm", ["fedmc-admm", "fedmavg", "rfrec"])
-def test_ml100k_five_clients_ten_rounds_equal_fedmc_run(tmp_path, movielens, algorithm):
+def test_ml100k_five_clients_ten_rounds_equal_fedmc_run(tmp_path, movielens, algorithm, federated,
+                                                        simulated):
     run = RunSpec(algorithm=algorithm, schedule=Schedule(rounds=10, active=3, seed=0))
     history, _ = federated(tmp_path, movielens, run, {}, timeout=60.0)
     reference = simulated(movielens, run, {})
@@ -46,7 +40,8 @@ def test_ml100k_five_clients_ten_rounds_equal_fedmc_run(tmp_path, movielens, alg
 
 
 @pytest.mark.realdata
-def test_ml100k_with_secure_aggregation_stays_within_the_quantization_bound(tmp_path, movielens):
+def test_ml100k_with_secure_aggregation_stays_within_the_quantization_bound(tmp_path, movielens,
+                                                                            federated, simulated):
     run = RunSpec(schedule=Schedule(rounds=10, active=3, seed=0))
     history, _ = federated(tmp_path, movielens, run, {}, timeout=60.0, secagg=True)
     reference = simulated(movielens, run, {})
@@ -58,7 +53,8 @@ def test_ml100k_with_secure_aggregation_stays_within_the_quantization_bound(tmp_
 
 
 @pytest.mark.parametrize("secagg", [False, True], ids=["plain", "secagg"])
-def test_a_node_killed_in_round_3_of_6_is_left_out_and_rejoins(tmp_path, secagg):
+def test_a_node_killed_in_round_3_of_6_is_left_out_and_rejoins(tmp_path, secagg, data_settings,
+                                                               federated, ratings_file):
     settings = data_settings(ratings_file(tmp_path, users=60), clients=5)
     run = RunSpec(schedule=Schedule(rounds=6, active=3, seed=0))
     killed: list[int] = []
@@ -87,7 +83,9 @@ def test_a_node_killed_in_round_3_of_6_is_left_out_and_rejoins(tmp_path, secagg)
                         columns=["clients", "bytes_down"])
 
 
-def test_secure_aggregation_with_dp_has_the_clients_add_the_noise(tmp_path):
+def test_secure_aggregation_with_dp_has_the_clients_add_the_noise(tmp_path, data_settings,
+                                                                  federated, ratings_file,
+                                                                  simulation):
     """Distributed DP: with --secagg each client adds a share of the noise (from a stream the
     server does not know) and the server none. FedMAvg, one round, every client: the published
     V is the clipped sum's mean plus noise / 3, so against the simulation (central noise from

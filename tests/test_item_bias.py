@@ -15,8 +15,6 @@ from fedmc.estimators import ItemBias
 from fedmc.federation.sampling import make_sampler
 from fedmc.model import FactorModel, load_model
 from fedmc.sim import simulate
-from tests.conftest import tiny_federated
-from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (fixture)
 
 
 def _dense(data):
@@ -42,7 +40,7 @@ def _brute_force_b(data, c, weights, lam):
 
 
 @pytest.fixture(scope="module")
-def data():
+def data(tiny_federated):
     return tiny_federated(m=15, n=8, p=5, density=0.5, seed=3)[0]
 
 
@@ -109,7 +107,7 @@ def test_fold_in_is_the_users_bias_against_the_published_model(data):
 
 
 def test_a_dp_run_publishes_a_model_that_recommends(monkeypatch, capsys, tmp_path,
-                                                    ratings_csv):  # noqa: F811
+                                                    ratings_csv, invoke):
     out = tmp_path / "ib"
     code, _, err = invoke(monkeypatch, capsys, "run", "-a", "item-bias", "--ratings",
                           ratings_csv, "--rating-scale", "1,5", "--partition", "user",

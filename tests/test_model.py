@@ -11,28 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fedmc.data import FederatedData, Ratings
-from fedmc.data.split import random_test_mask
 from fedmc.errors import ConfigError, DataError
 from fedmc.estimators import ALS, FedMCADMM
 from fedmc.model import FactorModel, NewUser, load_model
-
-RAW_USERS = np.arange(40) * 7 + 100  # raw ids 100, 107, ...: never the dense indices
-RAW_ITEMS = np.arange(30) * 3 + 1000
-
-
-def raw_data(seed: int = 0) -> FederatedData:
-    """40 users x 30 items with raw ids unlike their dense indices, 4 clients."""
-    rng = np.random.default_rng(seed)
-    users, items = np.nonzero(rng.random((40, 30)) < 0.4)
-    values = rng.integers(1, 6, len(users)).astype(float)
-    ratings = Ratings.from_raw(RAW_USERS[users], RAW_ITEMS[items], values, name="toy")
-    return FederatedData.from_split(ratings, random_test_mask(ratings, 0.2, 0),
-                                    rng.permutation(np.arange(40) % 4), "zscore")
+from fedmc.testing import RAW_ITEMS, RAW_USERS
 
 
 @pytest.fixture(scope="module")
-def fitted():
+def fitted(raw_data):
     data = raw_data()
     return {"fedmc-admm": FedMCADMM(rank=3, rounds=4, active=2).fit(data),
             "als": ALS(rank=3, sweeps=3).fit(data)}, data

@@ -13,7 +13,7 @@ from fedmc.algorithms.registry import fold_in_algorithms
 from fedmc.errors import DataError
 from fedmc.estimators import estimator_class
 from fedmc.model import FactorModel, load_model
-from tests.test_model import RAW_ITEMS, raw_data
+from fedmc.testing import RAW_ITEMS
 
 SMALL = {"als": {"sweeps": 3}, "rfrec": {"rounds": 4}, "rfrecf": {"rounds": 4},
          "item-bias": {"rounds": 1}}
@@ -26,7 +26,7 @@ def _id(case) -> str:
 
 
 @pytest.fixture(scope="module", params=CASES, ids=_id)
-def fitted(request):
+def fitted(request, raw_data):
     name, params = request.param
     data = raw_data()
     cls = estimator_class(name)

@@ -18,14 +18,13 @@ from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import UserDP
 from fedmc.sim import simulate
 from fedmc.testing import record_boundary
-from tests.conftest import tiny_federated
 
 RATED = {"rank": 2, "consensus": "rated", "dual_init": "zeros", "weights": "sqrt-items",
          "offset": "item-bias", "offset_lam": 1.5, "offset_lam_user": 2.0, "count_scale": 0.4}
 
 
 @pytest.fixture(scope="module")
-def one_user():
+def one_user(tiny_federated):
     return tiny_federated(m=14, n=8, p=14, density=0.5, seed=5)[0]
 
 

@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 
 from fedmc.federation.aggregator import PUBLIC_COLUMNS
-from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (fixture)
 
 DP = ("--partition", "user", "--rounds", 3, "--rank", 2, "--dp-epsilon", 4, "--dp-clip", 0.5,
       "--rating-scale", "1,5", "-q")
 
 
-def run(monkeypatch, capsys, out, ratings, *extra):
+def run(invoke, monkeypatch, capsys, out, ratings, *extra):
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings, *DP, "--out", out,
                           *extra)
     assert code == 0, err
@@ -30,9 +29,9 @@ def run(monkeypatch, capsys, out, ratings, *extra):
 
 
 def test_two_private_runs_with_one_seed_publish_different_models(monkeypatch, capsys, tmp_path,
-                                                                 ratings_csv):  # noqa: F811
-    a = run(monkeypatch, capsys, tmp_path / "a", ratings_csv)
-    b = run(monkeypatch, capsys, tmp_path / "b", ratings_csv)
+                                                                 ratings_csv, invoke):
+    a = run(invoke, monkeypatch, capsys, tmp_path / "a", ratings_csv)
+    b = run(invoke, monkeypatch, capsys, tmp_path / "b", ratings_csv)
     assert a["config"]["run"]["seed"] == b["config"]["run"]["seed"] == 0
     assert not np.allclose(a["V"], b["V"])
     for out in (a, b):
@@ -42,9 +41,9 @@ def test_two_private_runs_with_one_seed_publish_different_models(monkeypatch, ca
 
 
 def test_the_research_option_repeats_exactly_and_says_it_is_not_private(
-        monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
-    a = run(monkeypatch, capsys, tmp_path / "a", ratings_csv, "--dp-reproducible")
-    b = run(monkeypatch, capsys, tmp_path / "b", ratings_csv, "--dp-reproducible")
+        monkeypatch, capsys, tmp_path, ratings_csv, invoke):
+    a = run(invoke, monkeypatch, capsys, tmp_path / "a", ratings_csv, "--dp-reproducible")
+    b = run(invoke, monkeypatch, capsys, tmp_path / "b", ratings_csv, "--dp-reproducible")
     np.testing.assert_array_equal(a["V"], b["V"])
     for out in (a, b):
         assert out["config"]["private"] is False and out["model"]["private"] is False
@@ -53,8 +52,8 @@ def test_the_research_option_repeats_exactly_and_says_it_is_not_private(
 
 
 def test_a_private_run_publishes_no_exact_count_metric_or_timing(monkeypatch, capsys, tmp_path,
-                                                                 ratings_csv):  # noqa: F811
-    out = run(monkeypatch, capsys, tmp_path / "o", ratings_csv)
+                                                                 ratings_csv, invoke):
+    out = run(invoke, monkeypatch, capsys, tmp_path / "o", ratings_csv)
     assert {c for row in out["history"] for c in row} <= set(PUBLIC_COLUMNS)
     summary = out["summary"]
     assert not {"test_rmse", "objective", "bytes_up", "seconds", "train_seconds",
@@ -68,7 +67,7 @@ def test_a_private_run_publishes_no_exact_count_metric_or_timing(monkeypatch, ca
 
 
 def test_dp_per_user_over_clients_of_several_users_exits_2(monkeypatch, capsys, tmp_path,
-                                                           ratings_csv):  # noqa: F811
+                                                           ratings_csv, invoke):
     base = ("run", "--ratings", ratings_csv, "--partition", "random", "--clients", 8,
             "--sampling", "bernoulli", "--participation", 0.5, "--rounds", 2, "--rank", 2,
             "--dp-epsilon", 4, "--dp-clip", 0.5, "--rating-scale", "1,5", "-q")
@@ -83,15 +82,15 @@ def test_dp_per_user_over_clients_of_several_users_exits_2(monkeypatch, capsys, 
 
 
 def test_exact_ranking_metrics_are_not_part_of_a_private_run(monkeypatch, capsys, tmp_path,
-                                                            ratings_csv):  # noqa: F811
+                                                            ratings_csv, invoke):
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, *DP,
                           "--ranking-k", 5, "--out", tmp_path / "o")
     assert code == 2 and "fedmc evaluate" in err
 
 
 @pytest.mark.parametrize("level", ["user", "client"])
-def test_the_summary_table_states_the_guarantee(monkeypatch, capsys, tmp_path, ratings_csv,  # noqa: F811
-                                                level):
+def test_the_summary_table_states_the_guarantee(monkeypatch, capsys, tmp_path, ratings_csv,
+                                                level, invoke):
     extra = ("--partition", "random", "--clients", 8, "--sampling", "bernoulli",
              "--participation", 0.5) if level == "client" else ("--partition", "user")
     code, out, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, *extra,

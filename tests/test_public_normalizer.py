@@ -16,7 +16,6 @@ from fedmc.errors import ConfigError, DataError
 from fedmc.run.data import DataSettings, federated_data
 from fedmc.run.options import RunOptions
 from fedmc.run.settings import resolve
-from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (fixture)
 
 
 def test_the_public_normalizer_maps_the_scale_onto_minus_one_one():
@@ -35,7 +34,7 @@ def test_named_sets_declare_their_scale():
     assert rating_scale("no-such-set") is None
 
 
-def test_a_public_normalizer_reads_no_rating(ratings_csv):  # noqa: F811
+def test_a_public_normalizer_reads_no_rating(ratings_csv):
     """Changing the ratings (one user more) changes neither the normalizer nor the rating
     range of a public run, and a file without a declared scale is refused."""
     with pytest.raises(ConfigError, match="rating_scale"):
@@ -52,7 +51,7 @@ def test_a_public_normalizer_reads_no_rating(ratings_csv):  # noqa: F811
     assert zscore.mean != data.normalizer.mean
 
 
-def test_ratings_outside_the_declared_scale_are_refused(ratings_csv):  # noqa: F811
+def test_ratings_outside_the_declared_scale_are_refused(ratings_csv):
     with pytest.raises(DataError, match="outside the rating scale 1,4"):
         federated_data(DataSettings(ratings=ratings_csv, normalize="public",
                                     rating_scale=(1, 4), clients=4))
@@ -65,7 +64,7 @@ def _options(**given):
 
 
 def test_dp_runs_default_to_the_public_normalizer_and_refuse_a_fitted_one(
-        monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
+        monkeypatch, capsys, tmp_path, ratings_csv, invoke):
     assert resolve(_options(dataset="ml-1m")).data.normalize == "zscore"  # unchanged without DP
     assert resolve(_options(dataset="ml-1m", dp_epsilon=2.0, dp_clip=1.0)
                    ).data.normalize == "public"
@@ -133,7 +132,7 @@ def test_explicit_options_win_over_the_dp_defaults():
 
 
 def test_the_dp_defaults_are_listed_in_config_json(monkeypatch, capsys, tmp_path,
-                                                   ratings_csv):  # noqa: F811
+                                                   ratings_csv, invoke):
     code, _, err = invoke(monkeypatch, capsys, "run", "-a", "item-bias", "--ratings",
                           ratings_csv, "--rating-scale", "1,5", "--dp-epsilon", 2, "--out",
                           tmp_path / "o", "-q")

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _httpserver import Route, serve
-from conftest import require_shared_data
 from typer.testing import CliRunner
 
 from fedmc.cli.data import data_app, describe_ratings
@@ -29,6 +27,7 @@ from fedmc.data.registry import (
     resolve_data_dir,
 )
 from fedmc.errors import ConfigError, DataError
+from fedmc.testing import Route, serve_routes
 
 ML1M_LINES = "1::1193::5::978300760\n1::661::3::978302109\n2::1193::4::978298413\n"
 PARSED = Path("xdg", "fedmc", "parsed")  # the parsed-array cache under the test's XDG folder
@@ -161,7 +160,7 @@ def test_bad_duplicates_policy(tmp_path):
 
 def test_download_good_archive(tmp_path, monkeypatch):
     archive = make_zip({"ml-1m/ratings.dat": ML1M_LINES, "ml-1m/README": "readme"})
-    with serve({"/ml-1m.zip": Route(archive)}) as base:
+    with serve_routes({"/ml-1m.zip": Route(archive)}) as base:
         point_at(monkeypatch, "ml-1m", f"{base}/ml-1m.zip", md5(archive))
         r = load_dataset("ml-1m", tmp_path / "data", progress=True)
     assert (r.n_ratings, r.n_users, r.n_items) == (3, 2, 2)
@@ -171,7 +170,7 @@ def test_download_good_archive(tmp_path, monkeypatch):
 
 def test_download_ml10m_folder_name(tmp_path, monkeypatch):
     archive = make_zip({"ml-10M100K/ratings.dat": ML1M_LINES})
-    with serve({"/ml-10m.zip": Route(archive)}) as base:
+    with serve_routes({"/ml-10m.zip": Route(archive)}) as base:
         point_at(monkeypatch, "ml-10m", f"{base}/ml-10m.zip", md5(archive))
         folder = download_dataset("ml-10m", tmp_path)
         assert folder == tmp_path / "ml-10M100K"
@@ -181,7 +180,7 @@ def test_download_ml10m_folder_name(tmp_path, monkeypatch):
 
 def test_sha256_checksum_accepted(tmp_path, monkeypatch):
     archive = make_zip({"ml-1m/ratings.dat": ML1M_LINES})
-    with serve({"/a.zip": Route(archive)}) as base:
+    with serve_routes({"/a.zip": Route(archive)}) as base:
         point_at(
             monkeypatch, "ml-1m", f"{base}/a.zip", "sha256:" + hashlib.sha256(archive).hexdigest()
         )
@@ -201,7 +200,7 @@ def test_sha256_checksum_accepted(tmp_path, monkeypatch):
 def test_failed_download_leaves_nothing(tmp_path, monkeypatch, route, checksum, message):
     archive = make_zip({"ml-1m/ratings.dat": ML1M_LINES * 2000})
     route = dataclasses.replace(route, body=archive)
-    with serve({"/ml-1m.zip": route}) as base:
+    with serve_routes({"/ml-1m.zip": route}) as base:
         point_at(monkeypatch, "ml-1m", f"{base}/ml-1m.zip", checksum or md5(archive))
         with pytest.raises(DataError, match=message):
             load_dataset("ml-1m", tmp_path)
@@ -209,7 +208,7 @@ def test_failed_download_leaves_nothing(tmp_path, monkeypatch, route, checksum, 
 
 
 def test_connection_refused(tmp_path, monkeypatch):
-    with serve({}) as base:
+    with serve_routes({}) as base:
         pass  # the port is closed again
     point_at(monkeypatch, "ml-1m", f"{base}/ml-1m.zip", "md5:" + "0" * 32)
     with pytest.raises(DataError, match="download of .* failed"):
@@ -227,7 +226,7 @@ def test_connection_refused(tmp_path, monkeypatch):
 )
 def test_bad_archive_leaves_nothing_new(tmp_path, monkeypatch, members, message):
     archive = make_zip(members)
-    with serve({"/ml-1m.zip": Route(archive)}) as base:
+    with serve_routes({"/ml-1m.zip": Route(archive)}) as base:
         point_at(monkeypatch, "ml-1m", f"{base}/ml-1m.zip", md5(archive))
         with pytest.raises(DataError, match=message):
             download_dataset("ml-1m", tmp_path)
@@ -236,7 +235,7 @@ def test_bad_archive_leaves_nothing_new(tmp_path, monkeypatch, members, message)
 
 
 def test_not_a_zip(tmp_path, monkeypatch):
-    with serve({"/ml-1m.zip": Route(b"<html>moved</html>")}) as base:
+    with serve_routes({"/ml-1m.zip": Route(b"<html>moved</html>")}) as base:
         point_at(monkeypatch, "ml-1m", f"{base}/ml-1m.zip", None)
         with pytest.raises(DataError, match="cannot be unpacked"):
             download_dataset("ml-1m", tmp_path, verify=False)
@@ -247,7 +246,7 @@ def test_unpinned_checksum_needs_no_verify(tmp_path, monkeypatch):
     archive = make_zip(
         {"ml-latest-small/ratings.csv": "userId,movieId,rating,timestamp\n1,2,3,0\n"}
     )
-    with serve({"/s.zip": Route(archive)}) as base:
+    with serve_routes({"/s.zip": Route(archive)}) as base:
         point_at(monkeypatch, "ml-latest-small", f"{base}/s.zip", None)
         with pytest.raises(DataError, match="no checksum is pinned.*--no-verify"):
             download_dataset("ml-latest-small", tmp_path)
@@ -403,7 +402,7 @@ def test_cli_errors_are_fedmc_errors(tmp_path, args, error):
 
 def test_cli_download(tmp_path, monkeypatch):
     archive = make_zip({"ml-1m/ratings.dat": ML1M_LINES})
-    with serve({"/ml-1m.zip": Route(archive)}) as base:
+    with serve_routes({"/ml-1m.zip": Route(archive)}) as base:
         point_at(monkeypatch, "ml-1m", f"{base}/ml-1m.zip", md5(archive))
         result = CliRunner().invoke(
             data_app, ["download", "ml-1m", "--data-dir", str(tmp_path), "--quiet"]
@@ -425,7 +424,7 @@ def test_describe_ratings(tmp_path):
 
 
 @pytest.mark.realdata
-def test_real_ml100k(tmp_path):
+def test_real_ml100k(tmp_path, require_shared_data):
     root = require_shared_data("ml-100k").parent
     r = load_dataset("ml-100k", root, download=False, cache_dir=tmp_path)
     assert (r.n_ratings, r.n_users, r.n_items) == (100_000, 943, 1_682)
@@ -433,7 +432,7 @@ def test_real_ml100k(tmp_path):
 
 
 @pytest.mark.realdata
-def test_real_ml1m_and_cached_reload(tmp_path):
+def test_real_ml1m_and_cached_reload(tmp_path, require_shared_data):
     root = require_shared_data("ml-1m", "ratings.dat").parents[1]
     start = time.perf_counter()
     first = load_dataset("ml-1m", root, download=False, cache_dir=tmp_path)

@@ -1,6 +1,7 @@
 """A run stopped after any round and resumed from its checkpoint ends as if it had not stopped
 (fedmc.federation.loop: Checkpoint, run_rounds(checkpoint=, resume=)); in a federation, the
-server's checkpoint after every round and fedmc federate resume (tests/_loopback.py)."""
+server's checkpoint after every round and fedmc federate resume (the loopback_federation
+fixture)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import UserDP
 from fedmc.sim.clients import BatchedClients, PerClientClients
 from fedmc.testing import assert_same_history
-from tests.conftest import tiny_federated
 
 CASES = [(RATED, {"rank": 2, "consensus": "rated"}, BatchedClients, None),
          (FEDMAVG, {"rank": 2}, PerClientClients, None),
@@ -45,7 +45,8 @@ def run(algorithm, cfg, data, population, dp, rounds, checkpoint=None, resume=No
 @pytest.mark.parametrize(("algorithm", "params", "population", "dp"), CASES,
                          ids=["rated", "fedmavg-per-client", "rated-private", "fedals",
                               "fedals-fresh-private"])
-def test_a_resumed_run_ends_as_the_uninterrupted_one(algorithm, params, population, dp):
+def test_a_resumed_run_ends_as_the_uninterrupted_one(algorithm, params, population, dp,
+                                                     tiny_federated):
     data = tiny_federated(m=15, n=8, p=15, density=0.45, seed=4)[0]
     cfg = algorithm.Config(**params)
     saved = {}
@@ -62,7 +63,7 @@ def test_a_resumed_run_ends_as_the_uninterrupted_one(algorithm, params, populati
 
 @pytest.mark.parametrize("secagg", [False, True], ids=["plain", "secagg"])
 def test_a_federation_resumed_from_the_servers_checkpoint_ends_as_the_uninterrupted_one(
-        tmp_path, monkeypatch, secagg):
+        tmp_path, monkeypatch, secagg, data_settings, loopback_federation, ratings_file):
     """The server stops right after round 3's checkpoint (as if killed); a new Flower run
     (another run id) with the same run key and ``resume`` goes on from it: the clients find
     their states under the run key, the exchanges' numbers go on, and the history and the
@@ -75,8 +76,6 @@ def test_a_federation_resumed_from_the_servers_checkpoint_ends_as_the_uninterrup
     from fedmc.federation.settings import Schedule
     from fedmc.flower.settings import FederatedRun
     from fedmc.run.settings import RunSpec
-    from tests._loopback import loopback_federation
-    from tests.test_flower import data_settings, ratings_file
 
     settings = data_settings(ratings_file(tmp_path, users=30), clients=4)
     run = FederatedRun(spec=RunSpec(params={"rank": 3},

@@ -12,7 +12,6 @@ from fedmc.algorithms.rfrec.client import dense
 from fedmc.estimators import RFRec, RFRecF, estimator_class
 from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler
-from tests.conftest import tiny_federated
 
 # ------------------------------------------------------- dense transcription of the paper
 
@@ -139,7 +138,7 @@ def random_participants(n, rounds, seed, drop=0.4):
 
 @pytest.mark.parametrize(("m", "p"), [(12, 3), (12, 12), (10, 1)])
 @pytest.mark.parametrize(("delta", "optimizer"), [(None, "gd"), (0.3, "gd"), (None, "adam")])
-def test_rfrec_matches_dense_algorithm1(m, p, delta, optimizer):
+def test_rfrec_matches_dense_algorithm1(m, p, delta, optimizer, tiny_federated):
     """Groups, one user per client and a single client; with and without clipping; Adam;
     dropped devices; the sparse local item matrices equal the dense ones."""
     data, R, mask = tiny_federated(m=m, n=9, p=p)
@@ -164,7 +163,7 @@ def test_rfrec_matches_dense_algorithm1(m, p, delta, optimizer):
     ("optimizer", "average_step"),
     [("gd", "plain"), ("gd", "optimizer"), ("adam", "plain"), ("adam", "optimizer")],
 )
-def test_rfrecf_matches_dense_algorithm2(m, p, optimizer, average_step):
+def test_rfrecf_matches_dense_algorithm2(m, p, optimizer, average_step, tiny_federated):
     """The paper's steps, Adam on the main update only, and Adam on both local steps."""
     data, R, mask = tiny_federated(m=m, n=9, p=p)
     params = dict(alpha=0.02, lam=3.0, lam_u=0.1, p=0.4, init_scale=0.5, optimizer=optimizer,
@@ -186,7 +185,7 @@ def test_rfrecf_matches_dense_algorithm2(m, p, optimizer, average_step):
     assert sim.history.last("comm_rounds") == comm
 
 
-def test_objective_is_problem_5_on_the_local_models():
+def test_objective_is_problem_5_on_the_local_models(tiny_federated):
     data, R, mask = tiny_federated(m=12, n=9, p=4)
     sim = run(ALGORITHM, data, [np.arange(4)] * 5, alpha=0.03, lam=2.0, lam_u=0.3,
               init_scale=0.5)
@@ -202,7 +201,7 @@ def test_objective_is_problem_5_on_the_local_models():
     assert sim.history.last("objective") == pytest.approx(f + 2.0 * psi, rel=1e-12)
 
 
-def test_storage_is_one_row_per_rated_client_item_pair():
+def test_storage_is_one_row_per_rated_client_item_pair(tiny_federated):
     data, _, mask = tiny_federated(m=12, n=9, p=3)
     c = run(ALGORITHM, data, []).clients.state
     pairs = {(i, j) for i in range(3) for j in np.flatnonzero(mask[data.client_ptr[i]:
@@ -215,7 +214,7 @@ def test_storage_is_one_row_per_rated_client_item_pair():
 
 
 @pytest.mark.parametrize("p", [0.2, 0.5, 0.8])
-def test_rfrecf_communication_rounds_match_lemma_3_9(p):
+def test_rfrecf_communication_rounds_match_lemma_3_9(p, tiny_federated):
     """Over many seeds the mean count matches 2p(1-p)T (exactly p + 2p(1-p)(T-1): the first
     iteration communicates only when zeta_0 = 1)."""
     data, _, _ = tiny_federated(m=6, n=5, p=2)
@@ -241,7 +240,7 @@ def test_history_columns_and_ldp_epsilon(tiny):
     assert (cfg.optimizer, cfg.average_step) == ("adam", "optimizer")
 
 
-def test_ldp_noise_reaches_the_average_with_the_right_variance():
+def test_ldp_noise_reaches_the_average_with_the_right_variance(tiny_federated):
     """Server average of n noisy uploads = mean of the clipped ones + noise of variance
     2 s^2 / n per entry (the quantity used in the proof of Corollary 3.7)."""
     data, _, _ = tiny_federated(m=12, n=9, p=12)

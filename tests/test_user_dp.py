@@ -22,8 +22,6 @@ from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import ORDERS, Plan, UserDP, calibrate, epsilon
 from fedmc.privacy.gaussian import add_noise, clip_uploads, noise_share, squared_norms
 from fedmc.sim.clients import BatchedClients
-from tests.conftest import tiny_federated
-from tests.test_cli_run import invoke, ratings_csv  # noqa: F401 (fixture)
 
 
 @pytest.mark.parametrize(("q", "noise", "rounds", "setup", "scale"),
@@ -153,7 +151,8 @@ RATED = {"consensus": "rated", "inner": 3}
     ("fedmavg", None, {}, "batched"), ("rfrec", None, {}, "batched"),
     ("fedmc-admm", None, RATED, SharingClients)])
 def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale(name, setup_clip,
-                                                                          params, driver):
+                                                                          params, driver,
+                                                                          tiny_federated):
     """Per exchange, the server's input minus the sum of the clipped uploads is Gaussian with
     standard deviation noise * clip in every entry; in the set-up exchange the clip is the
     set-up clip and the noise is also times the set-up scale (a run with clipping that binds):
@@ -184,7 +183,7 @@ def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale(name, se
     assert abs(z.std() - 1.0) < 4.0 / np.sqrt(2 * len(z)), "noise scale"
 
 
-def test_a_run_over_its_budget_exits_2(monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
+def test_a_run_over_its_budget_exits_2(monkeypatch, capsys, tmp_path, ratings_csv, invoke):
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--clients", 8,
                           "--rounds", 50, "--sampling", "bernoulli", "--participation", 0.5,
                           "--dp-epsilon", 1, "--dp-noise", 0.3, "--dp-clip", 1, "--dp-unit",
@@ -194,7 +193,7 @@ def test_a_run_over_its_budget_exits_2(monkeypatch, capsys, tmp_path, ratings_cs
     assert not (tmp_path / "o").exists()
 
 
-def test_a_run_reports_its_epsilon(monkeypatch, capsys, tmp_path, ratings_csv):  # noqa: F811
+def test_a_run_reports_its_epsilon(monkeypatch, capsys, tmp_path, ratings_csv, invoke):
     import csv
     import json
 
@@ -210,7 +209,7 @@ def test_a_run_reports_its_epsilon(monkeypatch, capsys, tmp_path, ratings_csv): 
     assert summary["privacy"]["unit"] == "client" and summary["privacy"]["private"]
 
 
-def test_a_setup_nobody_uploads_in_is_neither_noised_nor_accounted():
+def test_a_setup_nobody_uploads_in_is_neither_noised_nor_accounted(tiny_federated):
     from fedmc.sim import simulate
 
     data = tiny_federated(m=20, n=10, p=20, density=0.4, seed=3)[0]
@@ -226,7 +225,7 @@ def test_a_setup_nobody_uploads_in_is_neither_noised_nor_accounted():
                                                                1e-6))
 
 
-def test_a_run_with_a_set_up_clip_spends_what_dp_accounting_composes():
+def test_a_run_with_a_set_up_clip_spends_what_dp_accounting_composes(tiny_federated):
     """The set-up release (its own clip, noise ``setup_scale * noise * setup_clip``) is one
     Gaussian mechanism of multiplier ``setup_scale * noise``, whatever its clip; each round a
     Poisson-subsampled Gaussian of multiplier ``noise``: the run's epsilon column is their

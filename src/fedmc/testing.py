@@ -7,20 +7,30 @@ federation (``fedmc.flower``, whose history adds the columns :data:`FEDERATION_C
 federation that lost clients must equal a :func:`replay` of the run with the clients each
 exchange included. And its server step must be handed cohort sums only. The functions below
 check all this; ``tests/test_conformance.py`` and ``tests/test_flower*.py`` apply them, and a
-new algorithm or driver joins by being added there.
+new algorithm or driver joins by being added there. :func:`tiny_federated` and
+:func:`tiny_interactions` build the small problems they run on (``tests/conftest.py`` hands
+them to tests as fixtures; ``benchmarks/history_snapshot.py`` calls them directly), and
+:func:`raw_data` one with raw ids unlike its dense indices. :func:`serve_routes` runs a
+throw-away HTTP server for the download tests.
 
 >>> from fedmc.testing import assert_drivers_agree
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
 
 from fedmc.audit.boundary import record_boundary
 from fedmc.core.protocol import Algorithm, Message
+from fedmc.data import FederatedData, Normalizer, Ratings
+from fedmc.data.split import random_test_mask
 from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.history import History
 from fedmc.federation.loop import Outcome
@@ -33,6 +43,105 @@ IGNORED_COLUMNS = ("seconds",)
 FEDERATION_COLUMNS = ("participants", "lost", "claims_refused")
 """Columns a federation's history adds: the clients each round's sum included, the clients
 lost in the round, and the clients whose id a node claimed without the right to it."""
+
+
+def tiny_federated(
+    m: int = 12, n: int = 9, p: int = 3, density: float = 0.5, seed: int = 0
+) -> tuple[FederatedData, np.ndarray, np.ndarray]:
+    """A random ``m x n`` matrix observed on a mask, users split contiguously over ``p`` clients.
+
+    Returns the federated data (train = all observed entries, test = a few of them) and the
+    dense matrix ``M`` and mask (rows in federated order, which here is the user order).
+    """
+    rng = np.random.default_rng(seed)
+    M = rng.normal(size=(m, r := 2)) @ rng.normal(size=(r, n)) + 0.1 * rng.normal(size=(m, n))
+    mask = rng.random((m, n)) < density
+    mask[np.arange(m), rng.integers(0, n, m)] = True  # every user rates something
+    users, items = np.nonzero(mask)
+    ratings = Ratings(
+        users=users.astype(np.int32),
+        items=items.astype(np.int32),
+        values=M[users, items],
+        n_users=m,
+        n_items=n,
+    )
+    test = ratings.subset(np.arange(0, ratings.n_ratings, 5))
+    client = np.repeat(np.arange(p), -(-m // p))[:m].astype(np.int32)
+    return FederatedData.build(ratings, test, client, Normalizer()), M * mask, mask
+
+
+def tiny_interactions(m: int = 12, n: int = 9, p: int = 3, density: float = 0.4,
+                      seed: int = 0) -> FederatedData:
+    """Implicit feedback on a random mask: interaction strengths in ``{1, 2, 3}``, users split
+    contiguously over ``p`` clients, every fifth interaction also a test one (as in
+    :func:`tiny_federated`)."""
+    rng = np.random.default_rng(seed)
+    mask = rng.random((m, n)) < density
+    mask[np.arange(m), rng.integers(0, n, m)] = True
+    users, items = np.nonzero(mask)
+    ratings = Ratings(users.astype(np.int32), items.astype(np.int32),
+                      rng.integers(1, 4, len(users)).astype(float), m, n)
+    test = ratings.subset(np.arange(0, ratings.n_ratings, 5))
+    client = np.repeat(np.arange(p), -(-m // p))[:m].astype(np.int32)
+    return FederatedData.build(ratings, test, client, Normalizer())
+
+
+RAW_USERS = np.arange(40) * 7 + 100  # raw ids 100, 107, ...: never the dense indices
+RAW_ITEMS = np.arange(30) * 3 + 1000
+
+
+def raw_data(seed: int = 0) -> FederatedData:
+    """40 users x 30 items with raw ids (:data:`RAW_USERS`, :data:`RAW_ITEMS`) unlike their
+    dense indices, 4 clients."""
+    rng = np.random.default_rng(seed)
+    users, items = np.nonzero(rng.random((40, 30)) < 0.4)
+    values = rng.integers(1, 6, len(users)).astype(float)
+    ratings = Ratings.from_raw(RAW_USERS[users], RAW_ITEMS[items], values, name="toy")
+    return FederatedData.from_split(ratings, random_test_mask(ratings, 0.2, 0),
+                                    rng.permutation(np.arange(40) % 4), "zscore")
+
+
+@dataclass(frozen=True)
+class Route:
+    """What :func:`serve_routes` sends for one path: the body in full, a truncated body under
+    the full ``Content-Length`` (the connection closes early), or an error status."""
+
+    body: bytes = b""
+    status: int = 200
+    truncate: bool = False
+
+
+@contextlib.contextmanager
+def serve_routes(routes: dict[str, Route]) -> Iterator[str]:
+    """Run a throw-away HTTP server on 127.0.0.1 that answers each path with its route, and
+    yield its base URL (``http://127.0.0.1:<port>``)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - name fixed by http.server
+            route = routes.get(self.path, Route(status=404))
+            if route.status != 200:
+                self.send_error(route.status)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/zip")
+            self.send_header("Content-Length", str(len(route.body)))
+            self.end_headers()
+            sent = route.body[: len(route.body) // 2] if route.truncate else route.body
+            self.wfile.write(sent)
+            self.close_connection = True
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            """Keep test output quiet."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
 
 class ScheduledSampler:

@@ -185,7 +185,8 @@ def factor_metrics(sums: Mapping[str, float], V: np.ndarray, info: FederationInf
         "test_mae": sums["sae_test"] / n_te if n_te else float("nan"),
     }
     norm = info.normalizer
-    if not norm.is_identity:  # the same errors on the normalized scale (the paper's)
+    # the same errors on the normalized scale (the paper's)
+    if norm is not None and not norm.is_identity:
         for key in ("train_rmse", "test_rmse", "test_mae"):
             out[key + "_z"] = out[key] / norm.scale
     out["density_u"] = sums["nnz_u"] / max(sums["size_u"], 1.0)

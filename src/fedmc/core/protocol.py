@@ -88,7 +88,7 @@ class FederationInfo:
                               self.kind) == (other.n_clients, other.n_items, other.normalizer,
                                              other.value_range, other.kind)
 
-    __hash__ = None  # type: ignore[assignment]  (holds an array)
+    __hash__ = None  # type: ignore[assignment]  # unhashable: holds an array
 
     @property
     def n_users(self) -> int:

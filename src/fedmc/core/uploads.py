@@ -24,7 +24,7 @@ forms, whichever is cheapest for the algorithm:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numba
@@ -155,13 +155,17 @@ class Stacked:
     @property
     def n_clients(self) -> int:
         """Number of clients ``s`` in the batch."""
-        return self.dense.shape[0] if self.dense is not None else self.rows.n_clients
+        if self.dense is not None:
+            return self.dense.shape[0]
+        assert self.rows is not None  # __post_init__: a dense part, rows, or both
+        return self.rows.n_clients
 
     def nbytes(self) -> int:
         """Bytes the batch's clients send for this array: each its dense array if there is one
         (the rows then only modify it), else its sparse rows and their indices."""
         if self.dense is not None:
             return self.n_clients * int(np.prod(self.shape, dtype=np.int64)) * BYTES_PER_NUMBER
+        assert self.rows is not None  # __post_init__: a dense part, rows, or both
         return len(self.rows.index) * (self.rows.width + 1) * BYTES_PER_NUMBER
 
     def scaled(self, factors: np.ndarray) -> Stacked:
@@ -311,7 +315,7 @@ class Summed:
 
 
 def sum_uploads(
-    batches: Sequence[tuple[Uploads, np.ndarray]], shapes: Mapping[str, tuple[int, ...]]
+    batches: Iterable[tuple[Uploads, np.ndarray]], shapes: Mapping[str, tuple[int, ...]]
 ) -> Summed:
     """Add up the uploads of every batch, each client weighted by its multiplicity.
 

@@ -80,7 +80,8 @@ class Aggregator:
         self.dp = dp
         self.placement = placement
         self.plan = plan
-        self.noise = self.spent = None
+        self.noise: float | None = None
+        self.spent: Spent | None = None
         if dp is not None and plan is not None:
             self.noise = dp.multiplier(plan)
             self.spent = Spent(plan, self.noise, dp.delta)
@@ -120,13 +121,14 @@ class Aggregator:
     def std(self, msg: Message) -> float:
         """The standard deviation of the user-level DP noise on the sums of ``msg``'s
         exchange (``noise * clip``); none on a set-up exchange that nobody uploads in."""
-        if self.noise is None:
+        dp, plan, noise = self.dp, self.plan, self.noise
+        if dp is None or plan is None or noise is None:  # noise: set when dp and plan are
             return 0.0
         if msg.phase != "setup":
-            return self.noise * self.dp.clip
-        if not self.plan.setup:
+            return noise * dp.clip
+        if not plan.setup:
             return 0.0
-        return self.noise * self.dp.clip_of("setup") * self.dp.setup_scale
+        return noise * dp.clip_of("setup") * dp.setup_scale
 
     def sum(self, batches: Iterable[Batch]) -> Summed:
         """The cohort sum of the uploads of every batch, each client weighted by its
@@ -163,7 +165,7 @@ class Aggregator:
     def columns(self, rounds: int) -> dict[str, float]:
         """The history's privacy columns after ``rounds`` rounds: ``epsilon`` spent at the
         run's delta and the noise multiplier ``dp_noise`` (none without user-level DP)."""
-        if self.spent is None:
+        if self.spent is None or self.noise is None:  # set together
             return {}
         return {"epsilon": self.spent(rounds), "dp_noise": self.noise}
 
@@ -180,11 +182,14 @@ class Aggregator:
         sees each clipped upload) none (``None``)."""
         if self.dp is None:
             return {"private": False, "dp": None}
-        outsiders = self.spent(self.plan.rounds)
+        plan, spent, noise = self.plan, self.spent, self.noise
+        if plan is None or spent is None or noise is None:
+            raise ValueError("a guarantee needs the run's plan: only the server side has one")
+        outsiders = spent(plan.rounds)
         server = None
         if self.placement.user_dp == "clients":
-            everyone = dataclasses.replace(self.plan, q=1.0)
-            server = Spent(everyone, self.noise, self.dp.delta)(self.plan.rounds)
+            everyone = dataclasses.replace(plan, q=1.0)
+            server = Spent(everyone, noise, self.dp.delta)(plan.rounds)
         return {
             "private": self.dp.private,
             "unit": self.dp.unit,

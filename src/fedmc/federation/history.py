@@ -7,17 +7,22 @@ import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+Row = dict[str, Any]
+"""A history row: numbers, and text in the columns that list clients (a federation's
+``participants``) or in those a read ``history.csv`` could not parse as numbers."""
 
 
 @dataclass
 class History:
     """One row per evaluated round (round 0 is the initial model)."""
 
-    rows: list[dict[str, float]] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
 
-    def append(self, row: dict[str, float]) -> None:
+    def append(self, row: Row) -> None:
         """Add a row."""
         self.rows.append(row)
 

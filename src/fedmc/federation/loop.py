@@ -135,7 +135,7 @@ class Checkpoint:
 
     round: int
     server: Any
-    rng: dict[str, Any]
+    rng: Mapping[str, Any]
     history: list[dict[str, float]]
     bytes_up: int
     bytes_down: int

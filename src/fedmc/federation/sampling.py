@@ -13,7 +13,10 @@ from fedmc.errors import ConfigError
 class Sampler(Protocol):
     """Anything that draws the clients of a round."""
 
-    n_clients: int
+    @property
+    def n_clients(self) -> int:
+        """Number of clients."""
+        ...
 
     def sample(self, rng: np.random.Generator) -> np.ndarray:
         """Sorted ``int64`` ids of the clients taking part."""
@@ -143,6 +146,7 @@ def make_sampler(
         Share of the drawn clients that drop out of a round (:class:`DropoutSampler`).
     """
     count = n_clients if active is None else active
+    sampler: UniformSampler | BernoulliSampler | WithReplacementSampler
     if sampling == "bernoulli":
         prob = participation or min(count, n_clients) / n_clients
         sampler = BernoulliSampler(np.full(n_clients, prob))
