@@ -15,7 +15,7 @@ from fedmc.algorithms.registry import spec  # noqa: E402
 from fedmc.core.protocol import Message  # noqa: E402
 from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
-from fedmc.federation.loop import Outcome
+from fedmc.federation.loop import Outcome, Rounds
 from fedmc.federation.sampling import make_sampler  # noqa: E402
 from fedmc.flower.client_state import StateStore  # noqa: E402
 from fedmc.flower.compact import pack, unpack  # noqa: E402
@@ -203,12 +203,14 @@ def test_a_node_stays_quiet_for_most_of_the_usual_gap_and_then_polls():
 
 def simulation(settings: DataSettings, run: RunSettings, params: dict) -> Outcome:
     data = federate(load_ratings(settings), settings)
-    sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)
+    sampler = make_sampler(data.n_clients, run.active, run.sampling,
+                           participation=run.participation)
     entry = spec(run.algorithm)
     cfg = entry.Config(**params)
     algorithm = entry.algorithm_for(cfg)
     dp = run.privacy()
-    return simulate(algorithm, cfg, data, sampler, run.rounds, run.seed, 1, dp=dp)
+    return simulate(algorithm, cfg, data, rounds=Rounds(sampler, run.rounds, dp=dp),
+                    seed=run.seed)
 
 
 def simulated(settings: DataSettings, run: RunSettings, params: dict) -> History:

@@ -10,6 +10,7 @@ pytest.importorskip("flwr")
 from fedmc.algorithms.registry import spec  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
 from fedmc.errors import ConfigError, DataError  # noqa: E402
+from fedmc.federation.loop import Rounds  # noqa: E402
 from fedmc.federation.sampling import make_sampler  # noqa: E402
 from fedmc.flower.manifest import Manifest  # noqa: E402
 from fedmc.flower.shard import load_boolean_shard  # noqa: E402
@@ -71,9 +72,10 @@ def test_three_felb_nodes_two_rounds_give_the_simulations_history(tmp_path, name
     settings, run = boolean_settings(), RunSettings(rounds=2, active=2, seed=0, algorithm=name)
     data = load_boolean_data(settings)
     cfg = spec(name).Config(**PARAMS)
-    sampler = make_sampler(data.n_clients, run.active, run.sampling, run.participation)
-    expected = simulate(spec(name).algorithm_for(cfg), cfg, data, sampler, run.rounds,
-                        run.seed, 1).history
+    sampler = make_sampler(data.n_clients, run.active, run.sampling,
+                           participation=run.participation)
+    expected = simulate(spec(name).algorithm_for(cfg), cfg, data,
+                        rounds=Rounds(sampler, run.rounds), seed=run.seed).history
     history, out = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
     assert_same_history(history, expected, rtol=1e-9, atol=1e-9)
     assert [row["lost"] for row in history.rows if "lost" in row] == []

@@ -47,11 +47,12 @@ class Schedule(BaseModel):
 
     def sampler(self, n_clients: int) -> Sampler:
         """The client sampler of the run (:func:`fedmc.federation.sampling.make_sampler`)."""
-        return make_sampler(n_clients, self.active, self.sampling, self.participation,
-                            self.dropout)
+        return make_sampler(n_clients, self.active, self.sampling,
+                            participation=self.participation, dropout=self.dropout)
 
     def privacy(self) -> UserDP | None:
         """The run's user-level DP settings, None when off."""
         return user_dp(self.user_dp_clip, self.user_dp_delta, self.user_dp_epsilon,
-                       self.user_dp_noise, self.user_dp_setup_scale, self.user_dp_setup_clip,
-                       self.user_dp_unit, self.user_dp_reproducible)
+                       noise=self.user_dp_noise, setup_scale=self.user_dp_setup_scale,
+                       setup_clip=self.user_dp_setup_clip, unit=self.user_dp_unit,
+                       reproducible=self.user_dp_reproducible)

@@ -168,7 +168,7 @@ class UserDP:
         return self.noise
 
 
-def user_dp(clip: float | None, delta: float, epsilon: float | None, noise: float | None,
+def user_dp(clip: float | None, delta: float, epsilon: float | None, *, noise: float | None,
             setup_scale: float = 1.0, setup_clip: float | None = None,
             unit: Literal["user", "client"] = "user",
             reproducible: bool = False) -> UserDP | None:
