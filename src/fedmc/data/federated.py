@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -23,9 +24,9 @@ from fedmc.data.ratings import Ratings
 from fedmc.errors import DataError
 
 
-@dataclass(frozen=True)
-class CSR:
-    """Rows are users in federated order; ``values`` are on the normalized scale."""
+class CSR(NamedTuple):
+    """Rows are users in federated order; ``values`` are on the normalized scale. A
+    ``NamedTuple``, so that a kernel takes it as one argument."""
 
     indptr: np.ndarray  # int64, length n_users + 1
     indices: np.ndarray  # int32 item index
@@ -51,9 +52,9 @@ class CSR:
         )
 
 
-@dataclass(frozen=True)
-class ItemMajor:
-    """Each client's training ratings regrouped by item: a CSC per client.
+class ItemMajor(NamedTuple):
+    """Each client's training ratings regrouped by item: a CSC per client (a ``NamedTuple``,
+    so that a kernel takes it as one argument).
 
     Group ``g`` is the ratings of item ``item[g]`` by one client, stored at
     ``ptr[g]:ptr[g+1]`` of ``row`` (federated user row) and ``values``; client ``c``'s groups
