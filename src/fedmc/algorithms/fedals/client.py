@@ -97,8 +97,8 @@ def user_step(cfg: FedALSConfig, R: CSR, rows: np.ndarray, U: np.ndarray,
     fixed = np.flatnonzero(~cfg.layout.free_mask_u())
     F = np.ascontiguousarray(V[:, free])
     G0 = gram(F) if cfg.implicit else np.zeros((0, 0))
-    user_solves(rows, R, U, F, free, fixed, np.ascontiguousarray(V[:, fixed]), G0, cfg.lam,
-                cfg.alpha, cfg.implicit)
+    user_solves(rows, R.indptr, R.indices, R.values, U, F, free, fixed,
+                np.ascontiguousarray(V[:, fixed]), G0, cfg.lam, cfg.alpha, cfg.implicit)
 
 
 def client_rows(client_ptr: np.ndarray, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -48,16 +48,15 @@ def gram(F):
 
 
 @numba.njit(cache=True, parallel=True)
-def user_solves(rows, ratings, U, F, free, fixed, Y_fixed, G0, lam, alpha, implicit):
-    """The user step of every row ``t`` in ``rows`` of the CSR ``ratings``: ``U[t, free]``
-    solves its ridge problem against the regressors ``F`` (``V[:, free]``), in parallel over
-    rows.
+def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, lam, alpha,
+                implicit):
+    """The user step of every row ``t`` in ``rows``: ``U[t, free]`` solves its ridge problem
+    against the regressors ``F`` (``V[:, free]``), in parallel over rows.
 
     Explicit: ``(sum_q f_q f_q^T + lam I) x = sum_q (m_q - U[t, fixed] . Y_fixed[j_q]) f_q``
     (``Y_fixed = V[:, fixed]``, the item biases); implicit: Hu et al.'s Eq. (4),
     ``(G0 + sum_q (c_q - 1) f_q f_q^T + lam I) x = sum_q c_q p_q f_q`` with ``G0 = F^T F``.
     """
-    indptr, indices, values = ratings
     k = free.shape[0]
     none = np.zeros((0, 0))
     for i in numba.prange(rows.shape[0]):
