@@ -147,7 +147,8 @@ def compare(before: dict, after: dict, path: str = "") -> list[str]:
     if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
         return [d for i, (b, a) in enumerate(zip(before, after, strict=True))
                 for d in compare(b, a, f"{path}[{i}]")]
-    return [] if before == after else [f"{path}: {before!r} -> {after!r}"]
+    both_nan = before != before and after != after  # a NaN metric in both: the same
+    return [] if before == after or both_nan else [f"{path}: {before!r} -> {after!r}"]
 
 
 def main() -> None:
