@@ -30,6 +30,7 @@ from pathlib import Path
 
 from fedmc.algorithms.fedmc_admm import PAPER
 from fedmc.deploy.local import run_local
+from fedmc.federation.loop import Rounds
 from fedmc.federation.sampling import make_sampler
 from fedmc.federation.settings import Schedule
 from fedmc.flower.settings import FederatedRun
@@ -87,9 +88,9 @@ def simulated_round(data_settings: DataSettings, rounds: int) -> float:
     data = federate(load_ratings(data_settings), data_settings)
     sampler = make_sampler(data.n_clients, None)
     cfg = PAPER.Config()
-    simulate(PAPER, cfg, data, sampler, 1, 0)  # load the compiled kernels
+    simulate(PAPER, cfg, data, rounds=Rounds(sampler, 1))  # load the compiled kernels
     start = time.perf_counter()
-    simulate(PAPER, cfg, data, make_sampler(data.n_clients, None), rounds, 0)
+    simulate(PAPER, cfg, data, rounds=Rounds(make_sampler(data.n_clients, None), rounds))
     return (time.perf_counter() - start) / rounds
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from fedmc.algorithms.felb import ALGORITHM, ALGORITHM_MU, FelbConfig, FelbMUConfig
 from fedmc.algorithms.felb.baselines import aggregated_bmf
 from fedmc.data.boolean import BooleanFederatedData, load_boolean
+from fedmc.federation.loop import Rounds
 from fedmc.federation.sampling import UniformSampler
 from fedmc.sim import simulate
 
@@ -59,8 +60,8 @@ def run_felb(cfg: FelbConfig, data: BooleanFederatedData, rounds: int,
     initial draws and the noise; final metrics and training seconds."""
     algorithm = ALGORITHM_MU if cfg.multiplicative else ALGORITHM
     sampler = UniformSampler(data.n_clients, data.n_clients)
-    sim = simulate(algorithm, cfg, data, sampler, rounds, np.random.default_rng(seed),
-                   eval_every=max(rounds, 1))
+    sim = simulate(algorithm, cfg, data, seed=np.random.default_rng(seed),
+                   rounds=Rounds(sampler, rounds, eval_every=max(rounds, 1)))
     return {**sim.history.rows[-1]}
 
 

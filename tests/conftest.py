@@ -156,6 +156,7 @@ def _data_settings(path: Path, clients: int = 3) -> DataSettings:
 
 def _simulation(settings: DataSettings, run: RunSpec, params: dict) -> Outcome:
     from fedmc.algorithms.registry import spec
+    from fedmc.federation.loop import Rounds
     from fedmc.federation.sampling import make_sampler
     from fedmc.run.data import federate, load_ratings
     from fedmc.sim import simulate
@@ -163,12 +164,12 @@ def _simulation(settings: DataSettings, run: RunSpec, params: dict) -> Outcome:
     data = federate(load_ratings(settings), settings)
     schedule = run.schedule
     sampler = make_sampler(data.n_clients, schedule.active, schedule.sampling,
-                           schedule.participation)
+                           participation=schedule.participation)
     entry = spec(run.algorithm)
     cfg = entry.Config(**params)
     algorithm = entry.algorithm_for(cfg)
-    return simulate(algorithm, cfg, data, sampler, schedule.rounds, schedule.seed, 1,
-                    dp=schedule.dp)
+    return simulate(algorithm, cfg, data, rounds=Rounds(sampler, schedule.rounds, dp=schedule.dp),
+                    seed=schedule.seed)
 
 
 def _simulated(settings: DataSettings, run: RunSpec, params: dict) -> History:

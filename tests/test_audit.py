@@ -16,6 +16,7 @@ from fedmc.audit.boundary import record_boundary
 from fedmc.audit.run import rated_items
 from fedmc.core.scale import Normalizer
 from fedmc.data import FederatedData, Ratings
+from fedmc.federation.loop import Rounds
 from fedmc.federation.sampling import make_sampler
 
 STARS = np.arange(1.0, 6.0)
@@ -39,7 +40,7 @@ def _own(data: FederatedData, c: int) -> tuple[np.ndarray, np.ndarray]:
 def test_plain_uploads_give_the_exact_rated_sets_and_sums_only_their_union(tiny_federated):
     data = tiny_federated(m=30, n=25, p=30, density=0.15, seed=2)[0]
     cfg = RATED.Config(rank=2, consensus="rated", inner=3)
-    records, _ = record_boundary(RATED, cfg, data, lambda: make_sampler(30, 6), rounds=5)
+    records, _ = record_boundary(RATED, cfg, data, rounds=Rounds(make_sampler(30, 6), 5))
     truth = rated_items(data)
     plain = audit.set_scores(audit.rated_sets(list(audit.observations(records, "plain", UPLOAD))),
                              truth, 25)
@@ -61,7 +62,7 @@ def test_uploads_off_the_servers_reference_are_the_exact_rated_sets(name, tiny_f
     entry = spec(name)
     cfg = entry.Config(rank=2)
     algorithm = entry.algorithm_for(cfg)
-    records, _ = record_boundary(algorithm, cfg, data, lambda: make_sampler(30, 8), rounds=3)
+    records, _ = record_boundary(algorithm, cfg, data, rounds=Rounds(make_sampler(30, 8), 3))
     sent = {r.message.round: r.message.arrays["V"] for r in records if r.message.round > 0}
     reference = sent
     if name == "rfrec":
@@ -82,7 +83,7 @@ def test_setup_uploads_of_one_user_clients_give_their_exact_ratings():
     """The closed form of the set-up dual (Y_j^0 parallel to u) recovers every rating."""
     data = one_user_clients()
     cfg = RATED.Config(rank=3, consensus="rated", dual_init="paper", beta=0.6)
-    records, _ = record_boundary(RATED, cfg, data, lambda: make_sampler(12, 3), rounds=1)
+    records, _ = record_boundary(RATED, cfg, data, rounds=Rounds(make_sampler(12, 3), 1))
     setup = records[0]
     V0 = setup.message.arrays["V"]
     for o in audit.observations([setup], "plain", UPLOAD):
@@ -98,7 +99,7 @@ def test_a_first_visit_with_zero_duals_gives_the_exact_ratings():
     fixed to 1 (whose partner in u, the user's bias, the decoder searches too)."""
     data = one_user_clients()
     cfg = RATED.Config(rank=3, consensus="rated", dual_init="zeros", beta=0.6, inner=5)
-    records, _ = record_boundary(RATED, cfg, data, lambda: make_sampler(12, 4), rounds=1)
+    records, _ = record_boundary(RATED, cfg, data, rounds=Rounds(make_sampler(12, 4), 1))
     V0, V = records[0].message.arrays["V"], records[1].message.arrays["V"]
     for o in audit.observations(records[1:], "plain", UPLOAD):
         rated, values = _own(data, int(o.clients[0]))
@@ -117,7 +118,7 @@ def test_a_cohorts_sum_splits_into_its_members_exclusive_items_and_their_ratings
 
     data = one_user_clients(m=12, n=60)
     cfg = RATED.Config(rank=3, consensus="rated", dual_init="zeros", beta=0.6, inner=5)
-    records, _ = record_boundary(RATED, cfg, data, lambda: make_sampler(12, 4), rounds=1)
+    records, _ = record_boundary(RATED, cfg, data, rounds=Rounds(make_sampler(12, 4), 1))
     target = ADMMTarget(cfg, data, records, STARS)
     o = next(o for o in audit.observations(records, "secagg", UPLOAD) if o.round == 1)
     truth = rated_items(data)
@@ -166,7 +167,7 @@ def test_a_cohorts_sum_of_rfrec_and_fedmavg_uploads_splits_into_its_members(name
     data = one_user_clients(m=12, n=60)
     cfg = entry.Config(rank=3, **params)
     algorithm = entry.algorithm_for(cfg)
-    records, _ = record_boundary(algorithm, cfg, data, lambda: make_sampler(12, 5), rounds=1)
+    records, _ = record_boundary(algorithm, cfg, data, rounds=Rounds(make_sampler(12, 5), 1))
     target = target_of(name)(cfg, data, records, STARS)
     o = next(o for o in audit.observations(records, "secagg", target.upload) if o.round == 1)
     assert_split_is_exact(data, target, o)
@@ -202,7 +203,7 @@ def test_fedmavg_uploads_give_the_exact_ratings_and_user_factor():
     data = one_user_clients()
     cfg = entry.Config(rank=3, gamma=1e-3)
     algorithm = entry.algorithm_for(cfg)
-    records, sim = record_boundary(algorithm, cfg, data, lambda: make_sampler(12, 12), rounds=1)
+    records, sim = record_boundary(algorithm, cfg, data, rounds=Rounds(make_sampler(12, 12), 1))
     rec = records[0]
     V, steps = rec.message.arrays["V"], int(rec.message.flags["q2"])
     U = sim.clients.user_factors()
@@ -233,7 +234,7 @@ def test_rfrecs_first_step_gives_the_exact_ratings(optimizer):
     data = one_user_clients()
     cfg = entry.Config(rank=3, optimizer=optimizer)
     algorithm = entry.algorithm_for(cfg)
-    records, _ = record_boundary(algorithm, cfg, data, lambda: make_sampler(12, 12), rounds=1)
+    records, _ = record_boundary(algorithm, cfg, data, rounds=Rounds(make_sampler(12, 12), 1))
     V0 = records[1].message.arrays["V"]
     shared = shared_uploads(cfg, [V0])[0]
     for o in audit.observations(records[1:], "plain", "V"):
@@ -316,7 +317,7 @@ def test_federated_als_statistics_give_the_exact_rated_sets_and_ratings(params):
     data = one_user_clients(m=12, n=150)
     cfg = entry.Config(**params)
     records, _ = record_boundary(entry.algorithm_for(cfg), cfg, data,
-                                 lambda: make_sampler(12, 5), rounds=3)
+                                 rounds=Rounds(make_sampler(12, 5), 3))
     target = FedALSTarget(cfg, data, records, STARS)
     truth = rated_items(data)
     plain = list(audit.observations(records, "plain", target.upload))

@@ -22,6 +22,7 @@ from fedmc.algorithms.rfrec import ALGORITHM as RFREC
 from fedmc.algorithms.rfrec import ALGORITHM_F as RFRECF
 from fedmc.core.protocol import Algorithm
 from fedmc.data.boolean import BooleanFederatedData
+from fedmc.federation.loop import Rounds
 from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import UserDP
 from fedmc.sim import simulate
@@ -155,15 +156,15 @@ def test_batched_driver_equals_per_client_driver(case, data):
     algorithm, params, run = case.algorithm, case.params, case.run
     cfg = algorithm.Config(**params)
     assert_drivers_agree(algorithm, cfg, data,
-                         lambda: make_sampler(data.n_clients, **{"active": 4, **run}), rounds=6)
+                         rounds=Rounds(make_sampler(data.n_clients, **{"active": 4, **run}), 6))
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_server_step_is_handed_only_cohort_sums(case, data):
     algorithm, params, run = case.algorithm, case.params, case.run
     cfg = algorithm.Config(**params)
-    assert_server_sees_only_sums(algorithm, cfg, data,
-                                 lambda: make_sampler(data.n_clients, **{"active": 4, **run}))
+    sampler = make_sampler(data.n_clients, **{"active": 4, **run})
+    assert_server_sees_only_sums(algorithm, cfg, data, rounds=Rounds(sampler, 4))
 
 
 class FoldingClients(PerClientClients):
@@ -182,8 +183,8 @@ def test_evaluation_folded_into_the_next_message_gives_the_same_history(case, da
     def sampler():
         return make_sampler(data.n_clients, **{"active": 4, **run})
 
-    plain = simulate(algorithm, cfg, data, sampler(), 5, 0, 2)
-    folded = simulate(algorithm, cfg, data, sampler(), 5, 0, 2,
+    plain = simulate(algorithm, cfg, data, rounds=Rounds(sampler(), 5, eval_every=2))
+    folded = simulate(algorithm, cfg, data, rounds=Rounds(sampler(), 5, eval_every=2),
                       callback=lambda k, row: rows.append((k, row)),
                       driver=lambda *args: FoldingClients(*args))
     assert_same_history(plain.history, folded.history)
@@ -240,7 +241,7 @@ def test_drivers_agree_with_user_level_dp(case, data):
     dp = UserDP(clip=0.5, noise=0.7, delta=1e-5, setup_clip=0.8, unit="client", reproducible=True)
     sims = assert_drivers_agree(
         algorithm, algorithm.Config(**params), data,
-        lambda: make_sampler(data.n_clients, sampling="bernoulli", participation=0.5), rounds=4,
-        dp=dp)
+        rounds=Rounds(make_sampler(data.n_clients, sampling="bernoulli", participation=0.5), 4,
+                      dp=dp))
     eps = sims[0].history.column("epsilon")
     assert np.all(np.diff(eps) > 0) and np.all(sims[0].history.column("dp_noise") == 0.7)

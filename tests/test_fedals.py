@@ -18,6 +18,7 @@ from fedmc.core.shard import CSR
 from fedmc.core.uploads import OuterRows, Stacked, svec_pairs, upload_nbytes
 from fedmc.errors import ConfigError
 from fedmc.estimators import ALS, FedALS
+from fedmc.federation.loop import Rounds
 from fedmc.federation.sampling import make_sampler
 from fedmc.model import load_model
 from fedmc.privacy.accounting import UserDP
@@ -190,8 +191,8 @@ def test_batched_rounds_equal_the_plain_loop_from_the_math(mode, one_user, data_
     rng = np.random.default_rng(7)
     schedule = [np.sort(rng.choice(data.n_clients, size, replace=False))
                 for size in (2, 3, 1, data.n_clients, 2)]
-    sim = simulate(ALGORITHM, cfg, data, ScheduledSampler(data.n_clients, schedule),
-                   len(schedule), seed=4)
+    sim = simulate(ALGORITHM, cfg, data, seed=4,
+                   rounds=Rounds(ScheduledSampler(data.n_clients, schedule), len(schedule)))
     U, V = reference_run(data, cfg, schedule, initial_V(cfg, data, 4))
     np.testing.assert_allclose(sim.server.V, V, atol=1e-9)
     np.testing.assert_allclose(sim.clients.user_factors(), U, atol=1e-9)
@@ -216,16 +217,16 @@ def test_fresh_sums_solve_the_items_from_the_cohort_alone(mode, max_items, data_
     rng = np.random.default_rng(3)
     schedule = [np.sort(rng.choice(data.n_clients, size, replace=False))
                 for size in (2, 3, 1, data.n_clients, 2)]
-    sim = simulate(ALGORITHM, cfg, data, ScheduledSampler(data.n_clients, schedule),
-                   len(schedule), seed=6)
+    sim = simulate(ALGORITHM, cfg, data, seed=6,
+                   rounds=Rounds(ScheduledSampler(data.n_clients, schedule), len(schedule)))
     kept = None if max_items is None else contributed_mask(data, cfg, 6)
     U, V = reference_run(data, cfg, schedule, initial_V(cfg, data, 6), kept)
     np.testing.assert_allclose(sim.server.V, V, atol=1e-9)
     np.testing.assert_allclose(sim.clients.user_factors(), U, atol=1e-9)
     if max_items is None:  # every client every round: fresh sums are the running ones (ALS)
         everyone = [np.arange(data.n_clients)] * 3
-        runs = [simulate(ALGORITHM, FedALSConfig(**MODES[mode], sums=sums), data,
-                         ScheduledSampler(data.n_clients, everyone), 3, seed=6)
+        runs = [simulate(ALGORITHM, FedALSConfig(**MODES[mode], sums=sums), data, seed=6,
+                         rounds=Rounds(ScheduledSampler(data.n_clients, everyone), 3))
                 for sums in ("fresh", "running")]
         np.testing.assert_allclose(runs[0].server.V, runs[1].server.V, atol=1e-10)
 
@@ -259,8 +260,8 @@ def test_memory_solves_from_the_weighted_mean_of_the_rounds_sums(mode, data_of):
     M, mask = dense(data)
     rng = np.random.default_rng(5)
     schedule = [np.sort(rng.choice(data.n_clients, size, replace=False)) for size in (2, 4, 3)]
-    sim = simulate(ALGORITHM, cfg, data, ScheduledSampler(data.n_clients, schedule),
-                   len(schedule), seed=1)
+    sim = simulate(ALGORITHM, cfg, data, seed=1,
+                   rounds=Rounds(ScheduledSampler(data.n_clients, schedule), len(schedule)))
     U = np.zeros((data.n_users, cfg.layout.width))
     cfg.layout.project_u(U)
     V = initial_V(cfg, data, 1)
@@ -317,13 +318,13 @@ def test_a_clipped_fresh_upload_down_weights_its_user(mode, data_of):
     data = data_of(mode, p=14)
     clip = {"implicit": 40.0}.get(mode, 5.0)
     dp = UserDP(clip=clip, noise=0.0)
-    records, sim = record_boundary(ALGORITHM, cfg, data,
-                                   lambda: make_sampler(data.n_clients, None), rounds=2,
-                                   driver="per-client", dp=dp)
+    records, sim = record_boundary(ALGORITHM, cfg, data, driver="per-client",
+                                   rounds=Rounds(make_sampler(data.n_clients, None), 2, dp=dp))
     norms = np.array([np.sqrt(squared_norms(u[STATS]))[0] for u, _ in records[-1].uploads])
     assert (norms > clip).any() and (norms < clip).any()
     weights = np.minimum(1.0, clip / norms)  # one user per client, in client order
-    first = simulate(ALGORITHM, cfg, data, make_sampler(data.n_clients, None), 1, 0, dp=dp)
+    first = simulate(ALGORITHM, cfg, data,
+                     rounds=Rounds(make_sampler(data.n_clients, None), 1, dp=dp))
     U, V = first.clients.user_factors().copy(), first.server.V.copy()
     M, mask = dense(data)
     reference_round(U, V, M, mask, np.arange(data.n_users), cfg, weights=weights)
@@ -370,8 +371,9 @@ def test_uploads_are_the_changes_of_the_statistics(mode, data_of):
     def sampler():
         return make_sampler(data.n_clients, active=2)
 
-    records, sim = record_boundary(ALGORITHM, cfg, data, sampler, rounds=2, driver="per-client")
-    before = simulate(ALGORITHM, cfg, data, sampler(), 1, 0).clients.user_factors()
+    records, sim = record_boundary(ALGORITHM, cfg, data, rounds=Rounds(sampler(), 2),
+                                   driver="per-client")
+    before = simulate(ALGORITHM, cfg, data, rounds=Rounds(sampler(), 1)).clients.user_factors()
     after = sim.clients.user_factors()
     record = records[-1]
     r, c, coef = svec_pairs(len(cfg.free_v))
@@ -438,7 +440,7 @@ def test_a_round_costs_terms_by_the_cohorts_ratings(tiny_interactions):
     data = tiny_interactions(m=20, n=30, p=20, density=0.2, seed=1)
     cfg = FedALSConfig(rank=2, implicit=True)
     records, _ = record_boundary(ALGORITHM, cfg, data,
-                                 lambda: make_sampler(data.n_clients, active=5), rounds=1)
+                                 rounds=Rounds(make_sampler(data.n_clients, active=5), 1))
     rec = records[-1]
     counts = np.diff(data.train.indptr)[rec.message.upload]
     terms = sum(len(u[STATS].rows.vec) for u, _ in rec.uploads)

@@ -12,6 +12,7 @@ from fedmc.algorithms.fedmavg.config import FedMAvgPosterConfig
 from fedmc.algorithms.fedmavg.kernels import gram_lambda_max
 from fedmc.api import load_federated
 from fedmc.estimators import FedMAvg, estimator_class
+from fedmc.federation.loop import Rounds
 from fedmc.federation.sampling import WithReplacementSampler
 from fedmc.federation.settings import Schedule
 from fedmc.run.data import DataSettings
@@ -91,8 +92,8 @@ SCHEDULE = ([0, 3], [1, 2, 4], [3], [0, 1, 2, 3, 4], [2, 4])
 
 def run(algorithm, config, data, schedule, seed=11):
     """``algorithm`` on ``data`` with the rounds' clients given by ``schedule``."""
-    return simulate(algorithm, config, data, ScheduledSampler(data.n_clients, schedule),
-                    len(schedule), seed)
+    return simulate(algorithm, config, data, seed=seed,
+                    rounds=Rounds(ScheduledSampler(data.n_clients, schedule), len(schedule)))
 
 
 def start(algorithm, config, data, seed=11):

@@ -12,6 +12,7 @@ from fedmc.algorithms.fedmc_admm.kernels import rated_once, u_steps, w_steps
 from fedmc.core.kernels import rank_token
 from fedmc.core.prox import Regularizer
 from fedmc.estimators import FedMCADMM
+from fedmc.federation.loop import Rounds
 from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler
 
@@ -94,8 +95,9 @@ def test_w_step_solves_subproblem_15(per_row, tiny_federated):
 def run(data, schedule, seed=0, **params):
     """FedMC-ADMM on ``data`` with the rounds' client sets given by ``schedule``."""
     cfg = FedMCADMMConfig(**params)
-    return cfg, simulate(BY_CONSENSUS[cfg.consensus], cfg, data,
-                         ScheduledSampler(data.n_clients, schedule), len(schedule), seed)
+    return cfg, simulate(
+        BY_CONSENSUS[cfg.consensus], cfg, data, seed=seed,
+        rounds=Rounds(ScheduledSampler(data.n_clients, schedule), len(schedule)))
 
 
 @pytest.mark.parametrize("kind", ["l2", "l1", "none", "box"])

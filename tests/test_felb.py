@@ -12,6 +12,7 @@ from fedmc.algorithms.felb.prox import prox_elb, prox_proximity
 from fedmc.data.boolean import BooleanFederatedData, load_boolean
 from fedmc.errors import DataError
 from fedmc.estimators import Felb, FelbMU
+from fedmc.federation.loop import Rounds
 from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler
 
@@ -21,8 +22,8 @@ VARIANTS = [(ALGORITHM, FelbConfig), (ALGORITHM_MU, FelbMUConfig)]
 def run(variant, data, schedule, seed=7, **params):
     """Felb or Felb-MU on ``data`` with the rounds' clients given by ``schedule``."""
     algorithm, config = variant
-    return simulate(algorithm, config(**params), data,
-                    ScheduledSampler(data.n_clients, schedule), len(schedule), seed)
+    return simulate(algorithm, config(**params), data, seed=seed,
+                    rounds=Rounds(ScheduledSampler(data.n_clients, schedule), len(schedule)))
 
 
 def _reference_round(A_blocks, U, U_prev, V_hat, cfg, lam_t, mu):

@@ -11,6 +11,7 @@ from fedmc.algorithms.registry import spec  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
 from fedmc.deploy.split import client_files, write_split  # noqa: E402
 from fedmc.errors import ConfigError, DataError  # noqa: E402
+from fedmc.federation.loop import Rounds  # noqa: E402
 from fedmc.federation.sampling import make_sampler  # noqa: E402
 from fedmc.federation.settings import Schedule
 from fedmc.flower.manifest import Manifest  # noqa: E402
@@ -75,9 +76,9 @@ def test_three_felb_nodes_two_rounds_give_the_simulations_history(tmp_path, name
     data = load_boolean_data(settings)
     cfg = spec(name).Config(**PARAMS)
     sampler = make_sampler(data.n_clients, schedule.active, schedule.sampling,
-                           schedule.participation)
-    expected = simulate(spec(name).algorithm_for(cfg), cfg, data, sampler, schedule.rounds,
-                        schedule.seed, 1).history
+                           participation=schedule.participation)
+    expected = simulate(spec(name).algorithm_for(cfg), cfg, data,
+                        rounds=Rounds(sampler, schedule.rounds), seed=schedule.seed).history
     history, out = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
     assert_same_history(history, expected, rtol=1e-9, atol=1e-9)
     assert [row["lost"] for row in history.rows if "lost" in row] == []

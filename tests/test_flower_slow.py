@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("flwr")
 
 from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
+from fedmc.federation.loop import Rounds  # noqa: E402
 from fedmc.federation.sampling import make_sampler  # noqa: E402
 from fedmc.federation.settings import Schedule
 from fedmc.privacy.accounting import UserDP
@@ -75,7 +76,8 @@ def test_a_node_killed_in_round_3_of_6_is_left_out_and_rejoins(tmp_path, secagg,
     assert any(killed[0] in included[k] for k in (4, 5, 6)), "the restarted node rejoined"
     data = federate(load_ratings(settings), settings)
     cfg = FEDMC_ADMM.Config(**PARAMS)
-    again = replay(FEDMC_ADMM, cfg, data, lambda: make_sampler(5, 3), 6, 0, included)
+    again = replay(FEDMC_ADMM, cfg, data, rounds=Rounds(make_sampler(5, 3), 6), seed=0,
+                   included=included)
     model = np.load(out / "model.npz")
     tolerance = 1e-6 if secagg else 1e-10
     np.testing.assert_allclose(model["V"], again.server.V, rtol=0, atol=tolerance)

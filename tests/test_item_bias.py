@@ -12,6 +12,7 @@ from scipy.optimize import minimize
 from fedmc.algorithms.item_bias import ALGORITHM, ItemBiasConfig
 from fedmc.core.biases import user_biases
 from fedmc.estimators import ItemBias
+from fedmc.federation.loop import Rounds
 from fedmc.federation.sampling import make_sampler
 from fedmc.model import FactorModel, load_model
 from fedmc.sim import simulate
@@ -70,7 +71,7 @@ def test_the_setup_gives_the_ridge_item_biases(data, weights, count_scale):
     """One set-up exchange (multi-user clients): b solves (2) given every user's bias (1)
     against b = 0, whatever the count scale."""
     cfg = ItemBiasConfig(weights=weights, lam_item=1.5, lam_user=2.0, count_scale=count_scale)
-    sim = simulate(ALGORITHM, cfg, data, make_sampler(data.n_clients), 0)
+    sim = simulate(ALGORITHM, cfg, data, rounds=Rounds(make_sampler(data.n_clients), 0))
     tr = data.train
     c = user_biases(tr.indptr, tr.indices, tr.values, np.zeros(data.n_items), cfg.lam_user)
     expected = _brute_force_b(data, c, _client_weights(data, cfg), cfg.lam_item)
@@ -86,13 +87,14 @@ def test_rounds_alternate_user_and_item_biases(data):
     for rounds in range(4):  # the set-up, then rounds 1, 2, 3
         c = user_biases(tr.indptr, tr.indices, tr.values, b, cfg.lam_user)
         b = _brute_force_b(data, c, np.ones(data.n_clients), cfg.lam_item)
-        sim = simulate(ALGORITHM, cfg, data, make_sampler(data.n_clients, active=None), rounds)
+        sim = simulate(ALGORITHM, cfg, data,
+                       rounds=Rounds(make_sampler(data.n_clients, active=None), rounds))
         np.testing.assert_allclose(sim.server.b, b, atol=1e-6)
 
 
 def test_counts_only_is_the_popularity_list(data):
     cfg = ItemBiasConfig(signal="counts", weights="equal", count_scale=0.5)
-    sim = simulate(ALGORITHM, cfg, data, make_sampler(data.n_clients), 0)
+    sim = simulate(ALGORITHM, cfg, data, rounds=Rounds(make_sampler(data.n_clients), 0))
     raters = np.bincount(data.train.indices, minlength=data.n_items)
     np.testing.assert_allclose(sim.server.b, raters)
 

@@ -14,6 +14,7 @@ from fedmc.algorithms.fedmc_admm import FedMCADMMConfig
 from fedmc.algorithms.item_bias import ALGORITHM as ITEM_BIAS
 from fedmc.algorithms.item_bias import ItemBiasConfig
 from fedmc.core.shard import CSR
+from fedmc.federation.loop import Rounds
 from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import UserDP
 from fedmc.sim import simulate
@@ -32,9 +33,10 @@ def test_the_offset_is_the_item_bias_baseline(one_user):
     """One user per client: the set-up's b0 equals the item-bias model's set-up biases with the
     same weights and ridges, and the published V adds b0 to the learned item biases."""
     cfg = FedMCADMMConfig(**RATED)
-    sim = simulate(ADMM, cfg, one_user, make_sampler(one_user.n_clients, active=4), 3)
+    sim = simulate(ADMM, cfg, one_user,
+                   rounds=Rounds(make_sampler(one_user.n_clients, active=4), 3))
     base = simulate(ITEM_BIAS, ItemBiasConfig(lam_item=1.5, lam_user=2.0, count_scale=0.4),
-                    one_user, make_sampler(one_user.n_clients), 0)
+                    one_user, rounds=Rounds(make_sampler(one_user.n_clients), 0))
     np.testing.assert_allclose(sim.server.b0, base.server.b, atol=1e-12)
     published = ADMM.model(cfg, sim.server)["V"]
     bias = cfg.layout.rank + 1
@@ -48,12 +50,13 @@ def test_the_factors_fit_the_ratings_less_the_offset(one_user):
     b0, once the same V^0 and set-up counts are given (the offset moves the data, not the
     algorithm)."""
     cfg = FedMCADMMConfig(**RATED)
-    sim = simulate(ADMM, cfg, one_user, make_sampler(one_user.n_clients, active=4), 4)
+    sim = simulate(ADMM, cfg, one_user,
+                   rounds=Rounds(make_sampler(one_user.n_clients, active=4), 4))
     tr = one_user.train
     shifted = dataclasses.replace(one_user, train=CSR(tr.indptr, tr.indices,
                                                       tr.values - sim.server.b0[tr.indices]))
     plain = simulate(ADMM, FedMCADMMConfig(**{**RATED, "offset": "none"}), shifted,
-                     make_sampler(one_user.n_clients, active=4), 4)
+                     rounds=Rounds(make_sampler(one_user.n_clients, active=4), 4))
     np.testing.assert_allclose(sim.server.V, plain.server.V, atol=1e-10)
 
 
@@ -61,9 +64,8 @@ def test_under_dp_the_counts_come_from_the_setup_alone(one_user):
     cfg = FedMCADMMConfig(**RATED)
     dp = UserDP(clip=0.1, noise=3.0, setup_clip=0.5)
     records, sim = record_boundary(
-        ADMM, cfg, one_user,
-        lambda: make_sampler(one_user.n_clients, sampling="bernoulli", participation=0.5),
-        rounds=3, dp=dp)
+        ADMM, cfg, one_user, rounds=Rounds(
+            make_sampler(one_user.n_clients, sampling="bernoulli", participation=0.5), 3, dp=dp))
     setup = records[0].summed
     assert records[0].message.phase == "setup"
     np.testing.assert_allclose(sim.server.counts, setup["count"][:, 0] / cfg.count_scale)

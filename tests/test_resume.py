@@ -1,5 +1,5 @@
 """A run stopped after any round and resumed from its checkpoint ends as if it had not stopped
-(fedmc.federation.loop: Checkpoint, run_rounds(checkpoint=, resume=)); in a federation, the
+(fedmc.federation.loop: Checkpoint, RoundHooks(checkpoint=, resume=)); in a federation, the
 server's checkpoint after every round and fedmc federate resume (the loopback_federation
 fixture)."""
 
@@ -13,7 +13,7 @@ import pytest
 from fedmc.algorithms.fedals import ALGORITHM as FEDALS
 from fedmc.algorithms.fedmavg import ALGORITHM as FEDMAVG
 from fedmc.algorithms.fedmc_admm import RATED
-from fedmc.federation.loop import run_rounds, streams
+from fedmc.federation.loop import RoundHooks, Rounds, run_rounds, streams
 from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import UserDP
 from fedmc.sim.clients import BatchedClients, PerClientClients
@@ -38,8 +38,9 @@ def run(algorithm, cfg, data, population, dp, rounds, checkpoint=None, resume=No
     draws = algorithm.draws(cfg, info, init_rng)
     clients = population(algorithm, cfg, data, draws, info)
     sampler = make_sampler(data.n_clients, sampling="bernoulli", participation=0.5)
-    return run_rounds(algorithm, cfg, info, draws.server, clients, sampler, rounds, rng, 2,
-                      dp=dp, checkpoint=checkpoint, resume=resume)
+    return run_rounds(algorithm, cfg, info, clients, Rounds(sampler, rounds, 2, dp),
+                      server_draws=draws.server, rng=rng,
+                      hooks=RoundHooks(checkpoint=checkpoint, resume=resume))
 
 
 @pytest.mark.parametrize(("algorithm", "params", "population", "dp"), CASES,

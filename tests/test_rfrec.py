@@ -10,6 +10,7 @@ import pytest
 from fedmc.algorithms.rfrec import ALGORITHM, ALGORITHM_F
 from fedmc.algorithms.rfrec.client import dense
 from fedmc.estimators import RFRec, RFRecF, estimator_class
+from fedmc.federation.loop import Rounds
 from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler
 
@@ -111,8 +112,8 @@ def run(algorithm, data, schedule, seed=0, **params):
     """``algorithm`` (rank 2) on ``data`` with the rounds' participants given by
     ``schedule``."""
     cfg = algorithm.Config(rank=2, **params)
-    return simulate(algorithm, cfg, data, ScheduledSampler(data.n_clients, schedule),
-                    len(schedule), seed)
+    return simulate(algorithm, cfg, data, seed=seed,
+                    rounds=Rounds(ScheduledSampler(data.n_clients, schedule), len(schedule)))
 
 
 def start(algorithm, data, seed=0, **params):

@@ -17,6 +17,7 @@ from fedmc.algorithms.registry import spec
 from fedmc.audit.boundary import record_boundary
 from fedmc.core.uploads import RowPatch, Stacked, sum_uploads
 from fedmc.errors import ConfigError
+from fedmc.federation.loop import Rounds
 from fedmc.federation.population import Placement
 from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import ORDERS, Plan, UserDP, calibrate, epsilon
@@ -165,8 +166,8 @@ def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale(name, se
     algorithm = entry.algorithm_for(cfg)
     dp = UserDP(clip=0.05, noise=0.8, setup_scale=3.0, setup_clip=setup_clip)
     records, _ = record_boundary(
-        algorithm, cfg, data, lambda: make_sampler(40, sampling="bernoulli", participation=0.3),
-        rounds=8, driver=driver, dp=dp)
+        algorithm, cfg, data, driver=driver,
+        rounds=Rounds(make_sampler(40, sampling="bernoulli", participation=0.3), 8, dp=dp))
     residuals, norms = [], []
     for rec in (r for r in records if len(r.message.upload)):
         expected = {k: np.zeros_like(v) for k, v in rec.summed.arrays.items()}
@@ -216,11 +217,12 @@ def test_a_setup_nobody_uploads_in_is_neither_noised_nor_accounted(tiny_federate
     cfg = FEDMC_ADMM.Config(rank=2, dual_init="zeros")
     sampler = make_sampler(20, sampling="bernoulli", participation=0.5)
     dp = UserDP(clip=0.5, noise=1.0, setup_scale=5.0, reproducible=True)  # keeps its metrics
-    private = simulate(FEDMC_ADMM, cfg, data, sampler, 0, dp=dp).history
-    plain = simulate(FEDMC_ADMM, cfg, data, sampler, 0).history
+    private = simulate(FEDMC_ADMM, cfg, data, rounds=Rounds(sampler, 0, dp=dp)).history
+    plain = simulate(FEDMC_ADMM, cfg, data, rounds=Rounds(sampler, 0)).history
     assert private.column("epsilon")[0] == 0.0
     np.testing.assert_array_equal(private.column("test_rmse"), plain.column("test_rmse"))
-    paper = simulate(FEDMC_ADMM, FEDMC_ADMM.Config(rank=2), data, sampler, 0, dp=dp).history
+    paper = simulate(FEDMC_ADMM, FEDMC_ADMM.Config(rank=2), data,
+                     rounds=Rounds(sampler, 0, dp=dp)).history
     assert paper.column("epsilon")[0] == pytest.approx(epsilon(Plan(0, 0.5, True, 5.0), 1.0,
                                                                1e-6))
 
@@ -237,7 +239,8 @@ def test_a_run_with_a_set_up_clip_spends_what_dp_accounting_composes(tiny_federa
                                   dual_init="zeros")
     dp = UserDP(clip=0.3, noise=0.9, setup_scale=2.0, setup_clip=1.0)
     sampler = make_sampler(30, sampling="bernoulli", participation=0.2)
-    eps = simulate(FEDMC_ADMM_RATED, cfg, data, sampler, 4, dp=dp).history.column("epsilon")
+    eps = simulate(FEDMC_ADMM_RATED, cfg, data,
+                   rounds=Rounds(sampler, 4, dp=dp)).history.column("epsilon")
     for k, got in enumerate(eps):
         events = [dp_accounting.GaussianDpEvent(2.0 * 0.9)]
         if k:

@@ -21,6 +21,7 @@ def load_federated(
     dataset: str | None = None,
     ratings: str | Path | None = None,
     clients: int = 100,
+    *,
     train: str | Path | None = None,
     test: str | Path | None = None,
     **settings: Any,

@@ -28,7 +28,7 @@ from fedmc.core.ranking import ranking_metrics, ranking_sums
 from fedmc.data.vocabulary import checked_indices
 from fedmc.errors import ConfigError, DataError
 from fedmc.federation.history import History
-from fedmc.federation.loop import Outcome, RoundCallback
+from fedmc.federation.loop import Outcome, RoundCallback, Rounds
 from fedmc.federation.settings import Schedule
 from fedmc.sim import simulate
 
@@ -142,8 +142,8 @@ class FederatedEstimator(Estimator):
         cfg = self.make_config()
         schedule = self.schedule()
         algorithm = self.spec.algorithm_for(cfg)
-        sim = simulate(algorithm, cfg, data, schedule.sampler(data.n_clients), schedule.rounds,
-                       schedule.seed, schedule.eval_every, callback, dp=schedule.dp)
+        sim = simulate(algorithm, cfg, data, rounds=Rounds.of(schedule, data.n_clients),
+                       seed=schedule.seed, callback=callback)
         self.config_ = cfg
         self._learn(sim, data)
         return self

@@ -19,6 +19,7 @@ throw-away HTTP server for the download tests.
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from fedmc.data import FederatedData, Normalizer, Ratings
 from fedmc.data.split import random_test_mask
 from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.history import History
-from fedmc.federation.loop import Outcome
+from fedmc.federation.loop import Outcome, Rounds
 from fedmc.federation.population import Exchange, carried_out
 from fedmc.privacy.accounting import UserDP
 from fedmc.sim import simulate
@@ -176,17 +177,18 @@ def run_driver(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable
                rounds: int, seed: int, driver: str, dp: UserDP | None = None) -> Outcome:
     """One simulation of ``algorithm`` with a fresh sampler, evaluating every round (with
     user-level DP ``dp``, if any)."""
-    return simulate(algorithm, cfg, data, make_sampler(), rounds, seed, 1, driver=driver, dp=dp)
+    return simulate(algorithm, cfg, data, rounds=Rounds(make_sampler(), rounds, dp=dp), seed=seed,
+                    driver=driver)
 
 
-def assert_drivers_agree(algorithm: Algorithm, cfg: Any, data: Any,
-                         make_sampler: Callable[[], Any], rounds: int = 6, seed: int = 0,
-                         drivers: Iterable[str] = ("batched", "per-client"),
-                         rtol: float = 1e-10, atol: float = 1e-10,
-                         dp: UserDP | None = None) -> list[Outcome]:
-    """Run ``algorithm`` under every driver and require the same history (``seconds``
-    aside) and the same final published model."""
-    sims = [run_driver(algorithm, cfg, data, make_sampler, rounds, seed, d, dp) for d in drivers]
+def assert_drivers_agree(algorithm: Algorithm, cfg: Any, data: Any, *, rounds: Rounds,
+                         seed: int = 0, drivers: Iterable[str] = ("batched", "per-client"),
+                         rtol: float = 1e-10, atol: float = 1e-10) -> list[Outcome]:
+    """Run ``algorithm`` under every driver, each with a copy of ``rounds`` (its sampler as
+    it is now), and require the same history (``seconds`` aside) and the same final published
+    model."""
+    sims = [simulate(algorithm, cfg, data, rounds=copy.deepcopy(rounds), seed=seed, driver=d)
+            for d in drivers]
     first = sims[0]
     for other in sims[1:]:
         assert_same_history(first.history, other.history, rtol, atol)
@@ -221,21 +223,20 @@ def client_ids(history: History, column: str = "participants") -> dict[int, list
             for row in history.rows}
 
 
-def replay(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable[[], Any],
-           rounds: int, seed: int, included: Mapping[int, Iterable[int]]) -> Outcome:
-    """:func:`fedmc.sim.simulate` with :class:`ReplayClients`, evaluating every round."""
-    return simulate(algorithm, cfg, data, make_sampler(), rounds, seed, 1,
+def replay(algorithm: Algorithm, cfg: Any, data: Any, *, rounds: Rounds, seed: int,
+           included: Mapping[int, Iterable[int]]) -> Outcome:
+    """:func:`fedmc.sim.simulate` with :class:`ReplayClients`."""
+    return simulate(algorithm, cfg, data, rounds=rounds, seed=seed,
                     driver=lambda *args: ReplayClients(included, *args))
 
 
-def assert_server_sees_only_sums(algorithm: Algorithm, cfg: Any, data: Any,
-                                 make_sampler: Callable[[], Any], rounds: int = 4,
-                                 seed: int = 0) -> None:
+def assert_server_sees_only_sums(algorithm: Algorithm, cfg: Any, data: Any, *,
+                                 rounds: Rounds, seed: int = 0) -> None:
     """Every server step is handed a :class:`Summed` whose count is the number of uploads and,
     unless the algorithm adds local noise (then the sum carries it), whose arrays are the
     (multiplicity-weighted) sums of the exchange's uploads, up to rounding."""
     noise_free = not algorithm.local_noise(cfg, data.federation_info())
-    records, _ = record_boundary(algorithm, cfg, data, make_sampler, rounds, seed,
+    records, _ = record_boundary(algorithm, cfg, data, rounds=rounds, seed=seed,
                                  driver="per-client")
     for rec in records:
         assert rec.summed is not None, f"exchange {rec.message.round} reached no server step"

@@ -6,15 +6,13 @@ of the conformance check that a server step is handed only cohort sums, :mod:`fe
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from fedmc.core.protocol import Algorithm, Message
 from fedmc.core.uploads import Summed, Uploads
-from fedmc.federation.loop import Outcome, RoundCallback
-from fedmc.privacy.accounting import UserDP
+from fedmc.federation.loop import Outcome, RoundCallback, Rounds
 from fedmc.sim import simulate
 
 
@@ -27,15 +25,14 @@ class BoundaryRecord:
     summed: Summed | None = None
 
 
-def record_boundary(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable[[], Any],
-                    rounds: int = 4, seed: int = 0,
-                    driver: str = "batched",
-                    dp: UserDP | None = None, callback: RoundCallback | None = None,
+def record_boundary(algorithm: Algorithm, cfg: Any, data: Any, *, rounds: Rounds,
+                    seed: int = 0, driver: str = "batched",
+                    callback: RoundCallback | None = None,
                     ) -> tuple[list[BoundaryRecord], Outcome]:
     """Run ``algorithm`` with its client and server steps wrapped so that every upload and
-    every input of the server step is recorded (copies, taken as they cross; with ``dp``,
-    the uploads before clipping and the sums with their noise); ``callback`` follows the
-    rounds (:func:`fedmc.sim.simulate`)."""
+    every input of the server step is recorded (copies, taken as they cross; with
+    ``rounds.dp``, the uploads before clipping and the sums with their noise). The other
+    parameters are :func:`fedmc.sim.simulate`'s."""
     records: list[BoundaryRecord] = []
 
     def client_step(cfg_, shard, state, msg, compute, upload):
@@ -56,8 +53,8 @@ def record_boundary(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Cal
         return algorithm.server_step(cfg_, server, summed, msg)
 
     wrapped = dataclasses.replace(algorithm, client_step=client_step, server_step=server_step)
-    sim = simulate(wrapped, cfg, data, make_sampler(), rounds, seed, 1, callback, driver=driver,
-                   dp=dp)
+    sim = simulate(wrapped, cfg, data, rounds=rounds, seed=seed, driver=driver,
+                   callback=callback)
     return records, sim
 
 

@@ -147,7 +147,7 @@ class Bound:
 
 
 def epsilon_lower_bound(inside: list[Artifacts], outside: list[Artifacts],
-                        calibration: float = 0.2, confidence: float = 0.95,
+                        calibration: float = 0.2, *, confidence: float = 0.95,
                         delta: float = 0.0) -> Bound:
     """The lower bound of the module docstring from the runs on ``D_in`` (``inside``) and
     ``D_out`` (``outside``)."""

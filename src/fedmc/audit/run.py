@@ -45,7 +45,7 @@ from fedmc.audit.boundary import record_boundary
 from fedmc.audit.targets import Target
 from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
-from fedmc.federation.loop import RoundCallback
+from fedmc.federation.loop import RoundCallback, Rounds
 from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import UserDP
 
@@ -147,9 +147,8 @@ def run_audit(data: FederatedData, settings: AuditSettings,
         dp = settings.dp if view == "dp" else None
         kind = "bernoulli" if dp is not None else "uniform"
         records, sim = record_boundary(
-            algorithm, cfg, data, lambda kind=kind: make_sampler(data.n_clients, settings.active,
-                                                                 kind),
-            settings.rounds, settings.seed, dp=dp, callback=callback)
+            algorithm, cfg, data, seed=settings.seed, callback=callback, rounds=Rounds(
+                make_sampler(data.n_clients, settings.active, kind), settings.rounds, dp=dp))
         head: dict[str, Any] = {"algorithm": settings.algorithm, "view": view}
         std = 0.0
         if dp is not None:

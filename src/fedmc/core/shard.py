@@ -13,8 +13,7 @@ client's in the batched simulation); :mod:`fedmc.data` builds them
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numba
 import numpy as np
@@ -25,9 +24,9 @@ if TYPE_CHECKING:
     from fedmc.core.protocol import FederationInfo
 
 
-@dataclass(frozen=True)
-class CSR:
-    """Rows are users in federated order; ``values`` are on the normalized scale."""
+class CSR(NamedTuple):
+    """Rows are users in federated order; ``values`` are on the normalized scale. A
+    ``NamedTuple``, so that a kernel takes it as one argument."""
 
     indptr: np.ndarray  # int64, length n_users + 1
     indices: np.ndarray  # int32 item index
@@ -53,9 +52,9 @@ class CSR:
         )
 
 
-@dataclass(frozen=True)
-class ItemMajor:
-    """Each client's training ratings regrouped by item: a CSC per client.
+class ItemMajor(NamedTuple):
+    """Each client's training ratings regrouped by item: a CSC per client (a ``NamedTuple``,
+    so that a kernel takes it as one argument).
 
     Group ``g`` is the ratings of item ``item[g]`` by one client, stored at
     ``ptr[g]:ptr[g+1]`` of ``row`` (federated user row) and ``values``; client ``c``'s groups

@@ -99,6 +99,7 @@ def load_ratings_file(
     path: str | Path,
     columns: tuple[ColumnRef, ColumnRef, ColumnRef] | None = None,
     duplicates: Duplicates = "error",
+    *,
     value_range: tuple[float, float] | None = None,
     name: str | None = None,
     allow_empty: bool = False,

@@ -304,6 +304,7 @@ def load_dataset(
     name: str,
     data_dir: str | Path | None = None,
     duplicates: Duplicates = "error",
+    *,
     download: bool = True,
     progress: bool | None = None,
     seed: int = 0,

@@ -52,6 +52,7 @@ def run_experiment(
     config: ExperimentConfig,
     root: Path | None = None,
     jobs: int = 1,
+    *,
     data_dir: Path | None = None,
     fresh: bool = False,
     console: Console | None = None,

@@ -72,7 +72,7 @@ class Aggregator:
         Who draws which noise (the population's).
     """
 
-    def __init__(self, algorithm: Algorithm, cfg: Any, info: FederationInfo,
+    def __init__(self, algorithm: Algorithm, cfg: Any, info: FederationInfo, *,
                  dp: UserDP | None = None, plan: Plan | None = None,
                  placement: Placement = SIMULATED) -> None:
         self.shapes: Mapping[str, tuple[int, ...]] = algorithm.upload_shapes(cfg, info)

@@ -30,6 +30,7 @@ from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.history import History
 from fedmc.federation.population import ClientPopulation
 from fedmc.federation.sampling import Sampler, poisson_rate
+from fedmc.federation.settings import Schedule
 from fedmc.privacy.accounting import Plan, UserDP
 
 RoundCallback = Callable[[int, dict[str, float] | None], None]
@@ -126,7 +127,7 @@ class _Evaluation:
 @dataclass
 class Checkpoint:
     """Everything the round loop needs to go on after round ``round`` as if it had not
-    stopped (:func:`run_rounds`' ``checkpoint`` and ``resume``): the server's state, its random
+    stopped (:class:`RoundHooks`' ``checkpoint`` and ``resume``): the server's state, its random
     stream's state, the history so far, the counters, the row of the evaluation still waiting
     for the next message (a population that folds evaluations), and the population's own
     (:meth:`snapshot`; None for one that has none). It holds the server's secrets (the random
@@ -144,71 +145,46 @@ class Checkpoint:
     population: Any
 
 
-def privacy_plan(setup: Message | None, sampler: Sampler, rounds: int, dp: UserDP,
-                 info: FederationInfo) -> Plan:
-    """The exchanges a run releases under user-level DP, which the accountant charges: the
-    algorithm's ``setup`` exchange if it has uploads, then ``rounds`` rounds at the sampler's
-    Poisson rate.
-
-    Raises
-    ------
-    ConfigError
-        A guarantee per user (``dp.unit``) asked of clients of several users: the unit the
-        clipping bounds is the client.
-    """
-    if dp.unit == "user" and info.client_rows is not None and np.any(info.client_sizes > 1):
-        raise ConfigError(
-            "user-level DP bounds what one client uploads: with clients of several users the "
-            "guarantee is per client, not per user; use one user per client "
-            "(partition='user') or ask for it with dp_unit='client'")
-    return Plan(rounds, poisson_rate(sampler), setup is not None and len(setup.upload) > 0,
-                dp.setup_scale)
-
-
-def run_rounds(
-    algorithm: Algorithm,
-    cfg: Any,
-    info: FederationInfo,
-    server_draws: Mapping[str, np.ndarray],
-    clients: ClientPopulation,
-    sampler: Sampler,
-    rounds: int,
-    rng: np.random.Generator,
-    eval_every: int = 1,
-    callback: RoundCallback | None = None,
-    dp: UserDP | None = None,
-    clock: TrainingClock | None = None,
-    checkpoint: Callable[[Checkpoint], None] | None = None,
-    resume: Checkpoint | None = None,
-) -> Outcome:
-    """Run the set-up exchange (if the algorithm has one) and ``rounds`` rounds.
+@dataclass(frozen=True)
+class Rounds:
+    """What the round loop needs of a run's schedule: who is sampled, how many rounds, how
+    often the model is evaluated, and user-level DP.
 
     Parameters
     ----------
-    algorithm, cfg
-        The algorithm's functions and a validated instance of its ``Config``.
-    info
-        The federation's facts.
-    server_draws
-        The server's initial draws (``V^0``, say: :attr:`fedmc.core.protocol.InitialDraws.
-        server`).
-    clients
-        The client population (built by the driver with the clients' draws).
     sampler
         Draws the clients of each round.
-    rounds
+    count
         Number of rounds ``K``.
-    rng
-        The server's stream (:func:`streams`).
     eval_every
         Evaluate after every ``eval_every`` rounds (and always after the last one).
-    callback
-        Called after each round with ``(round, row or None)``; for progress display.
     dp
         User-level differential privacy (:mod:`fedmc.federation.aggregator`): every upload
         clipped, Gaussian noise on every sum, the budget of the set-up and the rounds
         accounted; needs Poisson sampling (``BernoulliSampler`` with one rate) or every client
         in every round.
+    """
+
+    sampler: Sampler
+    count: int
+    eval_every: int = 1
+    dp: UserDP | None = None
+
+    @classmethod
+    def of(cls, schedule: Schedule, n_clients: int) -> Rounds:
+        """The rounds of ``schedule`` over ``n_clients`` clients (its sampler and DP)."""
+        return cls(schedule.sampler(n_clients), schedule.rounds, schedule.eval_every,
+                   schedule.dp)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundHooks:
+    """What a driver may add to the round loop; each is optional.
+
+    Parameters
+    ----------
+    callback
+        Called after each round with ``(round, row or None)``; for progress display.
     clock
         The training clock, if the driver started it before its own set-up.
     checkpoint
@@ -216,7 +192,68 @@ def run_rounds(
         ``snapshot()`` adds its own state).
     resume
         Go on after the round of this checkpoint instead of starting (the set-up exchange and
-        the rounds up to it are not run again; ``server_draws`` is not used).
+        the rounds up to it are not run again; the server's initial draws are not used).
+    """
+
+    callback: RoundCallback | None = None
+    clock: TrainingClock | None = None
+    checkpoint: Callable[[Checkpoint], None] | None = None
+    resume: Checkpoint | None = None
+
+
+def privacy_plan(setup: Message | None, rounds: Rounds, info: FederationInfo) -> Plan:
+    """The exchanges a run releases under user-level DP (``rounds.dp``, given), which the
+    accountant charges: the algorithm's ``setup`` exchange if it has uploads, then
+    ``rounds.count`` rounds at the sampler's Poisson rate.
+
+    Raises
+    ------
+    ConfigError
+        A guarantee per user (``dp.unit``) asked of clients of several users: the unit the
+        clipping bounds is the client.
+    """
+    dp = rounds.dp
+    if dp is None:
+        raise ValueError("privacy_plan needs the rounds' user-level DP (rounds.dp)")
+    if dp.unit == "user" and info.client_rows is not None and np.any(info.client_sizes > 1):
+        raise ConfigError(
+            "user-level DP bounds what one client uploads: with clients of several users the "
+            "guarantee is per client, not per user; use one user per client "
+            "(partition='user') or ask for it with dp_unit='client'")
+    return Plan(rounds.count, poisson_rate(rounds.sampler),
+                setup is not None and len(setup.upload) > 0, dp.setup_scale)
+
+
+def run_rounds(
+    algorithm: Algorithm,
+    cfg: Any,
+    info: FederationInfo,
+    clients: ClientPopulation,
+    rounds: Rounds,
+    *,
+    server_draws: Mapping[str, np.ndarray],
+    rng: np.random.Generator,
+    hooks: RoundHooks = RoundHooks(),
+) -> Outcome:
+    """Run the set-up exchange (if the algorithm has one) and ``rounds.count`` rounds.
+
+    Parameters
+    ----------
+    algorithm, cfg
+        The algorithm's functions and a validated instance of its ``Config``.
+    info
+        The federation's facts.
+    clients
+        The client population (built by the driver with the clients' draws).
+    rounds
+        The sampler, the number of rounds, how often to evaluate, user-level DP.
+    server_draws
+        The server's initial draws (``V^0``, say: :attr:`fedmc.core.protocol.InitialDraws.
+        server`).
+    rng
+        The server's stream (:func:`streams`).
+    hooks
+        Progress callback, training clock, checkpoints, resumption.
 
     Returns
     -------
@@ -224,22 +261,26 @@ def run_rounds(
         The history has rows with ``round``, the algorithm's metrics, cumulative
         ``bytes_up``/``bytes_down``, ``seconds`` (cumulative training time; evaluation and
         kernel compilation excluded) and ``clients`` (clients sampled in that round); with
-        ``dp``, ``epsilon`` (spent so far at ``dp.delta``) and ``dp_noise`` (the multiplier).
+        ``rounds.dp``, ``epsilon`` (spent so far at ``dp.delta``) and ``dp_noise`` (the
+        multiplier).
     """
-    if rounds < 0:
-        raise ConfigError(f"rounds must be >= 0, got {rounds}")
+    sampler, eval_every, dp = rounds.sampler, rounds.eval_every, rounds.dp
+    callback, resume = hooks.callback, hooks.resume
+    if rounds.count < 0:
+        raise ConfigError(f"rounds must be >= 0, got {rounds.count}")
     if eval_every < 1:
         raise ConfigError(f"eval-every must be >= 1, got {eval_every}")
     if sampler.n_clients != info.n_clients:
         raise ConfigError(
             f"the sampler draws from {sampler.n_clients} clients, the data has {info.n_clients}"
         )
-    clock = TrainingClock() if clock is None else clock
+    clock = TrainingClock() if hooks.clock is None else hooks.clock
     history = History()
     state = algorithm.init_server(cfg, info, server_draws) if resume is None else resume.server
     setup = algorithm.setup(cfg, state, info)
-    plan = None if dp is None else privacy_plan(setup, sampler, rounds, dp, info)
-    aggregator = Aggregator(algorithm, cfg, info, dp, plan, clients.placement)
+    plan = None if dp is None else privacy_plan(setup, rounds, info)
+    aggregator = Aggregator(algorithm, cfg, info, dp=dp, plan=plan,
+                            placement=clients.placement)
     server = _Server(algorithm, cfg, state, clients, aggregator, rng)
     if resume is None and setup is not None:
         server.exchange(setup)
@@ -278,7 +319,7 @@ def run_rounds(
         clock.seconds = resume.seconds
         clients.restore(resume.population)
         waiting = None if resume.waiting is None else evaluation(*resume.waiting)
-    for k in range(start, rounds + 1):
+    for k in range(start, rounds.count + 1):
         if waiting is not None and not clients.folds_evaluation:
             waiting.finish(clients.evaluate(waiting.model))
             waiting = None
@@ -286,12 +327,12 @@ def run_rounds(
         sampled = sampler.sample(server.rng)
         server.exchange(algorithm.message(cfg, server.state, k, sampled, server.rng), waiting)
         clock.stop()
-        evaluated = k % eval_every == 0 or k == rounds
+        evaluated = k % eval_every == 0 or k == rounds.count
         waiting = evaluation(k, row(k, len(sampled))) if evaluated else None
         if not evaluated and callback is not None:
             callback(k, None)
-        if checkpoint is not None:
-            checkpoint(Checkpoint(
+        if hooks.checkpoint is not None:
+            hooks.checkpoint(Checkpoint(
                 k, server.state, server.rng.bit_generator.state, list(history.rows),
                 server.bytes_up, server.bytes_down, clock.seconds,
                 None if waiting is None else (waiting.round, waiting.row),

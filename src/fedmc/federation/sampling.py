@@ -126,6 +126,7 @@ def make_sampler(
     n_clients: int,
     active: int | None = None,
     sampling: SamplingKind = "uniform",
+    *,
     participation: float | None = None,
     dropout: float = 0.0,
 ):

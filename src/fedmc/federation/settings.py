@@ -33,9 +33,5 @@ class Schedule(BaseModel):
 
     def sampler(self, n_clients: int) -> Sampler:
         """The client sampler of the run (:func:`fedmc.federation.sampling.make_sampler`)."""
-        return make_sampler(n_clients, self.active, self.sampling, self.participation,
-                            self.dropout)
-
-    def privacy(self) -> UserDP | None:
-        """The run's user-level DP settings, None when off."""
-        return self.dp
+        return make_sampler(n_clients, self.active, self.sampling,
+                            participation=self.participation, dropout=self.dropout)

@@ -217,7 +217,7 @@ def _make_party(node: NodeSettings, run: FederatedRun, run_id: str) -> Party:
         own = draws.take(np.array([node.client]), manifest.rows_of(node.client))
         store.start(algorithm.init_clients(cfg, shard, own, info))
     return Party(node.client, algorithm, cfg, info, shard, store,
-                 Aggregator(algorithm, cfg, info, run.privacy()))
+                 Aggregator(algorithm, cfg, info, dp=run.privacy()))
 
 
 @app.query()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -116,21 +116,22 @@ class GridClients:
     grid: Grid
     n_clients: int
     timeout: float
+    _: KW_ONLY
     secure: SecureSum | None = None
     on_exchange: Callable[[int, int, str, list[int]], None] | None = None
     on_event: Callable[[dict[str, Any]], None] | None = None
     roster: Mapping[int, bytes] | None = None
-    log: list[Record] = field(default_factory=list)
-    refusals: list[Refusal] = field(default_factory=list)
-    warm: set[tuple[int, str]] = field(default_factory=set)
-    node_of: dict[int, int] = field(default_factory=dict)
-    token_of: dict[int, str] = field(default_factory=dict)
-    failed: dict[int, str] = field(default_factory=dict)
-    last_included: dict[int, int] = field(default_factory=dict)
-    _asked: set[int] = field(default_factory=set)
-    _round: int = 0
-    _exchanges: int = 0
-    folds_evaluation: bool = True
+    log: list[Record] = field(default_factory=list, init=False)
+    refusals: list[Refusal] = field(default_factory=list, init=False)
+    warm: set[tuple[int, str]] = field(default_factory=set, init=False)
+    node_of: dict[int, int] = field(default_factory=dict, init=False)
+    token_of: dict[int, str] = field(default_factory=dict, init=False)
+    failed: dict[int, str] = field(default_factory=dict, init=False)
+    last_included: dict[int, int] = field(default_factory=dict, init=False)
+    _asked: set[int] = field(default_factory=set, init=False)
+    _round: int = field(default=0, init=False)
+    _exchanges: int = field(default=0, init=False)
+    folds_evaluation: bool = field(default=True, init=False)
 
     def connect(self, wait: float) -> None:
         """Wait until every client's node has answered (at most ``wait`` seconds)."""

@@ -33,6 +33,8 @@ from fedmc.errors import ConfigError
 from fedmc.federation.history import History
 from fedmc.federation.loop import (
     Checkpoint,
+    RoundHooks,
+    Rounds,
     TrainingClock,
     privacy_plan,
     run_rounds,
@@ -64,23 +66,24 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     algorithm, cfg = run.algorithm, run.config()
     info = manifest.federation_info(algorithm.data_kind)
     settings = run.schedule
-    sampler = settings.sampler(manifest.n_clients)
+    rounds = Rounds.of(settings, manifest.n_clients)
     run.out.mkdir(parents=True, exist_ok=True)
-    dp = run.privacy()
-    private = dp is not None and dp.private
+    private = rounds.dp is not None and rounds.dp.private
     resume = read_checkpoint(run) if run.resume else None
     progress = _Progress(run.out / "progress.jsonl", private, append=resume is not None)
     clients = GridClients(grid, manifest.n_clients, run.timeout,
-                          SecureSum() if run.secagg else None, progress.exchange,
-                          progress.write, _roster(manifest.n_clients))
+                          secure=SecureSum() if run.secagg else None,
+                          on_exchange=progress.exchange, on_event=progress.write,
+                          roster=_roster(manifest.n_clients))
     clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     clock = TrainingClock()
     init_rng, server_rng = streams(settings.seed, secret=private)
     draws = algorithm.draws(cfg, info, init_rng)
-    sim = run_rounds(algorithm, cfg, info, draws.server, clients, sampler,
-                     settings.rounds, server_rng, settings.eval_every, progress.round,
-                     dp, clock, functools.partial(_write_checkpoint, run), resume)
+    sim = run_rounds(algorithm, cfg, info, clients, rounds, server_draws=draws.server,
+                     rng=server_rng, hooks=RoundHooks(
+                         callback=progress.round, clock=clock, resume=resume,
+                         checkpoint=functools.partial(_write_checkpoint, run)))
     _mark_participants(sim.history, clients.log, clients.refusals, private)
     summary = summarize(sim.history, sim.guarantee,
                         {"total_seconds": time.perf_counter() - started})
@@ -151,7 +154,7 @@ def preflight(run: FederatedRun, manifest: Manifest) -> None:
     skipped). :class:`fedmc.errors.ConfigError` names the problem."""
     algorithm, cfg, settings = run.algorithm, run.config(), run.schedule
     info = manifest.federation_info(algorithm.data_kind)
-    sampler = settings.sampler(manifest.n_clients)
+    rounds = Rounds.of(settings, manifest.n_clients)
     if run.secagg:
         per_round = settings.active or manifest.n_clients
         if manifest.n_clients < MIN_UPLOADERS or (settings.sampling != "bernoulli"
@@ -160,10 +163,9 @@ def preflight(run: FederatedRun, manifest: Manifest) -> None:
                               f"{MIN_UPLOADERS} clients: {manifest.n_clients} clients, "
                               f"{per_round} per round would reveal single uploads")
     draws = algorithm.draws(cfg, info, np.random.default_rng(settings.seed))
-    dp = run.privacy()
-    if dp is not None:  # the plan's budget, as the loop computes it
+    if rounds.dp is not None:  # the plan's budget, as the loop computes it
         setup = algorithm.setup(cfg, algorithm.init_server(cfg, info, draws.server), info)
-        dp.multiplier(privacy_plan(setup, sampler, settings.rounds, dp, info))
+        rounds.dp.multiplier(privacy_plan(setup, rounds, info))
 
 
 def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.ndarray],

@@ -15,13 +15,13 @@ from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws
 from fedmc.federation.loop import (
     Outcome,
     RoundCallback,
+    RoundHooks,
+    Rounds,
     TrainingClock,
     run_rounds,
     streams,
 )
 from fedmc.federation.population import ClientPopulation
-from fedmc.federation.sampling import Sampler
-from fedmc.privacy.accounting import UserDP
 from fedmc.sim.clients import BatchedClients, PerClientClients
 
 Driver = Literal["batched", "per-client"]
@@ -34,28 +34,31 @@ def simulate(
     algorithm: Algorithm,
     cfg: Any,
     data: Any,
-    sampler: Sampler,
-    rounds: int,
+    *,
+    rounds: Rounds,
     seed: int | np.random.Generator = 0,
-    eval_every: int = 1,
-    callback: RoundCallback | None = None,
     driver: Driver | PopulationFactory = "batched",
-    dp: UserDP | None = None,
+    callback: RoundCallback | None = None,
 ) -> Outcome:
-    """Run ``rounds`` rounds of ``algorithm`` with settings ``cfg`` on ``data``.
+    """Run ``rounds`` of ``algorithm`` with settings ``cfg`` on ``data``.
 
     Parameters
     ----------
+    algorithm, cfg
+        The algorithm's functions and a validated instance of its ``Config``.
     data
         The federated data (:class:`fedmc.data.FederatedData` or Boolean data).
+    rounds
+        The sampler, the number of rounds, how often to evaluate, user-level DP
+        (:class:`fedmc.federation.loop.Rounds`).
     seed
         Seed of the initial draws and the server's stream
         (:func:`fedmc.federation.loop.streams`).
     driver
         ``"batched"`` (all clients stacked, the fast path), ``"per-client"`` (the reference
         loop over clients), or a factory of another population.
-
-    The other parameters are :func:`fedmc.federation.loop.run_rounds`'s.
+    callback
+        Called after each round with ``(round, row or None)``; for progress display.
 
     Returns
     -------
@@ -66,9 +69,9 @@ def simulate(
     population = (driver if callable(driver)
                   else {"batched": BatchedClients, "per-client": PerClientClients}[driver])
     clock = TrainingClock()
-    init_rng, server_rng = streams(seed, secret=dp is not None and dp.private)
+    init_rng, server_rng = streams(seed, secret=rounds.dp is not None and rounds.dp.private)
     info = data.federation_info()
     draws = algorithm.draws(cfg, info, init_rng)
     clients = population(algorithm, cfg, data, draws, info)
-    return run_rounds(algorithm, cfg, info, draws.server, clients, sampler, rounds, server_rng,
-                      eval_every, callback, dp, clock)
+    return run_rounds(algorithm, cfg, info, clients, rounds, server_draws=draws.server,
+                      rng=server_rng, hooks=RoundHooks(callback=callback, clock=clock))

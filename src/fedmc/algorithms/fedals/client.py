@@ -31,6 +31,7 @@ import numpy as np
 
 from fedmc.algorithms.fedals.config import FedALSConfig
 from fedmc.algorithms.fedals.kernels import (
+    Terms,
     gram,
     group_counts,
     implicit_losses,
@@ -42,7 +43,7 @@ from fedmc.core.biases import ranges
 from fedmc.core.factors import error_sums
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.prox import Regularizer
-from fedmc.core.shard import CSR, RatingsShard
+from fedmc.core.shard import CSR, ItemMajor, RatingsShard
 from fedmc.core.uploads import OuterRows, Stacked, Uploads
 from fedmc.errors import ConfigError
 
@@ -129,24 +130,22 @@ def client_step(cfg: FedALSConfig, shard: RatingsShard, state: ClientState, msg:
     tr = source.train
     if state.one_user:  # the user CSR serves: no item-major layout is built
         none = np.zeros(0, dtype=np.int64)
-        groups = (none, none.astype(np.int32), none, none.astype(np.int32), np.zeros(0))
+        groups = ItemMajor(none, none.astype(np.int32), none, none.astype(np.int32),
+                           np.zeros(0))
     else:
-        im = source.item_major
-        groups = (im.client_ptr, im.item, im.ptr, im.row, im.values)
+        groups = source.item_major
     gram_row = V.shape[0] if cfg.implicit else -1
-    ptr, term_ptr = group_counts(compute, shard.client_ptr, tr.indptr, groups[0], groups[2],
-                                 state.one_user, 2 if change else 1, gram_row >= 0)
-    index = np.empty(len(term_ptr) - 1, dtype=np.int64)
-    vec = np.empty(term_ptr[-1], dtype=np.int64)
-    a, b = np.empty(term_ptr[-1]), np.empty(term_ptr[-1])
-    item_terms(compute, shard.client_ptr, row_start, tr.indptr, tr.indices, tr.values,
-               *groups, state.one_user,
+    ptr, term_ptr = group_counts(compute, shard.client_ptr, tr.indptr, groups, state.one_user,
+                                 2 if change else 1, gram_row >= 0)
+    terms = Terms(ptr, np.empty(len(term_ptr) - 1, dtype=np.int64), term_ptr,
+                  np.empty(term_ptr[-1], dtype=np.int64), np.empty(term_ptr[-1]),
+                  np.empty(term_ptr[-1]))
+    item_terms(compute, shard.client_ptr, row_start, tr, groups, state.one_user,
                np.ascontiguousarray(both[:, fixed_v]), np.ascontiguousarray(V[:, fixed_v]),
-               n_rows, cfg.alpha, cfg.implicit, change, gram_row, ptr, term_ptr, index, vec,
-               a, b)
+               n_rows, cfg.alpha, cfg.implicit, change, gram_row, terms)
     if cfg.gram_scale != 1.0:  # the svec part sent times gram_scale (the server divides)
-        a *= cfg.gram_scale
-    stats = OuterRows(ptr, index, term_ptr, vec, a, b, np.ascontiguousarray(both[:, free_v]))
+        terms.a[:] *= cfg.gram_scale
+    stats = OuterRows(*terms, np.ascontiguousarray(both[:, free_v]))
     return state, {STATS: Stacked(upload_shape(cfg, V.shape[0]), rows=stats)}
 
 

@@ -10,6 +10,8 @@ share (the biases); implicit ``w = c - 1 = alpha r`` and ``y = c p`` with ``p = 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -111,9 +113,10 @@ def kept_entries(indptr, indices, keys, k, keep):
 
 
 @numba.njit(cache=True)
-def group_counts(compute, client_ptr, indptr, g_client, g_ptr, one_user, copies, gram):
+def group_counts(compute, client_ptr, indptr, groups, one_user, copies, gram):
     """Groups and terms of the clients ``compute`` (:func:`item_terms`): ``ptr`` (groups of
     client ``k`` at ``ptr[k]:ptr[k+1]``) and ``term_ptr`` (terms of group ``g``)."""
+    g_client, g_ptr = groups.client_ptr, groups.ptr
     s = compute.shape[0]
     ptr = np.zeros(s + 1, dtype=np.int64)
     for k in range(s):
@@ -140,6 +143,18 @@ def group_counts(compute, client_ptr, indptr, g_client, g_ptr, one_user, copies,
     return ptr, term_ptr
 
 
+class Terms(NamedTuple):
+    """Where :func:`item_terms` writes: the fields of a :class:`fedmc.core.uploads.OuterRows`
+    but its rows' vectors, in its order."""
+
+    ptr: np.ndarray  # int64, groups of client k at ptr[k]:ptr[k+1]
+    index: np.ndarray  # int64, the row (item) of every group
+    term_ptr: np.ndarray  # int64, terms of group g at term_ptr[g]:term_ptr[g+1]
+    vec: np.ndarray  # int64, the vector of every term
+    a: np.ndarray  # float64, its weight in the Gram matrix
+    b: np.ndarray  # float64, its weight in the right-hand side
+
+
 @numba.njit(cache=True, inline="always")
 def _term(q, vec_id, sign, r, x_fixed, v_fixed, alpha, implicit, vec, a, b):
     """Term ``q``: the vector ``vec_id`` with the statistics of an entry of value ``r`` (times
@@ -157,11 +172,10 @@ def _term(q, vec_id, sign, r, x_fixed, v_fixed, alpha, implicit, vec, a, b):
 
 
 @numba.njit(cache=True, parallel=True)
-def item_terms(compute, client_ptr, row_start, indptr, indices, values, g_client, g_item,
-               g_ptr, g_row, g_vals, one_user, X_fixed, V_fixed, n_rows, alpha, implicit,
-               with_old, gram_row, ptr, term_ptr, index, vec, a, b):
+def item_terms(compute, client_ptr, row_start, ratings, groups, one_user, X_fixed, V_fixed,
+               n_rows, alpha, implicit, with_old, gram_row, terms):
     """The terms of the item-step statistics of the clients ``compute``, in parallel over
-    clients (:class:`fedmc.core.uploads.OuterRows`).
+    clients, into ``terms`` (:class:`Terms`, sized by :func:`group_counts`).
 
     Client ``k`` (id ``compute[k]``) has one group per rated item ``j`` (row ``j``), whose terms
     are, for each of its users ``t`` who rated ``j``, the entry's statistics with ``t``'s
@@ -172,9 +186,12 @@ def item_terms(compute, client_ptr, row_start, indptr, indices, values, g_client
     its old one: the change of the client's share of the Gramian ``sum_t x_t x_t^T``.
     ``X_fixed`` (``2 n_rows`` rows, new then old) and ``V_fixed`` are the fixed columns of
     ``U`` and ``V`` whose product the explicit targets leave out (the user bias). Ratings come
-    from the user CSR with one user per client (``one_user``), else from the item-major groups
-    ``g_*`` (:class:`fedmc.core.shard.ItemMajor`).
+    from the user CSR ``ratings`` with one user per client (``one_user``), else from the
+    item-major ``groups`` (:class:`fedmc.core.shard.ItemMajor`).
     """
+    indptr, indices, values = ratings
+    g_client, g_item, g_ptr, g_row, g_vals = groups
+    ptr, index, term_ptr, vec, a, b = terms
     for k in numba.prange(compute.shape[0]):
         c = compute[k]
         r0 = client_ptr[c]

@@ -60,14 +60,11 @@ def client_step(cfg: FedMCADMMConfig, shard: RatingsShard, state: ClientState, m
     """
     if msg.phase == "setup":
         return _setup(cfg, shard, state, msg.arrays["V"], compute, upload)
-    tr = shard.train
-    im = shard.item_major
     reg_u = cfg.regularizers()[0]
     V = msg.arrays["V"]
     delta = np.empty((len(compute), *V.shape))
     local_updates(
-        compute, shard.client_ptr, tr.indptr, tr.indices, tr.values,
-        (im.client_ptr, im.item, im.ptr, im.row, im.values), state.U, state.W, state.Y, V,
+        compute, shard.client_ptr, shard.train, shard.item_major, state.U, state.W, state.Y, V,
         cfg.inner, cfg.beta, state.n_clients, reg_u.params, cfg.layout.ones_col_u,
         cfg.steps == "per-row", rank_token(V.shape[1]), delta,
     )
@@ -82,9 +79,8 @@ def _setup(cfg: FedMCADMMConfig, shard: RatingsShard, state: ClientState, V0: np
     state.W[compute] = V0
     state.Y[compute] = 0.0
     if cfg.dual_init == "paper":
-        tr = shard.train
-        initial_duals(compute, shard.client_ptr, tr.indptr, tr.indices, tr.values, state.U,
-                      state.W, state.Y, 1.0 / V0.shape[0], rank_token(V0.shape[1]))
+        initial_duals(compute, shard.client_ptr, shard.train, state.U, state.W, state.Y,
+                      1.0 / V0.shape[0], rank_token(V0.shape[1]))
     if len(upload) == 0:
         return state, {}
     return state, {UPLOAD: Stacked(V0.shape, dense=_rows(state.Y, upload))}

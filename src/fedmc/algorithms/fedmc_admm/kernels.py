@@ -159,16 +159,18 @@ def relax_unrated(Wc, Yc, V, j0, j1, c_n, beta, token):
 
 @numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def local_updates(
-    clients, client_ptr, indptr, indices, values, cols, U, W, Y, V, n_inner, beta, p, reg,
-    ones_col, per_row, token, delta,
+    clients, client_ptr, ratings, cols, U, W, Y, V, n_inner, beta, p, reg, ones_col, per_row,
+    token, delta,
 ):
     """Steps 4(a)-(c) of Algorithm 1 for the clients at positions ``clients``, in parallel.
 
-    ``cols`` is the item-major layout ``(client_ptr, item, ptr, row, values)`` of the same
-    ratings (:class:`~fedmc.core.shard.ItemMajor`). ``delta[s]`` receives the change of
+    ``ratings`` are the clients' ratings (:class:`~fedmc.core.shard.CSR`), ``cols`` their
+    item-major layout ``(client_ptr, item, ptr, row, values)``
+    (:class:`~fedmc.core.shard.ItemMajor`). ``delta[s]`` receives the change of
     ``beta W_i + Y_i`` of client ``clients[s]``, its upload:
     ``beta (W^+ - W) + (Y^+ - Y) = beta (2 W^+ - W - V)`` by (13).
     """
+    indptr, indices, values = ratings
     g_client, g_item, g_ptr, g_row, g_vals = cols
     n, r = V.shape
     Vf = V.reshape(n * r)
@@ -192,13 +194,15 @@ def local_updates(
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
-def initial_duals(clients, client_ptr, indptr, indices, values, U, W, Y, scale, token):
+def initial_duals(clients, client_ptr, ratings, U, W, Y, scale, token):
     """``Y_i^0 = Y_i - scale * grad_V f_i(U_i^0, W_i^0)`` for the clients at positions
-    ``clients`` (input of Algorithm 1, with ``Y_i = 0`` on entry).
+    ``clients`` (input of Algorithm 1, with ``Y_i = 0`` on entry; ``ratings``: a
+    :class:`~fedmc.data.federated.CSR`).
 
     ``grad_V f_i`` is accumulated from the residuals, ``sum_t (u_t . w_j - m_tj) u_t``: one
     pass at ``O(r)`` per rating.
     """
+    indptr, indices, values = ratings
     r = len(token)
     for c in clients:  # once per run; a serial loop compiles much faster than a prange
         Wc = W[c]
