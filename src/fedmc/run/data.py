@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,10 @@ def load_ratings(settings: DataSettings, progress: bool = False) -> Ratings:
 
 
 def _read_file(path: Path, settings: DataSettings) -> Ratings:
-    cols = tuple(_column_ref(c) for c in settings.columns) if settings.columns else None
+    cols = None
+    if settings.columns is not None:
+        user, item, rating = settings.columns
+        cols = (_column_ref(user), _column_ref(item), _column_ref(rating))
     return load_ratings_file(path, columns=cols, duplicates=settings.duplicates)
 
 
@@ -91,7 +95,7 @@ def _federate_split(ratings: Ratings, is_test: np.ndarray,
         raise ConfigError("the training split is empty")
     client_of_user = partition_users(n_users, settings.clients, settings.partition, settings.seed)
     declared = settings.normalize == "public" or settings.rating_scale is not None
-    return FederatedData.from_split(ratings, is_test, client_of_user, settings.normalize,
+    return FederatedData.from_split(ratings, is_test, client_of_user, settings.normalizer_kind,
                                     settings.public_scale() if declared else None)
 
 
@@ -104,12 +108,12 @@ def load_boolean_data(settings: DataSettings):
 
     if settings.binarize is not None and settings.ratings is None and settings.dataset is None:
         raise ConfigError("binarize=T needs ratings=FILE or a rating dataset=NAME")
-    common = {"noise": settings.noise, "n_clients": settings.clients, "seed": settings.seed}
+    common = partial(load_boolean, noise=settings.noise, n_clients=settings.clients,
+                     seed=settings.seed)
     if settings.binary is not None:
-        return load_boolean(binary_file=settings.binary, **common)
+        return common(binary_file=settings.binary)
     if settings.binarize is not None:
-        ratings = load_ratings(settings)
-        return load_boolean(ratings=ratings, binarize=settings.binarize, **common)
+        return common(ratings=load_ratings(settings), binarize=settings.binarize)
     if settings.ratings is not None:
         raise ConfigError("Boolean algorithms need binarize=T with ratings=FILE")
-    return load_boolean(dataset=settings.dataset or SYNTHETIC, rows=settings.rows, **common)
+    return common(dataset=settings.dataset or SYNTHETIC, rows=settings.rows)

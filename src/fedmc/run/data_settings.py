@@ -68,6 +68,13 @@ class DataSettings(BaseModel):
         return self
 
     @property
+    def normalizer_kind(self) -> NormalizeKind:
+        """``normalize`` as chosen (the validator fills it: never None after validation)."""
+        if self.normalize is None:
+            raise ConfigError("normalize is unset")
+        return self.normalize
+
+    @property
     def source(self) -> str:
         """A short label of the data source."""
         for path in (self.binary, self.ratings, self.train):

@@ -104,16 +104,23 @@ def held_out_files(model: FactorModel, train: Ratings, test: Ratings,
     """
     if implicit:
         train, test = as_interactions(train, threshold), as_interactions(test, threshold)
-    users = IdVocabulary(np.unique(test.user_ids[test.users]), "user")
+    users = IdVocabulary(np.unique(_raw(test.user_ids)[test.users]), "user")
     notes = {}
     csrs = []
     for what, r in (("train", train), ("test", test)):
-        row, user_known = users.lookup(r.user_ids[r.users])
-        col, item_known = model.items.lookup(r.item_ids[r.items])
+        row, user_known = users.lookup(_raw(r.user_ids)[r.users])
+        col, item_known = model.items.lookup(_raw(r.item_ids)[r.items])
         keep = user_known & item_known
         notes[f"{what}_dropped_unknown_item"] = int(np.count_nonzero(user_known & ~item_known))
         csrs.append(_csr(row[keep], col[keep], r.values[keep], len(users)))
-    return HeldOut(*csrs, notes, implicit)
+    return HeldOut(csrs[0], csrs[1], notes, implicit)
+
+
+def _raw(ids: np.ndarray | None) -> np.ndarray:
+    """The raw ids of a ratings file (read from a file: never None)."""
+    if ids is None:
+        raise ValueError("ratings read from a file have raw ids")
+    return ids
 
 
 def _csr(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, n_rows: int) -> CSR:

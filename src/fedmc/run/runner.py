@@ -116,8 +116,8 @@ def execute(
     model.fit_with_progress(data, callback)
     if specialized is not None and not generic:
         precompile.mark_compiled(*specialized)
-    history = model.history_
-    if run.ranking_k is not None:
+    history: History = model.history_  # type: ignore[attr-defined]  # set by fit
+    if run.ranking_k is not None and isinstance(model, FactorPredictions):
         history.rows[-1].update(model.ranking_metrics(data, run.ranking_k))
     artifact = None
     if factor_model:
