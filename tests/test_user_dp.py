@@ -164,7 +164,8 @@ def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale(name, se
     entry = spec(name)
     cfg = entry.Config(rank=4, **params)
     algorithm = entry.algorithm_for(cfg)
-    dp = UserDP(clip=0.05, noise=0.8, setup_scale=3.0, setup_clip=setup_clip)
+    dp = UserDP(clip=0.05, noise=0.8, setup_scale=3.0, setup_clip=setup_clip,
+                reproducible=True)  # the draws from the seed: the test repeats exactly
     records, _ = record_boundary(
         algorithm, cfg, data, driver=driver,
         rounds=Rounds(make_sampler(40, sampling="bernoulli", participation=0.3), 8, dp=dp))
