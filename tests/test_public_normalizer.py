@@ -68,6 +68,8 @@ def test_dp_runs_default_to_the_public_normalizer_and_refuse_a_fitted_one(
     assert resolve(_options(dataset="ml-1m")).data.normalize == "zscore"  # unchanged without DP
     assert resolve(_options(dataset="ml-1m", dp_epsilon=2.0, dp_clip=1.0)
                    ).data.normalize == "public"
+    assert resolve(_options(dataset="ml-1m", dp_epsilon=2.0, dp_clip=1.0, dp_reproducible=True)
+                   ).data.normalize == "public"  # the same run but for where its noise comes from
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--partition",
                           "user", "--dp-epsilon", 4, "--normalize", "zscore", "--out",
                           tmp_path / "o", "-q")

@@ -64,8 +64,12 @@ class RunOptions(BaseModel):
     save_user_factors: bool = False
 
     @property
+    def dp(self) -> bool:
+        """Whether the options ask for user-level DP (a budget or a noise multiplier)."""
+        return self.dp_epsilon is not None or self.dp_noise is not None
+
+    @property
     def private(self) -> bool:
         """Whether the options ask for user-level DP that is private (a budget or a noise
         multiplier, and not ``dp_reproducible``)."""
-        asked = self.dp_epsilon is not None or self.dp_noise is not None
-        return asked and not self.dp_reproducible
+        return self.dp and not self.dp_reproducible

@@ -118,10 +118,10 @@ def resolve(options: RunOptions) -> RunSpec:
     o, params, paper = apply_paper_settings(algorithm, given, dict(options.params))
     defaulted += paper
     normalize = o["normalize"]
-    if normalize is None:
-        normalize = "none" if o["implicit"] else "public" if options.private else "zscore"
+    if normalize is None:  # under DP (reproducible too: the same run but for the noise)
+        normalize = "none" if o["implicit"] else "public" if options.dp else "zscore"
         defaulted.append("normalize")
-    elif options.private and normalize in ("center", "zscore"):
+    elif options.dp and normalize in ("center", "zscore"):
         raise ConfigError(f"normalize={normalize} fits on the training ratings, which a DP run "
                           "may not publish: use normalize=public (the default with DP) or "
                           "normalize=none")
