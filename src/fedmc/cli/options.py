@@ -237,10 +237,6 @@ OPTIONS: dict[str, Declared] = {
 NAMED_PARAMS = ("rank", "inner", "reg_u", "lam", "reg_v", "gamma", "beta", "init_scale",
                 "steps", "biases", "clip")
 """The algorithm parameters with options of their own (``--param KEY=VALUE`` sets any)."""
-COMMAND_ONLY = ("param", "out_dir", "overwrite", "quiet")
-"""Options of the commands, not of the run (``--param`` items go into ``RunOptions.params``)."""
-
-
 def with_options(*names: str, extra: tuple[inspect.Parameter, ...] = (),
                  defaults: Mapping[str, Any] | None = None, helps: Mapping[str, str] | None = None,
                  ) -> Callable[[Callable[..., None]], Callable[..., None]]:

@@ -8,11 +8,8 @@ from typing import Any
 from fedmc.cli.display import err, progress, summary_table
 from fedmc.cli.options import OPTIONS, run_options, with_options
 
-SHARED = tuple(name for name in OPTIONS)
-"""``fedmc run`` takes every declared option."""
 
-
-@with_options(*SHARED)
+@with_options(*OPTIONS)  # every declared option
 def run(**typed: Any) -> None:
     """Train one algorithm on one data set and write config.json, history.csv, summary.json.
 
