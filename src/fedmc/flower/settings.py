@@ -85,7 +85,10 @@ class FederatedRun(BaseModel):
     def run_config(self) -> dict[str, Any]:
         """The flat run configuration (every key of :data:`RUN_CONFIG_DEFAULTS`)."""
         options = self.model_dump(mode="json", exclude={"spec"})
-        return {RUN: self.spec.model_dump_json(), **{_key(k): v for k, v in options.items()}}
+        # not the data settings: the manifest holds what the server may know of the data,
+        # and the operator's file paths need not travel to every client
+        spec = self.spec.model_dump_json(exclude={"data"})
+        return {RUN: spec, **{_key(k): v for k, v in options.items()}}
 
     @classmethod
     def from_run_config(cls, config: dict[str, Any]) -> FederatedRun:
