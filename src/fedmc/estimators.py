@@ -30,6 +30,7 @@ from fedmc.errors import ConfigError, DataError
 from fedmc.federation.history import History
 from fedmc.federation.loop import Outcome, RoundCallback, Rounds
 from fedmc.federation.settings import Schedule
+from fedmc.federation.validation import with_validation
 from fedmc.sim import simulate
 
 SEED = "random_state"  # the scikit-learn name of Schedule.seed
@@ -141,7 +142,7 @@ class FederatedEstimator(Estimator):
             raise ConfigError(f"{self.name} needs rating data (fedmc.load_federated)")
         cfg = self.make_config()
         schedule = self.schedule()
-        algorithm = self.spec.algorithm_for(cfg)
+        algorithm = with_validation(self.spec.algorithm_for(cfg), schedule.eval_k)
         sim = simulate(algorithm, cfg, data, rounds=Rounds.of(schedule, data.n_clients),
                        seed=schedule.seed, callback=callback)
         self.config_ = cfg
@@ -153,8 +154,10 @@ class FederatedEstimator(Estimator):
         self.history_: History = sim.history
         self.info_: FederationInfo = sim.info
         self.privacy_: dict[str, Any] = sim.guarantee
+        self.stopped_: dict[str, Any] | None = (None if sim.stop is None
+                                                else sim.stop.report(self.rounds))
         algorithm = self.spec.algorithm_for(self.config_)
-        self.model_: dict[str, np.ndarray] = dict(algorithm.model(self.config_, sim.server))
+        self.model_: dict[str, np.ndarray] = sim.model(algorithm, self.config_)
 
 
 class FactorPredictions:
@@ -216,6 +219,10 @@ class FactorEstimator(FactorPredictions, FederatedEstimator):
         super()._learn(sim, data)
         self.V_ = self.model_["V"]
         self.U_ = sim.clients.user_factors()
+        if self.stopped_ is not None and self.stopped_["round"] != self.stopped_["stopped_at"]:
+            # the published V is an earlier round's: every user folded in from it, as
+            # fedmc evaluate does (the clients' own rows moved on with later rounds)
+            self.U_ = self.spec.fold_in_users(self.config_, self.V_, data.train)
         self._keep_index_maps(data)
         self.layout_: FactorLayout = self.config_.layout
 

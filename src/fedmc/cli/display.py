@@ -12,8 +12,8 @@ from rich.table import Table
 err = Console(stderr=True)
 out = Console()
 
-_SHOWN = (("test_rmse", "test RMSE"), ("f1", "F1"), ("rmsd", "RMSD"), ("objective",
-                                                                       "objective"))
+_SHOWN = (("validation_rmse", "validation RMSE"), ("test_rmse", "test RMSE"), ("f1", "F1"),
+          ("rmsd", "RMSD"), ("objective", "objective"))
 
 
 class progress:

@@ -33,8 +33,10 @@ federate_app = typer.Typer(no_args_is_help=True, add_completion=False,
 FLOWER = "Federation"
 # fedmc run's options a federation does not take: its own --out, a split given as two files,
 # the ranking evaluation and saving the user factors (they stay on the nodes; fedmc evaluate
-# ranks with the published model)
-RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors")
+# ranks with the published model); a validation cut and early stopping are not carried to the
+# nodes yet (fedmc run has them)
+RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors",
+            "validation_fraction", "early_stopping", "patience", "min_delta")
 SPLIT_OPTIONS = tuple(name for name in OPTIONS if name not in (*RUN_ONLY, "overwrite", "quiet"))
 """``split`` takes the run's options too: ``run.toml`` holds the run they resolve to."""
 NOTED = ("refused", "failed", "skipped", "claim refused")  # told on stderr

@@ -117,6 +117,11 @@ OPTIONS: dict[str, Declared] = {
     "test_fraction": Declared(
         float, _default("test_fraction"), DATA, (),
         "Share of ratings held out."),
+    "validation_fraction": Declared(
+        float | None, None, DATA, (),
+        "Share of every client's training ratings it keeps back as its validation cut "
+        "(what --early-stopping and fedmc tune choose on; the test split never is); "
+        "default 0.05 with --early-stopping, else none."),
     "clients": Declared(
         int | None, None, PROTO, (),
         "Number of clients p (default: the algorithm's paper settings, 100 for most)."),
@@ -214,6 +219,22 @@ OPTIONS: dict[str, Declared] = {
         "User-level DP, research only: draw the noise and the sampling from --seed (the"
         " run repeats exactly but is NOT private; its outputs say so and keep their "
         "exact metrics)."),
+    "early_stopping": Declared(
+        bool, _default("early_stopping"), PROTO, ("--early-stopping",),
+        "Stop when the validation metric (RMSE; NDCG@K with --implicit) has not improved "
+        "for --patience rounds, and publish the model of its best round."),
+    "patience": Declared(
+        int | None, None, PROTO, (),
+        "With --early-stopping: rounds without improvement before stopping (default 20)."),
+    "min_delta": Declared(
+        float | None, None, PROTO, (),
+        "With --early-stopping: the smallest change that counts as an improvement "
+        "(default 0)."),
+    "refit": Declared(
+        bool | None, None, PROTO, ("--refit/--no-refit",),
+        "With --early-stopping: train again on every training rating (the validation cut "
+        "too) for the best round's number of rounds and publish that model (default), or "
+        "publish the best round's model itself."),
     "ranking_k": Declared(
         int | None, None, PROTO, (),
         "Add precision, recall, NDCG, MAP, hit rate and coverage at K (after training);"

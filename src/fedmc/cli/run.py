@@ -46,5 +46,6 @@ def run(**typed: Any) -> None:
     if not typed["quiet"]:
         summary_table(result.summary, label)
     model_files = ", model.npz, model.json" if result.artifact is not None else ""
-    err.print(f"wrote {target}/config.json, history.csv, summary.json{model_files}",
+    validation = ", validation_history.csv" if result.validation_history is not None else ""
+    err.print(f"wrote {target}/config.json, history.csv, summary.json{validation}{model_files}",
               soft_wrap=True)

@@ -11,7 +11,7 @@ one array for speed, and only the client-side code of an algorithm ever reads it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numba
@@ -46,6 +46,10 @@ class FederatedData:
         The map from original ratings to the normalized scale the algorithms train on.
     value_range
         Smallest and largest training rating (original scale), for clipping predictions.
+    validation
+        The validation cut the clients keep back from their training ratings (a CSR like
+        ``test``; ``--validation-fraction``), or None: what early stopping and tuning choose
+        on, never the test ratings.
     """
 
     train: CSR
@@ -58,6 +62,7 @@ class FederatedData:
     normalizer: Normalizer
     value_range: tuple[float, float] = (-np.inf, np.inf)
     name: str = "ratings"
+    validation: CSR | None = None
 
     @property
     def n_users(self) -> int:
@@ -106,7 +111,15 @@ class FederatedData:
             normalizer=self.normalizer,
             value_range=self.value_range,
             name=self.name,
+            validation=None if self.validation is None else self.validation.row_block(rows),
         )
+
+    def validation_shard(self) -> FederatedData:
+        """The same clients with their validation cut in the place of their test ratings:
+        what an evaluation on the validation cut reads (:mod:`fedmc.federation.validation`)."""
+        if self.validation is None:
+            raise DataError("these data have no validation cut (validation_fraction)")
+        return replace(self, test=self.validation, validation=None)
 
     def federation_info(self) -> FederationInfo:
         """The facts every party of this federation knows before training."""
@@ -151,13 +164,17 @@ class FederatedData:
         client_of_user: np.ndarray,
         normalize: NormalizeKind = "none",
         scale: RatingScale | None = None,
+        *,
+        is_validation: np.ndarray | None = None,
     ) -> FederatedData:
         """:meth:`build` from all ratings and the test mask of a split, with the normalizer
         fitted on the training values.
 
         A public rating ``scale`` (every rating must lie in it) is the rating range, instead
         of the smallest and largest training rating; ``normalize="public"`` needs one and
-        reads no rating (:meth:`Normalizer.public`).
+        reads no rating (:meth:`Normalizer.public`). ``is_validation`` marks the training
+        ratings kept back as the validation cut: they are neither trained on nor seen by the
+        normalizer.
 
         No train and test copies of the ratings are made: the two CSR matrices are built
         straight from ``ratings``, so the peak memory is the ratings plus the CSRs (a third
@@ -167,15 +184,20 @@ class FederatedData:
         if scale is not None:
             scale = check_scale(scale)
             _check_in_scale(ratings, scale)
-        train_values = ratings.values[~is_test]
+        held = is_test if is_validation is None else is_test | is_validation
+        train_values = ratings.values[~held]
         normalizer = Normalizer.fit(train_values, normalize, scale)
         value_range = scale if scale is not None else _value_range(train_values)
         del train_values
-        return rows.assemble(
-            _csr(ratings, is_test, False, rows.row_of_user, normalizer),
+        data = rows.assemble(
+            _csr(ratings, held, False, rows.row_of_user, normalizer),
             _csr(ratings, is_test, True, rows.row_of_user, normalizer),
             ratings, normalizer, value_range,
         )
+        if is_validation is None:
+            return data
+        return replace(data, validation=_csr(ratings, is_validation, True, rows.row_of_user,
+                                             normalizer))
 
 
 def _check_in_scale(ratings: Ratings, scale: RatingScale) -> None:

@@ -30,7 +30,8 @@ from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.history import History
 from fedmc.federation.population import ClientPopulation
 from fedmc.federation.sampling import Sampler, poisson_rate
-from fedmc.federation.settings import Schedule
+from fedmc.federation.settings import EarlyStopping, Schedule
+from fedmc.federation.validation import EarlyStop
 from fedmc.privacy.accounting import Plan, UserDP
 
 RoundCallback = Callable[[int, dict[str, float] | None], None]
@@ -40,13 +41,22 @@ RoundCallback = Callable[[int, dict[str, float] | None], None]
 class Outcome:
     """What a run of the rounds leaves: the history, the server's final state, the clients,
     the federation's facts and what its DP guarantees
-    (:meth:`fedmc.federation.aggregator.Aggregator.guarantee`)."""
+    (:meth:`fedmc.federation.aggregator.Aggregator.guarantee`); with early stopping, its
+    watcher (``stop.best``: the round whose model the run publishes)."""
 
     history: History
     server: Any
     clients: ClientPopulation
     info: FederationInfo
     guarantee: dict[str, Any]
+    stop: EarlyStop | None = None
+
+    def model(self, algorithm: Algorithm, cfg: Any) -> dict[str, np.ndarray]:
+        """The model the run publishes: its best round's with early stopping, else its
+        last."""
+        if self.stop is not None and self.stop.best is not None:
+            return dict(self.stop.best.model)
+        return dict(algorithm.model(cfg, self.server))
 
 
 def streams(seed: int | np.random.Generator, secret: bool = False,
@@ -143,6 +153,7 @@ class Checkpoint:
     seconds: float
     waiting: tuple[int, dict[str, float]] | None
     population: Any
+    stop: EarlyStop | None = None
 
 
 @dataclass(frozen=True)
@@ -163,18 +174,24 @@ class Rounds:
         clipped, Gaussian noise on every sum, the budget of the set-up and the rounds
         accounted; needs Poisson sampling (``BernoulliSampler`` with one rate) or every client
         in every round.
+    early_stopping, eval_k
+        Stop early on a validation column (:mod:`fedmc.federation.validation`), whose
+        default is chosen by the per-evaluation ranking cut-off ``eval_k``.
     """
 
     sampler: Sampler
     count: int
     eval_every: int = 1
     dp: UserDP | None = None
+    early_stopping: EarlyStopping | None = None
+    eval_k: int | None = None
 
     @classmethod
     def of(cls, schedule: Schedule, n_clients: int) -> Rounds:
-        """The rounds of ``schedule`` over ``n_clients`` clients (its sampler and DP)."""
+        """The rounds of ``schedule`` over ``n_clients`` clients (its sampler, DP and early
+        stopping)."""
         return cls(schedule.sampler(n_clients), schedule.rounds, schedule.eval_every,
-                   schedule.dp)
+                   schedule.dp, schedule.early_stopping, schedule.eval_k)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -279,6 +296,8 @@ def run_rounds(
     state = algorithm.init_server(cfg, info, server_draws) if resume is None else resume.server
     setup = algorithm.setup(cfg, state, info)
     plan = None if dp is None else privacy_plan(setup, rounds, info)
+    stop = None if rounds.early_stopping is None else EarlyStop(rounds.early_stopping,
+                                                               rounds.eval_k)
     aggregator = Aggregator(algorithm, cfg, info, dp=dp, plan=plan,
                             placement=clients.placement)
     server = _Server(algorithm, cfg, state, clients, aggregator, rng)
@@ -290,17 +309,21 @@ def run_rounds(
         """Round ``k``'s evaluation: its row is written (and reported) once the sums come; in
         a private run there is none, the row holds what it publishes and is written now."""
 
+        model = {} if aggregator.private else algorithm.model(cfg, server.state)
+
         def finish(sums: dict[str, float]) -> None:
             metrics = {} if aggregator.private else algorithm.metrics(cfg, server.state, sums,
                                                                       info)
             history.append(aggregator.published({"round": k, **metrics, **row}))
+            if stop is not None:
+                stop.observe(k, history.rows[-1], model)
             if callback is not None and k > 0:
                 callback(k, history.rows[-1])
 
         if aggregator.private:
             finish({})
             return None
-        return _Evaluation(algorithm.model(cfg, server.state), finish, k, row)
+        return _Evaluation(model, finish, k, row)
 
     def row(k: int, n_clients: int) -> dict[str, float]:
         """What round ``k``'s row holds before its evaluation."""
@@ -318,11 +341,14 @@ def run_rounds(
         server.bytes_up, server.bytes_down = resume.bytes_up, resume.bytes_down
         clock.seconds = resume.seconds
         clients.restore(resume.population)
+        stop = resume.stop
         waiting = None if resume.waiting is None else evaluation(*resume.waiting)
     for k in range(start, rounds.count + 1):
         if waiting is not None and not clients.folds_evaluation:
             waiting.finish(clients.evaluate(waiting.model))
             waiting = None
+        if stop is not None and stop.stopped:
+            break
         clock.start()
         sampled = sampler.sample(server.rng)
         server.exchange(algorithm.message(cfg, server.state, k, sampled, server.rng), waiting)
@@ -336,7 +362,7 @@ def run_rounds(
                 k, server.state, server.rng.bit_generator.state, list(history.rows),
                 server.bytes_up, server.bytes_down, clock.seconds,
                 None if waiting is None else (waiting.round, waiting.row),
-                clients.snapshot()))
+                clients.snapshot(), stop))
     if waiting is not None:
         waiting.finish(clients.evaluate(waiting.model))
-    return Outcome(history, server.state, clients, info, aggregator.guarantee())
+    return Outcome(history, server.state, clients, info, aggregator.guarantee(), stop)

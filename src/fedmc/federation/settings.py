@@ -15,6 +15,23 @@ from fedmc.federation.sampling import Sampler, SamplingKind, make_sampler
 from fedmc.privacy.accounting import UserDP
 
 
+class EarlyStopping(BaseModel):
+    """Stop when a validation column has not improved for a while, and publish the model of
+    its best round (:class:`fedmc.federation.validation.EarlyStop`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    patience: int = Field(20, ge=1, description="rounds without improvement before stopping")
+    min_delta: float = Field(0.0, ge=0, description="smallest change that counts as an "
+                             "improvement")
+    metric: str | None = Field(None, description="the validation column watched (default: "
+                               "validation_ndcg@K for interactions, validation_rmse for "
+                               "ratings)")
+    refit: bool = Field(True, description="train again on every training rating (the cut "
+                        "included) for the best round's number of rounds, and publish that "
+                        "model (fedmc.run.runner)")
+
+
 class Schedule(BaseModel):
     """How a federated run proceeds, besides the algorithm's own parameters."""
 
@@ -30,6 +47,10 @@ class Schedule(BaseModel):
     eval_every: int = Field(1, ge=1, description="evaluate every this many rounds")
     seed: int = Field(0, ge=0, description="seed of the initial draws and the server's stream")
     dp: UserDP | None = Field(None, description="user-level DP (None: off)")
+    eval_k: int | None = Field(None, ge=1, description="cut-off K of ranking metrics computed "
+                               "at every evaluation, on the test and validation items")
+    early_stopping: EarlyStopping | None = Field(None, description="early stopping on the "
+                                                 "validation cut (None: off)")
 
     def sampler(self, n_clients: int) -> Sampler:
         """The client sampler of the run (:func:`fedmc.federation.sampling.make_sampler`)."""

@@ -85,9 +85,27 @@ def federate(ratings: Ratings, settings: DataSettings) -> FederatedData:
                            settings)
 
 
+def validation_mask(ratings: Ratings, is_test: np.ndarray,
+                    settings: DataSettings) -> np.ndarray | None:
+    """Which training ratings the clients keep back as their validation cut: the share
+    ``validation_fraction`` of the training ratings (not of the test ratings, which nothing
+    chooses on), drawn as the test split is drawn (``split``) from a stream of its own (the
+    seed's second child), or None without a cut."""
+    if settings.validation_fraction == 0:
+        return None
+    test_mask = random_test_mask if settings.split == "random" else user_holdout_test_mask
+    training = np.flatnonzero(~is_test)
+    own_seed = int(np.random.SeedSequence([settings.seed, 1]).generate_state(1)[0])
+    held = test_mask(ratings.subset(~is_test), settings.validation_fraction, own_seed)
+    is_validation = np.zeros(len(is_test), dtype=bool)
+    is_validation[training[held]] = True
+    return is_validation
+
+
 def _federate_split(ratings: Ratings, is_test: np.ndarray,
                     settings: DataSettings) -> FederatedData:
-    """Partition users into clients and build the layout of a split given by its test mask."""
+    """Partition users into clients and build the layout of a split given by its test mask
+    (and the validation cut of :func:`validation_mask`)."""
     n_users = ratings.n_users
     if settings.partition != "user" and settings.clients > n_users:
         raise ConfigError(f"{settings.clients} clients but the data has only {n_users} users")
@@ -96,7 +114,8 @@ def _federate_split(ratings: Ratings, is_test: np.ndarray,
     client_of_user = partition_users(n_users, settings.clients, settings.partition, settings.seed)
     declared = settings.normalize == "public" or settings.rating_scale is not None
     return FederatedData.from_split(ratings, is_test, client_of_user, settings.normalizer_kind,
-                                    settings.public_scale() if declared else None)
+                                    settings.public_scale() if declared else None,
+                                    is_validation=validation_mask(ratings, is_test, settings))
 
 
 def load_boolean_data(settings: DataSettings):

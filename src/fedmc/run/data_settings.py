@@ -33,6 +33,9 @@ class DataSettings(BaseModel):
     partition: PartitionKind = "random"
     split: Literal["random", "user"] = "random"
     test_fraction: float = Field(0.2, ge=0, lt=1)
+    validation_fraction: float = Field(
+        0.0, ge=0, lt=1, description="share of every client's training ratings it keeps back "
+        "as its validation cut (0: none), split as the test split is, with its own seed")
     normalize: NormalizeKind | None = Field(None, description="zscore for ratings, none for "
                                             "interactions (the default)")
     rating_scale: tuple[float, float] | None = Field(

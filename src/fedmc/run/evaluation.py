@@ -81,7 +81,9 @@ def held_out_split(model: FactorModel, data_config: Mapping[str, Any]) -> HeldOu
     from fedmc.run.data import DataSettings, federated_data
 
     fields = {k: v for k, v in data_config.items() if k in DataSettings.model_fields}
-    settings = DataSettings(**{**fields, "normalize": "none", "rating_scale": None})
+    # every training rating a user holds is folded in, a validation cut's too
+    settings = DataSettings(**{**fields, "normalize": "none", "rating_scale": None,
+                               "validation_fraction": 0.0})
     data, notes = federated_data(settings)
     if not np.array_equal(np.asarray(data.item_ids), np.asarray(model.item_ids)):
         raise DataError("the run's data no longer give the model's items (a changed ratings "

@@ -40,6 +40,7 @@ class RunOptions(BaseModel):
     implicit_threshold: float | None = None
     split: Literal["random", "user"] = "random"
     test_fraction: float = 0.2
+    validation_fraction: float | None = None
     # the federation
     clients: int | None = None
     partition: str | None = None
@@ -59,6 +60,11 @@ class RunOptions(BaseModel):
     dp_setup_clip: float | None = None
     dp_unit: Literal["user", "client"] = "user"
     dp_reproducible: bool = False
+    # choosing on the validation cut
+    early_stopping: bool = False
+    patience: int | None = None
+    min_delta: float | None = None
+    refit: bool | None = None
     # after training
     ranking_k: int | None = None
     save_user_factors: bool = False

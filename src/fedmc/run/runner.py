@@ -53,6 +53,7 @@ class RunResult:
     summary: dict[str, Any]
     config: dict[str, Any]
     artifact: FactorModel | None = None
+    validation_history: History | None = None
 
 
 def execute(
@@ -63,7 +64,45 @@ def execute(
     kernels: Literal["specialized", "auto"] = "specialized",
     loaded: tuple[Any, dict[str, Any]] | None = None,
 ) -> RunResult:
-    """Load data, build the algorithm, run it; nothing is written here.
+    """Load data, build the algorithm, run it (:func:`fit`); nothing is written here.
+
+    An early-stopped run that refits (``schedule.early_stopping.refit``) runs twice: on the
+    training ratings without the validation cut until it stops, then on every training rating
+    for the best round's number of rounds (the same run as one without the cut, stopped
+    there: the same seed gives the same draws). The refit's model, history and summary are
+    the result; the first pass's history is ``validation_history`` and its report is the
+    summary's ``early_stopping``.
+    """
+    first = fit(run, callback=callback, progress_download=progress_download,
+                kernels=kernels, loaded=loaded)
+    stopping = run.schedule.early_stopping
+    report = first.summary.get("early_stopping")
+    if stopping is None or not stopping.refit or report is None:
+        return first
+    if loaded is not None:
+        raise ConfigError("refit needs the data without the validation cut: give "
+                          "refit=false with data loaded beforehand")
+    best = report["round"] or 0
+    final = fit(run.refit(best), callback=callback, kernels=kernels)
+    final.summary = {**{k: v for k, v in final.summary.items() if k != "privacy"},
+                     "early_stopping": {**report, "refit_rounds": best},
+                     "privacy": final.summary["privacy"]}
+    final.config = {**final.config, "run": run.settings(),
+                    "data": {**final.config["data"],
+                             "validation_fraction": run.data.validation_fraction}}
+    final.validation_history = first.history
+    return final
+
+
+def fit(
+    run: RunSpec,
+    *,
+    callback: RoundCallback | None = None,
+    progress_download: bool = False,
+    kernels: Literal["specialized", "auto"] = "specialized",
+    loaded: tuple[Any, dict[str, Any]] | None = None,
+) -> RunResult:
+    """Load data, build the algorithm, run it once; nothing is written here.
 
     ``loaded``: the data the settings describe and their notes for ``config.json``, already
     built (the canary audit's neighbouring data sets, :mod:`fedmc.audit.canary`); else they
@@ -117,14 +156,16 @@ def execute(
     if specialized is not None and not generic:
         precompile.mark_compiled(*specialized)
     history: History = model.history_  # type: ignore[attr-defined]  # set by fit
-    if run.ranking_k is not None and isinstance(model, FactorPredictions):
+    stopped = getattr(model, "stopped_", None)
+    if run.ranking_k is not None and run.schedule.eval_k is None \
+            and isinstance(model, FactorPredictions):
         history.rows[-1].update(model.ranking_metrics(data, run.ranking_k))
     artifact = None
     if factor_model:
         artifact = FactorModel.from_estimator(model, data if run.save_user_factors else None)
     summary = summarize(history, getattr(model, "privacy_", NO_DP), {
         "data_seconds": load_seconds, "compile_seconds": compile_seconds() - compiled_before,
-        "total_seconds": time.perf_counter() - started})
+        "total_seconds": time.perf_counter() - started}, stopped)
     config = {
         "private": summary["privacy"]["private"],
         "algorithm": run.algorithm,
@@ -159,14 +200,20 @@ def check_private_run(entry: AlgorithmSpec, dp: UserDP, run: RunSpec) -> None:
 NO_DP = {"private": False, "dp": None}
 
 
-def summarize(history: History, privacy: dict[str, Any],
-              timings: dict[str, float]) -> dict[str, Any]:
-    """``summary.json``: the last history row, the run's ``timings`` (with the training
-    seconds and the peak memory; not in a private run: how long the data took is a function of
-    the data) and its DP guarantee (``privacy``,
-    :meth:`fedmc.federation.aggregator.Aggregator.guarantee`)."""
+def summarize(history: History, privacy: dict[str, Any], timings: dict[str, float],
+              stopped: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``summary.json``: the row of the published model (the last history row; with early
+    stopping, ``stopped``, the best round's, and the stop's report as ``early_stopping``), the
+    run's ``timings`` (with the training seconds of the whole run and the peak memory; not in
+    a private run: how long the data took is a function of the data) and its DP guarantee
+    (``privacy``, :meth:`fedmc.federation.aggregator.Aggregator.guarantee`)."""
     final = history.rows[-1]
-    summary: dict[str, Any] = {**final}
+    published = final
+    if stopped is not None and stopped["round"] is not None:
+        published = next(row for row in history.rows if row["round"] == stopped["round"])
+    summary: dict[str, Any] = {**published}
+    if stopped is not None:
+        summary["early_stopping"] = stopped
     if not privacy["private"]:
         summary.update(timings, train_seconds=final["seconds"], peak_memory_mb=peak_memory_mb())
     summary["privacy"] = privacy
@@ -198,5 +245,7 @@ def write_outputs(out: Path, result: RunResult) -> None:
     write_atomic(out / "config.json", strict_json(result.config))
     write_atomic(out / "history.csv", result.history.csv_text())
     write_atomic(out / "summary.json", strict_json(result.summary))
+    if result.validation_history is not None:
+        write_atomic(out / "validation_history.csv", result.validation_history.csv_text())
     if result.artifact is not None:  # model.npz + model.json (fedmc.model.store)
         result.artifact.save(out)

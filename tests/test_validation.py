@@ -1,0 +1,232 @@
+"""The clients' validation cut, its evaluation and early stopping (fedmc.federation.validation).
+
+Each evaluation on the cut is checked against numbers computed straight from the factors;
+the batched simulation against the per-client loop; early stopping against the run without it
+stopped at the best round.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fedmc.algorithms.registry import spec
+from fedmc.core.factors import predict
+from fedmc.core.ranking import list_metrics, top_n
+from fedmc.core.shard import CSR
+from fedmc.errors import ConfigError
+from fedmc.federation.loop import Rounds
+from fedmc.federation.settings import EarlyStopping
+from fedmc.federation.validation import EarlyStop, with_validation
+from fedmc.run.data import federated_data
+from fedmc.run.data_settings import DataSettings
+from fedmc.run.options import RunOptions
+from fedmc.run.runner import execute
+from fedmc.run.settings import resolve
+from fedmc.sim import simulate
+
+
+@pytest.fixture(scope="module")
+def small(ratings_file, tmp_path_factory):
+    """The options that read a small ratings file (150 users, 40 items)."""
+    path = ratings_file(tmp_path_factory.mktemp("small"), users=150, items=40)
+    return {"ratings": path, "columns": ("user_id", "item_id", "stars")}
+
+
+def _pairs(m: CSR) -> set[tuple[int, int]]:
+    return set(zip(m.rows().tolist(), m.indices.tolist(), strict=True))
+
+
+def test_the_cut_is_a_share_of_training_ratings_and_leaves_the_test_split_alone(small):
+    plain, _ = federated_data(DataSettings(**small, seed=3))
+    cut, _ = federated_data(DataSettings(**small, seed=3, validation_fraction=0.2))
+    assert cut.validation is not None
+    assert _pairs(cut.test) == _pairs(plain.test)  # the same test split
+    kept, held = _pairs(cut.train), _pairs(cut.validation)
+    assert not kept & held and kept | held == _pairs(plain.train)
+    assert len(held) == round(0.2 * plain.train.nnz)
+    again, _ = federated_data(DataSettings(**small, seed=3, validation_fraction=0.2))
+    assert _pairs(again.validation) == held  # seeded
+    other, _ = federated_data(DataSettings(**small, seed=4, validation_fraction=0.2))
+    assert _pairs(other.validation) != held
+    # the normalizer saw only the ratings trained on
+    assert cut.normalizer.mean != plain.normalizer.mean
+    shard = cut.client_shard(1)
+    rows = cut.client_rows(1)
+    assert shard.validation.nnz == cut.validation.indptr[rows.stop] - cut.validation.indptr[
+        rows.start]
+
+
+def _fit(algorithm: str, data, rounds: int = 6, driver: str = "batched", eval_k=None,
+         stopping=None, **params):
+    entry = spec(algorithm)
+    cfg = entry.Config(**params)
+    algo = with_validation(entry.algorithm_for(cfg), eval_k)
+    rounds_ = Rounds(entry_sampler(data), rounds, early_stopping=stopping, eval_k=eval_k)
+    return cfg, algo, simulate(algo, cfg, data, rounds=rounds_, seed=0, driver=driver)
+
+
+def entry_sampler(data):
+    from fedmc.federation.sampling import make_sampler
+
+    return make_sampler(data.n_clients, 3, "uniform")
+
+
+def test_validation_errors_are_those_of_the_factors_on_the_cut(small):
+    data, _ = federated_data(DataSettings(**small, clients=5, validation_fraction=0.25))
+    cfg, algo, out = _fit("fedmc-admm", data, rank=3, init_scale=0.5)
+    U = out.clients.user_factors()
+    V = algo.model(cfg, out.server)["V"]
+    cut = data.validation
+    pred = predict(U, V, cut.rows(), cut.indices, data.normalizer,
+                   cfg.clip_range(data.value_range))
+    truth = data.normalizer.inverse(cut.values)
+    last = out.history.rows[-1]
+    assert last["validation_rmse"] == pytest.approx(np.sqrt(np.mean((pred - truth) ** 2)),
+                                                    rel=1e-10)
+    assert last["validation_mae"] == pytest.approx(np.mean(np.abs(pred - truth)), rel=1e-10)
+    assert last["validation_rmse"] != pytest.approx(last["test_rmse"])
+
+
+def test_ranking_on_the_cut_and_on_the_test_items(small):
+    data, _ = federated_data(DataSettings(**small, clients=5, implicit=True,
+                                          validation_fraction=0.2))
+    cfg, algo, out = _fit("fedals", data, eval_k=5, rank=4, implicit=True)
+    U, V = out.clients.user_factors(), algo.model(cfg, out.server)["V"]
+    last = out.history.rows[-1]
+    train, cut, test = data.train, data.validation, data.test
+
+    def ndcg(seen: CSR, target: CSR) -> float:
+        items, _ = top_n(U, V, seen.indptr, seen.indices, 5)
+        rows = list_metrics(items, target.indptr, target.indices)
+        return rows[rows[:, 5] > 0, 2].mean()
+
+    # validation lists leave out the training items; test lists the validation items too
+    assert last["validation_ndcg@5"] == pytest.approx(ndcg(train, cut), rel=1e-12)
+    both = _union_by_hand(train, cut)
+    assert last["ndcg@5"] == pytest.approx(ndcg(both, test), rel=1e-12)
+
+
+def _union_by_hand(a: CSR, b: CSR) -> CSR:
+    rows = [sorted(set(a.indices[a.indptr[t]:a.indptr[t + 1]])
+                   | set(b.indices[b.indptr[t]:b.indptr[t + 1]]))
+            for t in range(len(a.indptr) - 1)]
+    indptr = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
+    indices = np.array([j for r in rows for j in r], dtype=np.int32)
+    return CSR(indptr, indices, np.zeros(len(indices)))
+
+
+@pytest.mark.parametrize("algorithm, params, eval_k", [
+    ("fedmc-admm", {"rank": 3}, None),
+    ("fedals", {"rank": 3, "implicit": True}, 4),
+])
+def test_batched_equals_per_client_with_a_cut(algorithm, params, eval_k, small):
+    data, _ = federated_data(DataSettings(**small, clients=6, implicit=eval_k is not None,
+                                          validation_fraction=0.2))
+    histories = [_fit(algorithm, data, driver=d, eval_k=eval_k, **params)[2].history
+                 for d in ("batched", "per-client")]
+    for a, b in zip(*(h.rows for h in histories), strict=True):
+        assert a.keys() == b.keys()
+        for key in a:
+            if key != "seconds":
+                assert a[key] == pytest.approx(b[key], rel=1e-10, abs=1e-12), key
+    assert any(k.startswith("validation_") for k in histories[0].rows[-1])
+
+
+def test_a_run_without_a_cut_evaluates_as_before(tiny_federated):
+    data = tiny_federated()[0]
+    entry = spec("fedmc-admm")
+    cfg = entry.Config(rank=3)
+    plain = simulate(entry.algorithm_for(cfg), cfg, data,
+                     rounds=Rounds(entry_sampler(data), 4), seed=0).history.rows
+    wrapped = _fit("fedmc-admm", data, rounds=4, rank=3)[2].history.rows
+    for a, b in zip(plain, wrapped, strict=True):
+        assert {k: v for k, v in a.items() if k != "seconds"} == \
+            {k: v for k, v in b.items() if k != "seconds"}
+
+
+def test_early_stop_keeps_the_best_round_and_counts_patience():
+    stop = EarlyStop(EarlyStopping(patience=3, min_delta=0.01), None)
+    model = {"V": np.zeros(2)}
+    for k, value in enumerate([1.0, 0.9, 0.895, 0.85, 0.86, 0.849, 0.9]):
+        model["V"][:] = k
+        stop.observe(k, {"validation_rmse": value}, model)
+        assert stop.stopped == (k == 6)
+    assert stop.best.round == 3 and stop.best.value == 0.85
+    assert stop.best.model["V"].tolist() == [3.0, 3.0]  # a copy of that round's model
+    larger = EarlyStop(EarlyStopping(patience=1, metric="ndcg@10"), None)
+    assert larger.column == "validation_ndcg@10" and larger.larger
+    with pytest.raises(ConfigError, match="validation_rmse"):
+        EarlyStop(EarlyStopping(), None).observe(0, {"test_rmse": 1.0}, model)
+
+
+def test_early_stopping_publishes_the_best_rounds_model(small):
+    options = dict(**small, clients=8, rounds=40, validation_fraction=0.2, seed=1)
+    stopped = execute(resolve(RunOptions(
+        **options, params={"rank": 6, "lam": 0.0}, early_stopping=True, patience=3,
+        refit=False)))
+    report = stopped.summary["early_stopping"]
+    best = report["round"]
+    assert report["stopped_at"] == best + 3 < 40, "the test needs a run that stops early"
+    assert stopped.summary["round"] == best
+    assert stopped.summary["test_rmse"] == next(
+        r["test_rmse"] for r in stopped.history.rows if r["round"] == best)
+    column = [r["validation_rmse"] for r in stopped.history.rows]
+    assert min(column) == report["value"]
+    # the published V is the one the same run without early stopping has after `best` rounds
+    short = execute(resolve(RunOptions(**{**options, "rounds": best},
+                                       params={"rank": 6, "lam": 0.0})))
+    np.testing.assert_array_equal(stopped.model.V_, short.model.V_)
+
+
+def test_refit_is_the_run_without_the_cut_stopped_at_the_best_round(small):
+    options = dict(**small, clients=8, rounds=40, seed=1, params={"rank": 6, "lam": 0.0})
+    refit = execute(resolve(RunOptions(**options, early_stopping=True, patience=3,
+                                       validation_fraction=0.2)))
+    best = refit.summary["early_stopping"]["refit_rounds"]
+    assert refit.summary["round"] == best == refit.summary["early_stopping"]["round"]
+    assert refit.validation_history is not None
+    assert "validation_rmse" in refit.validation_history.rows[-1]
+    assert "validation_rmse" not in refit.history.rows[-1]
+    plain = execute(resolve(RunOptions(**{**options, "rounds": best})))
+    np.testing.assert_array_equal(refit.model.V_, plain.model.V_)
+    assert refit.config["run"]["early_stopping"]["patience"] == 3
+    assert refit.config["data"]["validation_fraction"] == 0.2
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"patience": 5}, "patience=5 needs early_stopping=true"),
+    ({"refit": False}, "refit=False needs early_stopping=true"),
+    ({"validation_fraction": 0.1, "dp_epsilon": 4.0, "dp_clip": 1.0}, "private run"),
+    ({"validation_fraction": 0.1, "dataset": "synthetic-boolean"}, "Boolean"),
+])
+def test_refused_settings(options, message):
+    with pytest.raises(ConfigError, match=message):
+        resolve(RunOptions(**options))
+
+
+def test_defaults_of_early_stopping():
+    run = resolve(RunOptions(early_stopping=True))
+    assert run.data.validation_fraction == 0.05
+    assert run.schedule.early_stopping == EarlyStopping()
+    assert {"validation_fraction", "patience", "min_delta", "refit"} <= set(run.defaulted)
+    implicit = resolve(RunOptions(implicit=True, early_stopping=True, validation_fraction=0.1))
+    assert implicit.schedule.eval_k == 10 and "validation_fraction" not in implicit.defaulted
+    assert resolve(RunOptions(implicit=True)).schedule.eval_k is None
+
+
+def test_fedmc_run_with_early_stopping_writes_both_histories(invoke, monkeypatch, capsys,
+                                                             tmp_path, small):
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", small["ratings"],
+                          "--columns", ",".join(small["columns"]), "--rounds", "30",
+                          "--early-stopping", "--patience", "2", "--out", tmp_path / "run",
+                          "--quiet")
+    assert code == 0, err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["early_stopping"]["metric"] == "validation_rmse"
+    assert (tmp_path / "run" / "validation_history.csv").exists()
+    code, _, err = invoke(monkeypatch, capsys, "run", "--patience", "2",
+                          "--out", tmp_path / "other")
+    assert code == 2 and "--patience 2 needs --early-stopping" in err
