@@ -41,6 +41,20 @@ IMPLICIT = "+implicit"
 interactions (``--implicit``)."""
 
 
+@dataclass(frozen=True)
+class Range:
+    """A range of one setting that ``fedmc tune`` searches (:mod:`fedmc.tune.space`): from
+    ``low`` to ``high``, on a log scale with ``log``, whole numbers with ``integer``; a
+    range marked ``only`` ("ratings" or "interactions") is searched only on that kind of
+    data."""
+
+    low: float
+    high: float
+    log: bool = False
+    integer: bool = False
+    only: Literal["ratings", "interactions"] | None = None
+
+
 def load(reference: str) -> Any:
     """The attribute a ``"module:attribute"`` reference names (the module imported)."""
     module, name = reference.split(":")
@@ -111,6 +125,9 @@ class AlgorithmSpec:
         (:mod:`fedmc.run.precompile`).
     estimator
         The name of its scikit-learn facade in :mod:`fedmc.estimators`.
+    search_space
+        The ranges of its settings ``fedmc tune`` searches by default (:class:`Range`; a user
+        overrides them with ``--space``); empty when none are declared.
     """
 
     name: str
@@ -129,6 +146,7 @@ class AlgorithmSpec:
     default_for: tuple[str, ...] = ()
     rank_token: Callable[[Any], bool] = never
     estimator: str = ""
+    search_space: Mapping[str, Range] = field(default_factory=dict)
 
     @property
     def Config(self) -> type:  # noqa: N802 (a class)

@@ -21,6 +21,7 @@ from fedmc.cli.federate import register as register_federate_commands
 from fedmc.cli.interrupts import Interrupted, catch_signals
 from fedmc.cli.options import flag, in_flags
 from fedmc.cli.recommend import register as register_model_commands
+from fedmc.cli.tune import register as register_tune_command
 from fedmc.cli.run import run
 from fedmc.errors import FedMCError, printable
 
@@ -56,6 +57,7 @@ def _root(
 app.command("run")(run)
 register_federate_commands(app)
 register_audit_command(app)
+register_tune_command(app)
 
 
 def _fail(reason: str, code: int = 2) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedmc.algorithms.spec import IMPLICIT, ONE_USER_PER_CLIENT, AlgorithmSpec
+from fedmc.algorithms.spec import IMPLICIT, ONE_USER_PER_CLIENT, AlgorithmSpec, Range
 
 _PKG = "fedmc.algorithms.fedals"
 _DP = {"sums": "fresh", "active": "all", "sampling": "uniform", "participation": None,
@@ -45,5 +45,10 @@ FEDALS = AlgorithmSpec(
                  "user" + IMPLICIT: {1.0: {**_CLICKS_DP, "rounds": 3, "lam_item": 60.0},
                                      2.0: _CLICKS_DP, 8.0: _CLICKS_DP}},
     audited=True, interactions={"implicit": True}, needs_interactions=_implicit,
-    default_for=("interactions",), rank_token=_explicit, estimator="FedALS")
+    default_for=("interactions",), rank_token=_explicit, estimator="FedALS",
+    # what fedmc tune searches: `implicit`'s ALS reaches its best on ML-1M at 128 factors
+    # (benchmarks/README.md, "How the implicit defaults were chosen")
+    search_space={"rank": Range(8, 128, log=True, integer=True),
+                  "lam": Range(1.0, 300.0, log=True),
+                  "alpha": Range(0.5, 30.0, log=True, only="interactions")})
 SPECS = (FEDALS,)

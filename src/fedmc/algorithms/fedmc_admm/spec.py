@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fedmc.algorithms.spec import CROSS_SILO, AlgorithmSpec, always
+from fedmc.algorithms.spec import CROSS_SILO, AlgorithmSpec, Range, always
 
 _PKG = "fedmc.algorithms.fedmc_admm"
 _DP = {"consensus": "rated", "weights": "sqrt-items", "dual_init": "zeros",
@@ -31,5 +31,8 @@ FEDMC_ADMM = AlgorithmSpec(
         4.0: {**_DP, "offset_lam": 2.0, "rounds": 90, "dp_clip": 0.02},
         8.0: {**_DP, "offset_lam": 1.0, "rounds": 90, "dp_clip": 0.03, "dp_setup_clip": 0.5},
     }},
-    audited=True, default_for=("ratings",), rank_token=always, estimator="FedMCADMM")
+    audited=True, default_for=("ratings",), rank_token=always, estimator="FedMCADMM",
+    search_space={"rank": Range(2, 32, log=True, integer=True),
+                  "lam": Range(0.1, 30.0, log=True), "gamma": Range(0.001, 30.0, log=True),
+                  "beta": Range(0.01, 3.0, log=True)})
 SPECS = (FEDMC_ADMM,)

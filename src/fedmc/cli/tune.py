@@ -1,0 +1,170 @@
+"""``fedmc tune``: search an algorithm's settings on the clients' validation cut, then train
+the best settings on every training rating (:mod:`fedmc.tune`).
+
+``--out DIR`` (checked and locked as a run's folder, :mod:`fedmc.run.folder`) receives the
+study (``study.db``, unless ``--storage`` names a shared database), ``trials.csv``,
+``best.json``, ``search.png``, ``settings.png`` and the final run as an ordinary run folder,
+``DIR/best/`` (``fedmc evaluate DIR/best`` works).
+"""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from fedmc.cli.display import err, summary_table
+from fedmc.cli.options import OPTIONS, parse_params, run_options, with_options
+from fedmc.errors import ConfigError
+
+TUNE_FILES = ("study.db", "trials.csv", "best.json", "search.png", "settings.png",
+              "status.json")
+TUNE_ONLY = ("trials", "space", "storage", "study_name", "pruner", "timeout", "out_dir",
+             "overwrite", "quiet")
+"""Options of ``fedmc tune`` that are no run options (left out of ``best.json``'s
+command)."""
+FINAL_SETS = ("rounds", "validation_fraction", "early_stopping", "patience", "min_delta",
+              "refit")
+"""Run options the final run sets itself: its rounds, no validation cut, no early stopping."""
+
+
+def _extra(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                             default=default)
+
+
+_EXTRAS = (
+    _extra("trials", Annotated[int, typer.Option(
+        help="Trials to finish (completed or pruned), over every process on the study.")], 20),
+    _extra("space", Annotated[list[str] | None, typer.Option(
+        help="A range searched, NAME=LO:HI[:log][:int], or NAME=off (repeatable; default "
+        "the algorithm's declared space; -P NAME=LO:HI is the same).")], None),
+    _extra("storage", Annotated[str | None, typer.Option(
+        help="The study's database URL (default sqlite:///OUT/study.db); several processes "
+        "given one URL work on one search.")], None),
+    _extra("study_name", Annotated[str, typer.Option(
+        help="The study's name in its database.")], "fedmc"),
+    _extra("pruner", Annotated[str, typer.Option(
+        help="median (stop a trial whose validation curve falls below the median of the "
+        "others') | halving (successive halving) | none.")], "median"),
+    _extra("timeout", Annotated[float | None, typer.Option(
+        help="Seconds after which no new trial starts.")], None),
+)
+_HELPS = {"out_dir": "Output folder (default runs/<time>-tune-<algorithm>-<data>).",
+          "overwrite": "Replace an earlier search in --out.",
+          "quiet": "No progress bar."}
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``fedmc tune`` to ``app``."""
+    app.command("tune")(tune)
+
+
+@with_options(*OPTIONS, extra=_EXTRAS, helps=_HELPS)
+def tune(**typed: Any) -> None:
+    """Search an algorithm's settings on the clients' validation cut (Optuna, with pruning),
+    then train the best ones on every training rating: DIR/best is an ordinary run folder."""
+    from fedmc.cli.interrupts import interrupt_marks
+    from fedmc.run.folder import RunFolder
+    from fedmc.run.runner import execute, write_outputs
+    from fedmc.run.settings import DEFAULT_VALIDATION, resolve
+    from fedmc.tune.report import plot_search, trial_rows, write_best, write_trials
+    from fedmc.tune.search import PRUNERS, Search, final_run, run_study
+    from fedmc.tune.space import is_range, search_space
+
+    if typed["trials"] < 1:
+        raise ConfigError(f"--trials must be >= 1, got {typed['trials']}")
+    if typed["pruner"] not in PRUNERS:
+        raise ConfigError(f"--pruner takes {'|'.join(PRUNERS)}, got {typed['pruner']!r}")
+    options = run_options(typed)
+    ranges = {k: v for k, v in options.params.items() if is_range(v)}
+    ranges.update(parse_params(typed["space"] or []))
+    fixed = {k: v for k, v in options.params.items() if k not in ranges}
+    if options.validation_fraction is None:
+        options = options.model_copy(update={"validation_fraction": DEFAULT_VALIDATION})
+    options = options.model_copy(update={"params": fixed})
+    base = resolve(options)  # the options checked before anything starts
+    space = search_space(base.algorithm, base.data.implicit, ranges, fixed)
+    folder = RunFolder(typed["out_dir"], f"tune-{base.algorithm}-{base.data.source}",
+                       typed["overwrite"], TUNE_FILES)
+    target = folder.claim()
+    storage = typed["storage"] or f"sqlite:///{(target / 'study.db').resolve()}"
+    search = Search(options.model_copy(update={"algorithm": base.algorithm}), space,
+                    typed["trials"], storage, typed["study_name"], typed["pruner"],
+                    seed=options.seed if typed["storage"] is None else None,
+                    timeout=typed["timeout"])
+    column, larger = search.column()
+    with interrupt_marks(folder):
+        with _trial_bar(typed["quiet"], search.trials, column) as shown:
+            study = run_study(search, shown)
+        rows = trial_rows(study)
+        write_trials(target / "trials.csv", rows)
+        plot_search(target, rows, column, larger, space)
+        if not any(t.state.name == "COMPLETE" for t in study.trials):
+            raise ConfigError("no trial completed: see trials.csv")
+        final = final_run(search, study)
+        write_best(target / "best.json", search, study, final, _typed_run_options(), column)
+        if (target / "best").exists():
+            shutil.rmtree(target / "best")
+        result = execute(final)
+        write_outputs(target / "best", result)
+    if not typed["quiet"]:
+        summary_table(result.summary, f"best of {len(rows)} trials: {final.algorithm} "
+                      f"{', '.join(f'{k}={v:.4g}' for k, v in study.best_trial.params.items())}")
+    err.print(f"wrote {target}/trials.csv, best.json, search.png, settings.png and the final "
+              f"run in {target}/best", soft_wrap=True)
+
+
+def _typed_run_options() -> list[str]:
+    """The run options on this command line (for ``best.json``'s ``fedmc run`` command): the
+    tune-only options and the ranges left out."""
+    from fedmc.tune.space import is_range
+
+    argv, kept, skip = sys.argv[2:], [], False
+    flags = {"--" + name.replace("_", "-") for name in (*TUNE_ONLY, *FINAL_SETS)}
+    switches = {"--overwrite", "--quiet", "-q", "--early-stopping", "--refit", "--no-refit"}
+    for i, word in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        name = word.split("=")[0]
+        if name in flags | {"--out", "-q"} or (name in ("-P", "--param") and i + 1 < len(argv)
+                                               and is_range(argv[i + 1].partition("=")[2])):
+            skip = "=" not in word and name not in switches
+            continue
+        kept.append(word)
+    return kept
+
+
+class _trial_bar:
+    """A Rich progress bar of the trials with the best validation value so far, or nothing
+    when quiet."""
+
+    def __init__(self, quiet: bool, trials: int, column: str):
+        self.quiet, self.trials, self.column = quiet, trials, column
+
+    def __enter__(self):
+        if self.quiet:
+            return None
+        self.bar = Progress(TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=err)
+        self.bar.start()
+        task = self.bar.add_task("trials", total=self.trials, best="")
+
+        def shown(study: Any, trial: Any) -> None:
+            done = [t for t in study.trials if t.value is not None
+                    and t.state.name == "COMPLETE"]
+            best = f"best {self.column} {study.best_value:.4f}" if done else ""
+            self.bar.update(task, completed=len([t for t in study.trials
+                                                 if t.state.is_finished()]), best=best)
+
+        return shown
+
+    def __exit__(self, *exc):
+        if not self.quiet:
+            self.bar.stop()
+        return False

@@ -1,0 +1,98 @@
+"""What ``fedmc tune`` leaves beside its study: the trials table (``trials.csv``), the best
+settings as a run configuration (``best.json``) and the plots of the search (``search.png``:
+every trial's score and the best so far; ``settings.png``: each searched setting against the
+score). Figures are drawn on a bare :class:`matplotlib.figure.Figure` (Agg), as the
+experiments' are."""
+
+from __future__ import annotations
+
+import csv
+import io
+import shlex
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from fedmc.files import strict_json, write_atomic
+from fedmc.run.settings import RunSpec
+from fedmc.tune.search import Search
+
+DPI = 100
+
+
+def trial_rows(study: Any) -> list[dict[str, Any]]:
+    """One row per trial: number, state, score, best round, seconds, then its settings."""
+    names = sorted({name for t in study.trials for name in t.params})
+    return [{"trial": t.number, "state": t.state.name.lower(), "value": t.value,
+             "best_round": t.user_attrs.get("best_round"),
+             "seconds": t.user_attrs.get("seconds"),
+             **{name: t.params.get(name) for name in names}} for t in study.trials]
+
+
+def write_trials(path: Path, rows: list[dict[str, Any]]) -> None:
+    """``trials.csv`` of :func:`trial_rows` (an empty cell where a trial has no value)."""
+    text = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+    write_atomic(path, text.getvalue())
+
+
+def command_line(run: RunSpec, typed: list[str]) -> str:
+    """A ``fedmc run`` command of the final run: the options the user typed (``--space``,
+    ``--trials`` and ranges left out), the searched settings and the rounds."""
+    params = [f"-P {k}={v}" for k, v in sorted(run.params.items())]
+    return shlex.join(["fedmc", "run", *typed]) + " " + " ".join(
+        [*params, f"--rounds {run.schedule.rounds}"])
+
+
+def write_best(path: Path, search: Search, study: Any, final: RunSpec, typed: list[str],
+               column: str) -> None:
+    """``best.json``: the best trial, its score, its settings, the run configuration of the
+    final run (``run``: the spec as ``config.json`` holds it) and its command line."""
+    best = study.best_trial
+    write_atomic(path, strict_json({
+        "trial": best.number, "metric": column, "value": best.value,
+        "best_round": best.user_attrs["best_round"], "settings": dict(best.params),
+        "space": {name: vars(r) for name, r in search.space.items()},
+        "algorithm": final.algorithm, "params": final.params,
+        "run": final.settings(), "data": final.data.model_dump(mode="json"),
+        "command": command_line(final, typed)}))
+
+
+def plot_search(folder: Path, rows: list[dict[str, Any]], column: str, larger: bool,
+                space: dict[str, Any]) -> None:
+    """``search.png`` and ``settings.png`` (module docstring)."""
+    done = [r for r in rows if r["value"] is not None]
+    if not done:
+        return
+    fig = Figure(figsize=(6.0, 3.6))
+    ax = fig.add_subplot()
+    for state, marker in (("complete", "o"), ("pruned", "x")):
+        mine = [r for r in done if r["state"] == state]
+        ax.scatter([r["trial"] for r in mine], [r["value"] for r in mine], marker=marker,
+                   label=state)
+    complete = [r for r in done if r["state"] == "complete"]
+    running, best = [], None
+    for r in complete:
+        best = r["value"] if best is None else (max if larger else min)(best, r["value"])
+        running.append(best)
+    ax.step([r["trial"] for r in complete], running, where="post", label="best so far")
+    ax.set_xlabel("trial")
+    ax.set_ylabel(column)
+    ax.legend()
+    fig.tight_layout()
+    write_atomic(folder / "search.png", lambda fh: fig.savefig(fh, format="png", dpi=DPI))
+    names = list(space)
+    fig = Figure(figsize=(3.4 * len(names), 3.2))
+    for i, name in enumerate(names):
+        ax = fig.add_subplot(1, len(names), i + 1)
+        ax.scatter([r[name] for r in done], [r["value"] for r in done], s=14)
+        if space[name].log:
+            ax.set_xscale("log")
+        ax.set_xlabel(name)
+        ax.set_ylabel(column if i == 0 else "")
+    fig.tight_layout()
+    write_atomic(folder / "settings.png", lambda fh: fig.savefig(fh, format="png", dpi=DPI))

@@ -1,0 +1,176 @@
+"""The study of ``fedmc tune``: Optuna's, each trial one run on the clients' validation cut.
+
+Why Optuna: it searches in-process with a database (``--storage``) that several processes, on
+one machine or many, work on together; its pruners stop a trial from the reports of its
+running curve (here: the validation column of every evaluated round, so a federated run that
+falls behind is stopped early); and its samplers (TPE by default) take any mix of log-scale,
+integer and real ranges. Ray Tune would bring a cluster scheduler that one federated run at a
+time on one machine does not need.
+
+Each trial resolves the run's options with its settings (:func:`fedmc.run.settings.resolve`),
+trains once (:func:`fedmc.run.runner.fit`: on the training ratings without the validation
+cut) and scores the best evaluated round of its validation column (the column early stopping
+watches: validation RMSE for ratings, validation NDCG@K for interactions); its best round is
+kept. The final run (:func:`final_run`) is the best trial's settings trained on every
+training rating for its best round's number of rounds: the refit of an early-stopped run
+(:meth:`fedmc.run.settings.RunSpec.refit`). Nothing reads the test ratings to choose.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fedmc.algorithms.spec import Range
+from fedmc.errors import ConfigError
+from fedmc.federation.settings import EarlyStopping
+from fedmc.federation.validation import stopping_column
+from fedmc.run.options import RunOptions
+from fedmc.run.runner import fit
+from fedmc.run.settings import RunSpec, resolve
+from fedmc.tune.space import suggest
+
+PRUNERS = ("median", "halving", "none")
+
+
+@dataclass(frozen=True)
+class Search:
+    """What a search is: the run's options (with a validation cut), the ranges searched, how
+    many trials, where the study lives, how trials are pruned and sampled.
+
+    Parameters
+    ----------
+    options
+        The run's options; every trial is them with its settings among ``params``.
+    space
+        The ranges searched, by setting.
+    trials
+        Trials to finish (completed or pruned), counted over every process on the study.
+    storage
+        The study's database URL (``sqlite:///...`` by default, in the output folder).
+    study_name
+        The study's name in that database.
+    pruner
+        ``median`` (a trial whose curve is below the median of the others' at the same round
+        is stopped), ``halving`` (successive halving) or ``none``.
+    seed
+        The sampler's seed (None: fresh entropy, for processes that share a study).
+    timeout
+        Seconds after which this process starts no new trial (None: no limit).
+    """
+
+    options: RunOptions
+    space: dict[str, Range]
+    trials: int
+    storage: str
+    study_name: str = "fedmc"
+    pruner: str = "median"
+    seed: int | None = 0
+    timeout: float | None = None
+
+    def trial_spec(self, values: dict[str, Any]) -> RunSpec:
+        """The run of one trial: the options with the trial's ``values`` among the params."""
+        return resolve(self.options.model_copy(
+            update={"params": {**self.options.params, **values}}))
+
+    def column(self) -> tuple[str, bool]:
+        """The validation column scored and whether larger is better."""
+        run = resolve(self.options)
+        return stopping_column(run.schedule.early_stopping or EarlyStopping(),
+                               run.schedule.eval_k)
+
+
+def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None) -> Any:
+    """Run the search; the Optuna study (every trial so far, this process's and others').
+
+    Raises
+    ------
+    ConfigError
+        Options every trial would refuse (checked once before the study starts), or a study
+        in ``storage`` whose direction is not this search's.
+    """
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    column, larger = search.column()
+    rounds = resolve(search.options).schedule.rounds
+    warmup = max(1, rounds // 10)
+    pruner = {"median": lambda: optuna.pruners.MedianPruner(n_startup_trials=3,
+                                                            n_warmup_steps=warmup),
+              "halving": lambda: optuna.pruners.SuccessiveHalvingPruner(min_resource=warmup),
+              "none": optuna.pruners.NopPruner}[search.pruner]()
+    sampler = optuna.samplers.TPESampler(
+        seed=search.seed, n_startup_trials=min(10, max(3, search.trials // 3)))
+    study = _open_study(search, "maximize" if larger else "minimize", sampler, pruner)
+
+    def objective(trial: Any) -> float:
+        values = {name: suggest(trial, name, r) for name, r in search.space.items()}
+        run = search.trial_spec(values)
+
+        def report(k: int, row: dict[str, float] | None) -> None:
+            if row is None or not math.isfinite(row.get(column, math.nan)):
+                return
+            trial.report(row[column], k)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"round {k}: {column} {row[column]:.4f}")
+
+        started = time.perf_counter()
+        result = fit(run, callback=report)
+        trial.set_user_attr("seconds", time.perf_counter() - started)
+        best_round, value = best_of(result.history.rows, column, larger,
+                                    result.summary.get("early_stopping"))
+        trial.set_user_attr("best_round", best_round)
+        return value
+
+    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    callbacks = [optuna.study.MaxTrialsCallback(search.trials, states=finished)]
+    if on_trial is not None:
+        callbacks.append(on_trial)
+    if sum(t.state in finished for t in study.trials) < search.trials:
+        study.optimize(objective, n_trials=search.trials, timeout=search.timeout,
+                       callbacks=callbacks, catch=(ConfigError,))
+    return study
+
+
+def _open_study(search: Search, direction: str, sampler: Any, pruner: Any) -> Any:
+    """The search's study, created if it is not in its database yet. Processes started
+    together on a new database race to create its tables: the loser tries again."""
+    import optuna
+    from sqlalchemy.exc import DBAPIError
+
+    for attempt in range(10):
+        try:
+            return optuna.create_study(
+                study_name=search.study_name, storage=search.storage, load_if_exists=True,
+                direction=direction, sampler=sampler, pruner=pruner)
+        except DBAPIError:  # the table, or its version row, made meanwhile by the other
+            if attempt == 9:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+        except ValueError as exc:  # another search's study under that name
+            raise ConfigError(f"--storage {search.storage}: {exc}") from None
+    raise AssertionError("unreachable")
+
+
+def best_of(rows: list[dict[str, float]], column: str, larger: bool,
+            stopped: dict[str, Any] | None = None) -> tuple[int, float]:
+    """A trial's best evaluated round and its value of ``column``: early stopping's, when the
+    run stopped early, else the best of its history."""
+    if stopped is not None and stopped["round"] is not None:
+        return int(stopped["round"]), float(stopped["value"])
+    scored = [(r[column], int(r["round"])) for r in rows
+              if column in r and math.isfinite(r[column])]
+    if not scored:
+        raise ConfigError(f"the runs give no finite {column}")
+    value, k = (max if larger else min)(scored, key=lambda s: s[0])
+    return k, float(value)
+
+
+def final_run(search: Search, study: Any) -> RunSpec:
+    """The best trial's settings on every training rating, for its best round's number of
+    rounds."""
+    best = study.best_trial
+    return search.trial_spec(dict(best.params)).refit(int(best.user_attrs["best_round"]))

@@ -1,0 +1,116 @@
+"""``fedmc tune``: the search space, the scoring of a trial, a tiny search end to end, and
+two processes on one study."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fedmc.algorithms.spec import Range
+from fedmc.errors import ConfigError
+from fedmc.tune.search import best_of
+from fedmc.tune.space import is_range, parse_range, search_space
+
+
+@pytest.fixture(scope="module")
+def small(ratings_file, tmp_path_factory):
+    path = ratings_file(tmp_path_factory.mktemp("small"), users=120, items=30)
+    return ["--ratings", str(path), "--columns", "user_id,item_id,stars"]
+
+
+def test_ranges_parse_and_refuse():
+    assert parse_range("rank", "4:64:log:int") == Range(4, 64, log=True, integer=True)
+    assert parse_range("lam", " 0.5 : 3 ") == Range(0.5, 3.0)
+    for text, message in (("3:1", "below"), ("a:2", "numbers"), ("0:2:log", "LO > 0"),
+                          ("1:2:cubic", "optionally"), ("1", "LO:HI")):
+        with pytest.raises(ConfigError, match=message):
+            parse_range("lam", text)
+    assert is_range("1:300:log") and not is_range("l2") and not is_range(3.0)
+
+
+def test_the_space_is_the_specs_then_the_users():
+    implicit = search_space("fedals", True, {}, {})
+    assert set(implicit) == {"rank", "lam", "alpha"}
+    assert "alpha" not in search_space("fedals", False, {}, {})  # interactions only
+    assert set(search_space("fedals", True, {"alpha": "off"}, {"lam": 30})) == {"rank"}
+    mine = search_space("fedmc-admm", False, {"inner": "5:50:int"}, {})
+    assert mine["inner"] == Range(5, 50, integer=True) and "gamma" in mine
+    with pytest.raises(ConfigError, match="has no setting bogus"):
+        search_space("fedmc-admm", False, {"bogus": "1:2"}, {})
+    with pytest.raises(ConfigError, match="nothing to search"):
+        search_space("fedmavg", False, {}, {})
+
+
+def test_a_trial_scores_its_best_round():
+    rows = [{"round": 0, "validation_rmse": 1.2}, {"round": 1, "validation_rmse": 0.9},
+            {"round": 2, "validation_rmse": 0.9}, {"round": 3, "validation_rmse": 1.0}]
+    assert best_of(rows, "validation_rmse", False) == (1, 0.9)  # the earliest of a tie
+    assert best_of(rows, "validation_rmse", True) == (0, 1.2)
+    stopped = {"round": 3, "value": 1.0}
+    assert best_of(rows, "validation_rmse", False, stopped) == (3, 1.0)
+    with pytest.raises(ConfigError, match="no finite"):
+        best_of([{"round": 0}], "validation_rmse", False)
+
+
+def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatch, capsys,
+                                                              tmp_path, small):
+    out = tmp_path / "tune"
+    code, _, err = invoke(monkeypatch, capsys, "tune", *small, "--clients", "4", "--rounds",
+                          "6", "--trials", "3", "-P", "lam=0.1:10:log", "--space", "gamma=off",
+                          "--space", "beta=0.05:1", "-P", "rank=3", "--out", out, "--quiet")
+    assert code == 0, err
+    for name in ("study.db", "trials.csv", "best.json", "search.png", "settings.png"):
+        assert (out / name).exists(), name
+    rows = list(csv.DictReader((out / "trials.csv").open()))
+    assert len(rows) == 3 and set(rows[0]) >= {"trial", "state", "value", "lam", "beta"}
+    best = json.loads((out / "best.json").read_text())
+    winner = min((r for r in rows if r["state"] == "complete"), key=lambda r: float(r["value"]))
+    assert best["value"] == pytest.approx(float(winner["value"]))
+    assert set(best["settings"]) == {"lam", "beta"}
+    assert best["metric"] == "validation_rmse"
+    assert "--rounds 6" not in best["command"].split("-P")[0]  # the final run sets its own
+    assert best["command"].endswith(f"--rounds {best['best_round']}")
+    config = json.loads((out / "best" / "config.json").read_text())
+    assert config["data"]["validation_fraction"] == 0.0  # trained on every training rating
+    assert config["run"]["rounds"] == best["best_round"]
+    assert config["params"]["lam"] == pytest.approx(best["settings"]["lam"])
+    assert config["params"]["rank"] == 3 and "-P rank=3" in best["command"]
+    code, _, err = invoke(monkeypatch, capsys, "evaluate", out / "best")
+    assert code == 0, err
+
+
+def test_refused_searches(invoke, monkeypatch, capsys, tmp_path, small):
+    for args, message in ((["--trials", "0"], "--trials must be >= 1"),
+                          (["--pruner", "random"], "--pruner takes"),
+                          (["--space", "lam=5:1"], "LO must be below HI"),
+                          (["--algorithm", "fedmavg"], "nothing to search")):
+        code, _, err = invoke(monkeypatch, capsys, "tune", *small, *args,
+                              "--out", tmp_path / "x")
+        assert code == 2 and message in err, err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_two_processes_work_on_one_study(tmp_path, small):
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    args = [sys.executable, "-m", "fedmc", "tune", *small, "--clients", "4", "--rounds", "4",
+            "--trials", "4", "--space", "gamma=off", "--space", "beta=off", "--space",
+            "rank=2:4:int", "--storage", storage, "--quiet"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [subprocess.Popen([*args, "--out", str(tmp_path / f"p{i}")], env=env,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    import optuna
+
+    study = optuna.load_study(study_name="fedmc", storage=storage)
+    finished = [t for t in study.trials if t.state.is_finished()]
+    assert 4 <= len(finished) <= 5  # both may start the last trial at once
+    tables = [list(csv.DictReader((tmp_path / f"p{i}" / "trials.csv").open())) for i in (0, 1)]
+    assert max(len(t) for t in tables) == len(study.trials)  # one study, seen by both
