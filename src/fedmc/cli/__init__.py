@@ -21,8 +21,8 @@ from fedmc.cli.federate import register as register_federate_commands
 from fedmc.cli.interrupts import Interrupted, catch_signals
 from fedmc.cli.options import flag, in_flags
 from fedmc.cli.recommend import register as register_model_commands
-from fedmc.cli.tune import register as register_tune_command
 from fedmc.cli.run import run
+from fedmc.cli.tune import register as register_tune_command
 from fedmc.errors import FedMCError, printable
 
 app = typer.Typer(

@@ -119,7 +119,7 @@ def _without_ranking(sums: Mapping[str, float]) -> dict[str, float]:
 
 def _ranking_columns(sums: Mapping[str, float], k: int) -> dict[str, float]:
     """The ranking columns of :func:`fedmc.core.ranking.ranking_metrics` but the coverage."""
-    no_items = {**sums, "rank_items": np.zeros(0)}
+    no_items: dict[str, float | np.ndarray] = {**sums, "rank_items": np.zeros(0)}
     return {name: v for name, v in ranking_metrics(no_items, k).items()
             if not name.startswith("coverage@")}
 
