@@ -55,7 +55,8 @@ class Search:
         The study's name in that database.
     pruner
         ``median`` (a trial whose curve is below the median of the others' at the same round
-        is stopped), ``halving`` (successive halving) or ``none``.
+        is stopped, after 3 trials and a quarter of the rounds), ``halving`` (successive
+        halving from a quarter of the rounds) or ``none``.
     seed
         The sampler's seed (None: fresh entropy, for processes that share a study).
     timeout
@@ -97,7 +98,7 @@ def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     column, larger = search.column()
     rounds = resolve(search.options).schedule.rounds
-    warmup = max(1, rounds // 10)
+    warmup = max(1, rounds // 4)  # early rounds rank slow starters unfairly
     pruner = {"median": lambda: optuna.pruners.MedianPruner(n_startup_trials=3,
                                                             n_warmup_steps=warmup),
               "halving": lambda: optuna.pruners.SuccessiveHalvingPruner(min_resource=warmup),
@@ -115,6 +116,7 @@ def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None
                 return
             trial.report(row[column], k)
             if trial.should_prune():
+                trial.set_user_attr("seconds", time.perf_counter() - started)
                 raise optuna.TrialPruned(f"round {k}: {column} {row[column]:.4f}")
 
         started = time.perf_counter()
