@@ -198,6 +198,27 @@ def _federated(tmp_path: Path, settings: DataSettings, run: RunSpec, params: dic
     return History.read_csv(out / "history.csv"), out
 
 
+def _low_rank_ratings(folder: Path, users: int = 80, items: int = 30, seed: int = 0) -> Path:
+    """A small CSV of ratings 1..5 around a rank-2 matrix plus noise (12 per user): data a
+    model can learn and then overfit, so that early stopping has a best round to find."""
+    rng = np.random.default_rng(seed)
+    U, V = rng.normal(size=(users, 2)), rng.normal(size=(items, 2))
+    lines = ["user_id,item_id,stars"]
+    for u in range(users):
+        for i in rng.choice(items, 12, replace=False):
+            value = np.clip(np.rint(3 + U[u] @ V[i] + 0.5 * rng.normal()), 1, 5)
+            lines.append(f"u{u:03d},{100 + i},{int(value)}")
+    path = folder / "low-rank.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def low_rank_ratings():
+    """``low_rank_ratings(folder, users=80, items=30, seed=0)``: a learnable ratings CSV."""
+    return _low_rank_ratings
+
+
 @pytest.fixture(scope="session")
 def ratings_file():
     """``ratings_file(folder, users=40, items=25, seed=0)``: a small ratings CSV in ``folder``."""

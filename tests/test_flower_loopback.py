@@ -19,7 +19,7 @@ from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
 from fedmc.data.boolean import SYNTHETIC  # noqa: E402
 from fedmc.deploy.split import write_split  # noqa: E402
 from fedmc.errors import ConfigError  # noqa: E402
-from fedmc.federation.settings import Schedule
+from fedmc.federation.settings import EarlyStopping, Schedule
 from fedmc.flower.compact import pack, unpack  # noqa: E402
 from fedmc.flower.manifest import Manifest  # noqa: E402
 from fedmc.flower.server_app import preflight  # noqa: E402
@@ -256,3 +256,28 @@ def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(
     assert_publishes_only_what_is_private(tmp_path / "out", 4.0)
 
 
+
+
+def test_a_federation_stops_early_as_fedmc_run_does(tmp_path, loopback_federation, out_files,
+                                                    data_settings, low_rank_ratings):
+    """The clients' validation cut travels in the split, its sums in the evaluations; the
+    server stops where fedmc run stops and publishes the same best round's model."""
+    settings = data_settings(low_rank_ratings(tmp_path), clients=5).model_copy(
+        update={"validation_fraction": 0.2})
+    stopping = EarlyStopping(patience=10, refit=False)
+    run = RunSpec(algorithm="fedmc-admm", params={"rank": 6, "lam": 0.1, "beta": 0.5},
+                  schedule=Schedule(rounds=40, active=3, seed=0, early_stopping=stopping))
+    history = loopback_federation(tmp_path, settings, FederatedRun(spec=run, out=Path("out")))
+    reference = execute(run.model_copy(update={"data": settings}))
+    assert "validation_rmse" in history.rows[-1]
+    assert_same_history(history, reference.history, rtol=1e-10, atol=1e-12,
+                        ignore=("seconds", "bytes_up", *FEDERATION_COLUMNS))
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    report, expected = summary["early_stopping"], reference.summary["early_stopping"]
+    assert report == {**expected, "value": pytest.approx(expected["value"], rel=1e-10)}
+    assert 0 < report["round"] < report["stopped_at"] < 40, "the test needs a run that stops"
+    model, _ = out_files(tmp_path / "out")
+    np.testing.assert_allclose(model["V"], reference.model.model_["V"], rtol=1e-10)
+    with pytest.raises(ValueError, match="refit=false"):
+        FederatedRun(spec=run.model_copy(update={"schedule": run.schedule.model_copy(
+            update={"early_stopping": EarlyStopping()})}))

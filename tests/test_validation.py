@@ -162,37 +162,46 @@ def test_early_stop_keeps_the_best_round_and_counts_patience():
         EarlyStop(EarlyStopping(), None).observe(0, {"test_rmse": 1.0}, model)
 
 
-def test_early_stopping_publishes_the_best_rounds_model(small):
-    options = dict(**small, clients=8, rounds=40, validation_fraction=0.2, seed=1)
-    stopped = execute(resolve(RunOptions(
-        **options, params={"rank": 6, "lam": 0.0}, early_stopping=True, patience=3,
-        refit=False)))
+@pytest.fixture(scope="module")
+def learnable(low_rank_ratings, tmp_path_factory):
+    """Options of a run that learns, then overfits, a low-rank ratings file."""
+    path = low_rank_ratings(tmp_path_factory.mktemp("learnable"))
+    return {"ratings": path, "columns": ("user_id", "item_id", "stars"), "clients": 5,
+            "active": 3, "rounds": 40, "validation_fraction": 0.2, "seed": 0}
+
+
+PARAMS = {"rank": 6, "lam": 0.1, "beta": 0.5}
+
+
+def test_early_stopping_publishes_the_best_rounds_model(learnable):
+    stopped = execute(resolve(RunOptions(**learnable, params=PARAMS, early_stopping=True,
+                                         patience=10, refit=False)))
     report = stopped.summary["early_stopping"]
     best = report["round"]
-    assert report["stopped_at"] == best + 3 < 40, "the test needs a run that stops early"
+    assert 0 < best and report["stopped_at"] == best + 10 < 40, "the test needs a run " \
+        "that learns, then stops early"
     assert stopped.summary["round"] == best
     assert stopped.summary["test_rmse"] == next(
         r["test_rmse"] for r in stopped.history.rows if r["round"] == best)
     column = [r["validation_rmse"] for r in stopped.history.rows]
     assert min(column) == report["value"]
     # the published V is the one the same run without early stopping has after `best` rounds
-    short = execute(resolve(RunOptions(**{**options, "rounds": best},
-                                       params={"rank": 6, "lam": 0.0})))
+    short = execute(resolve(RunOptions(**{**learnable, "rounds": best}, params=PARAMS)))
     np.testing.assert_array_equal(stopped.model.V_, short.model.V_)
 
 
-def test_refit_is_the_run_without_the_cut_stopped_at_the_best_round(small):
-    options = dict(**small, clients=8, rounds=40, seed=1, params={"rank": 6, "lam": 0.0})
-    refit = execute(resolve(RunOptions(**options, early_stopping=True, patience=3,
-                                       validation_fraction=0.2)))
+def test_refit_is_the_run_without_the_cut_stopped_at_the_best_round(learnable):
+    refit = execute(resolve(RunOptions(**learnable, params=PARAMS, early_stopping=True,
+                                       patience=10)))
     best = refit.summary["early_stopping"]["refit_rounds"]
-    assert refit.summary["round"] == best == refit.summary["early_stopping"]["round"]
+    assert 0 < best == refit.summary["round"] == refit.summary["early_stopping"]["round"]
     assert refit.validation_history is not None
     assert "validation_rmse" in refit.validation_history.rows[-1]
     assert "validation_rmse" not in refit.history.rows[-1]
-    plain = execute(resolve(RunOptions(**{**options, "rounds": best})))
+    without_cut = {**learnable, "rounds": best, "validation_fraction": None}
+    plain = execute(resolve(RunOptions(**without_cut, params=PARAMS)))
     np.testing.assert_array_equal(refit.model.V_, plain.model.V_)
-    assert refit.config["run"]["early_stopping"]["patience"] == 3
+    assert refit.config["run"]["early_stopping"]["patience"] == 10
     assert refit.config["data"]["validation_fraction"] == 0.2
 
 
@@ -230,3 +239,35 @@ def test_fedmc_run_with_early_stopping_writes_both_histories(invoke, monkeypatch
     code, _, err = invoke(monkeypatch, capsys, "run", "--patience", "2",
                           "--out", tmp_path / "other")
     assert code == 2 and "--patience 2 needs --early-stopping" in err
+
+
+def test_an_early_stopped_run_resumes_from_any_checkpoint(learnable):
+    """The watcher travels in the checkpoint: a run resumed after any round stops at the same
+    round and publishes the same model (fedmc federate resume's path)."""
+    import pickle
+
+    from fedmc.federation.loop import RoundHooks, run_rounds, streams
+    from fedmc.sim.clients import BatchedClients
+
+    data, _ = federated_data(DataSettings(**{k: v for k, v in learnable.items()
+                                             if k in DataSettings.model_fields}))
+    entry = spec("fedmc-admm")
+    cfg = entry.Config(**PARAMS)
+    algo = with_validation(entry.algorithm_for(cfg))
+    rounds = Rounds(entry_sampler(data), 40, early_stopping=EarlyStopping(patience=10))
+
+    def run(resume=None, checkpoint=None):
+        init_rng, rng = streams(0 if resume is None else 99)
+        info = data.federation_info()
+        draws = algo.draws(cfg, info, init_rng)
+        return run_rounds(algo, cfg, info, BatchedClients(algo, cfg, data, draws, info),
+                          rounds, server_draws=draws.server, rng=rng,
+                          hooks=RoundHooks(checkpoint=checkpoint, resume=resume))
+
+    saved = {}
+    whole = run(checkpoint=lambda c: saved.__setitem__(c.round, pickle.dumps(c)))
+    assert whole.stop is not None and whole.stop.stopped
+    for k in (3, whole.stop.best.round, max(saved)):
+        resumed = run(resume=pickle.loads(saved[k]))
+        assert resumed.stop.report(40) == whole.stop.report(40)
+        np.testing.assert_array_equal(resumed.model(algo, cfg)["V"], whole.model(algo, cfg)["V"])

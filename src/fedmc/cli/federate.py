@@ -33,10 +33,9 @@ federate_app = typer.Typer(no_args_is_help=True, add_completion=False,
 FLOWER = "Federation"
 # fedmc run's options a federation does not take: its own --out, a split given as two files,
 # the ranking evaluation and saving the user factors (they stay on the nodes; fedmc evaluate
-# ranks with the published model); a validation cut and early stopping are not carried to the
-# nodes yet (fedmc run has them)
-RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors",
-            "validation_fraction", "early_stopping", "patience", "min_delta")
+# ranks with the published model); refit (a federation that stops early publishes its best
+# round's model)
+RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors", "refit")
 SPLIT_OPTIONS = tuple(name for name in OPTIONS if name not in (*RUN_ONLY, "overwrite", "quiet"))
 """``split`` takes the run's options too: ``run.toml`` holds the run they resolve to."""
 NOTED = ("refused", "failed", "skipped", "claim refused")  # told on stderr
@@ -63,10 +62,10 @@ def split(**typed: Any) -> None:
     fedmc run and fedmc federate local resolve them): the files a real deployment hands out."""
     from fedmc.deploy.app import write_app, write_run_config
     from fedmc.deploy.split import write_split
-    from fedmc.flower.settings import FederatedRun
+    from fedmc.flower.settings import FederatedRun, federated_spec
     from fedmc.run.settings import resolve
 
-    run = resolve(run_options(typed))
+    run = federated_spec(resolve(run_options(typed)))
     out = typed["out"].resolve()
     manifest = write_split(run.data, out)
     write_app(out / "app")
@@ -110,11 +109,11 @@ def local(**typed: Any) -> None:
     """
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.deploy.local import RUN_FILES, run_local
-    from fedmc.flower.settings import FederatedRun
+    from fedmc.flower.settings import FederatedRun, federated_spec
     from fedmc.run.folder import RunFolder
     from fedmc.run.settings import resolve
 
-    spec = resolve(run_options(typed))
+    spec = federated_spec(resolve(run_options(typed)))
     given = {"timeout": typed["timeout"]} if typed["timeout"] is not None else {}
     run = FederatedRun(spec=spec, secagg=typed["secagg"], **given)
     run.config()  # the settings that need no data, before anything is written

@@ -30,7 +30,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from fedmc.deploy.app import write_app, write_run_config
-from fedmc.deploy.split import client_files, write_split
+from fedmc.deploy.split import client_files, validation_file, write_split
 from fedmc.errors import FedMCError
 from fedmc.flower.server_app import preflight
 from fedmc.flower.settings import FederatedRun
@@ -62,8 +62,9 @@ def node_config(split: Path, client: int, state: Path) -> str:
     train, test = client_files(split, client)
     parts = [f"client={client}", f'manifest="{split / "manifest.json"}"',
              f'ratings="{train}"', f'state="{state}"']
-    if test.exists():
-        parts.append(f'test="{test}"')
+    for key, path in (("test", test), ("validation", validation_file(split, client))):
+        if path.exists():
+            parts.append(f'{key}="{path}"')
     return " ".join(parts)
 
 

@@ -3,7 +3,9 @@
 ``DIR/manifest.json`` (the public facts, :mod:`fedmc.flower.manifest`) and, for every client
 ``c``, ``DIR/clients/client-C.csv`` (its users' training ratings) and, when it has any,
 ``DIR/clients/client-C.test.csv`` (its users' held-out ratings; clients evaluate on their own
-held-out ratings, so the test split travels with them). Columns are ``user,item,rating`` with
+held-out ratings, so the test split travels with them) and, with a validation cut
+(``--validation-fraction``), ``DIR/clients/client-C.validation.csv`` (the training ratings it
+keeps back for early stopping). Columns are ``user,item,rating`` with
 the source's raw ids and ratings (with ``--implicit``, interactions: strength 1). The split,
 partition and normalization are exactly those of ``fedmc run`` with the same data settings.
 
@@ -39,6 +41,11 @@ def client_files(folder: Path, client: int) -> tuple[Path, Path]:
     return stem.with_suffix(".csv"), stem.with_suffix(".test.csv")
 
 
+def validation_file(folder: Path, client: int) -> Path:
+    """Where the split puts ``client``'s validation cut."""
+    return folder / "clients" / f"client-{client:04d}.validation.csv"
+
+
 def write_split(settings: DataSettings, out: Path, boolean: bool | None = None) -> Manifest:
     """Load and split the data of ``settings`` as ``fedmc run`` does; write the files.
 
@@ -65,9 +72,11 @@ def write_shards(data: FederatedData, original: FederatedData, settings: DataSet
         train_path, test_path = client_files(out, c)
         rows = data.client_rows(c)
         _write_ratings(train_path, original.train, rows, users, items)
-        test_path.unlink(missing_ok=True)
-        if original.test.indptr[rows.stop] > original.test.indptr[rows.start]:
-            _write_ratings(test_path, original.test, rows, users, items)
+        for path, held in ((test_path, original.test),
+                           (validation_file(out, c), original.validation)):
+            path.unlink(missing_ok=True)
+            if held is not None and held.indptr[rows.stop] > held.indptr[rows.start]:
+                _write_ratings(path, held, rows, users, items)
     manifest = _manifest(data, items, settings)
     manifest.write(out / "manifest.json")
     return manifest

@@ -363,6 +363,8 @@ def run_rounds(
                 server.bytes_up, server.bytes_down, clock.seconds,
                 None if waiting is None else (waiting.round, waiting.row),
                 clients.snapshot(), stop))
-    if waiting is not None:
+    if waiting is not None and (stop is None or not stop.stopped):
+        # (a population that folds evaluations learns of a stop one round late: that round's
+        # evaluation is not asked for, so the history ends where a simulation's ends)
         waiting.finish(clients.evaluate(waiting.model))
     return Outcome(history, server.state, clients, info, aggregator.guarantee(), stop)

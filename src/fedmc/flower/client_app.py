@@ -6,10 +6,11 @@ the client and its files::
     client=3 manifest="/data/manifest.json" ratings="/data/client-0003.csv"
     test="/data/client-0003.test.csv" state="/var/lib/fedmc/client-3"
 
-(``test`` and ``columns``, e.g. ``columns="user_id,movie_id,stars"``, are optional; for a
-Boolean manifest ``ratings`` is the client's ``row,cols`` file of ones and ``test`` its rows of
-the ground-truth signal, :mod:`fedmc.deploy.split`). The run
-configuration (:mod:`fedmc.flower.settings`) names the algorithm, its parameters and the seed.
+(``test``, ``validation`` (the client's validation cut, for early stopping) and ``columns``,
+e.g. ``columns="user_id,movie_id,stars"``, are optional; for a Boolean manifest ``ratings`` is
+the client's ``row,cols`` file of ones and ``test`` its rows of the ground-truth signal,
+:mod:`fedmc.deploy.split`). The run configuration (:mod:`fedmc.flower.settings`) names the
+algorithm, its parameters and the seed.
 
 Message types: ``query`` (the client's id, and a token naming its state folder: the server
 knows clients by this id, not by Flower's node id, which changes when a node restarts, and
@@ -107,7 +108,7 @@ class Party:
         return self.aggregator.dp_share(std, members, rng)
 
 
-NODE_KEYS = ("client", "manifest", "ratings", "test", "columns", "state")
+NODE_KEYS = ("client", "manifest", "ratings", "test", "columns", "state", "validation")
 """Every key of a node configuration (module docstring)."""
 
 
@@ -121,6 +122,7 @@ class NodeSettings:
     state: Path
     test: Path | None = None
     columns: tuple[str, ...] | None = None
+    validation: Path | None = None
 
     @classmethod
     def parse(cls, text: str) -> NodeSettings:
@@ -152,7 +154,8 @@ class NodeSettings:
         return cls(client, Path(str(node["manifest"])), Path(str(node["ratings"])),
                    Path(str(node["state"])),
                    Path(str(node["test"])) if node.get("test") else None,
-                   tuple(str(node["columns"]).split(",")) if node.get("columns") else None)
+                   tuple(str(node["columns"]).split(",")) if node.get("columns") else None,
+                   Path(str(node["validation"])) if node.get("validation") else None)
 
     def read_manifest(self) -> Manifest:
         """The manifest, with this client in it."""
@@ -166,16 +169,18 @@ class NodeSettings:
         """The client's data, read from its files and checked against the manifest."""
         if manifest.kind == "boolean":  # its rows of A and, for synthetic data, of the signal
             return load_boolean_shard(manifest, self.client, self.ratings, self.test)
-        return load_shard(manifest, self.client, self.ratings, self.test, self.columns)
+        return load_shard(manifest, self.client, self.ratings, self.test, self.columns,
+                          self.validation)
 
     def check(self) -> None:
         """What a node checks before it connects: the manifest readable and naming this
         client, the client's files readable and matching the manifest, the state folder
         writable (a :class:`~fedmc.errors.FedMCError` names the problem)."""
-        for path in (self.ratings, self.test):
+        for what, path in (("ratings", self.ratings), ("test", self.test),
+                           ("validation", self.validation)):
             if path is not None and not path.is_file():
-                raise ConfigError(f"{path}: no such file (client {self.client}'s "
-                                  f"{'ratings' if path == self.ratings else 'test'} file)")
+                raise ConfigError(f"{path}: no such file (client {self.client}'s {what} "
+                                  f"file)")
         self.shard(self.read_manifest())
         try:
             self.state.mkdir(parents=True, exist_ok=True)

@@ -86,11 +86,11 @@ def serve(grid: Grid, run: FederatedRun) -> History:
                          checkpoint=functools.partial(_write_checkpoint, run)))
     _mark_participants(sim.history, clients.log, clients.refusals, private)
     summary = summarize(sim.history, sim.guarantee,
-                        {"total_seconds": time.perf_counter() - started})
+                        {"total_seconds": time.perf_counter() - started},
+                        None if sim.stop is None else sim.stop.report(rounds.count))
     write_outputs(run.out, RunResult(None, None, sim.history, summary,
                                      {"private": private, **_config(run, manifest)}))
-    _save_model(run, run.algorithm_name, cfg, algorithm.model(cfg, sim.server), manifest,
-                private)
+    _save_model(run, run.algorithm_name, cfg, sim.model(algorithm, cfg), manifest, private)
     (run.out / CHECKPOINT).unlink(missing_ok=True)  # the server's secrets: not published
     progress.write({"event": "done"})
     return sim.history

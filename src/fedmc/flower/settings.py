@@ -15,17 +15,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from fedmc.algorithms.registry import spec
 from fedmc.core.protocol import Algorithm
 from fedmc.errors import ConfigError
 from fedmc.federation.settings import Schedule
+from fedmc.federation.validation import with_validation
 from fedmc.privacy.accounting import UserDP
 from fedmc.run.settings import RunSpec
 
 RUN = "run"
 """The run configuration's key of the :class:`~fedmc.run.settings.RunSpec` (one JSON value)."""
+
+
+def federated_spec(run: RunSpec) -> RunSpec:
+    """``run`` as a federation runs it: early stopping publishes the best round's model (the
+    server keeps it) instead of training again on every rating, which would be a second
+    federated run (``refit`` is not an option of ``fedmc federate``: its default is off)."""
+    stop = run.schedule.early_stopping
+    if stop is None or not stop.refit:
+        return run
+    return run.model_copy(update={"schedule": run.schedule.model_copy(
+        update={"early_stopping": stop.model_copy(update={"refit": False})})})
 
 
 class FederatedRun(BaseModel):
@@ -52,6 +64,14 @@ class FederatedRun(BaseModel):
     resume: bool = Field(False, description="go on from the checkpoint in out (fedmc federate "
                          "resume)")
 
+    @model_validator(mode="after")
+    def _no_refit(self) -> FederatedRun:
+        stop = self.spec.schedule.early_stopping
+        if stop is not None and stop.refit:
+            raise ConfigError("refit=true trains a second run after early stopping; a "
+                              "federation publishes its best round's model: refit=false")
+        return self
+
     @property
     def algorithm_name(self) -> str:
         """The registered algorithm."""
@@ -73,8 +93,10 @@ class FederatedRun(BaseModel):
 
     @property
     def algorithm(self) -> Algorithm:
-        """The protocol functions of the run's algorithm."""
-        return spec(self.algorithm_name).algorithm_for(self.config())
+        """The protocol functions of the run's algorithm, evaluating the clients' validation
+        cut where they hold one (:func:`fedmc.federation.validation.with_validation`)."""
+        return with_validation(spec(self.algorithm_name).algorithm_for(self.config()),
+                               self.schedule.eval_k)
 
     def privacy(self) -> UserDP | None:
         """The run's user-level DP (the clients clip; the server adds the noise to every sum,

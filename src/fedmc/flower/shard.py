@@ -25,14 +25,16 @@ Columns = tuple[str | int, str | int, str | int] | None
 
 
 def load_shard(manifest: Manifest, client: int, ratings: Path, test: Path | None,
-               columns: Columns = None) -> FederatedData:
+               columns: Columns = None, validation: Path | None = None) -> FederatedData:
     """Client ``client``'s shard from its training ratings file and, if any, its held-out
-    ratings file (any format :func:`fedmc.data.loaders.load_ratings_file` reads). A client
-    whose file holds a header and no ratings (its user has rated nothing yet) has a shard of
-    its manifest rows without ratings: it takes part with nothing to upload."""
+    ratings file and its validation cut (any format :func:`fedmc.data.loaders.
+    load_ratings_file` reads). A client whose file holds a header and no ratings (its user has
+    rated nothing yet) has a shard of its manifest rows without ratings: it takes part with
+    nothing to upload."""
     train = load_ratings_file(ratings, columns=columns, allow_empty=True)
     held = load_ratings_file(test, columns=columns) if test is not None else None
-    parts = [train] if held is None else [train, held]
+    cut = load_ratings_file(validation, columns=columns) if validation is not None else None
+    parts = [r for r in (train, held, cut) if r is not None]
     users = np.unique(np.concatenate([r.user_ids[r.users] for r in parts]))
     expected = manifest.rows_of(client)
     if len(users) == 0:  # ids of users the client's files do not name: never leave it
@@ -42,9 +44,13 @@ def load_shard(manifest: Manifest, client: int, ratings: Path, test: Path | None
                         f"gives it {expected.stop - expected.start}", ratings)
     train_r, test_r = (_indexed(r, users, manifest, path) for r, path in
                        ((train, ratings), (held, test)))
-    shard = FederatedData.build(train_r, test_r, np.zeros(len(users), dtype=np.int32),
-                                manifest.normalizer)
-    return dataclasses.replace(shard, value_range=manifest.value_range, name=manifest.name)
+    one_client = np.zeros(len(users), dtype=np.int32)
+    shard = FederatedData.build(train_r, test_r, one_client, manifest.normalizer)
+    kept_back = None if cut is None else FederatedData.build(
+        train_r, _indexed(cut, users, manifest, validation), one_client,
+        manifest.normalizer).test
+    return dataclasses.replace(shard, value_range=manifest.value_range, name=manifest.name,
+                               validation=kept_back)
 
 
 def _indexed(r: Ratings | None, users: np.ndarray, manifest: Manifest,
