@@ -34,7 +34,7 @@ FLOWER = "Federation"
 # fedmc run's options a federation does not take: its own --out, a split given as two files,
 # the ranking evaluation and saving the user factors (they stay on the nodes; fedmc evaluate
 # ranks with the published model); refit (a federation that stops early publishes its best
-# round's model)
+# round's model: RunSpec.without_refit)
 RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors", "refit")
 SPLIT_OPTIONS = tuple(name for name in OPTIONS if name not in (*RUN_ONLY, "overwrite", "quiet"))
 """``split`` takes the run's options too: ``run.toml`` holds the run they resolve to."""
@@ -62,10 +62,10 @@ def split(**typed: Any) -> None:
     fedmc run and fedmc federate local resolve them): the files a real deployment hands out."""
     from fedmc.deploy.app import write_app, write_run_config
     from fedmc.deploy.split import write_split
-    from fedmc.flower.settings import FederatedRun, federated_spec
+    from fedmc.flower.settings import FederatedRun
     from fedmc.run.settings import resolve
 
-    run = federated_spec(resolve(run_options(typed)))
+    run = resolve(run_options(typed)).without_refit()
     out = typed["out"].resolve()
     manifest = write_split(run.data, out)
     write_app(out / "app")
@@ -109,11 +109,11 @@ def local(**typed: Any) -> None:
     """
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.deploy.local import RUN_FILES, run_local
-    from fedmc.flower.settings import FederatedRun, federated_spec
+    from fedmc.flower.settings import FederatedRun
     from fedmc.run.folder import RunFolder
     from fedmc.run.settings import resolve
 
-    spec = federated_spec(resolve(run_options(typed)))
+    spec = resolve(run_options(typed)).without_refit()
     given = {"timeout": typed["timeout"]} if typed["timeout"] is not None else {}
     run = FederatedRun(spec=spec, secagg=typed["secagg"], **given)
     run.config()  # the settings that need no data, before anything is written

@@ -29,17 +29,6 @@ RUN = "run"
 """The run configuration's key of the :class:`~fedmc.run.settings.RunSpec` (one JSON value)."""
 
 
-def federated_spec(run: RunSpec) -> RunSpec:
-    """``run`` as a federation runs it: early stopping publishes the best round's model (the
-    server keeps it) instead of training again on every rating, which would be a second
-    federated run (``refit`` is not an option of ``fedmc federate``: its default is off)."""
-    stop = run.schedule.early_stopping
-    if stop is None or not stop.refit:
-        return run
-    return run.model_copy(update={"schedule": run.schedule.model_copy(
-        update={"early_stopping": stop.model_copy(update={"refit": False})})})
-
-
 class FederatedRun(BaseModel):
     """A federated run's settings: its ``spec`` and the federation's own options (every other
     field)."""

@@ -64,7 +64,7 @@ def execute(
     kernels: Literal["specialized", "auto"] = "specialized",
     loaded: tuple[Any, dict[str, Any]] | None = None,
 ) -> RunResult:
-    """Load data, build the algorithm, run it (:func:`fit`); nothing is written here.
+    """Load data, build the algorithm, run it; nothing is written here.
 
     An early-stopped run that refits (``schedule.early_stopping.refit``) runs twice: on the
     training ratings without the validation cut until it stops, then on every training rating
@@ -73,8 +73,7 @@ def execute(
     the result; the first pass's history is ``validation_history`` and its report is the
     summary's ``early_stopping``.
     """
-    first = fit(run, callback=callback, progress_download=progress_download,
-                kernels=kernels, loaded=loaded)
+    first = _fit(run, callback, progress_download, kernels, loaded)
     stopping = run.schedule.early_stopping
     report = first.summary.get("early_stopping")
     if stopping is None or not stopping.refit or report is None:
@@ -83,7 +82,7 @@ def execute(
         raise ConfigError("refit needs the data without the validation cut: give "
                           "refit=false with data loaded beforehand")
     best = report["round"] or 0
-    final = fit(run.refit(best), callback=callback, kernels=kernels)
+    final = _fit(run.refit(best), callback, False, kernels, None)
     final.summary = {**{k: v for k, v in final.summary.items() if k != "privacy"},
                      "early_stopping": {**report, "refit_rounds": best},
                      "privacy": final.summary["privacy"]}
@@ -94,15 +93,10 @@ def execute(
     return final
 
 
-def fit(
-    run: RunSpec,
-    *,
-    callback: RoundCallback | None = None,
-    progress_download: bool = False,
-    kernels: Literal["specialized", "auto"] = "specialized",
-    loaded: tuple[Any, dict[str, Any]] | None = None,
-) -> RunResult:
-    """Load data, build the algorithm, run it once; nothing is written here.
+def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
+         kernels: Literal["specialized", "auto"], loaded: tuple[Any, dict[str, Any]] | None,
+         ) -> RunResult:
+    """Load data, build the algorithm, run it once (:func:`execute`'s parameters).
 
     ``loaded``: the data the settings describe and their notes for ``config.json``, already
     built (the canary audit's neighbouring data sets, :mod:`fedmc.audit.canary`); else they

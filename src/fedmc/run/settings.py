@@ -95,6 +95,16 @@ class RunSpec(BaseModel):
             "schedule": self.schedule.model_copy(update={
                 "rounds": rounds, "early_stopping": None, "eval_k": None})})
 
+    def without_refit(self) -> RunSpec:
+        """This run publishing its best round's model when it stops early, instead of
+        training again on every rating: a trial of a search (scored, not refitted) and a
+        federation (where a refit would be a second federated run)."""
+        stop = self.schedule.early_stopping
+        if stop is None or not stop.refit:
+            return self
+        return self.model_copy(update={"schedule": self.schedule.model_copy(
+            update={"early_stopping": stop.model_copy(update={"refit": False})})})
+
     def settings(self) -> dict[str, Any]:
         """``config.json``'s ``run``: the schedule, the algorithm and what follows training."""
         return {"algorithm": self.algorithm, **self.schedule.model_dump(mode="json"),

@@ -8,12 +8,13 @@ integer and real ranges. Ray Tune would bring a cluster scheduler that one feder
 time on one machine does not need.
 
 Each trial resolves the run's options with its settings (:func:`fedmc.run.settings.resolve`),
-trains once (:func:`fedmc.run.runner.fit`: on the training ratings without the validation
-cut) and scores the best evaluated round of its validation column (the column early stopping
-watches: validation RMSE for ratings, validation NDCG@K for interactions); its best round is
-kept. The final run (:func:`final_run`) is the best trial's settings trained on every
-training rating for its best round's number of rounds: the refit of an early-stopped run
-(:meth:`fedmc.run.settings.RunSpec.refit`). Nothing reads the test ratings to choose.
+trains once on the training ratings without the validation cut
+(:func:`fedmc.run.runner.execute`, without a refit) and scores the best evaluated round of its
+validation column (the column early stopping watches: validation RMSE for ratings, validation
+NDCG@K for interactions); its best round is kept. The final run (:func:`final_run`) is the
+best trial's settings trained on every training rating for its best round's number of
+rounds: the refit of an early-stopped run (:meth:`fedmc.run.settings.RunSpec.refit`). Nothing
+reads the test ratings to choose.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from fedmc.errors import ConfigError
 from fedmc.federation.settings import EarlyStopping
 from fedmc.federation.validation import stopping_column
 from fedmc.run.options import RunOptions
-from fedmc.run.runner import fit
+from fedmc.run.runner import execute
 from fedmc.run.settings import RunSpec, resolve
 from fedmc.tune.space import suggest
 
@@ -73,9 +74,10 @@ class Search:
     timeout: float | None = None
 
     def trial_spec(self, values: dict[str, Any]) -> RunSpec:
-        """The run of one trial: the options with the trial's ``values`` among the params."""
+        """The run of one trial: the options with the trial's ``values`` among the params,
+        trained once (an early stop is scored, not refitted)."""
         return resolve(self.options.model_copy(
-            update={"params": {**self.options.params, **values}}))
+            update={"params": {**self.options.params, **values}})).without_refit()
 
     def column(self) -> tuple[str, bool]:
         """The validation column scored and whether larger is better."""
@@ -120,7 +122,7 @@ def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None
                 raise optuna.TrialPruned(f"round {k}: {column} {row[column]:.4f}")
 
         started = time.perf_counter()
-        result = fit(run, callback=report)
+        result = execute(run, callback=report)
         trial.set_user_attr("seconds", time.perf_counter() - started)
         best_round, value = best_of(result.history.rows, column, larger,
                                     result.summary.get("early_stopping"))
