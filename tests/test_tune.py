@@ -88,7 +88,8 @@ def test_refused_searches(invoke, monkeypatch, capsys, tmp_path, small):
     for args, message in ((["--trials", "0"], "--trials must be >= 1"),
                           (["--pruner", "random"], "--pruner takes"),
                           (["--space", "lam=5:1"], "LO must be below HI"),
-                          (["--algorithm", "fedmavg"], "nothing to search")):
+                          (["--algorithm", "fedmavg"], "nothing to search"),
+                          (["--dp-epsilon", "8", "--dp-clip", "1"], "private search")):
         code, _, err = invoke(monkeypatch, capsys, "tune", *small, *args,
                               "--out", tmp_path / "x")
         assert code == 2 and message in err, err

@@ -81,6 +81,11 @@ def tune(**typed: Any) -> None:
     if typed["pruner"] not in PRUNERS:
         raise ConfigError(f"--pruner takes {'|'.join(PRUNERS)}, got {typed['pruner']!r}")
     options = run_options(typed)
+    if options.private:
+        raise ConfigError("--dp-epsilon/--dp-noise: a private search (noised validation sums "
+                          "and a private choice among the trials) is not available yet; "
+                          "fedmc run --dp-epsilon E picks its settings from E and the number "
+                          "of users")
     ranges = {k: v for k, v in options.params.items() if is_range(v)}
     ranges.update(parse_params(typed["space"] or []))
     fixed = {k: v for k, v in options.params.items() if k not in ranges}
