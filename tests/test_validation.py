@@ -271,3 +271,12 @@ def test_an_early_stopped_run_resumes_from_any_checkpoint(learnable):
         resumed = run(resume=pickle.loads(saved[k]))
         assert resumed.stop.report(40) == whole.stop.report(40)
         np.testing.assert_array_equal(resumed.model(algo, cfg)["V"], whole.model(algo, cfg)["V"])
+
+
+def test_a_per_user_split_cuts_each_users_share(small):
+    data, _ = federated_data(DataSettings(**small, split="user", validation_fraction=0.25))
+    kept = np.diff(data.train.indptr)
+    held = np.diff(data.validation.indptr)
+    assert np.array_equal(held, np.minimum(np.floor(0.25 * (kept + held)),
+                                           np.maximum(kept + held - 1, 0)))
+    assert held.sum() > 0
