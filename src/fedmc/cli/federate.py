@@ -152,7 +152,8 @@ NODE_CONFIG_HELP = (
     "This client's settings, space-separated KEY=VALUE pairs: client=ID (its id, 0..p-1), "
     "manifest=\"PATH\" (the federation's manifest.json), ratings=\"PATH\" (its training "
     "ratings; for Boolean data its rows of ones), test=\"PATH\" (optional: its held-out "
-    "ratings, or its rows of the signal), columns=\"user,item,rating\" (optional: the "
+    "ratings, or its rows of the signal), validation=\"PATH\" (optional: its validation "
+    "cut, for early stopping), columns=\"user,item,rating\" (optional: the "
     "ratings files' column names), state=\"DIR\" (its private state, kept across restarts). "
     "Checked at start: a problem exits 2 naming it.")
 
