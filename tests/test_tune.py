@@ -62,7 +62,8 @@ def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatc
     out = tmp_path / "tune"
     code, _, err = invoke(monkeypatch, capsys, "tune", *small, "--clients", "4", "--rounds",
                           "6", "--trials", "3", "-P", "lam=0.1:10:log", "--space", "gamma=off",
-                          "--space", "beta=0.05:1", "-P", "rank=3", "--out", out, "--quiet")
+                          "--space", "beta=0.05:1", "--space", "inner=off", "-P", "rank=3",
+                          "--out", out, "--quiet")
     assert code == 0, err
     for name in ("study.db", "trials.csv", "best.json", "search.png", "settings.png"):
         assert (out / name).exists(), name

@@ -33,6 +33,7 @@ FEDMC_ADMM = AlgorithmSpec(
     }},
     audited=True, default_for=("ratings",), rank_token=always, estimator="FedMCADMM",
     search_space={"rank": Range(2, 32, log=True, integer=True),
+                  "inner": Range(5, 100, log=True, integer=True),
                   "lam": Range(0.1, 30.0, log=True), "gamma": Range(0.001, 30.0, log=True),
                   "beta": Range(0.01, 3.0, log=True)})
 SPECS = (FEDMC_ADMM,)
