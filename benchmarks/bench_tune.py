@@ -13,8 +13,8 @@ Run from the repository root with the MovieLens files in ``$FEDMC_DATA``::
 The split is the run's (``--implicit --dataset NAME``: every rating an interaction, the
 random 80/20 split of ``--seed``). ``implicit``'s ALS (conjugate gradient, 15 iterations, its
 confidence ``1 + alpha``) is tuned over ``--factors`` x ``--regs`` x ``--alphas`` on the same
-validation cut ``fedmc tune`` uses (``--validation-fraction``, 0.05: fedmc's own cut of the
-training interactions), refitted on every training interaction with the best setting, and
+validation cut ``fedmc tune`` uses (``--validation-fraction``, 0.2 as its default: fedmc's own
+cut of the training interactions), refitted on every training interaction with the best setting, and
 its top-10 lists scored on the test interactions; the tuned run's model (``TUNED/best``) is
 scored with every test user folded in from its training interactions (``fedmc evaluate``).
 Both with NDCG's two common rank weights: ``1/log2(i+1)`` (the usual one, which the issue's
@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--dataset", default="ml-100k")
     parser.add_argument("--tuned", type=Path, help="the output folder of fedmc tune")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--validation-fraction", type=float, default=0.05)
+    parser.add_argument("--validation-fraction", type=float, default=0.2)
     parser.add_argument("--factors", type=int, nargs="+", default=[32, 64, 128])
     parser.add_argument("--regs", type=float, nargs="+", default=[1, 5, 20, 50, 100])
     parser.add_argument("--alphas", type=float, nargs="+", default=[1, 2, 5, 10])
