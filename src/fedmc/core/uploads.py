@@ -267,22 +267,73 @@ def _outer_squared_norms(out, term_ptr, vec, a, b, vectors):
         out[g] = total
 
 
-SCATTER_PARTS = 64  # the parallel scatter of OuterRows: parts of the summed rows
+@numba.njit(cache=True, parallel=True)
+def _packed_outers(vectors):
+    """``svec(x x^T)`` of every vector ``x`` (a row each; :func:`svec_pairs`' packing)."""
+    d = vectors.shape[1]
+    root2 = np.sqrt(2.0)
+    out = np.empty((vectors.shape[0], d * (d + 1) // 2))
+    for v in numba.prange(vectors.shape[0]):
+        x = vectors[v]
+        e = 0
+        for i in range(d):
+            out[v, e] = x[i] * x[i]
+            e += 1
+            xi = root2 * x[i]
+            for c in range(i + 1, d):
+                out[v, e] = xi * x[c]
+                e += 1
+    return out
+
+
+@numba.njit(cache=True)
+def _groups_by_row(index, n_rows):
+    """The groups in order of the row they add to (stable: a row's groups stay in group
+    order), and where each row's start: row ``j``'s groups are ``order[start[j]:start[j+1]]``
+    (a counting sort)."""
+    start = np.zeros(n_rows + 1, dtype=np.int64)
+    for g in range(index.shape[0]):
+        start[index[g] + 1] += 1
+    for j in range(n_rows):
+        start[j + 1] += start[j]
+    fill = start[:-1].copy()
+    order = np.empty(index.shape[0], dtype=np.int64)
+    for g in range(index.shape[0]):
+        order[fill[index[g]]] = g
+        fill[index[g]] += 1
+    return order, start
 
 
 @numba.njit(cache=True, parallel=True)
 def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights):
     """``total[index[g]] += weights[k] * row of group g`` for every group ``g`` of every client
-    ``k`` (:class:`OuterRows`). Part ``h`` of the parallel loop adds the groups whose row is
-    ``h`` modulo :data:`SCATTER_PARTS`: rows of different clients may add to the same row of
-    ``total``, parts never do, and each row is summed in group order whatever the threads (the
-    same result every run)."""
-    for part in numba.prange(SCATTER_PARTS):
-        for k in range(ptr.shape[0] - 1):
-            for g in range(ptr[k], ptr[k + 1]):
-                if index[g] % SCATTER_PARTS == part:
-                    _add_terms(total[index[g]], term_ptr[g], term_ptr[g + 1], vec, a, b,
-                               vectors, weights[k])
+    ``k`` (:class:`OuterRows`), in parallel over the rows of ``total``: each row adds its
+    groups in group order, term by term, whatever the threads (the same result every run),
+    while it is in cache. A term adds ``weight a_q`` times its vector's ``svec(x x^T)``,
+    formed once per vector (:func:`_packed_outers`), and ``weight b_q x``: two contiguous
+    multiply-adds over the row, however many terms share a vector."""
+    d = vectors.shape[1]
+    n_packed = d * (d + 1) // 2
+    group_weight = np.empty(index.shape[0])
+    for k in range(ptr.shape[0] - 1):
+        for g in range(ptr[k], ptr[k + 1]):
+            group_weight[g] = weights[k]
+    order, start = _groups_by_row(index, total.shape[0])
+    outers = _packed_outers(vectors)
+    for j in numba.prange(total.shape[0]):
+        row = total[j]
+        for o in range(start[j], start[j + 1]):
+            g = order[o]
+            w = group_weight[g]
+            for q in range(term_ptr[g], term_ptr[g + 1]):
+                wa = w * a[q]
+                outer = outers[vec[q]]
+                for e in range(n_packed):
+                    row[e] += wa * outer[e]
+                wb = w * b[q]
+                x = vectors[vec[q]]
+                for i in range(d):
+                    row[n_packed + i] += wb * x[i]
 
 
 _SUMMED_BY_DRIVER = object()
