@@ -166,7 +166,9 @@ def test_item_step_from_packed_sums_with_the_gramian():
     total[n, : len(rows)] = coef * G[rows, cols]
     X = np.empty((n, d))
     ridge = np.array([lam, 2 * lam, 0.1])  # a ridge weight per column
-    item_solves(total, n, n, ridge, rows, cols, coef, X)
+    scale = 2.5  # sums kept at a scale (gram_scale, fresh sums' weight): divided out
+    item_solves(scale * total, n, n, ridge, rows, cols,
+                scale * np.concatenate([coef, np.ones(d)]), X)
     for j in range(n):
         np.testing.assert_allclose(X[j], np.linalg.solve(S[j] + G + np.diag(ridge), b[j]),
                                    atol=1e-12)
@@ -178,7 +180,8 @@ def test_item_step_floors_the_eigenvalues_of_a_noisy_indefinite_system():
     rows, cols, coef = svec_pairs(d)
     total = np.concatenate([coef * A[rows, cols], [1.0, 2.0]])[None, :]
     X = np.empty((1, d))
-    item_solves(total, 1, -1, np.full(d, lam), rows, cols, coef, X)
+    item_solves(total, 1, -1, np.full(d, lam), rows, cols,
+                np.concatenate([coef, np.ones(d)]), X)
     w, Q = np.linalg.eigh(A + lam * np.eye(d))
     np.testing.assert_allclose(X[0], Q @ ((Q.T @ [1.0, 2.0]) / np.maximum(w, lam)), atol=1e-12)
 
