@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
+from fedmc.core.ridge import normal_equations_upper
+
 BYTES_PER_NUMBER = 8  # payload accounting: float64 values, indices counted as one number each
 
 
@@ -294,25 +296,6 @@ def _outer_squared_norms(out, term_ptr, vec, a, b, vectors):
         out[g] = total
 
 
-@numba.njit(cache=True, parallel=True)
-def _packed_outers(vectors):
-    """``svec(x x^T)`` of every vector ``x`` (a row each; :func:`svec_pairs`' packing)."""
-    d = vectors.shape[1]
-    root2 = np.sqrt(2.0)
-    out = np.empty((vectors.shape[0], d * (d + 1) // 2))
-    for v in numba.prange(vectors.shape[0]):
-        x = vectors[v]
-        e = 0
-        for i in range(d):
-            out[v, e] = x[i] * x[i]
-            e += 1
-            xi = root2 * x[i]
-            for c in range(i + 1, d):
-                out[v, e] = xi * x[c]
-                e += 1
-    return out
-
-
 @numba.njit(cache=True)
 def _groups_by_row(index, n_rows):
     """The groups in order of the row they add to (stable: a row's groups stay in group
@@ -334,33 +317,48 @@ def _groups_by_row(index, n_rows):
 @numba.njit(cache=True, parallel=True)
 def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights):
     """``total[index[g]] += weights[k] * row of group g`` for every group ``g`` of every client
-    ``k`` (:class:`OuterRows`), in parallel over the rows of ``total``: each row adds its
-    groups in group order, term by term, whatever the threads (the same result every run),
-    while it is in cache. A term adds ``weight a_q`` times its vector's ``svec(x x^T)``,
-    formed once per vector (:func:`_packed_outers`), and ``weight b_q x``: two contiguous
-    multiply-adds over the row, however many terms share a vector."""
+    ``k`` (:class:`OuterRows`), in parallel over the rows of ``total``. Row ``j`` gathers the
+    terms of its groups (in group order, whatever the threads: the same result every run) and
+    forms their sum ``sum_q w_q a_q x_q x_q^T``, ``sum_q w_q b_q x_q`` as one small product of
+    the gathered vectors (:func:`fedmc.core.ridge.normal_equations_upper`, in cache), then
+    adds it to the row once: no row is touched per term, no outer product formed per term."""
     d = vectors.shape[1]
-    n_packed = d * (d + 1) // 2
+    root2 = np.sqrt(2.0)
     group_weight = np.empty(index.shape[0])
     for k in range(ptr.shape[0] - 1):
         for g in range(ptr[k], ptr[k + 1]):
             group_weight[g] = weights[k]
     order, start = _groups_by_row(index, total.shape[0])
-    outers = _packed_outers(vectors)
     for j in numba.prange(total.shape[0]):
-        row = total[j]
+        n_terms = 0
+        for o in range(start[j], start[j + 1]):
+            n_terms += term_ptr[order[o] + 1] - term_ptr[order[o]]
+        if n_terms == 0:
+            continue
+        cols = np.empty(n_terms, dtype=np.int64)
+        wa = np.empty(n_terms)
+        wb = np.empty(n_terms)
+        t = 0
         for o in range(start[j], start[j + 1]):
             g = order[o]
-            w = group_weight[g]
             for q in range(term_ptr[g], term_ptr[g + 1]):
-                wa = w * a[q]
-                outer = outers[vec[q]]
-                for e in range(n_packed):
-                    row[e] += wa * outer[e]
-                wb = w * b[q]
-                x = vectors[vec[q]]
-                for i in range(d):
-                    row[n_packed + i] += wb * x[i]
+                cols[t] = vec[q]
+                wa[t] = group_weight[g] * a[q]
+                wb[t] = group_weight[g] * b[q]
+                t += 1
+        S = np.empty((d, d))
+        y = np.empty(d)
+        normal_equations_upper(vectors, cols, wb, wa, S, y)
+        row = total[j]
+        e = 0
+        for i in range(d):
+            row[e] += S[i, i]
+            e += 1
+            for c in range(i + 1, d):
+                row[e] += root2 * S[i, c]
+                e += 1
+        for i in range(d):
+            row[e + i] += y[i]
 
 
 _SUMMED_BY_DRIVER = object()
