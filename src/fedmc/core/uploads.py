@@ -149,12 +149,12 @@ class OuterRows:
 class OuterFactors(OuterRows):
     """:class:`OuterRows` sent as their factors: a client sends its vectors, and per group the
     row it adds to and its terms (vector, ``a``, ``b``); the receiver forms the rows
-    (:meth:`add_to`, the same sum). ``d (d + 1) / 2 + d`` numbers per row become three per
-    term plus the vectors: the traffic of a client whose groups share a few vectors (a
-    one-user client of federated ALS: two vectors, one or two terms per rated item) falls by
-    about the width over six. A client's factors tell its receiver no less than its rows, and
-    where one vector serves many rows (several users in one client) more: it is for clients
-    whose rows determine their factors."""
+    (:meth:`add_to`, the same sum). ``d (d + 1) / 2 + d`` numbers and an index per row become
+    the index, a term count and three numbers per term, plus the vectors: the traffic of a
+    client whose groups share a few vectors (a one-user client of federated ALS: two vectors,
+    one or two terms per rated item) falls by about the width over eight. A client's factors
+    tell its receiver no less than its rows, and where one vector serves many rows (several
+    users in one client) more: it is for clients whose rows determine their factors."""
 
     def numbers(self) -> int:
         """Numbers the batch's clients send: the vectors, each group's row index and term
