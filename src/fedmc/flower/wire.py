@@ -34,7 +34,7 @@ from fedmc.core.uploads import OuterFactors, RowPatch, Stacked, Uploads
 HEADER = "fedmc"
 NO_EXCHANGE = -1
 PARTS = ("dense", "index", "values", "terms", "vec", "a", "b", "vectors")
-FACTORS = ("terms", "vec", "a", "b", "vectors")  # OuterFactors: per group its term count
+FACTORS = ("terms", "vec", "a", "b", "vectors")  # the parts of OuterFactors ("terms": per row)
 
 
 class RefusedReply(ValueError):
