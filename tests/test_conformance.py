@@ -100,6 +100,8 @@ CASES = [
     Case(FEDALS, {"rank": 2, "sums": "fresh", "max_items": 2}),
     Case(FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "max_items": 3},
          data="implicit-one-user"),
+    Case(FEDALS, {"rank": 3, "upload": "factors"}, data="one-user"),
+    Case(FEDALS, {"rank": 3, "implicit": True, "upload": "factors"}, data="implicit-one-user"),
 ]
 
 
@@ -230,6 +232,8 @@ DP_CASES = [
     Case(FEDALS, {"rank": 2, "implicit": True}, data="implicit"),
     Case(FEDALS, {"rank": 2, "sums": "fresh", "max_items": 3}, data="one-user"),
     Case(FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "max_items": 2}, data="implicit"),
+    Case(FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "upload": "factors"},
+         data="implicit-one-user"),
 ]
 
 

@@ -24,7 +24,7 @@ from fedmc.model import load_model
 from fedmc.privacy.accounting import UserDP
 from fedmc.privacy.gaussian import clip_uploads, squared_norms
 from fedmc.sim import simulate
-from fedmc.testing import ScheduledSampler, record_boundary
+from fedmc.testing import ScheduledSampler, assert_same_history, record_boundary
 
 
 def dense(data):
@@ -166,7 +166,9 @@ def test_item_step_from_packed_sums_with_the_gramian():
     total[n, : len(rows)] = coef * G[rows, cols]
     X = np.empty((n, d))
     ridge = np.array([lam, 2 * lam, 0.1])  # a ridge weight per column
-    item_solves(total, n, n, ridge, rows, cols, coef, X)
+    scale = 2.5  # sums kept at a scale (gram_scale, fresh sums' weight): divided out
+    item_solves(scale * total, n, n, ridge, rows, cols,
+                scale * np.concatenate([coef, np.ones(d)]), X)
     for j in range(n):
         np.testing.assert_allclose(X[j], np.linalg.solve(S[j] + G + np.diag(ridge), b[j]),
                                    atol=1e-12)
@@ -178,7 +180,8 @@ def test_item_step_floors_the_eigenvalues_of_a_noisy_indefinite_system():
     rows, cols, coef = svec_pairs(d)
     total = np.concatenate([coef * A[rows, cols], [1.0, 2.0]])[None, :]
     X = np.empty((1, d))
-    item_solves(total, 1, -1, np.full(d, lam), rows, cols, coef, X)
+    item_solves(total, 1, -1, np.full(d, lam), rows, cols,
+                np.concatenate([coef, np.ones(d)]), X)
     w, Q = np.linalg.eigh(A + lam * np.eye(d))
     np.testing.assert_allclose(X[0], Q @ ((Q.T @ [1.0, 2.0]) / np.maximum(w, lam)), atol=1e-12)
 
@@ -445,6 +448,38 @@ def test_a_round_costs_terms_by_the_cohorts_ratings(tiny_interactions):
     counts = np.diff(data.train.indptr)[rec.message.upload]
     terms = sum(len(u[STATS].rows.vec) for u, _ in rec.uploads)
     assert terms == 2 * (counts.sum() + len(rec.message.upload))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("sums", ["running", "fresh"])
+def test_factors_are_the_same_sums_in_fewer_bytes(mode, sums, tiny_federated,
+                                                  tiny_interactions):
+    """``upload=factors``: each client sends its two vectors and three numbers per term
+    instead of a row per rated item, and the server is handed the same sums (the same
+    history, bit for bit)."""
+    size = dict(m=14, n=30, p=14, density=0.4, seed=2)  # one user per client
+    data = tiny_interactions(**size) if mode == "implicit" else tiny_federated(**size)[0]
+    rank = 12  # rows of 90 numbers or more; the factors: 2 x 12 per client and 3 per term
+    runs = {}
+    for upload in ("rows", "factors"):
+        cfg = FedALSConfig(**{**MODES[mode], "rank": rank}, sums=sums, upload=upload)
+        runs[upload] = record_boundary(ALGORITHM, cfg, data, rounds=Rounds(
+            make_sampler(data.n_clients, active=6), 3))
+    (rows, by_rows), (factors, by_factors) = runs["rows"], runs["factors"]
+    assert_same_history(by_rows.history, by_factors.history, rtol=0, atol=0,
+                        ignore=("seconds", "bytes_up"))
+    for a, b in zip(rows, factors, strict=True):
+        np.testing.assert_array_equal(a.summed[STATS], b.summed[STATS])
+        for (up, _), (fac, _) in zip(a.uploads, b.uploads, strict=True):
+            r, f = up[STATS].rows, fac[STATS].rows
+            assert f.numbers() == f.vectors.size + 2 * len(f.index) + 3 * len(f.vec)
+            assert r.numbers() == len(r.index) * (r.width + 1) > 4 * f.numbers()
+    assert by_factors.history.last("bytes_up") * 4 < by_rows.history.last("bytes_up")
+
+
+def test_factors_need_one_user_per_client(data_of):
+    with pytest.raises(ConfigError, match="partition='user'"):
+        FedALS(rank=2, upload="factors", rounds=1).fit(data_of("explicit-plain", p=4))
 
 
 def test_mode_defaults_and_refusals(tiny_federated):

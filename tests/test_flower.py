@@ -10,7 +10,7 @@ pytest.importorskip("flwr")
 
 from fedmc.algorithms.registry import spec  # noqa: E402
 from fedmc.core.protocol import Message  # noqa: E402
-from fedmc.core.uploads import RowPatch, Stacked  # noqa: E402
+from fedmc.core.uploads import OuterFactors, OuterRows, RowPatch, Stacked  # noqa: E402
 from fedmc.deploy.node import Poller  # noqa: E402
 from fedmc.deploy.split import client_files, write_split  # noqa: E402
 from fedmc.federation.settings import Schedule
@@ -22,8 +22,11 @@ from fedmc.flower.shard import load_shard  # noqa: E402
 from fedmc.flower.wire import (  # noqa: E402
     NO_EXCHANGE,
     Envelope,
+    RefusedReply,
+    pack_arrays,
     pack_message,
     pack_reply,
+    unpack_arrays,
     unpack_message,
     unpack_sums,
     unpack_uploads,
@@ -92,6 +95,48 @@ def test_uploads_travel_dense_and_sparse_with_their_scale():
         np.testing.assert_array_equal(back[name].weighted_sum(np.ones(1)),
                                       s.weighted_sum(np.ones(1)))
         assert back[name].nbytes() == s.nbytes()
+
+
+def _outer(kind, scale=None):
+    """One client's statistics rows (d = 2, width 5) on rows 0 and 2 of a (3, 5) upload: three
+    terms over two vectors."""
+    rows = kind(np.array([0, 2]), np.array([2, 0]), np.array([0, 2, 3]), np.array([0, 1, 1]),
+                np.array([1.5, -1.5, 2.0]), np.array([0.5, -0.5, 1.0]),
+                np.array([[1.0, 2.0], [-3.0, 0.5]]))
+    return Stacked((3, 5), rows=rows, scale=scale)
+
+
+def test_statistics_travel_as_their_factors_to_the_same_sum():
+    """Federated ALS's ``upload=factors``: the rows' factors go over the wire, scaled by the
+    client's clip, and the server forms the same rows; the bytes count the factors."""
+    for scale in (None, np.array([0.3])):
+        rows, factors = _outer(OuterRows, scale), _outer(OuterFactors, scale)
+        back = unpack_uploads(pack_reply({"s": factors}), {"s": (3, 5)})["s"]
+        assert isinstance(back.rows, OuterFactors)
+        np.testing.assert_allclose(back.weighted_sum(np.ones(1)),
+                                   rows.weighted_sum(np.ones(1)), rtol=1e-15)
+        assert back.nbytes() == factors.nbytes()
+    assert factors.nbytes() == 8 * (2 * 2 + 2 * 2 + 3 * 3)  # vectors, rows' index and count, terms
+    assert rows.nbytes() == 8 * 2 * (5 + 1)  # two rows and their indices
+
+
+@pytest.mark.parametrize("broken", ["a", "terms", "vec", "vectors", "values"])
+def test_malformed_factors_are_refused(broken):
+    content = pack_reply({"s": _outer(OuterFactors)})
+    parts = unpack_arrays(content.array_records["uploads"])
+    if broken == "values":
+        parts["s.values"] = np.zeros((2, 5))  # rows and factors at once
+    elif broken == "a":
+        parts["s.a"] = np.array([1.0, np.nan, 2.0])
+    elif broken == "terms":
+        parts["s.terms"] = np.array([2, 2])  # four terms, three sent
+    elif broken == "vec":
+        parts["s.vec"] = np.array([0, 1, 2])  # no third vector
+    else:
+        parts["s.vectors"] = np.ones((2, 3))  # rows of 9, not 5
+    content["uploads"] = pack_arrays(parts)
+    with pytest.raises(RefusedReply):
+        unpack_uploads(content, {"s": (3, 5)})
 
 
 def test_a_client_that_computes_without_uploading_replies_with_nothing():

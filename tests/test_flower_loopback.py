@@ -112,6 +112,30 @@ def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model
         assert got["ndcg@10"] == pytest.approx(expected["ndcg@10"], abs=1e-9)
 
 
+@pytest.mark.parametrize("secagg", [False, True], ids=["plain", "secure"])
+def test_fedals_factors_federation_equals_fedmc_run(tmp_path, secagg, loopback_federation,
+                                                    data_settings, ratings_file):
+    """Federated ALS's ``upload=factors`` (one user per client): plain, each client's factors
+    travel and the server forms their rows; secure, each client forms its dense rows itself.
+    Either way the history of ``fedmc run``, plain to rounding, secure to quantization."""
+    settings = data_settings(ratings_file(tmp_path, users=12))
+    settings = DataSettings(**{**settings.model_dump(), "partition": "user", "clients": 12,
+                               "normalize": None, "implicit": True})
+    params = {"rank": 3, "implicit": True, "upload": "factors"}
+    run = RunSpec(algorithm="fedals", schedule=Schedule(rounds=3, active=5, seed=0),
+                  params=params)
+    history = loopback_federation(tmp_path, settings, FederatedRun(spec=run, secagg=secagg,
+                                                                   out=Path("out")))
+    reference = execute(run.model_copy(update={"data": settings}))
+    assert all(row["lost"] == "" for row in history.rows), history.column("lost")
+    tol = 1e-6 if secagg else 1e-10
+    assert_same_history(history, reference.history, rtol=tol, atol=tol,
+                        ignore=("seconds", "bytes_up", *FEDERATION_COLUMNS))
+    if not secagg:  # what travelled: the factors, counted as the simulation counts them
+        np.testing.assert_array_equal(history.column("bytes_up"),
+                                      reference.history.column("bytes_up"))
+
+
 def poison(client: int, value: float = np.nan):
     """A mod that turns ``client``'s uploads into ``value`` (a buggy client)."""
 

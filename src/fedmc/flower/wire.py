@@ -8,7 +8,8 @@ any, and, for every recipient, its last exchange that the server included in a s
 client learns whether to commit its pending state, :mod:`fedmc.flower.client_state`). Every
 recipient gets the same records, so Flower stores and pushes them once per exchange: only the
 message envelopes differ. Client to server: an ``ArrayRecord`` ``"uploads"`` (each upload of
-a batch of one: its dense part and/or rows) and/or a ``ConfigRecord`` ``"sums"``
+a batch of one: its dense part and/or rows, or the rows' factors where the client sends
+those, :class:`fedmc.core.uploads.OuterFactors`) and/or a ``ConfigRecord`` ``"sums"``
 (evaluation). What a client sends is checked as it is unpacked (:func:`unpack_uploads`,
 :func:`unpack_sums`): a reply that is not finite or has the wrong shape raises
 :class:`RefusedReply`, and the server leaves that client out. Secure aggregation carries the
@@ -28,11 +29,12 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from fedmc.core.protocol import Message
-from fedmc.core.uploads import RowPatch, Stacked, Uploads
+from fedmc.core.uploads import OuterFactors, RowPatch, Stacked, Uploads
 
 HEADER = "fedmc"
 NO_EXCHANGE = -1
-PARTS = ("dense", "index", "values")
+PARTS = ("dense", "index", "values", "terms", "vec", "a", "b", "vectors")
+FACTORS = ("terms", "vec", "a", "b", "vectors")  # the parts of OuterFactors ("terms": per row)
 
 
 class RefusedReply(ValueError):
@@ -145,7 +147,12 @@ def pack_reply(uploads: Uploads | None = None,
             factor = 1.0 if s.scale is None or not len(s.scale) else float(s.scale[0])
             if s.dense is not None and len(s.dense):
                 parts[f"{name}.dense"] = factor * s.dense[0]
-            if s.rows is not None:
+            if isinstance(s.rows, OuterFactors):
+                r = s.rows
+                parts.update({f"{name}.index": r.index, f"{name}.terms": np.diff(r.term_ptr),
+                              f"{name}.vec": r.vec, f"{name}.a": factor * r.a,
+                              f"{name}.b": factor * r.b, f"{name}.vectors": r.vectors})
+            elif s.rows is not None:
                 parts.update({f"{name}.index": s.rows.index,
                               f"{name}.values": factor * s.rows.values})
         content["uploads"] = pack_arrays(parts)
@@ -176,23 +183,58 @@ def unpack_uploads(content: RecordDict, shapes: Mapping[str, tuple[int, ...]]) -
 
 
 def _rows(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
-          ) -> RowPatch | None:
+          ) -> RowPatch | OuterFactors | None:
     """The sparse rows of upload ``name``, if it has any: distinct row indices below
-    ``shape[0]``, one finite row of ``shape[1:]`` each."""
+    ``shape[0]``, one finite row of ``shape[1:]`` each, or their factors
+    (:func:`_factors`)."""
     index, values = parts.get(f"{name}.index"), parts.get(f"{name}.values")
-    if index is None and values is None:
+    factored = any(f"{name}.{part}" in parts for part in FACTORS)
+    if index is None and values is None and not factored:
         return None
-    if index is None or values is None:
-        missing = "values" if values is None else "indices"
+    if index is None or (values is None and not factored):
+        missing = "indices" if index is None else "values"
         raise RefusedReply(f"upload {name!r} has rows without {missing}")
+    if values is not None and factored:
+        raise RefusedReply(f"upload {name!r} has both rows and their factors")
     if index.ndim != 1 or index.dtype.kind not in "iu":
         raise RefusedReply(f"upload {name!r}: row indices must be a vector of integers")
     if len(index) and (index.min() < 0 or index.max() >= shape[0]):
         raise RefusedReply(f"upload {name!r}: row indices outside 0..{shape[0] - 1}")
     if len(np.unique(index)) != len(index):
         raise RefusedReply(f"upload {name!r}: repeated row indices")
+    ptr = np.array([0, len(index)], dtype=np.int64)
+    if factored:
+        return _factors(name, parts, shape, ptr, index.astype(np.int64))
     values = _finite(f"{name}.values", values, (len(index), *shape[1:]))
-    return RowPatch(np.array([0, len(index)], dtype=np.int64), index.astype(np.int64), values)
+    return RowPatch(ptr, index.astype(np.int64), values)
+
+
+def _factors(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
+             ptr: np.ndarray, index: np.ndarray) -> OuterFactors:
+    """The factors of upload ``name``'s rows (:class:`fedmc.core.uploads.OuterFactors`): a
+    count of terms per row, each term's vector (a row of the finite ``vectors``, whose length
+    ``d`` makes rows of ``shape[1] = d (d + 1) / 2 + d``) and its finite ``a`` and ``b``."""
+    missing = [part for part in FACTORS if f"{name}.{part}" not in parts]
+    if missing:
+        raise RefusedReply(f"upload {name!r} has factors without {', '.join(missing)}")
+    terms, vec = parts[f"{name}.terms"], parts[f"{name}.vec"]
+    vectors = parts[f"{name}.vectors"]
+    d = vectors.shape[1] if vectors.ndim == 2 else -1
+    if len(shape) != 2 or d * (d + 1) // 2 + d != shape[1]:
+        raise RefusedReply(f"upload {name!r}: vectors {vectors.shape} do not make rows of "
+                           f"{shape[1:]}")
+    for part, ints, length in (("terms", terms, len(index)), ("vec", vec, None)):
+        if ints.ndim != 1 or ints.dtype.kind not in "iu" or (ints.size and ints.min() < 0) \
+                or (length is not None and len(ints) != length):
+            raise RefusedReply(f"upload {name!r}: {part} must be a vector of integers >= 0"
+                               + ("" if length is None else ", one per row"))
+    if terms.sum() != len(vec) or (len(vec) and vec.max() >= len(vectors)):
+        raise RefusedReply(f"upload {name!r}: the terms do not match their vectors")
+    term_ptr = np.concatenate(([0], np.cumsum(terms))).astype(np.int64)
+    a = _finite(f"{name}.a", parts[f"{name}.a"], (len(vec),))
+    b = _finite(f"{name}.b", parts[f"{name}.b"], (len(vec),))
+    return OuterFactors(ptr, index, term_ptr, vec.astype(np.int64), a, b,
+                        _finite(f"{name}.vectors", vectors, vectors.shape))
 
 
 def _finite(part: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -44,7 +44,7 @@ from fedmc.core.factors import error_sums
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.prox import Regularizer
 from fedmc.core.shard import CSR, ItemMajor, RatingsShard
-from fedmc.core.uploads import OuterRows, Stacked, Uploads
+from fedmc.core.uploads import OuterFactors, OuterRows, Stacked, Uploads
 from fedmc.errors import ConfigError
 
 STATS = "stats"  # rows [svec(S_j) | b_j] of the rated items (and the Gramian's row)
@@ -70,11 +70,16 @@ def init_clients(cfg: FedALSConfig, shard: RatingsShard, draws: InitialDraws,
         raise ConfigError("implicit feedback takes interaction strengths >= 0; these values "
                           "are negative (normalized ratings?): read ratings as interactions "
                           "(implicit=true)")
+    one_user = bool(np.all(np.diff(shard.client_ptr) == 1))
+    if cfg.upload == "factors" and not one_user:
+        raise ConfigError("upload='factors' sends a client's user vectors, which tell the "
+                          "server more than its rows when it holds several users: it needs "
+                          "partition='user' (one user per client)")
     U = np.zeros((shard.n_users, cfg.layout.width))
     cfg.layout.project_u(U)
     subset = None if cfg.max_items is None else contributed(shard, draws.rows["key"],
                                                             cfg.max_items)
-    return ClientState(U, bool(np.all(np.diff(shard.client_ptr) == 1)), subset)
+    return ClientState(U, one_user, subset)
 
 
 def contributed(shard: RatingsShard, keys: np.ndarray, k: int) -> RatingsShard:
@@ -145,7 +150,8 @@ def client_step(cfg: FedALSConfig, shard: RatingsShard, state: ClientState, msg:
                n_rows, cfg.alpha, cfg.implicit, change, gram_row, terms)
     if cfg.gram_scale != 1.0:  # the svec part sent times gram_scale (the server divides)
         terms.a[:] *= cfg.gram_scale
-    stats = OuterRows(*terms, np.ascontiguousarray(both[:, free_v]))
+    sent = OuterFactors if cfg.upload == "factors" else OuterRows
+    stats = sent(*terms, np.ascontiguousarray(both[:, free_v]))
     return state, {STATS: Stacked(upload_shape(cfg, V.shape[0]), rows=stats)}
 
 

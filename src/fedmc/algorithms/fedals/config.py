@@ -66,6 +66,12 @@ class FedALSConfig(FactorConfig):
         1.0, gt=0, description="the packed Gram parts svec(S_j) are uploaded times this (the "
         "server divides it out): under user-level DP it moves noise between them and the "
         "right-hand sides b_j, as item-bias's count_scale does")
+    upload: Literal["rows", "factors"] = Field(
+        "rows", description="rows: a client sends the rows [svec(S_j) | b_j] of its rated "
+        "items (d(d+1)/2 + d numbers each); factors: the same statistics as their factors, "
+        "its user vectors and per rated item a weight pair, which the server expands into the "
+        "same rows (65 times fewer bytes on ML-1M at rank 32; one user per client only, "
+        "whose rows determine them; under secure aggregation the client expands them itself)")
     max_items: int | None = Field(
         None, ge=1, description="each user contributes at most this many of its items to "
         "the item step: a subset drawn once from its own items, uniformly (its user step "

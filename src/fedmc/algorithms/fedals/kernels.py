@@ -258,11 +258,13 @@ def _floored_solve(A, b, floor):
 
 
 @numba.njit(cache=True, parallel=True)
-def item_solves(total, n_items, gram_row, lam, s_row, s_col, coef, X):
-    """The item step: ``X[j] = (unpack(total[j]) + G + diag(lam))^{-1} b_j`` for every item
-    ``j``, in parallel over items, where row ``j`` of ``total`` is ``[svec(S_j) | b_j]`` (the
-    summed statistics, :class:`fedmc.core.uploads.OuterRows`), ``G`` the unpacked Gramian of
-    row ``gram_row`` (none when ``gram_row < 0``) and ``lam`` the ridge weight of each column.
+def item_solves(total, n_items, gram_row, lam, s_row, s_col, divisor, X):
+    """The item step: ``X[j] = (unpack(S_j) + G + diag(lam))^{-1} b_j`` for every item ``j``,
+    in parallel over items, where row ``j`` of ``total`` divided by ``divisor`` (entrywise)
+    is ``[svec(S_j) | b_j]`` (the summed statistics, :class:`fedmc.core.uploads.OuterRows`:
+    ``divisor`` holds the packing's coefficients, times whatever scale the sums carry), ``G``
+    the unpacked Gramian of row ``gram_row`` (none when ``gram_row < 0``) and ``lam`` the
+    ridge weight of each column. The sums are read in place.
 
     ``S_j + G + diag(lam)`` has every eigenvalue ``>= min(lam)`` when the sums are exact;
     noise added to them (user-level DP) may break that, and then Cholesky fails (a NaN): that
@@ -275,27 +277,28 @@ def item_solves(total, n_items, gram_row, lam, s_row, s_col, coef, X):
     G = np.zeros((d, d))
     if gram_row >= 0:
         for e in range(n_packed):
-            G[s_row[e], s_col[e]] = total[gram_row, e] / coef[e]
+            G[s_row[e], s_col[e]] = total[gram_row, e] / divisor[e]
     for j in numba.prange(n_items):
         A = np.empty((d, d))
-        _item_matrix(A, total[j], G, lam, s_row, s_col, coef)
-        x = total[j, n_packed:].copy()
+        x = np.empty(d)
+        _item_system(A, x, total[j], G, lam, s_row, s_col, divisor)
         cholesky_solve_upper(A, x)
         if not np.all(np.isfinite(x)):  # rare: formed again rather than copied every time
-            _item_matrix(A, total[j], G, lam, s_row, s_col, coef)
-            x[:] = total[j, n_packed:]
+            _item_system(A, x, total[j], G, lam, s_row, s_col, divisor)
             _floored_solve(A, x, floor)
         X[j] = x
 
 
 @numba.njit(cache=True)
-def _item_matrix(A, row, G, lam, s_row, s_col, coef):
-    """The upper triangle of item ``j``'s ``S_j + G + diag(lam)`` into ``A``, from its row of
-    the sums (:func:`item_solves`)."""
-    for e in range(s_row.shape[0]):
-        A[s_row[e], s_col[e]] = row[e] / coef[e] + G[s_row[e], s_col[e]]
+def _item_system(A, x, row, G, lam, s_row, s_col, divisor):
+    """The upper triangle of item ``j``'s ``S_j + G + diag(lam)`` into ``A`` and its ``b_j``
+    into ``x``, from its row of the sums (:func:`item_solves`)."""
+    n_packed = s_row.shape[0]
+    for e in range(n_packed):
+        A[s_row[e], s_col[e]] = row[e] / divisor[e] + G[s_row[e], s_col[e]]
     for i in range(A.shape[0]):
         A[i, i] += lam[i]
+        x[i] = row[n_packed + i] / divisor[n_packed + i]
 
 
 @numba.njit(cache=True, parallel=True)

@@ -91,7 +91,8 @@ def server_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
     earlier rounds' times ``memory`` (fresh sums); after a round, the item step on the
     running sums or on the weighted mean of the rounds' sums (module docstring)."""
     if cfg.sums == "fresh":
-        server.total = cfg.memory * server.total + summed[STATS]
+        server.total *= cfg.memory
+        server.total += summed[STATS]
         server.weight = cfg.memory * server.weight + 1.0
     else:
         server.total += summed[STATS]
@@ -99,21 +100,22 @@ def server_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
         free = cfg.free_v
         n = server.V.shape[0]
         X = np.empty((n, len(free)))
-        item_solves(item_sums(cfg, server), n, n if cfg.implicit else -1, cfg.item_ridge,
-                    *svec_pairs(len(free)), X)
+        rows, cols, coef = svec_pairs(len(free))
+        item_solves(server.total, n, n if cfg.implicit else -1, cfg.item_ridge, rows, cols,
+                    divisor(cfg, server, coef), X)
         V = server.V.copy()
         V[:, free] = X
         server.V = V
     return server
 
 
-def item_sums(cfg: FedALSConfig, server: ServerState) -> np.ndarray:
-    """The sums the item step solves from: the running sums, or the weighted mean of the
-    rounds' fresh sums; their Gram parts divided by ``gram_scale`` (a copy)."""
-    sums = server.total / server.weight if cfg.sums == "fresh" else server.total.copy()
-    d = len(cfg.free_v)
-    sums[:, : d * (d + 1) // 2] /= cfg.gram_scale
-    return sums
+def divisor(cfg: FedALSConfig, server: ServerState, coef: np.ndarray) -> np.ndarray:
+    """What each column of the server's sums is divided by to give the item step's ``[svec(S_j)
+    | b_j]``: the packing's coefficients ``coef`` on the Gram part, divided out of the
+    ``gram_scale`` it was uploaded at; with fresh sums, everything by the rounds' weight (the
+    weighted mean)."""
+    weight = server.weight if cfg.sums == "fresh" else 1.0
+    return np.concatenate([coef * (cfg.gram_scale * weight), np.full(len(cfg.free_v), weight)])
 
 
 def upload_shapes(cfg: FedALSConfig, info: FederationInfo) -> dict[str, tuple[int, ...]]:

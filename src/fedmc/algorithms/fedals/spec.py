@@ -29,7 +29,9 @@ FEDALS = AlgorithmSpec(
     "fedals", f"{_PKG}.config:FedALSConfig", f"{_PKG}:ALGORITHM",
     fold_in=f"{_PKG}.fold_in:fold_in", fold_in_rows=f"{_PKG}.fold_in:fold_in_rows",
     paper_settings={**ONE_USER_PER_CLIENT, "rounds": 100},
-    variants={"user": {"sampling": "bernoulli", "participation": 0.1}},
+    # One user per client sends its statistics as their factors (the same sums, 65 times
+    # fewer bytes at rank 32; docs/fedals.md, "Traffic"): its rows determine them.
+    variants={"user": {"sampling": "bernoulli", "participation": 0.1, "upload": "factors"}},
     # Tuned for user-level DP on validation cuts of ML-1M's training ratings (below epsilon 8
     # the factors add less than their noise: rank 2, shrunk hard, and the item biases' ridge
     # grows with the noise) and interactions (epsilon 8's settings were also the best tried
