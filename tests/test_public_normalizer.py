@@ -8,7 +8,15 @@ import json
 import numpy as np
 import pytest
 
-from fedmc.algorithms.registry import DP_OPTIONS, IMPLICIT, PAPER_OPTIONS, specs
+from fedmc.algorithms.registry import (
+    DP_OPTIONS,
+    IMPLICIT,
+    PAPER_OPTIONS,
+    default_algorithm,
+    dp_baseline,
+    specs,
+)
+from fedmc.algorithms.spec import DP_TUNED_USERS
 from fedmc.cli.options import parse_params
 from fedmc.core.scale import Normalizer
 from fedmc.data.registry import rating_scale
@@ -80,7 +88,7 @@ def test_dp_runs_default_to_the_public_normalizer_and_refuse_a_fitted_one(
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("epsilon", [0.5, 1.0, 3.0, 8.0, 100.0])
+@pytest.mark.parametrize("epsilon", [1.0, 3.0, 8.0, 100.0])  # below 1: the baseline (below)
 def test_a_dp_budget_alone_picks_its_tuned_settings(epsilon):
     tuned = specs()["fedmc-admm"].dp_variants["user"]
     expected = tuned[max([b for b in tuned if b <= epsilon], default=min(tuned))]
@@ -140,7 +148,98 @@ def test_the_dp_defaults_are_listed_in_config_json(monkeypatch, capsys, tmp_path
                           tmp_path / "o", "-q")
     assert code == 0, err
     config = json.loads((tmp_path / "o" / "config.json").read_text())
-    tuned = specs()["item-bias"].dp_variant("user", 2.0)
+    tuned = specs()["item-bias"].dp_variant("user", 2.0, users=config["data"]["users"])
     assert config["run"]["dp"]["clip"] == tuned["dp_clip"]
     assert config["params"]["lam_item"] == tuned["lam_item"]
     assert {"dp_clip", "lam_item", "partition", "rounds"} <= set(config["run"]["defaulted"])
+
+
+@pytest.mark.parametrize("users", [300, 943, DP_TUNED_USERS, 20_000])
+@pytest.mark.parametrize("algorithm", ["fedmc-admm", "item-bias"])
+def test_the_dp_settings_follow_the_noise_per_user(algorithm, users):
+    """A population of ``users`` at budget E takes the settings tuned for the budget at which
+    the tuning set's users see the same noise per user: E users / DP_TUNED_USERS."""
+    entry = specs()[algorithm]
+    tuned = entry.dp_variants["user"]
+    for epsilon in (1.0, 2.0, 4.0, 8.0):
+        effective = epsilon * users / DP_TUNED_USERS
+        expected = tuned[max([b for b in tuned if b <= effective], default=min(tuned))]
+        assert entry.dp_variant("user", epsilon, users=users) is expected
+        settings = resolve(_options(dataset="ml-1m", algorithm=algorithm, dp_epsilon=epsilon),
+                           lambda data, n=users: n)
+        assert settings.schedule.dp.clip == expected["dp_clip"]
+    assert entry.dp_variant("user", 8.0, users=DP_TUNED_USERS) is tuned[8.0]
+
+
+def _least(algorithm, implicit=False):
+    return specs()[algorithm].dp_least_budget["user" + IMPLICIT if implicit else "user"]
+
+
+@pytest.mark.parametrize("implicit", [False, True])
+def test_a_budget_too_small_for_the_population_fits_the_dp_baseline_and_says_so(implicit):
+    default, baseline = default_algorithm("ratings", implicit), dp_baseline("ratings", implicit)
+    assert default != baseline
+    epsilon = 2.0
+    few = int(_least(default, implicit) * DP_TUNED_USERS / epsilon) - 1  # just below
+    enough = few + 2
+    counted = []
+
+    def enrolment(data):
+        counted.append(data.source)
+        return few
+
+    settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, implicit=implicit),
+                       enrolment)
+    assert counted == ["ml-1m"]  # the number of users of the data named
+    assert settings.algorithm == baseline and "algorithm" in settings.defaulted
+    tuned = specs()[baseline].dp_variant("user", epsilon, implicit, few)
+    assert settings.schedule.dp.clip == tuned["dp_clip"]
+    [note] = settings.notes
+    assert f"--algorithm {baseline}" in note and f"{few:,} users" in note
+    assert f"--algorithm {default}" in note and "--dp-epsilon 2" in note
+    settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, implicit=implicit),
+                       lambda data: enough)
+    assert settings.algorithm == default and settings.notes == ()
+
+
+def test_explicit_options_win_over_the_dp_baseline():
+    default, baseline = default_algorithm("ratings"), dp_baseline("ratings")
+    few = 10
+    # a named algorithm is fitted whatever the population
+    settings = resolve(_options(dataset="ml-1m", algorithm=default, dp_epsilon=1.0),
+                       lambda data: few)
+    assert settings.algorithm == default and settings.notes == ()
+    # no budget, no population: the population is not even counted
+    settings = resolve(_options(dataset="ml-1m"), lambda data: pytest.fail("counted"))
+    assert settings.algorithm == default
+    # a setting of the default the baseline does not take: refused, naming it
+    only_default = sorted(specs()[default].Config.model_fields.keys()
+                          - specs()[baseline].Config.model_fields.keys())[0]
+    with pytest.raises(ConfigError, match=f"^{only_default}=.*--algorithm {default}"):
+        resolve(_options(dataset="ml-1m", dp_epsilon=1.0, param=[f"{only_default}=1"]),
+                lambda data: few)
+    # a setting the baseline takes too: kept
+    shared = sorted(specs()[default].Config.model_fields.keys()
+                    & specs()[baseline].Config.model_fields.keys())[0]
+    value = specs()[baseline].Config().model_dump()[shared]
+    settings = resolve(_options(dataset="ml-1m", dp_epsilon=1.0, param=[f"{shared}={value}"]),
+                       lambda data: few)
+    assert settings.algorithm == baseline and shared not in settings.defaulted
+
+
+def test_fedmc_run_with_a_budget_alone_on_few_users_fits_the_baseline_and_says_so(
+        monkeypatch, capsys, tmp_path, ratings_csv, invoke):
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv,
+                          "--rating-scale", "1,5", "--dp-epsilon", 1, "--out", tmp_path / "o",
+                          "-q")
+    assert code == 0, err
+    config = json.loads((tmp_path / "o" / "config.json").read_text())
+    baseline = dp_baseline("ratings")
+    assert config["algorithm"] == baseline and "algorithm" in config["run"]["defaulted"]
+    [note] = config["run"]["notes"]
+    assert note in err and f"{config['data']['users']:,} users" in note
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv,
+                          "--rating-scale", "1,5", "--dp-epsilon", 1, "--gamma", 3, "--out",
+                          tmp_path / "p", "-q")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--gamma 3" in err, err
+    assert not (tmp_path / "p").exists()

@@ -19,6 +19,7 @@ or one of its parts) and, where it has a default that depends on other settings,
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -29,6 +30,7 @@ from fedmc.algorithms.registry import (
     PAPER_OPTIONS,
     AlgorithmSpec,
     default_algorithm,
+    dp_baseline,
     interactions_algorithms,
     spec,
 )
@@ -47,7 +49,8 @@ DEFAULT_ACTIVE = 10
 class RunSpec(BaseModel):
     """Everything that defines a run: the algorithm and its parameters, the data, the
     schedule, what follows training, and which of these :func:`resolve` chose (``defaulted``:
-    the option names, listed in ``config.json`` as ``run.defaulted``)."""
+    the option names, listed in ``config.json`` as ``run.defaulted``; ``notes``: why, where
+    the choice needs saying)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -61,6 +64,9 @@ class RunSpec(BaseModel):
     save_user_factors: bool = Field(False, description="save U, raw user ids and rated items "
                                     "with the model (simulation)")
     defaulted: tuple[str, ...] = ()
+    notes: tuple[str, ...] = Field((), description="why a default was chosen, in the command "
+                                   "line's words (config.json's run.notes; fedmc run prints "
+                                   "them)")
 
     def config(self) -> Any:
         """The algorithm's validated ``Config``."""
@@ -87,20 +93,33 @@ class RunSpec(BaseModel):
         """``config.json``'s ``run``: the schedule, the algorithm and what follows training."""
         return {"algorithm": self.algorithm, **self.schedule.model_dump(mode="json"),
                 "ranking_k": self.ranking_k, "save_user_factors": self.save_user_factors,
-                "defaulted": list(self.defaulted)}
+                "defaulted": list(self.defaulted), "notes": list(self.notes)}
 
 
-def resolve(options: RunOptions) -> RunSpec:
+def resolve(options: RunOptions,
+            enrolment: Callable[[DataSettings], int] | None = None) -> RunSpec:
     """The run ``options`` ask for, every default chosen.
 
     The algorithm's paper settings fill the options of
     :data:`~fedmc.algorithms.registry.PAPER_OPTIONS` the user left out
-    (:func:`apply_paper_settings`, with its partition and DP variants), then: the normalizer
-    (``none`` for interactions, ``public`` under DP, ``zscore`` otherwise), the clients per
-    round (:data:`DEFAULT_ACTIVE` at most; every client with one user per client), uniform
+    (:func:`apply_paper_settings`, with its partition and DP variants, those of a DP budget
+    chosen for the budget and the enrolled users), then: the normalizer (``none`` for
+    interactions, ``public`` under DP, ``zscore`` otherwise), the clients per round
+    (:data:`DEFAULT_ACTIVE` at most; every client with one user per client), uniform
     sampling, ranking at 10 for interactions (not in a private run: ``fedmc evaluate``
     ranks), the settings with which the algorithm fits interactions, and the set-up noise
-    scale of DP (1). Nothing else chooses a default.
+    scale of DP (1). With a DP budget and no algorithm named, the DP baseline instead of the
+    default algorithm where that one does not beat it at the budget and population
+    (:func:`dp_default`). Nothing else chooses a default.
+
+    Parameters
+    ----------
+    options
+        What the user asked for.
+    enrolment
+        ``enrolment(data)``: the number of users of the data ``data`` name (read only with a
+        DP budget; :func:`fedmc.run.data.enrolled_users`), a public size of a private run
+        (``docs/privacy.md``); None: unknown, the population the DP settings were tuned on.
 
     Raises
     ------
@@ -110,12 +129,21 @@ def resolve(options: RunOptions) -> RunSpec:
         flags.
     """
     defaulted: list[str] = []
-    algorithm = options.algorithm or default_algorithm(
-        "boolean" if is_boolean(options) else "ratings", options.implicit)
+    kind = "boolean" if is_boolean(options) else "ratings"
+    algorithm = options.algorithm or default_algorithm(kind, options.implicit)
     if options.algorithm is None:
         defaulted.append("algorithm")
     given = options.model_dump(exclude={"params", "algorithm"})
-    o, params, paper = apply_paper_settings(algorithm, given, dict(options.params))
+    users = None if enrolment is None or options.dp_epsilon is None \
+        else enrolment(data_settings(given))
+    o, params, paper = apply_paper_settings(algorithm, given, dict(options.params), users)
+    notes: tuple[str, ...] = ()
+    if options.algorithm is None:
+        baseline, notes = dp_default(algorithm, kind, options, o["partition"], users)
+        if baseline != algorithm:
+            algorithm = baseline
+            o, params, paper = apply_paper_settings(algorithm, given, dict(options.params),
+                                                    users)
     defaulted += paper
     normalize = o["normalize"]
     if normalize is None:  # under DP (reproducible too: the same run but for the noise)
@@ -125,9 +153,7 @@ def resolve(options: RunOptions) -> RunSpec:
         raise ConfigError(f"normalize={normalize} fits on the training ratings, which a DP run "
                           "may not publish: use normalize=public (the default with DP) or "
                           "normalize=none")
-    data = DataSettings(**{name: o[name] for name in DataSettings.model_fields if name in o
-                           and o[name] is not None and name != "normalize"},
-                        normalize=normalize)
+    data = data_settings(o, normalize)
     active = o["active"]
     if active is None:
         active = "all" if o["partition"] == "user" else min(DEFAULT_ACTIVE, o["clients"])
@@ -142,9 +168,49 @@ def resolve(options: RunOptions) -> RunSpec:
     run = RunSpec(algorithm=algorithm, params=implicit_params(spec(algorithm), params, data),
                   data=data, schedule=schedule, ranking_k=ranking_k,
                   save_user_factors=o["save_user_factors"],
-                  defaulted=tuple(sorted(set(defaulted))))
+                  defaulted=tuple(sorted(set(defaulted))), notes=notes)
     run.config()  # the algorithm's parameters checked before anything starts
     return run
+
+
+def data_settings(options: dict[str, Any], normalize: str | None = None) -> DataSettings:
+    """The data settings among the run's ``options`` by name (those set), with
+    ``normalize``."""
+    return DataSettings(**{name: options[name] for name in DataSettings.model_fields
+                           if options.get(name) is not None and name != "normalize"},
+                        normalize=normalize)
+
+
+def dp_default(default: str, kind: str, options: RunOptions, partition: str,
+               users: int | None) -> tuple[str, tuple[str, ...]]:
+    """The algorithm a run with no algorithm named fits: the ``default`` one, or, with a DP
+    budget at which, over ``users`` enrolled users, its DP settings do not beat the DP
+    baseline's (:meth:`~fedmc.algorithms.registry.AlgorithmSpec.beats_dp_baseline`), the DP
+    baseline of ``kind`` data (:func:`~fedmc.algorithms.registry.dp_baseline`); and the line
+    that says so (none for the default).
+
+    Raises
+    ------
+    fedmc.errors.ConfigError
+        An algorithm parameter the user gave that the baseline does not take (the user's
+        settings are never dropped: naming the algorithm fits it).
+    """
+    epsilon = options.dp_epsilon
+    if epsilon is None or spec(default).beats_dp_baseline(partition, epsilon, options.implicit,
+                                                          users):
+        return default, ()
+    baseline = dp_baseline(kind, options.implicit)
+    population = "" if users is None else f" with {users:,} users"
+    reason = (f"{default}'s factors do not beat the DP baseline at --dp-epsilon {epsilon:g}"
+              f"{population}")
+    foreign = sorted(options.params.keys() - spec(baseline).Config.model_fields.keys())
+    if foreign:
+        name = foreign[0]
+        raise ConfigError(f"{name}={options.params[name]} is a setting of {default}, but "
+                          f"{reason}: add --algorithm {default} to fit it anyway, or leave "
+                          f"{name} out")
+    return baseline, (f"fitting the DP baseline (--algorithm {baseline}): {reason} "
+                      f"(--algorithm {default} fits them anyway)",)
 
 
 def user_dp(options: dict[str, Any]) -> UserDP | None:
@@ -170,10 +236,12 @@ def user_dp(options: dict[str, Any]) -> UserDP | None:
 
 
 def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[str, Any],
+                         users: int | None = None,
                          ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """Fill the options the user left unset (None) from ``algorithm``'s paper settings, the
     settings of its variant for the chosen partition and, with a DP budget (``dp_epsilon``),
-    those tuned for that budget (:meth:`fedmc.algorithms.registry.AlgorithmSpec.dp_variant`).
+    those tuned for that budget over ``users`` enrolled users (None: unknown)
+    (:meth:`fedmc.algorithms.registry.AlgorithmSpec.dp_variant`).
 
     Parameters
     ----------
@@ -220,7 +288,7 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
     variants = [entry.variants.get(options["partition"], {})]
     if options.get("dp_epsilon") is not None:
         variants.append(entry.dp_variant(options["partition"], options["dp_epsilon"],
-                                         bool(options.get("implicit"))))
+                                         bool(options.get("implicit")), users))
     for variant in variants:
         for name, value in variant.items():
             if name == "participation" and given_active:
