@@ -10,6 +10,11 @@ fitting and validation parts (seed ``100 + draw``) and runs, at each budget, wha
 noise), scored by the fold-in (``fedmc evaluate``: RMSE for ratings, NDCG@10 with
 ``--implicit``). No test rating of any acceptance cell is read. One JSON line per run.
 
+``table`` prints the acceptance table from run folders ``DIR/<data>-<default|baseline>-e<E>-r<R>``
+(each run then ``fedmc evaluate``: ``evaluation.json``), the test metric's mean ± standard
+deviation [smallest, largest] per cell, what the default fitted, and in how many paired runs
+the default was not worse than the baseline.
+
 ``sample`` writes the ratings of ``--users`` users of ML-1M drawn at random (``--seed``) to a
 CSV file (``user,item,rating``): the acceptance table's small data set, run with ``fedmc run
 --ratings FILE --rating-scale 1,5``.
@@ -21,13 +26,16 @@ Examples (``FEDMC_DATA=../shared/data``, from the repository root)::
     python benchmarks/bench_dp_population.py validate --implicit --users 600,2400 \\
         --eps 2,8 --algorithms fedals,item-bias
     python benchmarks/bench_dp_population.py sample --users 600 --seed 0 --out /tmp/ml1m-600.csv
+    python benchmarks/bench_dp_population.py table --runs runs/dp-population
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -94,9 +102,39 @@ def score(algorithm: str, eps: float, data: FederatedData, implicit: bool) -> di
     return {**metric, "fitted": spec.algorithm, "seconds": round(time.perf_counter() - start, 1)}
 
 
+def table(runs: Path, metric: str) -> None:
+    """The acceptance table (module docstring) of the run folders under ``runs``."""
+    cells: dict[tuple[str, float], dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for folder in sorted(runs.iterdir()):
+        found = re.fullmatch(r"(.+)-(default|baseline)-e([\d.]+)-r(\d+)", folder.name)
+        if found is None or not (folder / "evaluation.json").exists():
+            continue
+        data, kind, eps, _ = found.groups()
+        value = json.loads((folder / "evaluation.json").read_text())[metric]
+        fitted = json.loads((folder / "config.json").read_text())["algorithm"]
+        cells[(data, float(eps))][kind].append((folder.name, value, fitted))
+    better = 1 if metric.startswith("ndcg") else -1
+    print(f"| data | epsilon | default fits | default {metric} | DP baseline | default not "
+          f"worse (paired) |\n|---|---|---|---|---|---|")
+    for (data, eps), cell in sorted(cells.items()):
+        own = [v for _, v, _ in cell["default"]]
+        base = [v for _, v, _ in cell["baseline"]]
+        fitted = ", ".join(sorted({f for _, _, f in cell["default"]}))
+        held = sum(better * (a - b) >= 0 for a, b in zip(own, base, strict=False))
+        print(f"| {data} | {eps:g} | {fitted} | {spread(own)} | {spread(base)} | "
+              f"{held} of {min(len(own), len(base))} |")
+
+
+def spread(values: list[float]) -> str:
+    """Mean ± standard deviation [smallest, largest], 4 decimals."""
+    v = np.asarray(values)
+    return (f"{v.mean():.4f} ± {v.std(ddof=1) if len(v) > 1 else 0:.4f} "
+            f"[{v.min():.4f}, {v.max():.4f}]")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("validate", "sample"))
+    ap.add_argument("what", choices=("validate", "sample", "table"))
     ap.add_argument("--users", default="600", help="population sizes (comma-separated)")
     ap.add_argument("--eps", default="1,2,4,8", help="budgets")
     ap.add_argument("--draws", type=int, default=1, help="populations drawn per size")
@@ -105,7 +143,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="the acceptance sample's draw")
     ap.add_argument("--acceptance-users", type=int, default=600)
     ap.add_argument("--out", type=Path, help="sample: the CSV file to write")
+    ap.add_argument("--runs", type=Path, help="table: the folder of the run folders")
+    ap.add_argument("--metric", default="test_rmse", help="table: evaluation.json's metric")
     args = ap.parse_args()
+    if args.what == "table":
+        table(args.runs, args.metric)
+        return
     if args.what == "sample":
         ratings = load_ratings(ML_1M)
         mask = drawn_users(ratings, int(args.users), args.seed)

@@ -4,6 +4,7 @@ picks by default."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -16,7 +17,6 @@ from fedmc.algorithms.registry import (
     dp_baseline,
     specs,
 )
-from fedmc.algorithms.spec import DP_TUNED_USERS
 from fedmc.cli.options import parse_params
 from fedmc.core.scale import Normalizer
 from fedmc.data.registry import rating_scale
@@ -148,65 +148,63 @@ def test_the_dp_defaults_are_listed_in_config_json(monkeypatch, capsys, tmp_path
                           tmp_path / "o", "-q")
     assert code == 0, err
     config = json.loads((tmp_path / "o" / "config.json").read_text())
-    tuned = specs()["item-bias"].dp_variant("user", 2.0, users=config["data"]["users"])
+    tuned = specs()["item-bias"].dp_variant("user", 2.0)
     assert config["run"]["dp"]["clip"] == tuned["dp_clip"]
     assert config["params"]["lam_item"] == tuned["lam_item"]
     assert {"dp_clip", "lam_item", "partition", "rounds"} <= set(config["run"]["defaulted"])
 
 
-@pytest.mark.parametrize("users", [300, 943, DP_TUNED_USERS, 20_000])
-@pytest.mark.parametrize("algorithm", ["fedmc-admm", "item-bias"])
-def test_the_dp_settings_follow_the_noise_per_user(algorithm, users):
-    """A population of ``users`` at budget E takes the settings tuned for the budget at which
-    the tuning set's users see the same noise per user: E users / DP_TUNED_USERS."""
-    entry = specs()[algorithm]
-    tuned = entry.dp_variants["user"]
-    for epsilon in (1.0, 2.0, 4.0, 8.0):
-        effective = epsilon * users / DP_TUNED_USERS
-        expected = tuned[max([b for b in tuned if b <= effective], default=min(tuned))]
-        assert entry.dp_variant("user", epsilon, users=users) is expected
-        settings = resolve(_options(dataset="ml-1m", algorithm=algorithm, dp_epsilon=epsilon),
-                           lambda data, n=users: n)
-        assert settings.schedule.dp.clip == expected["dp_clip"]
-    assert entry.dp_variant("user", 8.0, users=DP_TUNED_USERS) is tuned[8.0]
+def _least(algorithm, epsilon, implicit=False):
+    return specs()[algorithm].dp_least_users_at("user", epsilon, implicit)
 
 
-def _least(algorithm, implicit=False):
-    return specs()[algorithm].dp_least_budget["user" + IMPLICIT if implicit else "user"]
+def test_too_few_users_for_the_budget_fit_the_dp_baseline_and_say_so():
+    cases = [(implicit, e) for implicit in (False, True) for e in (0.5, 1.0, 2.0, 4.0, 8.0)
+             if 0 < _least(default_algorithm("ratings", implicit), e, implicit) < math.inf]
+    assert cases  # a default lists a finite least number of users at some budget
+    for implicit, epsilon in cases:
+        default = default_algorithm("ratings", implicit)
+        baseline = dp_baseline("ratings", implicit)
+        assert default != baseline
+        few = int(_least(default, epsilon, implicit)) - 1
+        counted: list[str] = []
+
+        def enrolment(data, n=few, counted=counted):
+            counted.append(data.source)
+            return n
+
+        settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, implicit=implicit),
+                           enrolment)
+        assert counted == ["ml-1m"]  # the number of users of the data named
+        assert settings.algorithm == baseline and "algorithm" in settings.defaulted
+        tuned = specs()[baseline].dp_variant("user", epsilon, implicit)
+        assert settings.schedule.dp.clip == tuned["dp_clip"]
+        [note] = settings.notes
+        assert f"--algorithm {baseline}" in note and f"have {few:,}" in note
+        assert f"--algorithm {default}" in note and f"--dp-epsilon {epsilon:g}" in note
+        settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, implicit=implicit),
+                           lambda data, n=few + 1: n)
+        assert settings.algorithm == default and settings.notes == ()
+        assert settings.schedule.dp.clip == \
+            specs()[default].dp_variant("user", epsilon, implicit)["dp_clip"]
 
 
-@pytest.mark.parametrize("implicit", [False, True])
-def test_a_budget_too_small_for_the_population_fits_the_dp_baseline_and_says_so(implicit):
-    default, baseline = default_algorithm("ratings", implicit), dp_baseline("ratings", implicit)
-    assert default != baseline
-    epsilon = 2.0
-    few = int(_least(default, implicit) * DP_TUNED_USERS / epsilon) - 1  # just below
-    enough = few + 2
-    counted = []
-
-    def enrolment(data):
-        counted.append(data.source)
-        return few
-
-    settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, implicit=implicit),
-                       enrolment)
-    assert counted == ["ml-1m"]  # the number of users of the data named
-    assert settings.algorithm == baseline and "algorithm" in settings.defaulted
-    tuned = specs()[baseline].dp_variant("user", epsilon, implicit, few)
-    assert settings.schedule.dp.clip == tuned["dp_clip"]
-    [note] = settings.notes
-    assert f"--algorithm {baseline}" in note and f"{few:,} users" in note
-    assert f"--algorithm {default}" in note and "--dp-epsilon 2" in note
-    settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, implicit=implicit),
-                       lambda data: enough)
-    assert settings.algorithm == default and settings.notes == ()
+def test_where_no_population_measured_was_enough_the_baseline_is_fitted_for_any():
+    default, baseline = default_algorithm("ratings", True), dp_baseline("ratings", True)
+    never = [e for e in (0.5, 1.0, 2.0, 4.0, 8.0) if math.isinf(_least(default, e, True))]
+    for epsilon in never:
+        settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, implicit=True),
+                           lambda data: 10**9)
+        assert settings.algorithm == baseline
+        assert "any number of users measured" in settings.notes[0]
 
 
 def test_explicit_options_win_over_the_dp_baseline():
     default, baseline = default_algorithm("ratings"), dp_baseline("ratings")
+    epsilon = min(e for e in (0.5, 1.0, 2.0, 4.0, 8.0) if _least(default, e) > 0)
     few = 10
     # a named algorithm is fitted whatever the population
-    settings = resolve(_options(dataset="ml-1m", algorithm=default, dp_epsilon=1.0),
+    settings = resolve(_options(dataset="ml-1m", algorithm=default, dp_epsilon=epsilon),
                        lambda data: few)
     assert settings.algorithm == default and settings.notes == ()
     # no budget, no population: the population is not even counted
@@ -216,14 +214,14 @@ def test_explicit_options_win_over_the_dp_baseline():
     only_default = sorted(specs()[default].Config.model_fields.keys()
                           - specs()[baseline].Config.model_fields.keys())[0]
     with pytest.raises(ConfigError, match=f"^{only_default}=.*--algorithm {default}"):
-        resolve(_options(dataset="ml-1m", dp_epsilon=1.0, param=[f"{only_default}=1"]),
+        resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, param=[f"{only_default}=1"]),
                 lambda data: few)
     # a setting the baseline takes too: kept
     shared = sorted(specs()[default].Config.model_fields.keys()
                     & specs()[baseline].Config.model_fields.keys())[0]
     value = specs()[baseline].Config().model_dump()[shared]
-    settings = resolve(_options(dataset="ml-1m", dp_epsilon=1.0, param=[f"{shared}={value}"]),
-                       lambda data: few)
+    settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon,
+                                param=[f"{shared}={value}"]), lambda data: few)
     assert settings.algorithm == baseline and shared not in settings.defaulted
 
 
@@ -237,7 +235,7 @@ def test_fedmc_run_with_a_budget_alone_on_few_users_fits_the_baseline_and_says_s
     baseline = dp_baseline("ratings")
     assert config["algorithm"] == baseline and "algorithm" in config["run"]["defaulted"]
     [note] = config["run"]["notes"]
-    assert note in err and f"{config['data']['users']:,} users" in note
+    assert note in err and f"have {config['data']['users']:,}" in note
     code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv,
                           "--rating-scale", "1,5", "--dp-epsilon", 1, "--gamma", 3, "--out",
                           tmp_path / "p", "-q")

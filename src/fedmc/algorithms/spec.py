@@ -42,13 +42,19 @@ IMPLICIT = "+implicit"
 """The suffix of a partition's name under which ``dp_variants`` holds the settings tuned for
 interactions (``--implicit``)."""
 
-DP_TUNED_USERS = 6040
-"""The population the DP settings were tuned on: ML-1M's users, one per client."""
-
 
 def dp_key(partition: str, implicit: bool) -> str:
     """The key of a partition's DP settings: its name, plus :data:`IMPLICIT` on interactions."""
     return partition + IMPLICIT if implicit else partition
+
+
+def by_budget(tuned: Mapping[float, Any], epsilon: float, default: Any) -> Any:
+    """The value ``tuned`` (by budget) holds for ``epsilon``: that of the largest budget at
+    most ``epsilon``, the smallest budget's below all of them; ``default`` when empty."""
+    if not tuned:
+        return default
+    below = [b for b in sorted(tuned) if b <= epsilon]
+    return tuned[below[-1] if below else min(tuned)]
 
 
 def load(reference: str) -> Any:
@@ -98,12 +104,11 @@ class AlgorithmSpec:
         DP at that budget takes where the user set none of them (``Config`` fields,
         :data:`PAPER_OPTIONS` and :data:`DP_OPTIONS`; :meth:`dp_variant`); a run on
         interactions (``--implicit``) takes those of the partition's name plus
-        :data:`IMPLICIT` instead. Tuned on :data:`DP_TUNED_USERS` users: a run of another
-        known population takes those of its effective budget (:meth:`effective_budget`).
-    dp_least_budget
-        By partition (with :data:`IMPLICIT` for interactions): the smallest effective budget at
-        which its DP settings beat the DP baseline's (:meth:`beats_dp_baseline`); none: at
-        every budget.
+        :data:`IMPLICIT` instead.
+    dp_least_users
+        By partition (with :data:`IMPLICIT` for interactions), then by budget as
+        ``dp_variants``: the fewest enrolled users with whom its DP settings at that budget
+        beat the DP baseline's (:meth:`dp_least_users_at`); none: any number.
     audited
         Whether the privacy audit (``fedmc audit``) has a target for it: the module
         ``fedmc.audit.targets.<name>`` (``-`` read as ``_``).
@@ -141,7 +146,7 @@ class AlgorithmSpec:
     paper_settings: Mapping[str, Any] = field(default_factory=lambda: CROSS_SILO)
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     dp_variants: Mapping[str, Mapping[float, Mapping[str, Any]]] = field(default_factory=dict)
-    dp_least_budget: Mapping[str, float] = field(default_factory=dict)
+    dp_least_users: Mapping[str, Mapping[float, float]] = field(default_factory=dict)
     audited: bool = False
     interactions: Mapping[str, Any] = field(default_factory=dict)
     needs_interactions: Callable[[Any], bool] | None = None
@@ -197,36 +202,20 @@ class AlgorithmSpec:
             U[t] = one(cfg, V, R.indices[q].astype(np.int64), R.values[q])
         return U
 
-    def dp_variant(self, partition: str, epsilon: float, implicit: bool = False,
-                   users: int | None = None) -> Mapping[str, Any]:
+    def dp_variant(self, partition: str, epsilon: float,
+                   implicit: bool = False) -> Mapping[str, Any]:
         """The settings tuned for a run under ``partition`` (on interactions: ``partition +
-        IMPLICIT``) at budget ``epsilon`` over ``users`` enrolled users (None: unknown, taken
-        as :data:`DP_TUNED_USERS`): those of the largest tuned budget at most the effective
-        budget (:meth:`effective_budget`; the smallest one's below all of them); empty when
-        none were tuned."""
-        tuned = self.dp_variants.get(dp_key(partition, implicit), {})
-        if not tuned:
-            return {}
-        budget = self.effective_budget(epsilon, users)
-        below = [b for b in sorted(tuned) if b <= budget]
-        return tuned[below[-1] if below else min(tuned)]
+        IMPLICIT``) at budget ``epsilon``: those of the largest tuned budget at most
+        ``epsilon`` (the smallest one's below all of them); empty when none were tuned."""
+        return by_budget(self.dp_variants.get(dp_key(partition, implicit), {}), epsilon, {})
 
-    @staticmethod
-    def effective_budget(epsilon: float, users: int | None) -> float:
-        """The budget at which the :data:`DP_TUNED_USERS` users of the tuning set see the
-        noise per user that ``users`` see at ``epsilon``: ``epsilon users / DP_TUNED_USERS``
-        (the noise of a sum is fixed by the budget, its signal grows with the users who add
-        to it; ``epsilon`` itself where ``users`` is None)."""
-        return epsilon if users is None else epsilon * users / DP_TUNED_USERS
-
-    def beats_dp_baseline(self, partition: str, epsilon: float, implicit: bool,
-                          users: int | None) -> bool:
-        """Whether its DP settings beat the DP baseline's for ``users`` enrolled users (None:
-        unknown, taken as :data:`DP_TUNED_USERS`) at budget ``epsilon``: whether the effective
-        budget reaches its ``dp_least_budget`` under ``partition`` (on interactions:
-        ``partition + IMPLICIT``)."""
-        least = self.dp_least_budget.get(dp_key(partition, implicit))
-        return least is None or self.effective_budget(epsilon, users) >= least
+    def dp_least_users_at(self, partition: str, epsilon: float, implicit: bool) -> float:
+        """The fewest enrolled users with whom its DP settings at budget ``epsilon`` beat the
+        DP baseline's under ``partition`` (on interactions: ``partition + IMPLICIT``): its
+        ``dp_least_users`` at the largest budget listed at most ``epsilon`` (the smallest
+        one's below all of them); 0 where none are listed, infinity where no population
+        measured was enough."""
+        return by_budget(self.dp_least_users.get(dp_key(partition, implicit), {}), epsilon, 0)
 
     def algorithms(self) -> list[Algorithm]:
         """Every ``Algorithm`` object of this entry."""

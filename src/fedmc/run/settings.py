@@ -19,6 +19,7 @@ or one of its parts) and, where it has a default that depends on other settings,
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -102,15 +103,14 @@ def resolve(options: RunOptions,
 
     The algorithm's paper settings fill the options of
     :data:`~fedmc.algorithms.registry.PAPER_OPTIONS` the user left out
-    (:func:`apply_paper_settings`, with its partition and DP variants, those of a DP budget
-    chosen for the budget and the enrolled users), then: the normalizer (``none`` for
-    interactions, ``public`` under DP, ``zscore`` otherwise), the clients per round
-    (:data:`DEFAULT_ACTIVE` at most; every client with one user per client), uniform
+    (:func:`apply_paper_settings`, with its partition and DP variants), then: the normalizer
+    (``none`` for interactions, ``public`` under DP, ``zscore`` otherwise), the clients per
+    round (:data:`DEFAULT_ACTIVE` at most; every client with one user per client), uniform
     sampling, ranking at 10 for interactions (not in a private run: ``fedmc evaluate``
     ranks), the settings with which the algorithm fits interactions, and the set-up noise
     scale of DP (1). With a DP budget and no algorithm named, the DP baseline instead of the
-    default algorithm where that one does not beat it at the budget and population
-    (:func:`dp_default`). Nothing else chooses a default.
+    default algorithm where the data have too few users for that one to beat it at the
+    budget (:func:`dp_default`). Nothing else chooses a default.
 
     Parameters
     ----------
@@ -118,8 +118,9 @@ def resolve(options: RunOptions,
         What the user asked for.
     enrolment
         ``enrolment(data)``: the number of users of the data ``data`` name (read only with a
-        DP budget; :func:`fedmc.run.data.enrolled_users`), a public size of a private run
-        (``docs/privacy.md``); None: unknown, the population the DP settings were tuned on.
+        DP budget and no algorithm named; :func:`fedmc.run.data.enrolled_users`), a public
+        size of a private run (``docs/privacy.md``); None: unknown, taken as enough for the
+        default algorithm.
 
     Raises
     ------
@@ -134,16 +135,14 @@ def resolve(options: RunOptions,
     if options.algorithm is None:
         defaulted.append("algorithm")
     given = options.model_dump(exclude={"params", "algorithm"})
-    users = None if enrolment is None or options.dp_epsilon is None \
-        else enrolment(data_settings(given))
-    o, params, paper = apply_paper_settings(algorithm, given, dict(options.params), users)
+    o, params, paper = apply_paper_settings(algorithm, given, dict(options.params))
     notes: tuple[str, ...] = ()
-    if options.algorithm is None:
-        baseline, notes = dp_default(algorithm, kind, options, o["partition"], users)
+    if options.algorithm is None and options.dp_epsilon is not None:
+        baseline, notes = dp_default(algorithm, kind, options, o["partition"],
+                                     enrolment and (lambda: enrolment(data_settings(given))))
         if baseline != algorithm:
             algorithm = baseline
-            o, params, paper = apply_paper_settings(algorithm, given, dict(options.params),
-                                                    users)
+            o, params, paper = apply_paper_settings(algorithm, given, dict(options.params))
     defaulted += paper
     normalize = o["normalize"]
     if normalize is None:  # under DP (reproducible too: the same run but for the noise)
@@ -182,12 +181,14 @@ def data_settings(options: dict[str, Any], normalize: str | None = None) -> Data
 
 
 def dp_default(default: str, kind: str, options: RunOptions, partition: str,
-               users: int | None) -> tuple[str, tuple[str, ...]]:
-    """The algorithm a run with no algorithm named fits: the ``default`` one, or, with a DP
-    budget at which, over ``users`` enrolled users, its DP settings do not beat the DP
-    baseline's (:meth:`~fedmc.algorithms.registry.AlgorithmSpec.beats_dp_baseline`), the DP
-    baseline of ``kind`` data (:func:`~fedmc.algorithms.registry.dp_baseline`); and the line
-    that says so (none for the default).
+               users: Callable[[], int] | None) -> tuple[str, tuple[str, ...]]:
+    """The algorithm a run with a DP budget and no algorithm named fits under ``partition``:
+    the ``default`` one, or, where the data have fewer users (``users()``, counted only where
+    the default lists a least number; None: unknown, taken as enough) than its DP settings
+    need to beat the DP baseline's at the budget
+    (:meth:`~fedmc.algorithms.registry.AlgorithmSpec.dp_least_users_at`), the DP baseline of
+    ``kind`` data (:func:`~fedmc.algorithms.registry.dp_baseline`); and the line that says so
+    (none for the default).
 
     Raises
     ------
@@ -196,13 +197,16 @@ def dp_default(default: str, kind: str, options: RunOptions, partition: str,
         settings are never dropped: naming the algorithm fits it).
     """
     epsilon = options.dp_epsilon
-    if epsilon is None or spec(default).beats_dp_baseline(partition, epsilon, options.implicit,
-                                                          users):
+    least = 0 if epsilon is None else spec(default).dp_least_users_at(partition, epsilon,
+                                                                       options.implicit)
+    enrolled = users() if least and users is not None else None
+    if enrolled is None or enrolled >= least:
         return default, ()
     baseline = dp_baseline(kind, options.implicit)
-    population = "" if users is None else f" with {users:,} users"
-    reason = (f"{default}'s factors do not beat the DP baseline at --dp-epsilon {epsilon:g}"
-              f"{population}")
+    need = ("did not beat it with any number of users measured" if math.isinf(least)
+            else f"need {least:,.0f} users or more to beat it")
+    reason = (f"at --dp-epsilon {epsilon:g} {default}'s factors {need}, and the data have "
+              f"{enrolled:,}")
     foreign = sorted(options.params.keys() - spec(baseline).Config.model_fields.keys())
     if foreign:
         name = foreign[0]
@@ -210,7 +214,7 @@ def dp_default(default: str, kind: str, options: RunOptions, partition: str,
                           f"{reason}: add --algorithm {default} to fit it anyway, or leave "
                           f"{name} out")
     return baseline, (f"fitting the DP baseline (--algorithm {baseline}): {reason} "
-                      f"(--algorithm {default} fits them anyway)",)
+                      f"(--algorithm {default} fits factors anyway)",)
 
 
 def user_dp(options: dict[str, Any]) -> UserDP | None:
@@ -236,12 +240,10 @@ def user_dp(options: dict[str, Any]) -> UserDP | None:
 
 
 def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[str, Any],
-                         users: int | None = None,
                          ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """Fill the options the user left unset (None) from ``algorithm``'s paper settings, the
     settings of its variant for the chosen partition and, with a DP budget (``dp_epsilon``),
-    those tuned for that budget over ``users`` enrolled users (None: unknown)
-    (:meth:`fedmc.algorithms.registry.AlgorithmSpec.dp_variant`).
+    those tuned for that budget (:meth:`fedmc.algorithms.registry.AlgorithmSpec.dp_variant`).
 
     Parameters
     ----------
@@ -288,7 +290,7 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
     variants = [entry.variants.get(options["partition"], {})]
     if options.get("dp_epsilon") is not None:
         variants.append(entry.dp_variant(options["partition"], options["dp_epsilon"],
-                                         bool(options.get("implicit")), users))
+                                         bool(options.get("implicit"))))
     for variant in variants:
         for name, value in variant.items():
             if name == "participation" and given_active:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fedmc.algorithms.spec import IMPLICIT, ONE_USER_PER_CLIENT, AlgorithmSpec
@@ -44,7 +45,7 @@ FEDALS = AlgorithmSpec(
                                 "lam_bias": 8.0}},
                  "user" + IMPLICIT: {1.0: {**_CLICKS_DP, "rounds": 3, "lam_item": 60.0},
                                      2.0: _CLICKS_DP, 8.0: _CLICKS_DP}},
-    dp_least_budget={"user" + IMPLICIT: 2.0},
+    dp_least_users={"user" + IMPLICIT: {1.0: math.inf, 2.0: 0}},
     audited=True, interactions={"implicit": True}, needs_interactions=_implicit,
     default_for=("interactions",), rank_token=_explicit, estimator="FedALS")
 SPECS = (FEDALS,)

@@ -31,6 +31,6 @@ FEDMC_ADMM = AlgorithmSpec(
         4.0: {**_DP, "offset_lam": 2.0, "rounds": 90, "dp_clip": 0.02},
         8.0: {**_DP, "offset_lam": 1.0, "rounds": 90, "dp_clip": 0.03, "dp_setup_clip": 0.5},
     }},
-    dp_least_budget={"user": 1.0},
+    dp_least_users={"user": {1.0: 3600, 2.0: 0, 8.0: 2400}},
     audited=True, default_for=("ratings",), rank_token=always, estimator="FedMCADMM")
 SPECS = (FEDMC_ADMM,)
