@@ -154,7 +154,7 @@ def main() -> None:
         mask = drawn_users(ratings, int(args.users), args.seed)
         rows = np.column_stack([ratings.user_ids[ratings.users[mask]],
                                 ratings.item_ids[ratings.items[mask]], ratings.values[mask]])
-        np.savetxt(args.out, rows, fmt=["%s", "%s", "%g"], delimiter=",",
+        np.savetxt(args.out, rows, fmt=["%d", "%d", "%g"], delimiter=",",
                    header="user,item,rating", comments="")
         return
     pool = validation_pool(args.acceptance_users, args.seed)
