@@ -12,8 +12,9 @@ noise), scored by the fold-in (``fedmc evaluate``: RMSE for ratings, NDCG@10 wit
 
 ``table`` prints the acceptance table from run folders ``DIR/<data>-<default|baseline>-e<E>-r<R>``
 (each run then ``fedmc evaluate``: ``evaluation.json``), the test metric's mean ± standard
-deviation [smallest, largest] per cell, what the default fitted, and in how many paired runs
-the default was not worse than the baseline.
+deviation [smallest, largest] per cell, what the default fitted (where it is the baseline, the
+same run with other noise), and in how many paired runs the default was not worse than the
+baseline.
 
 ``sample`` writes the ratings of ``--users`` users of ML-1M drawn at random (``--seed``) to a
 CSV file (``user,item,rating``): the acceptance table's small data set, run with ``fedmc run
@@ -119,10 +120,12 @@ def table(runs: Path, metric: str) -> None:
     for (data, eps), cell in sorted(cells.items()):
         own = [v for _, v, _ in cell["default"]]
         base = [v for _, v, _ in cell["baseline"]]
-        fitted = ", ".join(sorted({f for _, _, f in cell["default"]}))
+        fitted = {f for _, _, f in cell["default"]}
         held = sum(better * (a - b) >= 0 for a, b in zip(own, base, strict=False))
-        print(f"| {data} | {eps:g} | {fitted} | {spread(own)} | {spread(base)} | "
-              f"{held} of {min(len(own), len(base))} |")
+        same = fitted == {f for _, _, f in cell["baseline"]}  # the baseline's own settings
+        print(f"| {data} | {eps:g} | {', '.join(sorted(fitted))} | {spread(own)} | "
+              f"{spread(base)} | {held} of {min(len(own), len(base))}"
+              f"{' (the baseline itself)' if same else ''} |")
 
 
 def spread(values: list[float]) -> str:
