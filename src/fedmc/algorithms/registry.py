@@ -37,8 +37,8 @@ from fedmc.errors import ConfigError
 
 __all__ = ["CROSS_SILO", "DP_OPTIONS", "IMPLICIT", "PACKAGES", "PAPER_OPTIONS",
            "AlgorithmSpec", "algorithm_names", "audited_algorithms", "default_algorithm",
-           "dp_baseline",
-           "fold_in_algorithms", "interactions_algorithms", "load", "spec", "specs"]
+           "dp_baseline", "fold_in_algorithms", "interactions_algorithms", "load", "spec",
+           "specs"]
 
 PACKAGES = ("fedmc_admm", "fedmavg", "als", "felb", "rfrec", "fedals", "item_bias")
 """The algorithm packages, in the order their algorithms are listed."""

@@ -138,8 +138,8 @@ def resolve(options: RunOptions,
     o, params, paper = apply_paper_settings(algorithm, given, dict(options.params))
     notes: tuple[str, ...] = ()
     if options.algorithm is None and options.dp_epsilon is not None:
-        baseline, notes = dp_default(algorithm, kind, options, o["partition"],
-                                     enrolment and (lambda: enrolment(data_settings(given))))
+        count = None if enrolment is None else lambda: enrolment(data_settings(given))
+        baseline, notes = dp_default(algorithm, kind, options, o["partition"], count)
         if baseline != algorithm:
             algorithm = baseline
             o, params, paper = apply_paper_settings(algorithm, given, dict(options.params))
@@ -184,11 +184,11 @@ def dp_default(default: str, kind: str, options: RunOptions, partition: str,
                users: Callable[[], int] | None) -> tuple[str, tuple[str, ...]]:
     """The algorithm a run with a DP budget and no algorithm named fits under ``partition``:
     the ``default`` one, or, where the data have fewer users (``users()``, counted only where
-    the default lists a least number; None: unknown, taken as enough) than its DP settings
-    need to beat the DP baseline's at the budget
-    (:meth:`~fedmc.algorithms.registry.AlgorithmSpec.dp_least_users_at`), the DP baseline of
-    ``kind`` data (:func:`~fedmc.algorithms.registry.dp_baseline`); and the line that says so
-    (none for the default).
+    the default lists a least number; None: unknown, taken as enough; none is enough where
+    the least number is infinite) than its DP settings need to beat the DP baseline's at the
+    budget (:meth:`~fedmc.algorithms.registry.AlgorithmSpec.dp_least_users_at`), the DP
+    baseline of ``kind`` data (:func:`~fedmc.algorithms.registry.dp_baseline`); and the line
+    that says so (none for the default).
 
     Raises
     ------
@@ -199,14 +199,16 @@ def dp_default(default: str, kind: str, options: RunOptions, partition: str,
     epsilon = options.dp_epsilon
     least = 0 if epsilon is None else spec(default).dp_least_users_at(partition, epsilon,
                                                                        options.implicit)
-    enrolled = users() if least and users is not None else None
-    if enrolled is None or enrolled >= least:
-        return default, ()
+    if math.isinf(least):
+        reason = (f"at --dp-epsilon {epsilon:g} {default}'s factors did not beat it with any "
+                  "number of users measured")
+    else:
+        enrolled = users() if least and users is not None else None
+        if enrolled is None or enrolled >= least:
+            return default, ()
+        reason = (f"at --dp-epsilon {epsilon:g} {default}'s factors need {least:,.0f} users or "
+                  f"more to beat it, and the data have {enrolled:,}")
     baseline = dp_baseline(kind, options.implicit)
-    need = ("did not beat it with any number of users measured" if math.isinf(least)
-            else f"need {least:,.0f} users or more to beat it")
-    reason = (f"at --dp-epsilon {epsilon:g} {default}'s factors {need}, and the data have "
-              f"{enrolled:,}")
     foreign = sorted(options.params.keys() - spec(baseline).Config.model_fields.keys())
     if foreign:
         name = foreign[0]
