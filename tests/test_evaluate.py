@@ -34,8 +34,9 @@ def test_batched_fold_in_equals_one_user_at_a_time(name, params, tiny_federated)
 
 
 def _run(invoke, monkeypatch, capsys, out, ratings, *extra):
-    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings, "--partition",
-                          "user", "--rounds", 3, "--rank", 2, "--out", out, "-q", *extra)
+    code, _, err = invoke(monkeypatch, capsys, "run", "-a", "fedmc-admm", "--ratings", ratings,
+                          "--partition", "user", "--rounds", 3, "--rank", 2, "--out", out, "-q",
+                          *extra)
     assert code == 0, err
 
 

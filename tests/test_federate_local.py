@@ -231,7 +231,8 @@ def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(
     and ClientApps: tests/test_canary_audit.py)."""
 
     out = tmp_path / "out"
-    finished(fedmc("federate", "local", "--ratings", ratings_file(tmp_path, users=12),
+    finished(fedmc("federate", "local", "-a", "fedmc-admm",
+                   "--ratings", ratings_file(tmp_path, users=12),
                    "--columns", "user_id,item_id,stars", "--rating-scale", "1,5",
                    "--dp-epsilon", 8, "--secagg", "--rounds", 3, "--out", out,
                    "--work", tmp_path / "work", "-q"))

@@ -13,8 +13,8 @@ import pytest
 
 from fedmc.federation.aggregator import PUBLIC_COLUMNS
 
-DP = ("--partition", "user", "--rounds", 3, "--rank", 2, "--dp-epsilon", 4, "--dp-clip", 0.5,
-      "--rating-scale", "1,5", "-q")
+DP = ("-a", "fedmc-admm", "--partition", "user", "--rounds", 3, "--rank", 2, "--dp-epsilon", 4,
+      "--dp-clip", 0.5, "--rating-scale", "1,5", "-q")  # named: 40 users would fit the baseline
 
 
 def run(invoke, monkeypatch, capsys, out, ratings, *extra):
@@ -93,8 +93,9 @@ def test_the_summary_table_states_the_guarantee(monkeypatch, capsys, tmp_path, r
                                                 level, invoke):
     extra = ("--partition", "random", "--clients", 8, "--sampling", "bernoulli",
              "--participation", 0.5) if level == "client" else ("--partition", "user")
-    code, out, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, *extra,
-                            "--rounds", 2, "--rank", 2, "--dp-epsilon", 4, "--dp-clip", 0.5,
+    code, out, err = invoke(monkeypatch, capsys, "run", "-a", "fedmc-admm", "--ratings",
+                            ratings_csv, *extra, "--rounds", 2, "--rank", 2, "--dp-epsilon", 4,
+                            "--dp-clip", 0.5,
                             "--dp-unit", level, "--rating-scale", "1,5", "--out", tmp_path / "o")
     assert code == 0, err
     assert f"per {level}" in out and "against the server" in out

@@ -4,11 +4,19 @@ picks by default."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 
-from fedmc.algorithms.registry import DP_OPTIONS, IMPLICIT, PAPER_OPTIONS, specs
+from fedmc.algorithms.registry import (
+    DP_OPTIONS,
+    IMPLICIT,
+    PAPER_OPTIONS,
+    default_algorithm,
+    dp_baseline,
+    specs,
+)
 from fedmc.cli.options import parse_params
 from fedmc.core.scale import Normalizer
 from fedmc.data.registry import rating_scale
@@ -80,7 +88,7 @@ def test_dp_runs_default_to_the_public_normalizer_and_refuse_a_fitted_one(
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("epsilon", [0.5, 1.0, 3.0, 8.0, 100.0])
+@pytest.mark.parametrize("epsilon", [1.0, 3.0, 8.0, 100.0])  # below 1: the baseline (below)
 def test_a_dp_budget_alone_picks_its_tuned_settings(epsilon):
     tuned = specs()["fedmc-admm"].dp_variants["user"]
     expected = tuned[max([b for b in tuned if b <= epsilon], default=min(tuned))]
@@ -144,3 +152,92 @@ def test_the_dp_defaults_are_listed_in_config_json(monkeypatch, capsys, tmp_path
     assert config["run"]["dp"]["clip"] == tuned["dp_clip"]
     assert config["params"]["lam_item"] == tuned["lam_item"]
     assert {"dp_clip", "lam_item", "partition", "rounds"} <= set(config["run"]["defaulted"])
+
+
+def _least(algorithm, epsilon, implicit=False):
+    return specs()[algorithm].dp_least_users_at("user", epsilon, implicit)
+
+
+def test_too_few_users_for_the_budget_fit_the_dp_baseline_and_say_so():
+    cases = [(implicit, e) for implicit in (False, True) for e in (0.5, 1.0, 2.0, 4.0, 8.0)
+             if 0 < _least(default_algorithm("ratings", implicit), e, implicit) < math.inf]
+    assert cases  # a default lists a finite least number of users at some budget
+    for implicit, epsilon in cases:
+        default = default_algorithm("ratings", implicit)
+        baseline = dp_baseline("ratings", implicit)
+        assert default != baseline
+        few = int(_least(default, epsilon, implicit)) - 1
+        counted: list[str] = []
+
+        def enrolment(data, n=few, counted=counted):
+            counted.append(data.source)
+            return n
+
+        settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, implicit=implicit),
+                           enrolment)
+        assert counted == ["ml-1m"]  # the number of users of the data named
+        assert settings.algorithm == baseline and "algorithm" in settings.defaulted
+        tuned = specs()[baseline].dp_variant("user", epsilon, implicit)
+        assert settings.schedule.dp.clip == tuned["dp_clip"]
+        [note] = settings.notes
+        assert f"--algorithm {baseline}" in note and f"have {few:,}" in note
+        assert f"--algorithm {default}" in note and f"--dp-epsilon {epsilon:g}" in note
+        settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, implicit=implicit),
+                           lambda data, n=few + 1: n)
+        assert settings.algorithm == default and settings.notes == ()
+        assert settings.schedule.dp.clip == \
+            specs()[default].dp_variant("user", epsilon, implicit)["dp_clip"]
+
+
+def test_where_no_population_measured_was_enough_the_baseline_is_fitted_for_any():
+    default, baseline = default_algorithm("ratings", True), dp_baseline("ratings", True)
+    never = [e for e in (0.5, 1.0, 2.0, 4.0, 8.0) if math.isinf(_least(default, e, True))]
+    for epsilon in never:
+        settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, implicit=True),
+                           lambda data: 10**9)
+        assert settings.algorithm == baseline
+        assert "any number of users measured" in settings.notes[0]
+
+
+def test_explicit_options_win_over_the_dp_baseline():
+    default, baseline = default_algorithm("ratings"), dp_baseline("ratings")
+    epsilon = min(e for e in (0.5, 1.0, 2.0, 4.0, 8.0) if _least(default, e) > 0)
+    few = 10
+    # a named algorithm is fitted whatever the population
+    settings = resolve(_options(dataset="ml-1m", algorithm=default, dp_epsilon=epsilon),
+                       lambda data: few)
+    assert settings.algorithm == default and settings.notes == ()
+    # no budget, no population: the population is not even counted
+    settings = resolve(_options(dataset="ml-1m"), lambda data: pytest.fail("counted"))
+    assert settings.algorithm == default
+    # a setting of the default the baseline does not take: refused, naming it
+    only_default = sorted(specs()[default].Config.model_fields.keys()
+                          - specs()[baseline].Config.model_fields.keys())[0]
+    with pytest.raises(ConfigError, match=f"^{only_default}=.*--algorithm {default}"):
+        resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, param=[f"{only_default}=1"]),
+                lambda data: few)
+    # a setting the baseline takes too: kept
+    shared = sorted(specs()[default].Config.model_fields.keys()
+                    & specs()[baseline].Config.model_fields.keys())[0]
+    value = specs()[baseline].Config().model_dump()[shared]
+    settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon,
+                                param=[f"{shared}={value}"]), lambda data: few)
+    assert settings.algorithm == baseline and shared not in settings.defaulted
+
+
+def test_fedmc_run_with_a_budget_alone_on_few_users_fits_the_baseline_and_says_so(
+        monkeypatch, capsys, tmp_path, ratings_csv, invoke):
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv,
+                          "--rating-scale", "1,5", "--dp-epsilon", 1, "--out", tmp_path / "o",
+                          "-q")
+    assert code == 0, err
+    config = json.loads((tmp_path / "o" / "config.json").read_text())
+    baseline = dp_baseline("ratings")
+    assert config["algorithm"] == baseline and "algorithm" in config["run"]["defaulted"]
+    [note] = config["run"]["notes"]
+    assert note in err and f"have {config['data']['users']:,}" in note
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv,
+                          "--rating-scale", "1,5", "--dp-epsilon", 1, "--gamma", 3, "--out",
+                          tmp_path / "p", "-q")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--gamma 3" in err, err
+    assert not (tmp_path / "p").exists()

@@ -37,7 +37,8 @@ from fedmc.errors import ConfigError
 
 __all__ = ["CROSS_SILO", "DP_OPTIONS", "IMPLICIT", "PACKAGES", "PAPER_OPTIONS",
            "AlgorithmSpec", "algorithm_names", "audited_algorithms", "default_algorithm",
-           "fold_in_algorithms", "interactions_algorithms", "load", "spec", "specs"]
+           "dp_baseline", "fold_in_algorithms", "interactions_algorithms", "load", "spec",
+           "specs"]
 
 PACKAGES = ("fedmc_admm", "fedmavg", "als", "felb", "rfrec", "fedals", "item_bias")
 """The algorithm packages, in the order their algorithms are listed."""
@@ -80,10 +81,28 @@ def default_algorithm(data_kind: str, implicit: bool = False) -> str:
     ConfigError
         For a kind of data no algorithm is the default of.
     """
+    return _the_one("default_for", data_kind, implicit, "default algorithm")
+
+
+def dp_baseline(data_kind: str, implicit: bool = False) -> str:
+    """The DP baseline of ``data_kind`` data (with ``implicit``, interactions): the algorithm
+    whose spec names that kind in its ``dp_baseline_for``, which a private run with the
+    default algorithm fits where that one does not beat it.
+
+    Raises
+    ------
+    ConfigError
+        For a kind of data with no DP baseline.
+    """
+    return _the_one("dp_baseline_for", data_kind, implicit, "DP baseline")
+
+
+def _the_one(role: str, data_kind: str, implicit: bool, what: str) -> str:
+    """The one algorithm whose spec's ``role`` (a tuple of kinds of data) names the kind."""
     kind = "interactions" if implicit else data_kind
-    found = [name for name, s in specs().items() if kind in s.default_for]
+    found = [name for name, s in specs().items() if kind in getattr(s, role)]
     if len(found) != 1:
-        raise ConfigError(f"no default algorithm for {kind} data: choose one of "
+        raise ConfigError(f"no {what} for {kind} data: choose one of "
                           f"{', '.join(algorithm_names())}")
     return found[0]
 

@@ -19,6 +19,8 @@ import numpy as np
 from fedmc.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from fedmc.algorithms.fold_in import FoldIn
     from fedmc.core.protocol import Algorithm
     from fedmc.core.shard import CSR
@@ -53,6 +55,20 @@ class Range:
     log: bool = False
     integer: bool = False
     only: Literal["ratings", "interactions"] | None = None
+
+
+def dp_key(partition: str, implicit: bool) -> str:
+    """The key of a partition's DP settings: its name, plus :data:`IMPLICIT` on interactions."""
+    return partition + IMPLICIT if implicit else partition
+
+
+def by_budget(tuned: Mapping[float, Any], epsilon: float, default: Any) -> Any:
+    """The value ``tuned`` (by budget) holds for ``epsilon``: that of the largest budget at
+    most ``epsilon``, the smallest budget's below all of them; ``default`` when empty."""
+    if not tuned:
+        return default
+    below = [b for b in sorted(tuned) if b <= epsilon]
+    return tuned[below[-1] if below else min(tuned)]
 
 
 def load(reference: str) -> Any:
@@ -103,6 +119,10 @@ class AlgorithmSpec:
         :data:`PAPER_OPTIONS` and :data:`DP_OPTIONS`; :meth:`dp_variant`); a run on
         interactions (``--implicit``) takes those of the partition's name plus
         :data:`IMPLICIT` instead.
+    dp_least_users
+        By partition (with :data:`IMPLICIT` for interactions), then by budget as
+        ``dp_variants``: the fewest enrolled users with whom its DP settings at that budget
+        beat the DP baseline's (:meth:`dp_least_users_at`); none: any number.
     audited
         Whether the privacy audit (``fedmc audit``) has a target for it: the module
         ``fedmc.audit.targets.<name>`` (``-`` read as ``_``).
@@ -119,6 +139,10 @@ class AlgorithmSpec:
     default_for
         The kinds of data (``"ratings"``, ``"boolean"``, ``"interactions"``) it is the default
         algorithm of (:func:`fedmc.algorithms.registry.default_algorithm`).
+    dp_baseline_for
+        The kinds of data it is the DP baseline of: what a private run with the default
+        algorithm fits where that one does not beat it
+        (:func:`fedmc.algorithms.registry.dp_baseline`).
     rank_token
         ``rank_token(cfg)``: whether the kernels that run a validated ``Config`` take the rank
         token (:func:`fedmc.core.kernels.rank_token`), so a run compiles them for its rank
@@ -139,17 +163,19 @@ class AlgorithmSpec:
     paper_settings: Mapping[str, Any] = field(default_factory=lambda: CROSS_SILO)
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     dp_variants: Mapping[str, Mapping[float, Mapping[str, Any]]] = field(default_factory=dict)
+    dp_least_users: Mapping[str, Mapping[float, float]] = field(default_factory=dict)
     audited: bool = False
     interactions: Mapping[str, Any] = field(default_factory=dict)
     needs_interactions: Callable[[Any], bool] | None = None
     data_kind: Literal["ratings", "boolean"] = "ratings"
     default_for: tuple[str, ...] = ()
+    dp_baseline_for: tuple[str, ...] = ()
     rank_token: Callable[[Any], bool] = never
     estimator: str = ""
     search_space: Mapping[str, Range] = field(default_factory=dict)
 
     @property
-    def Config(self) -> type:  # noqa: N802 (a class)
+    def Config(self) -> type[BaseModel]:  # noqa: N802 (a class)
         """The algorithm's ``Config`` class."""
         return load(self.config)
 
@@ -199,11 +225,15 @@ class AlgorithmSpec:
         """The settings tuned for a run under ``partition`` (on interactions: ``partition +
         IMPLICIT``) at budget ``epsilon``: those of the largest tuned budget at most
         ``epsilon`` (the smallest one's below all of them); empty when none were tuned."""
-        tuned = self.dp_variants.get(partition + IMPLICIT if implicit else partition, {})
-        if not tuned:
-            return {}
-        below = [b for b in sorted(tuned) if b <= epsilon]
-        return tuned[below[-1] if below else min(tuned)]
+        return by_budget(self.dp_variants.get(dp_key(partition, implicit), {}), epsilon, {})
+
+    def dp_least_users_at(self, partition: str, epsilon: float, implicit: bool) -> float:
+        """The fewest enrolled users with whom its DP settings at budget ``epsilon`` beat the
+        DP baseline's under ``partition`` (on interactions: ``partition + IMPLICIT``): its
+        ``dp_least_users`` at the largest budget listed at most ``epsilon`` (the smallest
+        one's below all of them); 0 where none are listed, infinity where no population
+        measured was enough."""
+        return by_budget(self.dp_least_users.get(dp_key(partition, implicit), {}), epsilon, 0)
 
     def algorithms(self) -> list[Algorithm]:
         """Every ``Algorithm`` object of this entry."""

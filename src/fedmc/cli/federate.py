@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import typer
 
 from fedmc.cli.display import progress, summary_table
-from fedmc.cli.options import OPTIONS, run_options, with_options
+from fedmc.cli.options import OPTIONS, resolved_run, with_options
 from fedmc.errors import ConfigError
 
 federate_app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -63,9 +63,8 @@ def split(**typed: Any) -> None:
     from fedmc.deploy.app import write_app, write_run_config
     from fedmc.deploy.split import write_split
     from fedmc.flower.settings import FederatedRun
-    from fedmc.run.settings import resolve
 
-    run = resolve(run_options(typed)).without_refit()
+    run = resolved_run(typed).without_refit()
     out = typed["out"].resolve()
     manifest = write_split(run.data, out)
     write_app(out / "app")
@@ -111,9 +110,8 @@ def local(**typed: Any) -> None:
     from fedmc.deploy.local import RUN_FILES, run_local
     from fedmc.flower.settings import FederatedRun
     from fedmc.run.folder import RunFolder
-    from fedmc.run.settings import resolve
 
-    spec = resolve(run_options(typed)).without_refit()
+    spec = resolved_run(typed).without_refit()
     given = {"timeout": typed["timeout"]} if typed["timeout"] is not None else {}
     run = FederatedRun(spec=spec, secagg=typed["secagg"], **given)
     run.config()  # the settings that need no data, before anything is written

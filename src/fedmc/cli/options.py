@@ -1,6 +1,7 @@
 """The options of ``fedmc run``, declared once: ``run``, ``federate split``/``local`` and
 ``audit`` take theirs from here (:func:`with_options`), turn what the user typed into
-:class:`fedmc.run.settings.RunOptions` (:func:`run_options`), and report an error of a lower
+:class:`fedmc.run.settings.RunOptions` (:func:`run_options`; resolved, with the notes on
+the defaults printed: :func:`resolved_run`), and report an error of a lower
 layer by the flags the user typed (:func:`in_flags`: one table from settings' fields to flags).
 
 An option whose default does not depend on other settings shows the default of its
@@ -14,7 +15,7 @@ import inspect
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
@@ -22,6 +23,9 @@ from fedmc.algorithms.registry import algorithm_names, interactions_algorithms, 
 from fedmc.data.registry import dataset_names
 from fedmc.errors import ConfigError, printable
 from fedmc.run.options import RunOptions
+
+if TYPE_CHECKING:
+    from fedmc.run.settings import RunSpec
 
 ALGO = "Algorithm parameters"
 DATA = "Data"
@@ -287,6 +291,19 @@ def run_options(typed: Mapping[str, Any]) -> RunOptions:
         if typed.get(name) is not None:
             values[name] = parse(typed[name])
     return RunOptions(**values, params=params)
+
+
+def resolved_run(typed: Mapping[str, Any]) -> RunSpec:
+    """The run the user typed (:func:`run_options`), every default chosen
+    (:func:`fedmc.run.settings.resolve`; the DP defaults from the number of users of the
+    data), each note on a default printed on stderr."""
+    from fedmc.run.data import enrolled_users
+    from fedmc.run.settings import resolve
+
+    spec = resolve(run_options(typed), enrolled_users)
+    for note in spec.notes:
+        typer.echo(note, err=True)
+    return spec
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:

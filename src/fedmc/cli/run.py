@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from fedmc.cli.display import err, progress, summary_table
-from fedmc.cli.options import OPTIONS, run_options, with_options
+from fedmc.cli.options import OPTIONS, resolved_run, with_options
 
 
 @with_options(*OPTIONS)  # every declared option
@@ -20,9 +20,8 @@ def run(**typed: Any) -> None:
     from fedmc.run.folder import RunFolder
     from fedmc.run.precompile import compile_in_background
     from fedmc.run.runner import execute, write_outputs
-    from fedmc.run.settings import resolve
 
-    spec = resolve(run_options(typed))
+    spec = resolved_run(typed)
     label = f"{spec.algorithm} on {spec.data.source}"
     folder = RunFolder(typed["out_dir"], f"{spec.algorithm}-{spec.data.source}",
                        typed["overwrite"])

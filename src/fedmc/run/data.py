@@ -66,6 +66,15 @@ def federated_data(settings: DataSettings, progress: bool = False,
     return _federate_split(ratings, is_test, settings), dropped
 
 
+def enrolled_users(settings: DataSettings) -> int:
+    """The number of users of the data ``settings`` name (with one user per client, the
+    enrolled clients): a public size of a private run (``docs/privacy.md``), from which its DP
+    defaults are chosen (:func:`fedmc.run.settings.resolve`)."""
+    if settings.train is None and settings.test is None:
+        return load_ratings(settings).n_users
+    return federated_data(settings)[0].n_users
+
+
 def as_read(ratings: Ratings, settings: DataSettings) -> Ratings:
     """``ratings`` as the run reads them: as they are, or as interactions with ``implicit``."""
     if not settings.implicit:

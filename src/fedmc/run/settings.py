@@ -19,6 +19,8 @@ or one of its parts) and, where it has a default that depends on other settings,
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -29,6 +31,7 @@ from fedmc.algorithms.registry import (
     PAPER_OPTIONS,
     AlgorithmSpec,
     default_algorithm,
+    dp_baseline,
     interactions_algorithms,
     spec,
 )
@@ -51,7 +54,8 @@ gave a test RMSE 0.5% above the best round of the run without a cut, a twentieth
 class RunSpec(BaseModel):
     """Everything that defines a run: the algorithm and its parameters, the data, the
     schedule, what follows training, and which of these :func:`resolve` chose (``defaulted``:
-    the option names, listed in ``config.json`` as ``run.defaulted``)."""
+    the option names, listed in ``config.json`` as ``run.defaulted``; ``notes``: why, where
+    the choice needs saying)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -65,6 +69,9 @@ class RunSpec(BaseModel):
     save_user_factors: bool = Field(False, description="save U, raw user ids and rated items "
                                     "with the model (simulation)")
     defaulted: tuple[str, ...] = ()
+    notes: tuple[str, ...] = Field((), description="why a default was chosen, in the command "
+                                   "line's words (config.json's run.notes; fedmc run prints "
+                                   "them)")
 
     def config(self) -> Any:
         """The algorithm's validated ``Config``."""
@@ -109,10 +116,11 @@ class RunSpec(BaseModel):
         """``config.json``'s ``run``: the schedule, the algorithm and what follows training."""
         return {"algorithm": self.algorithm, **self.schedule.model_dump(mode="json"),
                 "ranking_k": self.ranking_k, "save_user_factors": self.save_user_factors,
-                "defaulted": list(self.defaulted)}
+                "defaulted": list(self.defaulted), "notes": list(self.notes)}
 
 
-def resolve(options: RunOptions) -> RunSpec:
+def resolve(options: RunOptions,
+            enrolment: Callable[[DataSettings], int] | None = None) -> RunSpec:
     """The run ``options`` ask for, every default chosen.
 
     The algorithm's paper settings fill the options of
@@ -122,7 +130,19 @@ def resolve(options: RunOptions) -> RunSpec:
     round (:data:`DEFAULT_ACTIVE` at most; every client with one user per client), uniform
     sampling, ranking at 10 for interactions (not in a private run: ``fedmc evaluate``
     ranks), the settings with which the algorithm fits interactions, and the set-up noise
-    scale of DP (1). Nothing else chooses a default.
+    scale of DP (1). With a DP budget and no algorithm named, the DP baseline instead of the
+    default algorithm where the data have too few users for that one to beat it at the
+    budget (:func:`dp_default`). Nothing else chooses a default.
+
+    Parameters
+    ----------
+    options
+        What the user asked for.
+    enrolment
+        ``enrolment(data)``: the number of users of the data ``data`` name (read only with a
+        DP budget and no algorithm named; :func:`fedmc.run.data.enrolled_users`), a public
+        size of a private run (``docs/privacy.md``); None: unknown, taken as enough for the
+        default algorithm.
 
     Raises
     ------
@@ -132,12 +152,19 @@ def resolve(options: RunOptions) -> RunSpec:
         flags.
     """
     defaulted: list[str] = []
-    algorithm = options.algorithm or default_algorithm(
-        "boolean" if is_boolean(options) else "ratings", options.implicit)
+    kind = "boolean" if is_boolean(options) else "ratings"
+    algorithm = options.algorithm or default_algorithm(kind, options.implicit)
     if options.algorithm is None:
         defaulted.append("algorithm")
     given = options.model_dump(exclude={"params", "algorithm"})
     o, params, paper = apply_paper_settings(algorithm, given, dict(options.params))
+    notes: tuple[str, ...] = ()
+    if options.algorithm is None and options.dp_epsilon is not None:
+        count = None if enrolment is None else lambda: enrolment(data_settings(given))
+        baseline, notes = dp_default(algorithm, kind, options, o["partition"], count)
+        if baseline != algorithm:
+            algorithm = baseline
+            o, params, paper = apply_paper_settings(algorithm, given, dict(options.params))
     defaulted += paper
     normalize = o["normalize"]
     if normalize is None:  # under DP (reproducible too: the same run but for the noise)
@@ -150,9 +177,7 @@ def resolve(options: RunOptions) -> RunSpec:
     if options.early_stopping and options.validation_fraction is None:
         o["validation_fraction"] = DEFAULT_VALIDATION
         defaulted.append("validation_fraction")
-    data = DataSettings(**{name: o[name] for name in DataSettings.model_fields if name in o
-                           and o[name] is not None and name != "normalize"},
-                        normalize=normalize)
+    data = data_settings(o, normalize)
     active = o["active"]
     if active is None:
         active = "all" if o["partition"] == "user" else min(DEFAULT_ACTIVE, o["clients"])
@@ -170,7 +195,7 @@ def resolve(options: RunOptions) -> RunSpec:
     run = RunSpec(algorithm=algorithm, params=implicit_params(spec(algorithm), params, data),
                   data=data, schedule=schedule, ranking_k=ranking_k,
                   save_user_factors=o["save_user_factors"],
-                  defaulted=tuple(sorted(set(defaulted))))
+                  defaulted=tuple(sorted(set(defaulted))), notes=notes)
     run.config()  # the algorithm's parameters checked before anything starts
     return run
 
@@ -199,6 +224,53 @@ def early_stopping(options: RunOptions, data: DataSettings,
              if (v := getattr(options, k)) is not None}
     defaulted += [k for k in ("patience", "min_delta", "refit") if k not in given]
     return EarlyStopping(**given)
+
+
+def data_settings(options: dict[str, Any], normalize: str | None = None) -> DataSettings:
+    """The data settings among the run's ``options`` by name (those set), with
+    ``normalize``."""
+    return DataSettings(**{name: options[name] for name in DataSettings.model_fields
+                           if options.get(name) is not None and name != "normalize"},
+                        normalize=normalize)
+
+
+def dp_default(default: str, kind: str, options: RunOptions, partition: str,
+               users: Callable[[], int] | None) -> tuple[str, tuple[str, ...]]:
+    """The algorithm a run with a DP budget and no algorithm named fits under ``partition``:
+    the ``default`` one, or, where the data have fewer users (``users()``, counted only where
+    the default lists a least number; None: unknown, taken as enough; none is enough where
+    the least number is infinite) than its DP settings need to beat the DP baseline's at the
+    budget (:meth:`~fedmc.algorithms.registry.AlgorithmSpec.dp_least_users_at`), the DP
+    baseline of ``kind`` data (:func:`~fedmc.algorithms.registry.dp_baseline`); and the line
+    that says so (none for the default).
+
+    Raises
+    ------
+    fedmc.errors.ConfigError
+        An algorithm parameter the user gave that the baseline does not take (the user's
+        settings are never dropped: naming the algorithm fits it).
+    """
+    epsilon = options.dp_epsilon
+    least = 0 if epsilon is None else spec(default).dp_least_users_at(partition, epsilon,
+                                                                       options.implicit)
+    if math.isinf(least):
+        reason = (f"at --dp-epsilon {epsilon:g} {default}'s factors did not beat it with any "
+                  "number of users measured")
+    else:
+        enrolled = users() if least and users is not None else None
+        if enrolled is None or enrolled >= least:
+            return default, ()
+        reason = (f"at --dp-epsilon {epsilon:g} {default}'s factors need {least:,.0f} users or "
+                  f"more to beat it, and the data have {enrolled:,}")
+    baseline = dp_baseline(kind, options.implicit)
+    foreign = sorted(options.params.keys() - spec(baseline).Config.model_fields.keys())
+    if foreign:
+        name = foreign[0]
+        raise ConfigError(f"{name}={options.params[name]} is a setting of {default}, but "
+                          f"{reason}: add --algorithm {default} to fit it anyway, or leave "
+                          f"{name} out")
+    return baseline, (f"fitting the DP baseline (--algorithm {baseline}): {reason} "
+                      f"(--algorithm {default} fits factors anyway)",)
 
 
 def user_dp(options: dict[str, Any]) -> UserDP | None:
