@@ -37,27 +37,34 @@ FINAL_SETS = ("rounds", "validation_fraction", "early_stopping", "patience", "mi
 """Run options the final run sets itself: its rounds, no validation cut, no early stopping."""
 
 
+SEARCH = "Search"
+
+
 def _extra(name: str, annotation: Any, default: Any) -> inspect.Parameter:
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                              default=default)
 
 
+def _search(help: str) -> Any:
+    return typer.Option(help=help, rich_help_panel=SEARCH)
+
+
 _EXTRAS = (
-    _extra("trials", Annotated[int, typer.Option(
-        help="Trials to finish (completed or pruned), over every process on the study.")], 20),
-    _extra("space", Annotated[list[str] | None, typer.Option(
-        help="A range searched, NAME=LO:HI[:log][:int], or NAME=off (repeatable; default "
-        "the algorithm's declared space; -P NAME=LO:HI is the same).")], None),
-    _extra("storage", Annotated[str | None, typer.Option(
-        help="The study's database URL (default sqlite:///OUT/study.db); several processes "
-        "given one URL work on one search.")], None),
-    _extra("study_name", Annotated[str, typer.Option(
-        help="The study's name in its database.")], "fedmc"),
-    _extra("pruner", Annotated[str, typer.Option(
-        help="median (stop a trial whose validation curve falls below the median of the "
-        "others') | halving (successive halving) | none.")], "median"),
-    _extra("timeout", Annotated[float | None, typer.Option(
-        help="Seconds after which no new trial starts.")], None),
+    _extra("trials", Annotated[int, _search(
+        "Trials to finish (completed or pruned), over every process on the study.")], 20),
+    _extra("space", Annotated[list[str] | None, _search(
+        "A range searched, NAME=LO:HI[:log][:int], or NAME=off (repeatable; default the "
+        "algorithm's declared space; -P NAME=LO:HI is the same).")], None),
+    _extra("storage", Annotated[str | None, _search(
+        "The study's database URL (default sqlite:///OUT/study.db); several processes given "
+        "one URL work on one search.")], None),
+    _extra("study_name", Annotated[str, _search("The study's name in its database.")],
+           "fedmc"),
+    _extra("pruner", Annotated[str, _search(
+        "median (stop a trial whose validation curve falls below the median of the others') "
+        "| halving (successive halving) | none.")], "median"),
+    _extra("timeout", Annotated[float | None, _search(
+        "Seconds after which no new trial starts.")], None),
 )
 _HELPS = {"out_dir": "Output folder (default runs/<time>-tune-<algorithm>-<data>).",
           "overwrite": "Replace an earlier search in --out.",
