@@ -150,9 +150,9 @@ class Deployment:
                               env=self.env, capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL)
 
-    def submit(self, run: RunSpec, out: Path, run_key: str = "") -> int:
+    def submit(self, run: RunSpec, out: Path) -> int:
         config = FederatedRun(spec=run.model_copy(update={"params": PARAMS}), timeout=60.0,
-                              run_key=run_key, manifest=self.split / "manifest.json",
+                              manifest=self.split / "manifest.json",
                               out=out).run_config()
         done = self.flwr("run", str(self.app), "operator", "--run-config",
                          str(write_run_config(out.with_suffix(".toml"), config)),
@@ -355,7 +355,7 @@ def test_a_run_resumed_after_a_superlink_crash_equals_the_uninterrupted_one(depl
 
     fed = deployment
     run, out = RunSpec(schedule=Schedule(rounds=6, active=2, seed=0)), fed.root / "crashed"
-    fed.submit(run, out, run_key="resumable")
+    fed.submit(run, out)
     fed.until(lambda: '"round": 3, "row"' in read(out / "progress.jsonl"), "round 3 is done")
     fed.until(lambda: (out / "checkpoint.pkl").exists(), "round 3 is checkpointed")
     fed.kill("server")

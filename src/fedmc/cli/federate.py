@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -68,8 +67,7 @@ def split(**typed: Any) -> None:
     out = typed["out"].resolve()
     manifest = write_split(run.data, out)
     write_app(out / "app")
-    federated = FederatedRun(spec=run, manifest=out / "manifest.json",
-                             run_key=uuid.uuid4().hex)
+    federated = FederatedRun(spec=run, manifest=out / "manifest.json")
     write_run_config(out / "run.toml", federated.run_config())
     typer.echo(f"wrote {out}/manifest.json, {manifest.n_clients} clients' files under "
                f"{out}/clients, the app in {out}/app and {out}/run.toml", err=True)

@@ -25,6 +25,7 @@ sent a message: which node speaks for a client never depends on the order of rep
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
@@ -45,6 +46,7 @@ from fedmc.flower.transport import good_replies, send_and_receive
 from fedmc.flower.wire import (
     Envelope,
     RefusedReply,
+    pack_key,
     pack_message,
     unpack_sums,
     unpack_uploads,
@@ -111,6 +113,10 @@ class GridClients:
     roster
         The public key (PEM, as Flower records a node's) of every client, when the operator
         gave a roster (:func:`fedmc.flower.roster.read_roster`).
+    key
+        The run's key (every message names it; the clients keep their states under it): a
+        fresh one for every submitted run, the checkpoint's when a run is resumed
+        (:meth:`restore`).
     """
 
     grid: Grid
@@ -121,6 +127,7 @@ class GridClients:
     on_exchange: Callable[[int, int, str, list[int]], None] | None = None
     on_event: Callable[[dict[str, Any]], None] | None = None
     roster: Mapping[int, bytes] | None = None
+    key: str = field(default_factory=lambda: secrets.token_hex(16))
     log: list[Record] = field(default_factory=list, init=False)
     refusals: list[Refusal] = field(default_factory=list, init=False)
     warm: set[tuple[int, str]] = field(default_factory=set, init=False)
@@ -263,13 +270,14 @@ class GridClients:
         last included exchange, who was included and refused (the history's columns), the
         identity each client was claimed with, the secure sums' learned scales. The clients'
         own states are on their nodes' disks."""
-        return {"exchanges": self._exchanges, "round": self._round,
+        return {"key": self.key, "exchanges": self._exchanges, "round": self._round,
                 "last_included": self.last_included, "log": self.log,
                 "refusals": self.refusals, "token_of": self.token_of,
                 "exponents": None if self.secure is None else self.secure.exponents}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Take up a :meth:`snapshot` (nodes are asked who they are anew)."""
+        self.key = snapshot["key"]
         self._exchanges, self._round = snapshot["exchanges"], snapshot["round"]
         self.last_included = dict(snapshot["last_included"])
         self.log, self.refusals = list(snapshot["log"]), list(snapshot["refusals"])
@@ -281,7 +289,7 @@ class GridClients:
                  model: Mapping[str, np.ndarray] | None = None, **extra: object) -> Envelope:
         """The exchange as ``clients`` receive it (with ``model`` to evaluate, if any)."""
         return Envelope(number, msg, {c: self.last_included[c] for c in clients
-                                      if c in self.last_included}, extra, model)
+                                      if c in self.last_included}, extra, model, self.key)
 
     def nodes(self, clients: np.ndarray) -> dict[int, int]:
         """The node of each of ``clients`` that has one (others are lost for this exchange)."""
@@ -318,13 +326,25 @@ class GridClients:
         if not new:
             return
         self._asked.update(new)
-        ask = [FlowerMessage(RecordDict(), dst_node_id=n, message_type="query") for n in new]
+        ask = [FlowerMessage(pack_key(self.key), dst_node_id=n, message_type="query")
+               for n in new]
         replies = send_and_receive(self.grid, ask, self.timeout)
         self.failed.update({m.metadata.src_node_id: m.error.reason for m in replies
                             if m.has_error()})
         for node, reply in good_replies(replies).items():
             claim = reply.content.config_records["client"]
+            if "refuses" in claim:  # it has finished this run: never continued
+                raise ConfigError(f"node {node} (client {claim['id']}) refuses the run: "
+                                  f"{claim['refuses']}")
             self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node])
+
+    def finish(self) -> None:
+        """Tell every client's node that the run has ended (``query.done``: the clients
+        remove their states and refuse the run's key from then on); a node that does not
+        answer within :attr:`timeout` is not waited for."""
+        done = [FlowerMessage(pack_key(self.key), dst_node_id=node, message_type="query.done")
+                for node in self.node_of.values()]
+        send_and_receive(self.grid, done, self.timeout)
 
     def admit(self, node: int, client: int, token: str, key: bytes) -> bool:
         """Let ``node`` speak for ``client`` if its claim holds (module docstring); a refused

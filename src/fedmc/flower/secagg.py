@@ -323,14 +323,19 @@ def _fitins(envelope: Envelope) -> FitIns:
                   {"header": envelope.header(), "payload": json.dumps(sorted(payload))})
 
 
-def contribute(msg: Message, party: Party) -> Message:
-    """A client's answer in the masked-vector stage: its evaluation sums, if the message
-    carries a model, and its step's uploads times its multiplicity (zeros when it does not
-    upload), or only its evaluation sums, as a secure vector."""
+def unpack_secure(msg: Message) -> Envelope:
+    """The exchange that a message of the masked-vector stage carries."""
     fitins = recorddict_to_fitins(msg.content, keep_input=True)
     names = json.loads(str(fitins.config["payload"]))
     payload = dict(zip(names, parameters_to_ndarrays(fitins.parameters), strict=True))
-    envelope = Envelope.from_header(str(fitins.config["header"]), payload)
+    return Envelope.from_header(str(fitins.config["header"]), payload)
+
+
+def contribute(msg: Message, envelope: Envelope, party: Party) -> Message:
+    """A client's answer in the masked-vector stage (``msg``, which carries ``envelope``):
+    its evaluation sums, if the message carries a model, and its step's uploads times its
+    multiplicity (zeros when it does not upload), or only its evaluation sums, as a secure
+    vector."""
     exponents = envelope.extra["exponents"]
     if envelope.extra["kind"] == "step":
         values = {} if envelope.model is None else {

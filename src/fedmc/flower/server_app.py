@@ -75,6 +75,8 @@ def serve(grid: Grid, run: FederatedRun) -> History:
                           secure=SecureSum() if run.secagg else None,
                           on_exchange=progress.exchange, on_event=progress.write,
                           roster=_roster(manifest.n_clients))
+    if resume is not None:  # the clients' states are under the interrupted run's key
+        clients.key = resume.population["key"]
     clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     clock = TrainingClock()
@@ -92,6 +94,7 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     _save_model(run, run.algorithm_name, cfg, algorithm.model(cfg, sim.server), manifest,
                 private)
     (run.out / CHECKPOINT).unlink(missing_ok=True)  # the server's secrets: not published
+    clients.finish()  # the clients drop their states; the run's key is never continued
     progress.write({"event": "done"})
     return sim.history
 

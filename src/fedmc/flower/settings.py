@@ -46,11 +46,9 @@ class FederatedRun(BaseModel):
     out: Path = Field(Path("runs/federated"), description="where the server writes "
                       "config.json, history.csv and summary.json, and its checkpoint while the "
                       "run is in progress")
-    run_key: str = Field("", description="the run's own name: the clients keep their state "
-                         "under it, so a run resumed (a new Flower run) finds the states of the "
-                         "one it continues; empty: Flower's run id")
-    resume: bool = Field(False, description="go on from the checkpoint in out (fedmc federate "
-                         "resume)")
+    resume: bool = Field(False, description="go on from the checkpoint in out, under the run "
+                         "key kept there (fedmc federate resume sets it; every other "
+                         "submission is a new run with a fresh key)")
 
     @property
     def algorithm_name(self) -> str:

@@ -2,19 +2,18 @@
 
 Server to client (every exchange): an ``ArrayRecord`` ``"arrays"`` (the message's arrays and
 those of the model to evaluate, :meth:`Envelope.payload`) and a ``ConfigRecord`` ``"fedmc"``
-whose ``"header"`` is a JSON text (:class:`Envelope`): the exchange number, the round, the
-phase, the flags, the message's ``compute``/``upload`` client lists, the model to evaluate, if
-any, and, for every recipient, its last exchange that the server included in a sum (how a
-client learns whether to commit its pending state, :mod:`fedmc.flower.client_state`). Every
-recipient gets the same records, so Flower stores and pushes them once per exchange: only the
-message envelopes differ. Client to server: an ``ArrayRecord`` ``"uploads"`` (each upload of
-a batch of one: its dense part and/or rows) and/or a ``ConfigRecord`` ``"sums"``
+whose ``"header"`` is a JSON text (:class:`Envelope`): the run's key, the exchange number, the
+round, the phase, the flags, the message's ``compute``/``upload`` client lists, the model to
+evaluate, if any, and, for every recipient, its last exchange that the server included in a sum
+(how a client learns whether to commit its pending state, :mod:`fedmc.flower.client_state`).
+Every recipient gets the same records, so Flower stores and pushes them once per exchange: only
+the message envelopes differ. Client to server: an ``ArrayRecord`` ``"uploads"`` (each upload
+of a batch of one: its dense part and/or rows) and/or a ``ConfigRecord`` ``"sums"``
 (evaluation). What a client sends is checked as it is unpacked (:func:`unpack_uploads`,
 :func:`unpack_sums`): a reply that is not finite or has the wrong shape raises
 :class:`RefusedReply`, and the server leaves that client out. Secure aggregation carries the
 same header and arrays in its legacy records (:mod:`fedmc.flower.secagg`). On the way, every
-content is packed into one record (:mod:`fedmc.flower.compact`).
-"""
+content is packed into one record (:mod:`fedmc.flower.compact`)."""
 
 from __future__ import annotations
 
@@ -58,6 +57,9 @@ class Envelope:
         The published model each recipient evaluates (on its state before any step the
         message asks for), or None. Its arrays travel once: one equal to the message's array
         of the same name is not sent again.
+    key
+        The run's key: the clients keep their states under it
+        (:mod:`fedmc.flower.client_state`).
     """
 
     exchange: int
@@ -65,6 +67,7 @@ class Envelope:
     included: Mapping[int, int] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
     model: Mapping[str, np.ndarray] | None = None
+    key: str = ""
 
     def included_of(self, client: int) -> int:
         """The last exchange of ``client`` that the server included."""
@@ -74,7 +77,7 @@ class Envelope:
         """Everything but the arrays, as JSON."""
         m = self.message
         return json.dumps({
-            "exchange": self.exchange, "round": m.round, "phase": m.phase,
+            "key": self.key, "exchange": self.exchange, "round": m.round, "phase": m.phase,
             "compute": m.compute.tolist(), "upload": m.upload.tolist(),
             "flags": {k: float(v) for k, v in m.flags.items()},
             "arrays": sorted(m.arrays), "included": {str(c): e for c, e in self.included.items()},
@@ -108,7 +111,18 @@ class Envelope:
         model = (None if h["model"] is None else
                  {name: payload[key] for name, key in h["model"].items()})
         return cls(h["exchange"], msg, {int(c): e for c, e in h["included"].items()},
-                   h["extra"], model)
+                   h["extra"], model, h["key"])
+
+
+def pack_key(key: str) -> RecordDict:
+    """The record of a message that carries only the run's key (``query``, ``query.done``)."""
+    return RecordDict({HEADER: ConfigRecord({"key": key})})
+
+
+def run_key(content: RecordDict) -> str:
+    """The run's key in a record of :func:`pack_key` (empty when it has none)."""
+    record = content.config_records.get(HEADER)
+    return "" if record is None else str(record.get("key", ""))
 
 
 def pack_message(envelope: Envelope) -> RecordDict:
