@@ -13,7 +13,8 @@ of a batch of one: its dense part and/or rows) and/or a ``ConfigRecord`` ``"sums
 :func:`unpack_sums`): a reply that is not finite or has the wrong shape raises
 :class:`RefusedReply`, and the server leaves that client out. Secure aggregation carries the
 same header and arrays in its legacy records (:mod:`fedmc.flower.secagg`). On the way, every
-content is packed into one record (:mod:`fedmc.flower.compact`)."""
+content is packed into one record (:mod:`fedmc.flower.compact`).
+"""
 
 from __future__ import annotations
 
