@@ -78,3 +78,79 @@ def test_a_finished_run_is_never_continued(tmp_path, small, monkeypatch, loopbac
                             split=tmp_path / "split", run_id=2)
     rows = History.read_csv(tmp_path / "out" / "history.csv").rows
     assert len(rows) == 5 and np.isfinite([r["test_rmse"] for r in rows]).all()
+
+
+def unavailable(client: int, calls: range):
+    """A mod: while ``client``'s node is gone (its messages other than queries numbered in
+    ``calls``, from 0), Flower answers on its behalf: an error reply "node unavailable" whose
+    source is the SuperLink (node id 1), not the node."""
+    from flwr.app import Error, Message
+    from flwr.common.constant import ErrorCode
+
+    seen = [0]
+
+    def mod(msg, context, call_next):
+        if int(context.node_config["client"]) != client or msg.metadata.message_type == "query":
+            return call_next(msg, context)
+        seen[0] += 1
+        if seen[0] - 1 not in calls:
+            return call_next(msg, context)
+        reply = Message(Error(ErrorCode.NODE_UNAVAILABLE, "node unavailable"), reply_to=msg)
+        reply.metadata.__dict__["_src_node_id"] = 1
+        return reply
+
+    return mod
+
+
+def every(mods):
+    """One mod per client, as the loopback's ``mods`` takes them."""
+    return dict(enumerate(mods))
+
+
+@pytest.mark.parametrize("secagg", [False, True], ids=["plain", "secagg"])
+def test_flowers_error_reply_for_a_node_is_a_lost_client(tmp_path, small, secagg,
+                                                        loopback_federation, out_files):
+    """Client 1's node gone for a while: Flower's "node unavailable" replies (from node id 1)
+    mark client 1 lost in those exchanges, the failure is recorded, and the run finishes."""
+    settings, run = small
+    calls = range(8, 16) if secagg else range(2, 4)  # a secure exchange is four messages
+    history = loopback_federation(tmp_path, settings, run.model_copy(update={"secagg": secagg}),
+                                  mods={1: unavailable(1, calls)})
+    lost = {int(r["round"]): str(r["lost"]).split() for r in history.rows}
+    assert any("1" in clients for clients in lost.values())
+    model, events = out_files(tmp_path / "out")
+    assert np.isfinite(model["V"]).all()
+    if not secagg:  # SecAgg+ leaves the node out without an error of fedmc's to record
+        failed = [e for e in events if e["event"] == "failed"]
+        assert failed and all(e["clients"] == [1] and "unavailable" in e["reason"]
+                              for e in failed)
+
+
+def test_an_exchange_that_loses_everyone_is_recorded_and_the_run_goes_on(tmp_path, small,
+                                                                         loopback_federation,
+                                                                         out_files):
+    """Every node gone for one exchange (round 2's, which carries round 1's evaluation):
+    round 1's row lists everyone lost and has no metrics, round 2's has no participants, and
+    the run finishes."""
+    settings, run = small
+    history = loopback_federation(tmp_path, settings, run,
+                                  mods=every(unavailable(c, range(2, 3)) for c in range(4)))
+    rows = {int(r["round"]): r for r in history.rows}
+    assert str(rows[1]["lost"]).split() == ["0", "1", "2", "3"] and not rows[2]["participants"]
+    assert "test_rmse" not in rows[1] and np.isfinite(rows[4]["test_rmse"])
+    written = History.read_csv(tmp_path / "out" / "history.csv").rows
+    assert "test_rmse" not in written[1] and len(written) == 5
+    _, events = out_files(tmp_path / "out")
+    assert [e["round"] for e in events if e["event"] == "everyone lost"] == [2]
+
+
+def test_a_run_that_keeps_losing_everyone_stops_cleanly(tmp_path, small, loopback_federation):
+    """Every node gone from round 2 on: after max-lost-rounds exchanges the run stops with
+    one line, and its checkpoint stays for a resume."""
+    from fedmc.flower.server_app import CHECKPOINT
+
+    settings, run = small
+    with pytest.raises(ConfigError, match="every client was lost in 2 exchanges in a row"):
+        loopback_federation(tmp_path, settings, run.model_copy(update={"max_lost_rounds": 2}),
+                            mods=every(unavailable(c, range(2, 99)) for c in range(4)))
+    assert (tmp_path / "out" / CHECKPOINT).exists()

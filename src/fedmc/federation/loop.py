@@ -291,8 +291,9 @@ def run_rounds(
         a private run there is none, the row holds what it publishes and is written now."""
 
         def finish(sums: dict[str, float]) -> None:
-            metrics = {} if aggregator.private else algorithm.metrics(cfg, server.state, sums,
-                                                                      info)
+            # no sums: every client was lost in the evaluation (a federation's), no metrics
+            metrics = {} if aggregator.private or not sums else algorithm.metrics(
+                cfg, server.state, sums, info)
             history.append(aggregator.published({"round": k, **metrics, **row}))
             if callback is not None and k > 0:
                 callback(k, history.rows[-1])

@@ -42,7 +42,7 @@ from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.population import Exchange, Placement, carried_out
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
-from fedmc.flower.transport import good_replies, send_and_receive
+from fedmc.flower.transport import good_replies, replies_by_node
 from fedmc.flower.wire import (
     Envelope,
     RefusedReply,
@@ -84,6 +84,11 @@ class Refusal:
     reason: str
 
 
+class EveryoneLost(ConfigError):
+    """Every client was lost in too many exchanges in a row: the run stops (its checkpoint
+    stays, so it can be resumed)."""
+
+
 @dataclass
 class GridClients:
     """Clients behind a Flower Grid (module docstring).
@@ -109,7 +114,8 @@ class GridClients:
         Called with what else happened in an exchange, as a dict with ``event``
         (``refused``: a reply the server did not take; ``failed``: a client's error;
         ``skipped``: a step no client took; ``claim refused``: a node's claim to be a client,
-        :meth:`admit`), ``exchange``, ``round``, ``clients`` and ``reason``.
+        :meth:`admit`; ``everyone lost``: an exchange that took no client's reply),
+        ``exchange``, ``round``, ``clients`` and ``reason``.
     roster
         The public key (PEM, as Flower records a node's) of every client, when the operator
         gave a roster (:func:`fedmc.flower.roster.read_roster`).
@@ -117,6 +123,9 @@ class GridClients:
         The run's key (every message names it; the clients keep their states under it): a
         fresh one for every submitted run, the checkpoint's when a run is resumed
         (:meth:`restore`).
+    max_lost
+        How many exchanges in a row may lose every client they ask before the run stops
+        (:class:`EveryoneLost`); each one is noted (``everyone lost``) and the run goes on.
     """
 
     grid: Grid
@@ -128,6 +137,7 @@ class GridClients:
     on_event: Callable[[dict[str, Any]], None] | None = None
     roster: Mapping[int, bytes] | None = None
     key: str = field(default_factory=lambda: secrets.token_hex(16))
+    max_lost: int = 3
     log: list[Record] = field(default_factory=list, init=False)
     refusals: list[Refusal] = field(default_factory=list, init=False)
     warm: set[tuple[int, str]] = field(default_factory=set, init=False)
@@ -138,6 +148,7 @@ class GridClients:
     _asked: set[int] = field(default_factory=set, init=False)
     _round: int = field(default=0, init=False)
     _exchanges: int = field(default=0, init=False)
+    _lost_in_a_row: int = field(default=0, init=False)
     folds_evaluation: bool = field(default=True, init=False)
 
     def connect(self, wait: float) -> None:
@@ -165,7 +176,7 @@ class GridClients:
                  evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
         """Send ``msg`` to its clients (and ``evaluate``, the previous round's model, to every
         client with it); the sum of the uploads that came back."""
-        sums, dp_share = None, 0.0
+        sums, dp_share, evaluated = None, 0.0, []
         previous = self._round
         number = self._begin(msg.round, msg.phase, msg.compute)
         shapes = aggregator.shapes
@@ -180,8 +191,8 @@ class GridClients:
             summed, included, nbytes = done.summed, done.included, done.nbytes
             dp_share = done.dp_share
             if evaluate is not None:
-                sums = done.sums
-                self._end(number, previous, "evaluate", self.everyone, done.evaluated)
+                sums, evaluated = done.sums, done.evaluated
+                self._end(number, previous, "evaluate", self.everyone, evaluated)
         else:
             weight = dict(zip(*np.unique(msg.upload, return_counts=True), strict=True))
             replies = self._checked(number, msg, self._send(number, msg, evaluate),
@@ -191,10 +202,12 @@ class GridClients:
             summed = aggregator.sum(batches)
             nbytes = sum(upload_nbytes(uploads) for uploads, _ in batches)
             if evaluate is not None:
-                sums = self._added_sums(number, previous, replies)
+                sums, evaluated = self._added_sums(number, previous, replies), list(replies)
         for c in included:
             self.last_included[c] = number
         self._end(number, msg.round, msg.phase, msg.compute, included)
+        asked = self.everyone if evaluate is not None else msg.compute
+        self._answered(number, msg.round, asked, [*included, *evaluated])
         return Exchange(summed, nbytes, carried_out(msg, np.array(included, dtype=np.int64)),
                         sums=sums, dp_share=dp_share)
 
@@ -207,9 +220,28 @@ class GridClients:
         if self.secure is not None:
             total, included = self.secure.evaluate(self, number, msg, model)
             self._end(number, msg.round, "evaluate", self.everyone, included)
-            return total
-        replies = self._checked(number, msg, self._send(number, msg, model), {}, True)
-        return self._added_sums(number, msg.round, replies)
+        else:
+            replies = self._checked(number, msg, self._send(number, msg, model), {}, True)
+            total, included = self._added_sums(number, msg.round, replies), list(replies)
+        self._answered(number, msg.round, self.everyone, included)
+        return total
+
+    def _answered(self, number: int, round_: int, asked: np.ndarray,
+                  answered: list[int]) -> None:
+        """Count an exchange in which every client asked was lost (noted as ``everyone
+        lost``); after :attr:`max_lost` such exchanges in a row, stop the run
+        (:class:`EveryoneLost`)."""
+        if not len(asked) or answered:
+            self._lost_in_a_row = 0
+            return
+        self._lost_in_a_row += 1
+        self._note(number, round_, "everyone lost", asked, f"no reply of clients "
+                   f"{sorted(set(asked.tolist()))} was taken ({self._lost_in_a_row} exchange(s) "
+                   f"in a row, the run stops after {self.max_lost})")
+        if self._lost_in_a_row >= self.max_lost:
+            raise EveryoneLost(f"every client was lost in {self._lost_in_a_row} exchanges in a "
+                               f"row (max-lost-rounds = {self.max_lost}): the run stops; "
+                               f"resume it with fedmc federate resume once the nodes are back")
 
     def _checked(self, number: int, msg: Message, replies: Mapping[int, RecordDict],
                  uploads: Mapping[int, Shapes], sums: bool) -> dict[int, Reply]:
@@ -309,12 +341,11 @@ class GridClients:
         out = [FlowerMessage(content, dst_node_id=node, group_id=str(msg.round),
                              message_type="train.step" if c in compute else "evaluate")
                for c, node in nodes.items()]
-        replies = send_and_receive(self.grid, out,
-                                   self.timeout_for(nodes.values(), msg.phase))
-        self.warm.update((m.metadata.src_node_id, msg.phase) for m in replies)
-        for m in replies:
-            if m.has_error():
-                client = client_of[m.metadata.src_node_id]
+        replies = replies_by_node(self.grid, out, self.timeout_for(nodes.values(), msg.phase))
+        self.warm.update((node, msg.phase) for node in replies)
+        for node, m in replies.items():
+            if m.has_error():  # the node's, or Flower's on its behalf: the client is lost
+                client = client_of[node]
                 self._note(number, msg.round, "failed", [client],
                            f"client {client}: {m.error.reason}")
         return {client_of[node]: m.content for node, m in good_replies(replies).items()}
@@ -328,15 +359,18 @@ class GridClients:
         self._asked.update(new)
         ask = [FlowerMessage(pack_key(self.key), dst_node_id=n, message_type="query")
                for n in new]
-        replies = send_and_receive(self.grid, ask, self.timeout)
-        self.failed.update({m.metadata.src_node_id: m.error.reason for m in replies
+        replies = replies_by_node(self.grid, ask, self.timeout)
+        self.failed.update({node: m.error.reason for node, m in replies.items()
                             if m.has_error()})
         for node, reply in good_replies(replies).items():
-            claim = reply.content.config_records["client"]
-            if "refuses" in claim:  # it has finished this run: never continued
+            claim = reply.content.config_records.get("client")
+            if claim is None or not isinstance(claim.get("id"), int):
+                self.failed[node] = "its reply names no client id"
+            elif "refuses" in claim:  # it has finished this run: never continued
                 raise ConfigError(f"node {node} (client {claim['id']}) refuses the run: "
                                   f"{claim['refuses']}")
-            self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node])
+            else:
+                self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node])
 
     def finish(self) -> None:
         """Tell every client's node that the run has ended (``query.done``: the clients
@@ -344,7 +378,7 @@ class GridClients:
         answer within :attr:`timeout` is not waited for."""
         done = [FlowerMessage(pack_key(self.key), dst_node_id=node, message_type="query.done")
                 for node in self.node_of.values()]
-        send_and_receive(self.grid, done, self.timeout)
+        replies_by_node(self.grid, done, self.timeout)
 
     def admit(self, node: int, client: int, token: str, key: bytes) -> bool:
         """Let ``node`` speak for ``client`` if its claim holds (module docstring); a refused

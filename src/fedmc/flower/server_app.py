@@ -74,7 +74,7 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     clients = GridClients(grid, manifest.n_clients, run.timeout,
                           secure=SecureSum() if run.secagg else None,
                           on_exchange=progress.exchange, on_event=progress.write,
-                          roster=_roster(manifest.n_clients))
+                          roster=_roster(manifest.n_clients), max_lost=run.max_lost_rounds)
     if resume is not None:  # the clients' states are under the interrupted run's key
         clients.key = resume.population["key"]
     clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting

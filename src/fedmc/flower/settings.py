@@ -46,6 +46,10 @@ class FederatedRun(BaseModel):
     out: Path = Field(Path("runs/federated"), description="where the server writes "
                       "config.json, history.csv and summary.json, and its checkpoint while the "
                       "run is in progress")
+    max_lost_rounds: int = Field(3, ge=1, description="how many exchanges in a row (one per "
+                                 "round) may lose every client before the run stops (each is "
+                                 "recorded and the run goes on until then; a stopped run keeps "
+                                 "its checkpoint for fedmc federate resume)")
     resume: bool = Field(False, description="go on from the checkpoint in out, under the run "
                          "key kept there (fedmc federate resume sets it; every other "
                          "submission is a new run with a fresh key)")
