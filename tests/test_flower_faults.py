@@ -154,3 +154,86 @@ def test_a_run_that_keeps_losing_everyone_stops_cleanly(tmp_path, small, loopbac
         loopback_federation(tmp_path, settings, run.model_copy(update={"max_lost_rounds": 2}),
                             mods=every(unavailable(c, range(2, 99)) for c in range(4)))
     assert (tmp_path / "out" / CHECKPOINT).exists()
+
+
+def tampered(client: int, change):
+    """A mod: ``client``'s replies with ``change(content)`` applied (a malicious client)."""
+    from fedmc.flower.compact import pack, unpack
+
+    def mod(msg, context, call_next):
+        reply = call_next(msg, context)
+        if int(context.node_config["client"]) == client and reply.has_content():
+            content = unpack(reply.content)
+            change(content)
+            reply.content = pack(content)
+        return reply
+
+    return mod
+
+
+def scale_uploads(factor: float):
+    """``change`` for :func:`tampered`: every upload multiplied by ``factor``."""
+    from fedmc.flower.wire import pack_arrays, unpack_arrays
+
+    def change(content):
+        if "uploads" in content.array_records:
+            parts = unpack_arrays(content.array_records["uploads"])
+            content["uploads"] = pack_arrays({k: a * factor if k.endswith((".dense", ".values"))
+                                              else a for k, a in parts.items()})
+
+    return change
+
+
+def negative_sse(content):
+    """``change`` for :func:`tampered`: a negative squared-error sum."""
+    if "sums" in content.config_records:
+        content.config_records["sums"]["sse_train"] = -1.0
+
+
+def refusals(events, client: int) -> list[str]:
+    return [e["reason"] for e in events if e["event"] == "refused" and e["clients"] == [client]]
+
+
+def test_a_huge_finite_upload_is_refused_and_poisons_nothing(tmp_path, small,
+                                                             loopback_federation, out_files):
+    """Client 1's uploads times 1e300 (finite, but their norm overflows): refused every time,
+    the model, every metric and the checkpoints stay finite, and the run finishes."""
+    settings, run = small
+    history = loopback_federation(tmp_path, settings, run,
+                                  mods={1: tampered(1, scale_uploads(1e300))})
+    model, events = out_files(tmp_path / "out")
+    assert np.isfinite(model["V"]).all() and np.isfinite(history.column("test_rmse")).all()
+    assert refusals(events, 1) and all("norm" in r for r in refusals(events, 1))
+
+
+def test_an_upload_over_max_upload_norm_is_refused_and_honest_ones_are_clipped(
+        tmp_path, small, loopback_federation, out_files):
+    """With ``max-upload-norm``: a bound above every honest upload changes nothing (the run
+    equals the one without it), client 1's uploads times 1000 are refused; a bound below
+    them has the clients clip, and nothing is refused."""
+    settings, run = small
+    free = loopback_federation(tmp_path / "free", settings, run)
+    bounded = run.model_copy(update={"max_upload_norm": 50.0})
+    same = loopback_federation(tmp_path / "same", settings, bounded)
+    assert_same_history(free, same, rtol=0, atol=0, ignore=LOCAL)
+    loopback_federation(tmp_path / "x1000", settings, bounded,
+                        mods={1: tampered(1, scale_uploads(1000.0))})
+    _, events = out_files(tmp_path / "x1000" / "out")
+    assert refusals(events, 1) and all("exceeds the bound" in r for r in refusals(events, 1))
+    clipped = loopback_federation(tmp_path / "clipped", settings,
+                                  run.model_copy(update={"max_upload_norm": 0.01}))
+    _, events = out_files(tmp_path / "clipped" / "out")
+    assert not [e for e in events if e["event"] == "refused"]
+    assert clipped.rows[-1]["test_rmse"] != free.rows[-1]["test_rmse"]
+
+
+def test_impossible_evaluation_sums_are_refused(tmp_path, small, loopback_federation,
+                                                out_files):
+    """Client 1 reports a negative squared-error sum: refused, so no negative objective and
+    no NaN RMSE reaches the history."""
+    settings, run = small
+    history = loopback_federation(tmp_path, settings, run, mods={1: tampered(1, negative_sse)})
+    assert np.isfinite(history.column("train_rmse")).all()
+    assert (history.column("objective") >= 0).all()
+    _, events = out_files(tmp_path / "out")
+    assert refusals(events, 1) and all("negative" in r for r in refusals(events, 1))

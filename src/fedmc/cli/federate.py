@@ -84,6 +84,13 @@ _LOCAL_EXTRAS = (
     _option("timeout", Annotated[float | None, typer.Option(
         help="Seconds to wait for the replies of one exchange (default 120).",
         rich_help_panel=FLOWER)], None),
+    _option("max_upload_norm", Annotated[float | None, typer.Option(
+        min=0.0, help="A bound on the L2 norm of one client's whole upload: clients clip to it "
+        "(as to --dp-clip), the server refuses a plain upload above it (default: none).",
+        rich_help_panel=FLOWER)], None),
+    _option("max_lost_rounds", Annotated[int | None, typer.Option(
+        min=1, help="Stop the run after this many exchanges in a row that lose every client "
+        "(default 3).", rich_help_panel=FLOWER)], None),
     _option("stock_nodes", Annotated[bool, typer.Option(
         "--stock-nodes", help="Flower's flower-supernode (a ClientApp process per message) "
         "instead of fedmc federate node.", rich_help_panel=FLOWER)], False),
@@ -111,7 +118,8 @@ def local(**typed: Any) -> None:
     from fedmc.run.settings import resolve
 
     spec = resolve(run_options(typed))
-    given = {"timeout": typed["timeout"]} if typed["timeout"] is not None else {}
+    given = {name: typed[name] for name in ("timeout", "max_upload_norm", "max_lost_rounds")
+             if typed[name] is not None}
     run = FederatedRun(spec=spec, secagg=typed["secagg"], **given)
     run.config()  # the settings that need no data, before anything is written
     name = f"{spec.algorithm}-{spec.data.source}-federated"

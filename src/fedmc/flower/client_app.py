@@ -229,7 +229,8 @@ def _make_party(node: NodeSettings, run: FederatedRun, key: str) -> Party:
         own = draws.take(np.array([node.client]), manifest.rows_of(node.client))
         store.start(algorithm.init_clients(cfg, shard, own, info))
     return Party(node.client, algorithm, cfg, info, shard, store,
-                 Aggregator(algorithm, cfg, info, dp=run.privacy()))
+                 Aggregator(algorithm, cfg, info, dp=run.privacy(),
+                            max_norm=run.max_upload_norm or np.inf))
 
 
 @app.query()

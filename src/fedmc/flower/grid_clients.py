@@ -40,6 +40,7 @@ from fedmc.core.protocol import Message
 from fedmc.core.uploads import Uploads, upload_nbytes
 from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
+from fedmc.federation.bounds import OutOfBounds, ReplyBounds
 from fedmc.federation.population import Exchange, Placement, carried_out
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.transport import good_replies, replies_by_node
@@ -123,6 +124,9 @@ class GridClients:
         The run's key (every message names it; the clients keep their states under it): a
         fresh one for every submitted run, the checkpoint's when a run is resumed
         (:meth:`restore`).
+    bounds
+        What a plain reply may hold (:class:`fedmc.federation.bounds.ReplyBounds`): a reply
+        outside is refused like a malformed one.
     max_lost
         How many exchanges in a row may lose every client they ask before the run stops
         (:class:`EveryoneLost`); each one is noted (``everyone lost``) and the run goes on.
@@ -138,6 +142,7 @@ class GridClients:
     roster: Mapping[int, bytes] | None = None
     key: str = field(default_factory=lambda: secrets.token_hex(16))
     max_lost: int = 3
+    bounds: ReplyBounds = field(default_factory=ReplyBounds)
     log: list[Record] = field(default_factory=list, init=False)
     refusals: list[Refusal] = field(default_factory=list, init=False)
     warm: set[tuple[int, str]] = field(default_factory=set, init=False)
@@ -196,10 +201,16 @@ class GridClients:
         else:
             weight = dict(zip(*np.unique(msg.upload, return_counts=True), strict=True))
             replies = self._checked(number, msg, self._send(number, msg, evaluate),
-                                    {c: shapes for c in weight}, evaluate is not None)
+                                    {c: shapes for c in weight}, evaluate is not None,
+                                    np.inf if aggregator.local else aggregator.clip(msg))
             included = sorted(set(replies) & set(msg.compute.tolist()))
             batches = [(replies[c][0], np.array([weight[c]])) for c in included if c in weight]
             summed = aggregator.sum(batches)
+            if not all(np.isfinite(a).all() for a in summed.arrays.values()):  # overflow
+                self._note(number, msg.round, "refused", included, "the uploads' sum is not "
+                           "finite: none of them is taken")
+                included, batches = [], []
+                summed = aggregator.sum(batches)
             nbytes = sum(upload_nbytes(uploads) for uploads, _ in batches)
             if evaluate is not None:
                 sums, evaluated = self._added_sums(number, previous, replies), list(replies)
@@ -244,11 +255,14 @@ class GridClients:
                                f"resume it with fedmc federate resume once the nodes are back")
 
     def _checked(self, number: int, msg: Message, replies: Mapping[int, RecordDict],
-                 uploads: Mapping[int, Shapes], sums: bool) -> dict[int, Reply]:
+                 uploads: Mapping[int, Shapes], sums: bool,
+                 clip: float = np.inf) -> dict[int, Reply]:
         """What the server takes of each reply: the uploads of the clients in ``uploads``
         (every declared upload, :func:`fedmc.flower.wire.unpack_uploads`) and, with
-        ``sums``, the evaluation sums. A reply that is not finite or has the wrong shape
-        is refused: its client is left out of the exchange (lost) and the reason noted."""
+        ``sums``, the evaluation sums. A reply that is not finite, has the wrong shape or
+        lies outside :attr:`bounds` (its uploads' norm also within ``clip``, the clip every
+        client applied when no noise is added after it) is refused: its client is left out
+        of the exchange (lost) and the reason noted."""
         taken = {}
         for c, content in sorted(replies.items()):
             try:
@@ -256,8 +270,13 @@ class GridClients:
                 mine = unpack_uploads(content, shapes) if shapes else {}
                 if set(mine) != set(shapes):
                     raise RefusedReply(f"uploads {sorted(mine)}, expected {sorted(shapes)}")
-                taken[c] = (mine, unpack_sums(content) if sums else None)
-            except RefusedReply as exc:
+                if shapes:
+                    self.bounds.check_uploads(mine, clip)
+                evaluation = unpack_sums(content) if sums else None
+                if evaluation is not None:
+                    self.bounds.check_sums(c, evaluation)
+                taken[c] = (mine, evaluation)
+            except (RefusedReply, OutOfBounds) as exc:
                 self._note(number, msg.round, "refused", [c], f"client {c}: {exc}")
         return taken
 

@@ -29,7 +29,9 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 import fedmc
+from fedmc.algorithms.registry import spec
 from fedmc.errors import ConfigError
+from fedmc.federation.bounds import ReplyBounds
 from fedmc.federation.history import History
 from fedmc.federation.loop import (
     Checkpoint,
@@ -74,7 +76,8 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     clients = GridClients(grid, manifest.n_clients, run.timeout,
                           secure=SecureSum() if run.secagg else None,
                           on_exchange=progress.exchange, on_event=progress.write,
-                          roster=_roster(manifest.n_clients), max_lost=run.max_lost_rounds)
+                          roster=_roster(manifest.n_clients), max_lost=run.max_lost_rounds,
+                          bounds=reply_bounds(run, manifest))
     if resume is not None:  # the clients' states are under the interrupted run's key
         clients.key = resume.population["key"]
     clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
@@ -105,7 +108,12 @@ it holds the server's secrets, the random stream and who took part)."""
 
 
 def _write_checkpoint(run: FederatedRun, checkpoint: Checkpoint) -> None:
-    """The checkpoint after a round, with the run configuration it belongs to, atomically."""
+    """The checkpoint after a round, with the run configuration it belongs to, atomically;
+    never one whose model is not finite (the run stops; the last checkpoint stays)."""
+    model = run.algorithm.model(run.config(), checkpoint.server)
+    if not all(np.isfinite(a).all() for a in model.values()):
+        raise ConfigError(f"the server's model is not finite after round {checkpoint.round}: "
+                          f"not checkpointed, the run stops")
     write_atomic(run.out / CHECKPOINT, lambda fh: pickle.dump(
         (run.run_config(), checkpoint), fh, protocol=pickle.HIGHEST_PROTOCOL), private=True)
 
@@ -146,6 +154,16 @@ def read_checkpoint(run: FederatedRun) -> Checkpoint:
         raise ConfigError(f"{path}: the checkpoint of another run (differs in "
                           f"{', '.join(changed)})")
     return checkpoint
+
+
+def reply_bounds(run: FederatedRun, manifest: Manifest) -> ReplyBounds:
+    """What a client's plain reply may hold: the algorithm's declared sums and nonnegative
+    uploads, each client's cells (its users times the items, from the manifest), the
+    operator's ``max-upload-norm``."""
+    entry = spec(run.algorithm_name)
+    users = np.diff(manifest.client_rows)
+    return ReplyBounds(entry.sums, entry.nonnegative_uploads,
+                       (users * manifest.n_items).tolist(), run.max_upload_norm or np.inf)
 
 
 def preflight(run: FederatedRun, manifest: Manifest) -> None:

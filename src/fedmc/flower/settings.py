@@ -46,6 +46,9 @@ class FederatedRun(BaseModel):
     out: Path = Field(Path("runs/federated"), description="where the server writes "
                       "config.json, history.csv and summary.json, and its checkpoint while the "
                       "run is in progress")
+    max_upload_norm: float = Field(0.0, ge=0, description="a bound on the L2 norm of one "
+                                   "client's whole upload: clients clip to it as to DP's clip, "
+                                   "the server refuses a plain upload above it; 0: none")
     max_lost_rounds: int = Field(3, ge=1, description="how many exchanges in a row (one per "
                                  "round) may lose every client before the run stops (each is "
                                  "recorded and the run goes on until then; a stopped run keeps "
