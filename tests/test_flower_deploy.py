@@ -25,7 +25,12 @@ from flwr.proto.node_pb2 import NodeInfo  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
 from fedmc.deploy.certs import write_certs  # noqa: E402
-from fedmc.deploy.fleet import Dropped, FleetConnection, RunStopped  # noqa: E402
+from fedmc.deploy.fleet import (  # noqa: E402
+    Dropped,
+    FleetConnection,
+    RunStopped,
+    transport_failure,
+)
 from fedmc.deploy.node import load_auth_key  # noqa: E402
 from fedmc.deploy.server import FleetOnly, fleet_paths, register_roster  # noqa: E402
 from fedmc.deploy.split import client_files, write_split  # noqa: E402
@@ -349,6 +354,30 @@ def test_a_node_names_a_key_or_certificate_it_cannot_read(node_files, monkeypatc
                               "127.0.0.1:1", "--node-config", node_config(node_files),
                               option, path)
         assert code == 2 and str(path) in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_node_speaks_tls_or_says_insecure(node_files, monkeypatch, capsys, certs, invoke):
+    """An authentication key without a root certificate would sign requests anyone on the
+    way can read and replay: refused in one line naming both ways out; so is asking for
+    TLS and no TLS at once."""
+    plain = ("--auth-key", certs / "client-1")
+    both = ("--root-certificates", certs / "ca.crt", "--insecure")
+    for options, needle in ((plain, "--insecure"), (both, "choose one")):
+        code, _, err = invoke(monkeypatch, capsys, "federate", "node", "--superlink",
+                              "127.0.0.1:1", "--node-config", node_config(node_files), *options)
+        assert code == 2 and needle in err and "--root-certificates" in err, err
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_a_tls_mismatch_is_named_as_such():
+    """A node with TLS facing a SuperLink without it (a failed handshake), and one without
+    TLS facing a SuperLink with it (the connection dropped): both messages name TLS."""
+    handshake = httpx.ConnectError("[SSL: WRONG_VERSION_NUMBER] wrong version number")
+    dropped = httpx.RemoteProtocolError("Server disconnected without sending a response.")
+    assert "TLS failed" in transport_failure(handshake, tls=True)
+    assert "--root-certificates" in transport_failure(dropped, tls=False)
+    refused = httpx.ConnectError("[Errno 111] Connection refused")
+    assert "TLS" not in transport_failure(refused, tls=True)
 
 
 @pytest.mark.parametrize("client,changes,needle", [

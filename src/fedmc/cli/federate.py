@@ -167,8 +167,11 @@ def node(
     superlink: Annotated[str, typer.Option(help="The SuperLink's Fleet API, HOST:PORT.")],
     node_config: Annotated[str, typer.Option(help=NODE_CONFIG_HELP)],
     root_certificates: Annotated[Path | None, typer.Option(
-        help="CA certificate of the SuperLink's TLS certificate (without it: insecure).")]
+        help="CA certificate of the SuperLink's TLS certificate (TLS; or --insecure).")]
         = None,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure", help="Speak to the SuperLink without TLS (a SuperLink on this host "
+        "only: without TLS a node's signed requests can be read and replayed).")] = False,
     auth_key: Annotated[Path | None, typer.Option(
         help="This node's private key (OpenSSH, EC) for SuperNode authentication.")] = None,
     poll: Annotated[float, typer.Option(help="Seconds between polls once the next message is "
@@ -187,6 +190,12 @@ def node(
         load_auth_key(auth_key)
     if root_certificates is not None and not root_certificates.is_file():
         raise ConfigError(f"{root_certificates}: no such file (--root-certificates)")
+    if root_certificates is not None and insecure:
+        raise ConfigError("--root-certificates and --insecure: choose one (TLS or not)")
+    if root_certificates is None and not insecure:
+        raise ConfigError("no --root-certificates: a node speaks TLS to its SuperLink "
+                          "(give the CA certificate, or --insecure for a SuperLink without "
+                          "TLS)")
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     run_node(superlink, node_config, root_certificates=root_certificates,
              auth_key=auth_key, poll=poll)

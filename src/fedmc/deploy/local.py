@@ -132,8 +132,8 @@ class LocalFederation:
             cmd = ["flower-supernode", "--insecure", "--superlink", self.address,
                    "--port", str(free_port()), "--node-config", config]
         else:
-            cmd = [sys.executable, "-m", "fedmc", "federate", "node", "--superlink",
-                   self.address, "--node-config", config]
+            cmd = [sys.executable, "-m", "fedmc", "federate", "node", "--insecure",
+                   "--superlink", self.address, "--node-config", config]
         self.spawn(f"node-{client}", cmd)
 
     def spawn(self, name: str, cmd: list[str]) -> subprocess.Popen:
