@@ -5,6 +5,7 @@ client and never a crash, and an upload outside its algorithm's bounds is refuse
 
 from __future__ import annotations
 
+import json
 import shutil
 import tomllib
 from pathlib import Path
@@ -154,6 +155,8 @@ def test_a_run_that_keeps_losing_everyone_stops_cleanly(tmp_path, small, loopbac
         loopback_federation(tmp_path, settings, run.model_copy(update={"max_lost_rounds": 2}),
                             mods=every(unavailable(c, range(2, 99)) for c in range(4)))
     assert (tmp_path / "out" / CHECKPOINT).exists()
+    status = json.loads((tmp_path / "out" / "status.json").read_text())
+    assert status["status"] == "failed" and "every client was lost" in status["reason"]
 
 
 def tampered(client: int, change):
@@ -237,3 +240,53 @@ def test_impossible_evaluation_sums_are_refused(tmp_path, small, loopback_federa
     assert (history.column("objective") >= 0).all()
     _, events = out_files(tmp_path / "out")
     assert refusals(events, 1) and all("negative" in r for r in refusals(events, 1))
+
+
+def test_a_run_into_an_out_that_holds_a_run_is_refused_unless_overwrite(tmp_path, small,
+                                                                      loopback_federation):
+    """As ``fedmc run`` and ``federate local`` refuse it: the folder stays as it was; with
+    ``overwrite`` the earlier run's files are replaced. A finished run's status says so."""
+    settings, run = small
+    loopback_federation(tmp_path, settings, run)
+    out = tmp_path / "out"
+    assert json.loads((out / "status.json").read_text())["status"] == "finished"
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ConfigError, match="already holds a run"):
+        loopback_federation(tmp_path, settings, run, split=tmp_path / "split", run_id=2)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    loopback_federation(tmp_path, settings, run.model_copy(update={"overwrite": True}),
+                        split=tmp_path / "split", run_id=3)
+    assert json.loads((out / "status.json").read_text())["status"] == "finished"
+
+
+def test_relative_paths_are_taken_in_the_stated_folder(tmp_path, monkeypatch):
+    """``out`` and ``manifest`` relative: taken in ``FEDMC_RUNS`` (``fedmc federate
+    server``'s ``--runs``), refused in one line without it."""
+    from fedmc.flower.out_folder import RUNS_ENV, resolved
+
+    run = FederatedRun(out=Path("runs/a"), manifest=Path("split/manifest.json"))
+    monkeypatch.delenv(RUNS_ENV, raising=False)
+    with pytest.raises(ConfigError, match="out = 'runs/a' is relative"):
+        resolved(run)
+    monkeypatch.setenv(RUNS_ENV, str(tmp_path))
+    assert resolved(run).out == tmp_path / "runs" / "a"
+    assert resolved(run).manifest == tmp_path / "split" / "manifest.json"
+    absolute = run.model_copy(update={"out": tmp_path / "elsewhere"})
+    assert resolved(absolute).out == tmp_path / "elsewhere"
+
+
+def test_a_claim_refused_while_a_run_resumes_reaches_the_history():
+    """The server takes up its checkpoint's view of the clients before the nodes are asked
+    (so a second claimant is judged by the identity first claimed) and again in the round
+    loop: a claim refused in between stays, and the first identity wins."""
+    from fedmc.flower.grid_clients import GridClients
+
+    before = GridClients(None, 2, 1.0)
+    before.admit(7, 1, "first", b"")
+    snapshot = before.snapshot()
+    resumed = GridClients(None, 2, 1.0)
+    resumed.restore(snapshot)
+    assert not resumed.admit(8, 1, "second", b"")
+    resumed.restore(snapshot)
+    assert [r.client for r in resumed.refusals] == [1]
+    assert resumed.token_of == {1: "first"} and resumed.key == before.key

@@ -112,7 +112,8 @@ def local(**typed: Any) -> None:
     the deployment checks the rest against the data before its first process starts.
     """
     from fedmc.cli.interrupts import interrupt_marks
-    from fedmc.deploy.local import RUN_FILES, run_local
+    from fedmc.deploy.local import run_local
+    from fedmc.flower.out_folder import CHECKPOINT, RUN_FILES
     from fedmc.flower.settings import FederatedRun
     from fedmc.run.folder import RunFolder
     from fedmc.run.settings import resolve
@@ -131,9 +132,12 @@ def local(**typed: Any) -> None:
     try:
         with interrupt_marks(folder):
             work.mkdir(parents=True, exist_ok=True)
-            with progress(typed["quiet"], spec.schedule.rounds, label) as callback:
-                run_local(run, spec.data, work, typed["stock_nodes"],
-                          lambda event, _: _report(event, callback))
+            try:
+                with progress(typed["quiet"], spec.schedule.rounds, label) as callback:
+                    run_local(run, spec.data, work, typed["stock_nodes"],
+                              lambda event, _: _report(event, callback))
+            finally:  # its deployment is gone: nothing could resume from it
+                (out / CHECKPOINT).unlink(missing_ok=True)
     finally:
         if typed["work"] is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -257,6 +261,9 @@ def server(
     database: Annotated[Path, typer.Option(help="The SuperLink's state (runs, registered "
                                            "nodes), kept across restarts.")]
         = Path("superlink.db"),
+    runs: Annotated[Path, typer.Option(help="The folder a run's relative out and manifest "
+                                       "paths are taken in (default: this folder).")]
+        = Path(),
 ) -> None:
     """Run a SuperLink for a deployment across machines: TLS, SuperNode authentication with
     the roster's keys, state on disk, no runtime dependency installation; the network reaches
@@ -265,7 +272,7 @@ def server(
 
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # after a graceful stop: status 0
     serve(Certificates.in_folder(certs), host, port, control_port, database,
-          announce=lambda line: typer.echo(line, err=True))
+          announce=lambda line: typer.echo(line, err=True), runs=runs)
 
 
 @federate_app.command("resume")
@@ -281,7 +288,8 @@ def resume(
     the checkpoint the server wrote after its last completed round (the nodes keep their
     committed states under the run's key); the result is the uninterrupted run's."""
     from fedmc.deploy.app import write_run_config
-    from fedmc.flower.server_app import CHECKPOINT, stored_run_config
+    from fedmc.flower.out_folder import CHECKPOINT
+    from fedmc.flower.server_app import stored_run_config
 
     config = {**stored_run_config(out / CHECKPOINT), "resume": True}
     with tempfile.TemporaryDirectory(prefix="fedmc-resume-") as tmp:  # not in the run folder

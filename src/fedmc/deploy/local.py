@@ -35,10 +35,7 @@ from fedmc.errors import FedMCError
 from fedmc.flower.server_app import preflight
 from fedmc.flower.settings import FederatedRun
 from fedmc.run.data import DataSettings
-from fedmc.run.folder import RUN_FILES as SIMULATION_FILES
 
-#: The files of a federated run in its output folder (``fedmc.run.folder.RunFolder``).
-RUN_FILES = (*SIMULATION_FILES, "progress.jsonl")
 MARKER = "FEDMC_DEPLOYMENT"
 GRACE = 5.0
 START_TIMEOUT = 60.0
@@ -275,7 +272,7 @@ def run_local(run: FederatedRun, data: DataSettings, work: Path, stock_nodes: bo
     in a test)."""
     split = work / "split"
     run = run.model_copy(update={"manifest": (split / "manifest.json").resolve(),
-                                 "out": run.out.resolve()})
+                                 "out": run.out.resolve(), "overwrite": True})  # claimed
     run.config()  # bad parameters fail before anything starts
     run.privacy()
     preflight(run, write_split(data, split, boolean=run.algorithm.data_kind == "boolean"))

@@ -327,12 +327,16 @@ class GridClients:
                 "exponents": None if self.secure is None else self.secure.exponents}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
-        """Take up a :meth:`snapshot` (nodes are asked who they are anew)."""
+        """Take up a :meth:`snapshot` (nodes are asked who they are anew); taken up twice,
+        before the nodes are asked and by the round loop, it keeps what happened between."""
         self.key = snapshot["key"]
         self._exchanges, self._round = snapshot["exchanges"], snapshot["round"]
         self.last_included = dict(snapshot["last_included"])
-        self.log, self.refusals = list(snapshot["log"]), list(snapshot["refusals"])
-        self.token_of = dict(snapshot["token_of"])
+        self.log = list(snapshot["log"])
+        # claims refused since (the resumed run's own) stay; the identities first claimed win
+        self.refusals = [*snapshot["refusals"],
+                         *(r for r in self.refusals if r not in snapshot["refusals"])]
+        self.token_of = {**self.token_of, **snapshot["token_of"]}
         if self.secure is not None and snapshot["exponents"] is not None:
             self.secure.exponents = snapshot["exponents"]
 

@@ -20,6 +20,7 @@ import functools
 import json
 import os
 import pickle
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from fedmc.federation.loop import (
 from fedmc.files import write_atomic
 from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record, Refusal
 from fedmc.flower.manifest import Manifest
+from fedmc.flower.out_folder import CHECKPOINT, claim, recorded, resolved
 from fedmc.flower.roster import ROSTER_ENV, read_roster
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.settings import FederatedRun
@@ -61,7 +63,18 @@ def main(grid: Grid, context: Context) -> None:
 
 
 def serve(grid: Grid, run: FederatedRun) -> History:
-    """Train with the clients behind ``grid``; write the run files; the history."""
+    """Train with the clients behind ``grid``; write the run files; the history. The out
+    folder is checked first and ``status.json`` kept (:mod:`fedmc.flower.out_folder`); a
+    new run gets a fresh key, a resumed one its checkpoint's."""
+    run = resolved(run)
+    claim(run)
+    resume = read_checkpoint(run) if run.resume else None
+    key = secrets.token_hex(16) if resume is None else resume.population["key"]
+    with recorded(run, key):
+        return _train(grid, run, resume, key)
+
+
+def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -> History:
     started = time.perf_counter()
     manifest = Manifest.read(run.manifest)
     preflight(run, manifest)
@@ -69,17 +82,15 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     info = manifest.federation_info(algorithm.data_kind)
     settings = run.schedule
     rounds = Rounds.of(settings, manifest.n_clients)
-    run.out.mkdir(parents=True, exist_ok=True)
     private = rounds.dp is not None and rounds.dp.private
-    resume = read_checkpoint(run) if run.resume else None
     progress = _Progress(run.out / "progress.jsonl", private, append=resume is not None)
     clients = GridClients(grid, manifest.n_clients, run.timeout,
                           secure=SecureSum() if run.secagg else None,
                           on_exchange=progress.exchange, on_event=progress.write,
-                          roster=_roster(manifest.n_clients), max_lost=run.max_lost_rounds,
-                          bounds=reply_bounds(run, manifest))
-    if resume is not None:  # the clients' states are under the interrupted run's key
-        clients.key = resume.population["key"]
+                          roster=_roster(manifest.n_clients), key=key,
+                          max_lost=run.max_lost_rounds, bounds=reply_bounds(run, manifest))
+    if resume is not None:  # who holds which client, before anyone is admitted
+        clients.restore(resume.population)
     clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     clock = TrainingClock()
@@ -100,11 +111,6 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     clients.finish()  # the clients drop their states; the run's key is never continued
     progress.write({"event": "done"})
     return sim.history
-
-
-CHECKPOINT = "checkpoint.pkl"
-"""The server's checkpoint in the out folder while a run is in progress (removed when it ends:
-it holds the server's secrets, the random stream and who took part)."""
 
 
 def _write_checkpoint(run: FederatedRun, checkpoint: Checkpoint) -> None:

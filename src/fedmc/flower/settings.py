@@ -53,6 +53,8 @@ class FederatedRun(BaseModel):
                                  "round) may lose every client before the run stops (each is "
                                  "recorded and the run goes on until then; a stopped run keeps "
                                  "its checkpoint for fedmc federate resume)")
+    overwrite: bool = Field(False, description="replace a run that out holds (its files are "
+                            "removed first); without it such an out is refused")
     resume: bool = Field(False, description="go on from the checkpoint in out, under the run "
                          "key kept there (fedmc federate resume sets it; every other "
                          "submission is a new run with a fresh key)")
