@@ -229,9 +229,11 @@ class QueryGrid:
 
     def __init__(self, answers: dict[int, tuple[int, str] | str], keys: dict[int, bytes]):
         self.answers, self.keys, self.sent = answers, keys, {}
+        self.activated: dict[int, str] = {}  # when each node last signed on
 
     def get_nodes(self):
-        return [NodeInfo(node_id=n, public_key=self.keys[n]) for n in self.answers]
+        return [NodeInfo(node_id=n, public_key=self.keys[n],
+                         last_activated_at=self.activated.get(n, "")) for n in self.answers]
 
     def push_messages(self, messages):
         for m in messages:
@@ -270,6 +272,40 @@ def test_the_server_asks_new_nodes_and_says_why_a_client_did_not_join(server_ide
         error.value)
     assert clients.node_of == {0: 1, 1: 2}
     assert [(r.node, r.client) for r in clients.refusals] == [(4, 1)]
+
+
+def test_a_node_refused_once_is_asked_again_once_it_restarts(server_identity):
+    """Node 2 (client 1's key) first claims client 0 and is refused; restarted with the
+    right configuration it keeps its node id (its key fixes it) but signs on anew, and is
+    asked again: client 1 joins."""
+    import numpy as np
+
+    grid = QueryGrid({1: (0, "a"), 2: (0, "b")}, {1: b"key-0", 2: b"key-1"})
+    clients = GridClients(grid, 2, timeout=1.0, roster={0: b"key-0", 1: b"key-1"})
+    everyone = np.arange(2)
+    assert clients.nodes(everyone) == {0: 1}
+    grid.answers[2] = (1, "b")  # the right configuration, not yet signed on again
+    assert clients.nodes(everyone) == {0: 1}
+    grid.activated[2] = "2026-11-27T10:00:00+00:00"
+    assert clients.nodes(everyone) == {0: 1, 1: 2}
+    assert [(r.node, r.client) for r in clients.refusals] == [(2, 0)]
+
+
+def test_a_second_live_node_process_on_a_state_folder_is_refused(node_files, monkeypatch,
+                                                                 capsys, invoke):
+    """Client 1's node configuration started twice on one host: the second process exits 2
+    naming the first (one live process per client and state folder)."""
+    from fedmc.deploy.node import hold_state
+
+    held = hold_state(node_files["state"])
+    try:
+        code, _, err = invoke(monkeypatch, capsys, "federate", "node", "--superlink",
+                              "127.0.0.1:1", "--insecure", "--node-config",
+                              node_config(node_files))
+    finally:
+        held.close()
+    assert code == 2 and "another live node process" in err, err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_refusals_go_to_the_row_of_their_round_or_the_next():

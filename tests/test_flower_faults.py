@@ -290,3 +290,28 @@ def test_a_claim_refused_while_a_run_resumes_reaches_the_history():
     resumed.restore(snapshot)
     assert [r.client for r in resumed.refusals] == [1]
     assert resumed.token_of == {1: "first"} and resumed.key == before.key
+
+
+def test_replies_of_a_second_process_for_a_client_are_refused_and_recorded(
+        tmp_path, small, loopback_federation, out_files):
+    """From round 2 on, client 1's replies come from another process than the one its node
+    was admitted with (a duplicate answering under the same node id): never taken, recorded
+    as refused claims, and the run finishes."""
+    from fedmc.flower.wire import HEADER
+
+    settings, run = small
+    calls = [0]
+
+    def second_process(content):
+        if HEADER in content.config_records:
+            calls[0] += 1
+            if calls[0] > 2:
+                content.config_records[HEADER]["process"] = "another"
+
+    history = loopback_federation(tmp_path, settings, run,
+                                  mods={1: tampered(1, second_process)})
+    rows = {int(r["round"]): r for r in history.rows}
+    assert all("1" not in str(rows[k]["participants"]).split() for k in (3, 4))
+    assert any("1" in str(r["claims_refused"]).split() for r in history.rows)
+    _, events = out_files(tmp_path / "out")
+    assert [e for e in events if e["event"] == "claim refused" and e["clients"] == [1]]

@@ -28,6 +28,7 @@ afresh for every submitted run: the client keeps its states under it.
 
 from __future__ import annotations
 
+import secrets
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,6 +55,9 @@ from fedmc.flower.shard import load_boolean_shard, load_shard
 from fedmc.flower.wire import Envelope, pack_reply, run_key, unpack_message
 
 app = ClientApp(mods=[compact_mod, secaggplus_mod])
+PROCESS = secrets.token_hex(8)
+"""This process's nonce, named in its claims and plain replies: the server takes a client's
+replies from the one process it admitted (a duplicate of a live node is refused)."""
 
 
 @dataclass
@@ -245,7 +249,8 @@ def hello(msg: Message, context: Context) -> Message:
         return Message(RecordDict({"client": ConfigRecord({
             "id": client, "refuses": str(exc)})}), reply_to=msg)
     return Message(RecordDict({"client": ConfigRecord({
-        "id": me.client, "token": identity(me.store.folder)})}), reply_to=msg)
+        "id": me.client, "token": identity(me.store.folder), "process": PROCESS})}),
+        reply_to=msg)
 
 
 @app.query("done")
@@ -264,15 +269,15 @@ def step(msg: Message, context: Context) -> Message:
     me = party(context, envelope.key)
     sums = None if envelope.model is None else me.evaluate(envelope)
     uploads, _ = me.step(envelope)
-    return Message(pack_reply(uploads, sums), reply_to=msg)
+    return Message(pack_reply(uploads, sums, PROCESS), reply_to=msg)
 
 
 @app.evaluate()
 def evaluate(msg: Message, context: Context) -> Message:
     """The evaluation sums of a plain exchange."""
     envelope = unpack_message(msg.content)
-    return Message(pack_reply(sums=party(context, envelope.key).evaluate(envelope)),
-                   reply_to=msg)
+    return Message(pack_reply(sums=party(context, envelope.key).evaluate(envelope),
+                              process=PROCESS), reply_to=msg)
 
 
 @app.train()

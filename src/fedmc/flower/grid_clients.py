@@ -49,6 +49,7 @@ from fedmc.flower.wire import (
     RefusedReply,
     pack_key,
     pack_message,
+    reply_process,
     unpack_sums,
     unpack_uploads,
 )
@@ -148,9 +149,10 @@ class GridClients:
     warm: set[tuple[int, str]] = field(default_factory=set, init=False)
     node_of: dict[int, int] = field(default_factory=dict, init=False)
     token_of: dict[int, str] = field(default_factory=dict, init=False)
+    process_of: dict[int, str] = field(default_factory=dict, init=False)
     failed: dict[int, str] = field(default_factory=dict, init=False)
     last_included: dict[int, int] = field(default_factory=dict, init=False)
-    _asked: set[int] = field(default_factory=set, init=False)
+    _asked: dict[int, str] = field(default_factory=dict, init=False)
     _round: int = field(default=0, init=False)
     _exchanges: int = field(default=0, init=False)
     _lost_in_a_row: int = field(default=0, init=False)
@@ -270,6 +272,10 @@ class GridClients:
                 mine = unpack_uploads(content, shapes) if shapes else {}
                 if set(mine) != set(shapes):
                     raise RefusedReply(f"uploads {sorted(mine)}, expected {sorted(shapes)}")
+                if not self._from_admitted(c, reply_process(content)):
+                    self._refuse(self.node_of[c], c, "its reply comes from another process "
+                                 "than the one admitted (a duplicate of a live node)")
+                    raise RefusedReply(f"client {c}: a reply of a second process")
                 if shapes:
                     self.bounds.check_uploads(mine, clip)
                 evaluation = unpack_sums(content) if sums else None
@@ -279,6 +285,16 @@ class GridClients:
             except (RefusedReply, OutOfBounds) as exc:
                 self._note(number, msg.round, "refused", [c], f"client {c}: {exc}")
         return taken
+
+    def _from_admitted(self, client: int, process: str) -> bool:
+        """Whether ``process`` is the process admitted for ``client`` (any, where its node
+        names none: a stock node); a node restarted since it was admitted (activated anew)
+        is asked again first."""
+        admitted = self.process_of.get(client, "")
+        if not admitted or process == admitted:
+            return True
+        self._refresh()
+        return process == self.process_of.get(client, "")
 
     def _added_sums(self, number: int, round_: int,
                     replies: Mapping[int, Reply]) -> dict[str, float]:
@@ -375,11 +391,15 @@ class GridClients:
 
     def _refresh(self) -> None:
         """Ask nodes that appeared since the last look which client they are."""
-        keys = {info.node_id: bytes(info.public_key) for info in self.grid.get_nodes()}
-        new = [n for n in keys if n not in self._asked]
+        nodes = list(self.grid.get_nodes())
+        keys = {info.node_id: bytes(info.public_key) for info in nodes}
+        # a node is asked once per activation: one that restarts (its key keeps its node id)
+        # or signs on again is asked anew, even if it was refused before
+        activated = {info.node_id: str(info.last_activated_at) for info in nodes}
+        new = [n for n in keys if self._asked.get(n) != activated[n]]
         if not new:
             return
-        self._asked.update(new)
+        self._asked.update({n: activated[n] for n in new})
         ask = [FlowerMessage(pack_key(self.key), dst_node_id=n, message_type="query")
                for n in new]
         replies = replies_by_node(self.grid, ask, self.timeout)
@@ -392,8 +412,8 @@ class GridClients:
             elif "refuses" in claim:  # it has finished this run: never continued
                 raise ConfigError(f"node {node} (client {claim['id']}) refuses the run: "
                                   f"{claim['refuses']}")
-            else:
-                self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node])
+            elif self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node]):
+                self.process_of[int(claim["id"])] = str(claim.get("process", ""))
 
     def finish(self) -> None:
         """Tell every client's node that the run has ended (``query.done``: the clients

@@ -149,11 +149,14 @@ def unpack_arrays(record: ArrayRecord) -> dict[str, np.ndarray]:
 
 
 def pack_reply(uploads: Uploads | None = None,
-               sums: Mapping[str, float] | None = None) -> RecordDict:
+               sums: Mapping[str, float] | None = None, process: str = "") -> RecordDict:
     """A client's reply: its uploads (a batch of one, or of none for a client that computes
     without uploading, e.g. FedMAvg's unsampled clients), its scale (client weight) applied,
-    and/or its evaluation sums."""
+    and/or its evaluation sums; ``process`` names the process that answers
+    (:func:`reply_process`)."""
     content = RecordDict()
+    if process:
+        content[HEADER] = ConfigRecord({"process": process})
     if uploads is not None:
         parts: dict[str, np.ndarray] = {}
         for name, s in uploads.items():
@@ -167,6 +170,12 @@ def pack_reply(uploads: Uploads | None = None,
     if sums is not None:
         content["sums"] = ConfigRecord({k: float(v) for k, v in sums.items()})
     return content
+
+
+def reply_process(content: RecordDict) -> str:
+    """The nonce of the process that sent a reply of :func:`pack_reply` (empty if none)."""
+    record = content.config_records.get(HEADER)
+    return "" if record is None else str(record.get("process", ""))
 
 
 def unpack_uploads(content: RecordDict, shapes: Mapping[str, tuple[int, ...]]) -> Uploads:
