@@ -315,3 +315,31 @@ def test_replies_of_a_second_process_for_a_client_are_refused_and_recorded(
     assert any("1" in str(r["claims_refused"]).split() for r in history.rows)
     _, events = out_files(tmp_path / "out")
     assert [e for e in events if e["event"] == "claim refused" and e["clients"] == [1]]
+
+
+def test_under_secagg_max_upload_norm_bounds_the_range_a_client_can_claim(
+        tmp_path, small, monkeypatch, loopback_federation, out_files):
+    """SecAgg+ hides single uploads, but with ``max-upload-norm`` the server never widens a
+    secure sum's range beyond what clipped uploads need: client 1 skipping its clip and
+    sending 1000 times its upload makes the sums it joins overflow, and they are taken from
+    nobody (recorded) instead of carrying its upload into the model."""
+    import fedmc.flower.client_app as client_app
+
+    step = client_app.Party.step
+
+    def inflated(self, envelope):
+        uploads, weight = step(self, envelope)
+        if self.client == 1 and weight:
+            uploads = {k: s.scaled(np.array([1e6])) for k, s in uploads.items()}
+        return uploads, weight
+
+    monkeypatch.setattr(client_app.Party, "step", inflated)
+    settings, run = small
+    bounded = run.model_copy(update={"secagg": True, "max_upload_norm": 50.0,
+                                     "max_lost_rounds": 10})
+    history = loopback_federation(tmp_path, settings, bounded)
+    model, events = out_files(tmp_path / "out")
+    overflowed = [e for e in events if e["event"] == "refused" and "overflows" in e["reason"]]
+    assert overflowed and np.isfinite(model["V"]).all()
+    for r in history.rows:
+        assert "1" not in str(r.get("participants", "")).split()

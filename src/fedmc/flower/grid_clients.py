@@ -188,7 +188,7 @@ class GridClients:
         number = self._begin(msg.round, msg.phase, msg.compute)
         shapes = aggregator.shapes
         if self.secure is not None and 0 < len(np.unique(msg.upload)) < MIN_UPLOADERS:
-            self._note(number, msg.round, "skipped", msg.upload, "a secure sum needs the "
+            self.note(number, msg.round, "skipped", msg.upload, "a secure sum needs the "
                        f"uploads of at least {MIN_UPLOADERS} clients; the message names "
                        f"{len(np.unique(msg.upload))}: no client takes this step")
             msg = carried_out(msg, msg.compute[:0])
@@ -209,7 +209,7 @@ class GridClients:
             batches = [(replies[c][0], np.array([weight[c]])) for c in included if c in weight]
             summed = aggregator.sum(batches)
             if not all(np.isfinite(a).all() for a in summed.arrays.values()):  # overflow
-                self._note(number, msg.round, "refused", included, "the uploads' sum is not "
+                self.note(number, msg.round, "refused", included, "the uploads' sum is not "
                            "finite: none of them is taken")
                 included, batches = [], []
                 summed = aggregator.sum(batches)
@@ -248,7 +248,7 @@ class GridClients:
             self._lost_in_a_row = 0
             return
         self._lost_in_a_row += 1
-        self._note(number, round_, "everyone lost", asked, f"no reply of clients "
+        self.note(number, round_, "everyone lost", asked, f"no reply of clients "
                    f"{sorted(set(asked.tolist()))} was taken ({self._lost_in_a_row} exchange(s) "
                    f"in a row, the run stops after {self.max_lost})")
         if self._lost_in_a_row >= self.max_lost:
@@ -283,7 +283,7 @@ class GridClients:
                     self.bounds.check_sums(c, evaluation)
                 taken[c] = (mine, evaluation)
             except (RefusedReply, OutOfBounds) as exc:
-                self._note(number, msg.round, "refused", [c], f"client {c}: {exc}")
+                self.note(number, msg.round, "refused", [c], f"client {c}: {exc}")
         return taken
 
     def _from_admitted(self, client: int, process: str) -> bool:
@@ -315,7 +315,7 @@ class GridClients:
             return self.timeout
         return max(self.timeout, COLD_TIMEOUT)
 
-    def _note(self, number: int, round_: int, event: str, clients: Iterable[int],
+    def note(self, number: int, round_: int, event: str, clients: Iterable[int],
               reason: str) -> None:
         """Report what happened to ``clients`` in an exchange (``on_event``)."""
         if self.on_event is not None:
@@ -385,7 +385,7 @@ class GridClients:
         for node, m in replies.items():
             if m.has_error():  # the node's, or Flower's on its behalf: the client is lost
                 client = client_of[node]
-                self._note(number, msg.round, "failed", [client],
+                self.note(number, msg.round, "failed", [client],
                            f"client {client}: {m.error.reason}")
         return {client_of[node]: m.content for node, m in good_replies(replies).items()}
 
@@ -441,7 +441,7 @@ class GridClients:
 
     def _refuse(self, node: int, client: int, reason: str) -> bool:
         self.refusals.append(Refusal(self._round, node, client, reason))
-        self._note(max(self._exchanges - 1, 0), self._round, "claim refused", [client],
+        self.note(max(self._exchanges - 1, 0), self._round, "claim refused", [client],
                    f"node {node} claims client {client}: {reason}")
         return False
 
