@@ -139,11 +139,16 @@ class Deployment:
                    "--database", str(self.root / "state" / "superlink.db"))
         self.until(lambda: self._healthy(), "the server answers on the operator's port")
 
-    def start_node(self, name: str, client: int, key: Path) -> None:
-        self.fedmc(name, "federate", "node", "--superlink", f"{self.net.address}:{self.port}",
-                   "--root-certificates", str(self.root / "certs" / "ca.crt"),
-                   "--auth-key", str(key), "--node-config",
-                   node_config(self.split, client, self.root / "state" / name), at_node=True)
+    def start_node(self, name: str, client: int, key: Path,
+                   state: str | None = None) -> subprocess.Popen:
+        """Start node ``name`` for ``client`` with ``key``, its state in ``state/NAME`` (or
+        another node's folder)."""
+        return self.fedmc(name, "federate", "node", "--superlink",
+                          f"{self.net.address}:{self.port}",
+                          "--root-certificates", str(self.root / "certs" / "ca.crt"),
+                          "--auth-key", str(key), "--node-config",
+                          node_config(self.split, client, self.root / "state" / (state or name)),
+                          at_node=True)
 
     def flwr(self, *args: str, at_node: bool = False) -> subprocess.CompletedProcess:
         return subprocess.run([*(self.net.prefix if at_node else []), "flwr", *args],
@@ -315,6 +320,30 @@ def test_three_nodes_equal_fedmc_run_and_a_second_claimant_is_refused(deployment
     fed.kill("stranger", signal.SIGTERM)
 
 
+def test_a_duplicate_node_is_refused_and_a_refused_node_joins_once_restarted(deployment,
+                                                                             simulated):
+    """Issue 29's problems 3 and 4: a second process with client 1's own key and node
+    configuration exits 2 at once (the state folder is held); node 2 started with client 1's
+    configuration is refused, and once restarted with its own it is asked again and joins
+    the run that was waiting for it, which then equals ``fedmc run``."""
+    fed = deployment
+    certs = fed.root / "certs"
+    duplicate = fed.start_node("duplicate", 1, certs / "client-1", state="node-1")
+    assert duplicate.wait(60) == 2, fed.log("duplicate")
+    assert "another live node process" in fed.log("duplicate")
+    fed.processes.pop("duplicate")
+    fed.kill("node-2", signal.SIGTERM)
+    fed.start_node("node-2", 1, certs / "client-2")  # client 1's configuration: refused
+    run, out = RunSpec(schedule=Schedule(rounds=2, active=2, seed=0)), fed.root / "refused"
+    fed.submit(run, out)
+    fed.until(lambda: '"claim refused"' in read(out / "progress.jsonl"), "node 2 is refused")
+    fed.kill("node-2", signal.SIGTERM)
+    fed.start_node("node-2", 2, certs / "client-2")  # the same key and node id, signed on anew
+    history = fed.history(out)
+    assert_same_history(history, simulated(fed.settings, run, PARAMS), rtol=1e-9, atol=1e-9)
+    assert client_ids(history, "claims_refused")[0] == [1]
+
+
 def test_nodes_outlive_flwr_stop_their_own_restart_and_a_superlink_restart(deployment, simulated):
     fed = deployment
     long = fed.root / "long"
@@ -327,9 +356,9 @@ def test_nodes_outlive_flwr_stop_their_own_restart_and_a_superlink_restart(deplo
     assert all(fed.processes[f"node-{c}"].poll() is None for c in range(3)), "nodes live on"
     # a node killed and started again rejoins at once (no 60 s lockout of its key)
     fed.kill("node-2")
-    started = time.monotonic()
+    started, before = time.monotonic(), fed.log("node-2").count("connected")
     fed.start_node("node-2", 2, fed.root / "certs" / "client-2")
-    fed.until(lambda: fed.log("node-2").count("connected") == 2, "node 2 is back", 30)
+    fed.until(lambda: fed.log("node-2").count("connected") == before + 1, "node 2 is back", 30)
     assert "signed off" in fed.log("node-2") and time.monotonic() - started < 30
     # the SuperLink killed and started again on its database: the nodes reconnect
     fed.kill("server")

@@ -226,7 +226,7 @@ def _make_party(node: NodeSettings, run: FederatedRun, key: str) -> Party:
     shard = node.shard(manifest)
     algorithm, cfg = run.algorithm, run.config()
     info = manifest.federation_info(algorithm.data_kind)
-    store = StateStore(node.state, key)
+    store = StateStore(node.state, f"{key}/{node.client}")  # a folder may change clients
     if store.committed is None:  # this client's slice of the population's initial draws
         init_rng, _ = streams(run.schedule.seed)  # the server's rule, the same draws
         draws = algorithm.draws(cfg, info, init_rng)
