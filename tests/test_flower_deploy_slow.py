@@ -155,8 +155,8 @@ class Deployment:
                               env=self.env, capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL)
 
-    def submit(self, run: RunSpec, out: Path) -> int:
-        config = FederatedRun(spec=run.model_copy(update={"params": PARAMS}), timeout=60.0,
+    def submit(self, run: RunSpec, out: Path, timeout: float = 60.0) -> int:
+        config = FederatedRun(spec=run.model_copy(update={"params": PARAMS}), timeout=timeout,
                               manifest=self.split / "manifest.json",
                               out=out).run_config()
         done = self.flwr("run", str(self.app), "operator", "--run-config",
@@ -408,3 +408,111 @@ def test_a_run_resumed_after_a_superlink_crash_equals_the_uninterrupted_one(depl
     with np.load(out / "model.npz") as model:
         np.testing.assert_allclose(model["V"], expected, rtol=0, atol=1e-9)
     assert not (out / "checkpoint.pkl").exists()
+
+
+POISON = """
+import sys
+import numpy as np
+import fedmc.flower.client_app as client_app
+from fedmc.cli import main
+
+honest = client_app.Party.step
+
+
+def poisoned(self, envelope):
+    uploads, weight = honest(self, envelope)
+    return {k: s.scaled(np.array([1e300])) for k, s in uploads.items()}, weight
+
+
+client_app.Party.step = poisoned
+sys.argv = ["fedmc", *sys.argv[1:]]
+main()
+"""
+"""A node process whose every upload is multiplied by 1e300 (a malicious client)."""
+FAULTS = ("kill", "sign off", "duplicate", "poison", "server")
+
+
+def fault(fed: Deployment, kind: str, client: int, out: Path, after: int) -> None:
+    """Inject ``kind`` on ``client``'s node (or the server) now; the run goes on from there;
+    restore the node (or resume the run) once round ``after`` is under way."""
+    name, key = f"node-{client}", fed.root / "certs" / f"client-{client}"
+
+    def under_way(k: int) -> None:
+        fed.until(lambda: f'"round": {k}, "phase": "round"' in read(out / "progress.jsonl"),
+                  f"round {k} is under way")
+
+    if kind == "kill":
+        fed.kill(name)
+        fed.start_node(name, client, key)
+    elif kind == "sign off":
+        fed.kill(name, signal.SIGTERM)
+        under_way(after)
+        fed.start_node(name, client, key)
+    elif kind == "duplicate":
+        duplicate = fed.start_node("duplicate", client, key, state=name)
+        assert duplicate.wait(60) == 2, fed.log("duplicate")
+        fed.processes.pop("duplicate")
+    elif kind == "poison":
+        fed.kill(name, signal.SIGTERM)
+        log = open(fed.root / "logs" / f"poisoned-{client}.log", "ab")
+        fed.processes["poisoned"] = subprocess.Popen(
+            [*fed.net.prefix, sys.executable, "-c", POISON, "federate", "node", "--superlink",
+             f"{fed.net.address}:{fed.port}", "--root-certificates",
+             str(fed.root / "certs" / "ca.crt"), "--auth-key", str(key), "--node-config",
+             node_config(fed.split, client, fed.root / "state" / name)],
+            env=fed.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+        log.close()
+        under_way(after)
+        fed.kill("poisoned", signal.SIGTERM)
+        fed.start_node(name, client, key)
+    else:  # the SuperLink and its ServerApp killed, started again, the run resumed
+        fed.until(lambda: (out / "checkpoint.pkl").exists(), "a round is checkpointed")
+        fed.kill("server")
+        for pid in flower_processes(f"127.0.0.1:{fed.control_port}"):
+            os.kill(pid, signal.SIGKILL)
+        fed.start_server()
+        done = subprocess.run([sys.executable, "-m", "fedmc", "federate", "resume", str(out),
+                               "--app", str(fed.app), "--connection", "operator"],
+                              env=fed.env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_run_with_random_faults_finishes_as_the_replay_of_its_participants(deployment, seed):
+    """Issue 29's item 7: a 30-round run with TLS and node authentication while nodes are
+    killed and restarted, signed off, duplicated and replaced by a poisoning process, and
+    the SuperLink is killed and the run resumed, each at a moment the seed draws: the run
+    finishes, the history names the losses and refusals, and the published model equals
+    the replay of the clients the history says each round included."""
+    import random
+
+    import numpy as np
+
+    from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
+    from fedmc.federation.loop import Rounds
+    from fedmc.federation.sampling import make_sampler
+    from fedmc.run.data import federate, load_ratings
+    from fedmc.testing import replay
+
+    fed, draw = deployment, random.Random(seed)
+    run, out = RunSpec(schedule=Schedule(rounds=30, active=2, seed=seed)), fed.root / f"f{seed}"
+    fed.submit(run, out, timeout=10.0)
+    kinds, start = draw.sample(FAULTS, len(FAULTS)), 3
+    for kind in kinds:
+        start += draw.randint(1, 3)
+        fed.until(lambda k=start: f'"round": {k}, "phase": "round"'
+                  in read(out / "progress.jsonl"), f"round {start} is under way")
+        fault(fed, kind, draw.randrange(3), out, start + 2)
+        start += 2
+    history = fed.history(out)
+    assert len(history.rows) == 31, "the run finished"
+    events = [json.loads(line) for line in read(out / "progress.jsonl").splitlines()]
+    recorded = {e["event"] for e in events} & {"failed", "refused", "everyone lost"}
+    assert recorded and any(client_ids(history, "lost").values())
+    data = federate(load_ratings(fed.settings), fed.settings)
+    again = replay(FEDMC_ADMM, FEDMC_ADMM.Config(**PARAMS), data,
+                   rounds=Rounds(make_sampler(3, 2), 30), seed=seed,
+                   included=client_ids(history))
+    with np.load(out / "model.npz") as model:
+        np.testing.assert_allclose(model["V"], again.server.V, rtol=0, atol=1e-9)
