@@ -230,6 +230,7 @@ class QueryGrid:
     def __init__(self, answers: dict[int, tuple[int, str] | str], keys: dict[int, bytes]):
         self.answers, self.keys, self.sent = answers, keys, {}
         self.activated: dict[int, str] = {}  # when each node last signed on
+        self.busy: set[int] = set()  # nodes that answer nothing for now
 
     def get_nodes(self):
         return [NodeInfo(node_id=n, public_key=self.keys[n],
@@ -244,6 +245,8 @@ class QueryGrid:
     def pull_messages(self, ids):
         replies = []
         for i in ids:
+            if self.sent[i].metadata.dst_node_id in self.busy:
+                continue
             asked = self.sent.pop(i)
             answer = self.answers[asked.metadata.dst_node_id]
             replies.append(Message(Error(0, answer), reply_to=asked) if isinstance(answer, str)
@@ -289,6 +292,20 @@ def test_a_node_refused_once_is_asked_again_once_it_restarts(server_identity):
     grid.activated[2] = "2026-11-27T10:00:00+00:00"
     assert clients.nodes(everyone) == {0: 1, 1: 2}
     assert [(r.node, r.client) for r in clients.refusals] == [(2, 0)]
+
+
+def test_a_node_busy_when_first_asked_is_asked_again_while_its_client_is_missing(
+        server_identity):
+    """A node still busy with a stopped run's message when a resumed run asks who it is
+    does not answer in time; it is asked again while its client has no node."""
+    import numpy as np
+
+    grid = QueryGrid({1: (0, "a")}, {1: b"key-0"})
+    grid.busy.add(1)
+    clients = GridClients(grid, 1, timeout=0.05)
+    assert clients.nodes(np.arange(1)) == {}
+    grid.busy.clear()
+    assert clients.nodes(np.arange(1)) == {0: 1}
 
 
 def test_a_second_live_node_process_on_a_state_folder_is_refused(node_files, monkeypatch,

@@ -390,7 +390,8 @@ class GridClients:
         return {client_of[node]: m.content for node, m in good_replies(replies).items()}
 
     def _refresh(self) -> None:
-        """Ask nodes that appeared since the last look which client they are."""
+        """Ask nodes that appeared (or signed on anew) since the last look which client they
+        are; while a client has no node, also those that have not answered yet."""
         nodes = list(self.grid.get_nodes())
         keys = {info.node_id: bytes(info.public_key) for info in nodes}
         # a node is asked once per activation: one that restarts (its key keeps its node id)
@@ -414,6 +415,9 @@ class GridClients:
                                   f"{claim['refuses']}")
             elif self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node]):
                 self.process_of[int(claim["id"])] = str(claim.get("process", ""))
+        if len(self.node_of) < self.n_clients:  # a node still busy (with a stopped run's
+            for node in set(new) - set(replies):  # message, say) is asked again
+                del self._asked[node]
 
     def finish(self) -> None:
         """Tell every client's node that the run has ended (``query.done``: the clients
