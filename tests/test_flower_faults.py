@@ -293,12 +293,14 @@ def test_a_claim_refused_while_a_run_resumes_reaches_the_history():
 
 
 def test_replies_of_a_second_process_for_a_client_are_refused_and_recorded(
-        tmp_path, small, loopback_federation, out_files):
+        tmp_path, small, monkeypatch, loopback_federation, out_files):
     """From round 2 on, client 1's replies come from another process than the one its node
     was admitted with (a duplicate answering under the same node id): never taken, recorded
     as refused claims, and the run finishes."""
+    from fedmc.flower.client_app import NODE_PROCESS_ENV
     from fedmc.flower.wire import HEADER
 
+    monkeypatch.setenv(NODE_PROCESS_ENV, "first")  # as fedmc federate node sets it
     settings, run = small
     calls = [0]
 

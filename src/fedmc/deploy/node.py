@@ -19,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import secrets
 import time
 from collections import deque
 from functools import partial
@@ -141,11 +142,12 @@ def run_node(superlink: str, node_config: str, *, root_certificates: Path | None
     at most a minute). A node with ``auth_key`` keeps its node id in its state folder
     (``node-id``) to sign off an earlier process's session (:mod:`fedmc.deploy.fleet`).
     """
-    from fedmc.flower.client_app import NodeSettings
+    from fedmc.flower.client_app import NODE_PROCESS_ENV, NodeSettings
 
     _log_to_stderr()
     settings = NodeSettings.parse(node_config)
     held = hold_state(settings.state)  # noqa: F841 (held while the process lives)
+    os.environ[NODE_PROCESS_ENV] = secrets.token_hex(8)  # this process, for the server
     config = parse_config_args([node_config])
     keys = load_auth_key(auth_key) if auth_key is not None else None
     backoff = Backoff(1.0, 60.0)

@@ -28,7 +28,7 @@ afresh for every submitted run: the client keeps its states under it.
 
 from __future__ import annotations
 
-import secrets
+import os
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -55,9 +55,17 @@ from fedmc.flower.shard import load_boolean_shard, load_shard
 from fedmc.flower.wire import Envelope, pack_reply, run_key, unpack_message
 
 app = ClientApp(mods=[compact_mod, secaggplus_mod])
-PROCESS = secrets.token_hex(8)
-"""This process's nonce, named in its claims and plain replies: the server takes a client's
-replies from the one process it admitted (a duplicate of a live node is refused)."""
+NODE_PROCESS_ENV = "FEDMC_NODE_PROCESS"
+"""The environment variable holding the nonce of the node process (``fedmc federate node``
+sets it): named in a client's claims and plain replies, so the server takes a client's replies
+from the one process it admitted (a duplicate of a live node is refused)."""
+
+
+def process_nonce() -> str:
+    """The nonce of the node process this ClientApp serves in; empty under a stock
+    ``flower-supernode``, whose ClientApp is a new process for every message (its replies
+    are then not told apart)."""
+    return os.environ.get(NODE_PROCESS_ENV, "")
 
 
 @dataclass
@@ -249,7 +257,7 @@ def hello(msg: Message, context: Context) -> Message:
         return Message(RecordDict({"client": ConfigRecord({
             "id": client, "refuses": str(exc)})}), reply_to=msg)
     return Message(RecordDict({"client": ConfigRecord({
-        "id": me.client, "token": identity(me.store.folder), "process": PROCESS})}),
+        "id": me.client, "token": identity(me.store.folder), "process": process_nonce()})}),
         reply_to=msg)
 
 
@@ -269,7 +277,7 @@ def step(msg: Message, context: Context) -> Message:
     me = party(context, envelope.key)
     sums = None if envelope.model is None else me.evaluate(envelope)
     uploads, _ = me.step(envelope)
-    return Message(pack_reply(uploads, sums, PROCESS), reply_to=msg)
+    return Message(pack_reply(uploads, sums, process_nonce()), reply_to=msg)
 
 
 @app.evaluate()
@@ -277,7 +285,7 @@ def evaluate(msg: Message, context: Context) -> Message:
     """The evaluation sums of a plain exchange."""
     envelope = unpack_message(msg.content)
     return Message(pack_reply(sums=party(context, envelope.key).evaluate(envelope),
-                              process=PROCESS), reply_to=msg)
+                              process=process_nonce()), reply_to=msg)
 
 
 @app.train()
