@@ -460,6 +460,7 @@ def fault(fed: Deployment, kind: str, client: int, out: Path, after: int) -> Non
         fed.processes.pop("duplicate")
     elif kind == "poison":
         fed.kill(name, signal.SIGTERM)
+        seen = fed.log(f"poisoned-{client}").count("connected")
         log = open(fed.root / "logs" / f"poisoned-{client}.log", "ab")
         fed.processes["poisoned"] = subprocess.Popen(
             [*fed.net.prefix, sys.executable, "-c", POISON, "federate", "node", "--superlink",
@@ -469,7 +470,8 @@ def fault(fed: Deployment, kind: str, client: int, out: Path, after: int) -> Non
             env=fed.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
         log.close()
-        fed.until(lambda: "connected" in fed.log(f"poisoned-{client}"), "the poisoner is on")
+        fed.until(lambda: fed.log(f"poisoned-{client}").count("connected") > seen,
+                  "the poisoner is on")
         under_way(max(after, current_round(out) + 3))  # it answers for three rounds
         fed.kill("poisoned", signal.SIGTERM)
         fed.start_node(name, client, key)
