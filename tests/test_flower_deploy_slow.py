@@ -472,7 +472,9 @@ def fault(fed: Deployment, kind: str, client: int, out: Path, after: int) -> Non
         log.close()
         fed.until(lambda: fed.log(f"poisoned-{client}").count("connected") > seen,
                   "the poisoner is on")
-        under_way(max(after, current_round(out) + 3))  # it answers for three rounds
+        refused = read(out / "progress.jsonl").count("norm is not a finite number")
+        fed.until(lambda: read(out / "progress.jsonl").count("norm is not a finite number")
+                  > refused or current_round(out) >= 36, "a poisoned upload is refused")
         fed.kill("poisoned", signal.SIGTERM)
         fed.start_node(name, client, key)
     else:  # the SuperLink and its ServerApp killed, started again, the run resumed
