@@ -111,13 +111,13 @@ def test_a_node_that_signs_off_mid_run_is_lost_and_the_plain_run_finishes(tmp_pa
             os.killpg(node.pid, signal.SIGTERM)
             node.wait(timeout=60)
 
-    # the server waits longer than Flower takes to call the node unavailable (two missed
-    # heartbeats), so Flower's error reply, not the server's timeout, loses the client
     history, out = federated(tmp_path, settings, run, PARAMS, stop_in_round_3, timeout=90.0)
     assert len(history.rows) == 7, "the run completed"
     included, lost = client_ids(history), client_ids(history, "lost")
     assert all(stopped[0] not in included[k] for k in (4, 5, 6))
-    assert stopped[0] in lost[6] and failed
+    assert stopped[0] in lost[6]  # by Flower's error reply (then a "failed" line) or, once
+    # Flower refuses messages for the node, by no reply
+    assert all(e["clients"] == [stopped[0]] for e in failed)
     data = federate(load_ratings(settings), settings)
     again = replay(FEDMC_ADMM, FEDMC_ADMM.Config(**PARAMS), data,
                    rounds=Rounds(make_sampler(5, 3), 6), seed=0, included=included)
