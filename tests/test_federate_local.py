@@ -124,6 +124,7 @@ def test_a_signal_stops_every_process_of_the_deployment(tmp_path, sig, ratings_f
     assert deployment(work) == []
     status = json.loads((tmp_path / "out" / "status.json").read_text())
     assert status["status"] == "interrupted" and not (tmp_path / "out" / "summary.json").exists()
+    assert not (tmp_path / "out" / "checkpoint.pkl").exists()  # nothing could resume from it
 
 
 def cli_args(options: dict[str, object]) -> list[object]:

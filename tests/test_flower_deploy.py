@@ -25,7 +25,12 @@ from flwr.proto.node_pb2 import NodeInfo  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
 from fedmc.deploy.certs import write_certs  # noqa: E402
-from fedmc.deploy.fleet import Dropped, FleetConnection, RunStopped  # noqa: E402
+from fedmc.deploy.fleet import (  # noqa: E402
+    Dropped,
+    FleetConnection,
+    RunStopped,
+    transport_failure,
+)
 from fedmc.deploy.node import load_auth_key  # noqa: E402
 from fedmc.deploy.server import FleetOnly, fleet_paths, register_roster  # noqa: E402
 from fedmc.deploy.split import client_files, write_split  # noqa: E402
@@ -224,9 +229,12 @@ class QueryGrid:
 
     def __init__(self, answers: dict[int, tuple[int, str] | str], keys: dict[int, bytes]):
         self.answers, self.keys, self.sent = answers, keys, {}
+        self.activated: dict[int, str] = {}  # when each node last signed on
+        self.busy: set[int] = set()  # nodes that answer nothing for now
 
     def get_nodes(self):
-        return [NodeInfo(node_id=n, public_key=self.keys[n]) for n in self.answers]
+        return [NodeInfo(node_id=n, public_key=self.keys[n],
+                         last_activated_at=self.activated.get(n, "")) for n in self.answers]
 
     def push_messages(self, messages):
         for m in messages:
@@ -237,6 +245,8 @@ class QueryGrid:
     def pull_messages(self, ids):
         replies = []
         for i in ids:
+            if self.sent[i].metadata.dst_node_id in self.busy:
+                continue
             asked = self.sent.pop(i)
             answer = self.answers[asked.metadata.dst_node_id]
             replies.append(Message(Error(0, answer), reply_to=asked) if isinstance(answer, str)
@@ -265,6 +275,54 @@ def test_the_server_asks_new_nodes_and_says_why_a_client_did_not_join(server_ide
         error.value)
     assert clients.node_of == {0: 1, 1: 2}
     assert [(r.node, r.client) for r in clients.refusals] == [(4, 1)]
+
+
+def test_a_node_refused_once_is_asked_again_once_it_restarts(server_identity):
+    """Node 2 (client 1's key) first claims client 0 and is refused; restarted with the
+    right configuration it keeps its node id (its key fixes it) but signs on anew, and is
+    asked again: client 1 joins."""
+    import numpy as np
+
+    grid = QueryGrid({1: (0, "a"), 2: (0, "b")}, {1: b"key-0", 2: b"key-1"})
+    clients = GridClients(grid, 2, timeout=1.0, roster={0: b"key-0", 1: b"key-1"})
+    everyone = np.arange(2)
+    assert clients.nodes(everyone) == {0: 1}
+    grid.answers[2] = (1, "b")  # the right configuration, not yet signed on again
+    assert clients.nodes(everyone) == {0: 1}
+    grid.activated[2] = "2026-11-27T10:00:00+00:00"
+    assert clients.nodes(everyone) == {0: 1, 1: 2}
+    assert [(r.node, r.client) for r in clients.refusals] == [(2, 0)]
+
+
+def test_a_node_busy_when_first_asked_is_asked_again_while_its_client_is_missing(
+        server_identity):
+    """A node still busy with a stopped run's message when a resumed run asks who it is
+    does not answer in time; it is asked again while its client has no node."""
+    import numpy as np
+
+    grid = QueryGrid({1: (0, "a")}, {1: b"key-0"})
+    grid.busy.add(1)
+    clients = GridClients(grid, 1, timeout=0.05)
+    assert clients.nodes(np.arange(1)) == {}
+    grid.busy.clear()
+    assert clients.nodes(np.arange(1)) == {0: 1}
+
+
+def test_a_second_live_node_process_on_a_state_folder_is_refused(node_files, monkeypatch,
+                                                                 capsys, invoke):
+    """Client 1's node configuration started twice on one host: the second process exits 2
+    naming the first (one live process per client and state folder)."""
+    from fedmc.deploy.node import hold_state
+
+    held = hold_state(node_files["state"])
+    try:
+        code, _, err = invoke(monkeypatch, capsys, "federate", "node", "--superlink",
+                              "127.0.0.1:1", "--insecure", "--node-config",
+                              node_config(node_files))
+    finally:
+        held.close()
+    assert code == 2 and "another live node process" in err, err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_refusals_go_to_the_row_of_their_round_or_the_next():
@@ -349,6 +407,30 @@ def test_a_node_names_a_key_or_certificate_it_cannot_read(node_files, monkeypatc
                               "127.0.0.1:1", "--node-config", node_config(node_files),
                               option, path)
         assert code == 2 and str(path) in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_node_speaks_tls_or_says_insecure(node_files, monkeypatch, capsys, certs, invoke):
+    """An authentication key without a root certificate would sign requests anyone on the
+    way can read and replay: refused in one line naming both ways out; so is asking for
+    TLS and no TLS at once."""
+    plain = ("--auth-key", certs / "client-1")
+    both = ("--root-certificates", certs / "ca.crt", "--insecure")
+    for options, needle in ((plain, "--insecure"), (both, "choose one")):
+        code, _, err = invoke(monkeypatch, capsys, "federate", "node", "--superlink",
+                              "127.0.0.1:1", "--node-config", node_config(node_files), *options)
+        assert code == 2 and needle in err and "--root-certificates" in err, err
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_a_tls_mismatch_is_named_as_such():
+    """A node with TLS facing a SuperLink without it (a failed handshake), and one without
+    TLS facing a SuperLink with it (the connection dropped): both messages name TLS."""
+    handshake = httpx.ConnectError("[SSL: WRONG_VERSION_NUMBER] wrong version number")
+    dropped = httpx.RemoteProtocolError("Server disconnected without sending a response.")
+    assert "TLS failed" in transport_failure(handshake, tls=True)
+    assert "--root-certificates" in transport_failure(dropped, tls=False)
+    refused = httpx.ConnectError("[Errno 111] Connection refused")
+    assert "TLS" not in transport_failure(refused, tls=True)
 
 
 @pytest.mark.parametrize("client,changes,needle", [

@@ -139,20 +139,25 @@ class Deployment:
                    "--database", str(self.root / "state" / "superlink.db"))
         self.until(lambda: self._healthy(), "the server answers on the operator's port")
 
-    def start_node(self, name: str, client: int, key: Path) -> None:
-        self.fedmc(name, "federate", "node", "--superlink", f"{self.net.address}:{self.port}",
-                   "--root-certificates", str(self.root / "certs" / "ca.crt"),
-                   "--auth-key", str(key), "--node-config",
-                   node_config(self.split, client, self.root / "state" / name), at_node=True)
+    def start_node(self, name: str, client: int, key: Path,
+                   state: str | None = None) -> subprocess.Popen:
+        """Start node ``name`` for ``client`` with ``key``, its state in ``state/NAME`` (or
+        another node's folder)."""
+        return self.fedmc(name, "federate", "node", "--superlink",
+                          f"{self.net.address}:{self.port}",
+                          "--root-certificates", str(self.root / "certs" / "ca.crt"),
+                          "--auth-key", str(key), "--node-config",
+                          node_config(self.split, client, self.root / "state" / (state or name)),
+                          at_node=True)
 
     def flwr(self, *args: str, at_node: bool = False) -> subprocess.CompletedProcess:
         return subprocess.run([*(self.net.prefix if at_node else []), "flwr", *args],
                               env=self.env, capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL)
 
-    def submit(self, run: RunSpec, out: Path, run_key: str = "") -> int:
-        config = FederatedRun(spec=run.model_copy(update={"params": PARAMS}), timeout=60.0,
-                              run_key=run_key, manifest=self.split / "manifest.json",
+    def submit(self, run: RunSpec, out: Path, timeout: float = 60.0) -> int:
+        config = FederatedRun(spec=run.model_copy(update={"params": PARAMS}), timeout=timeout,
+                              manifest=self.split / "manifest.json",
                               out=out).run_config()
         done = self.flwr("run", str(self.app), "operator", "--run-config",
                          str(write_run_config(out.with_suffix(".toml"), config)),
@@ -315,6 +320,30 @@ def test_three_nodes_equal_fedmc_run_and_a_second_claimant_is_refused(deployment
     fed.kill("stranger", signal.SIGTERM)
 
 
+def test_a_duplicate_node_is_refused_and_a_refused_node_joins_once_restarted(deployment,
+                                                                             simulated):
+    """Issue 29's problems 3 and 4: a second process with client 1's own key and node
+    configuration exits 2 at once (the state folder is held); node 2 started with client 1's
+    configuration is refused, and once restarted with its own it is asked again and joins
+    the run that was waiting for it, which then equals ``fedmc run``."""
+    fed = deployment
+    certs = fed.root / "certs"
+    duplicate = fed.start_node("duplicate", 1, certs / "client-1", state="node-1")
+    assert duplicate.wait(60) == 2, fed.log("duplicate")
+    assert "another live node process" in fed.log("duplicate")
+    fed.processes.pop("duplicate")
+    fed.kill("node-2", signal.SIGTERM)
+    fed.start_node("node-2", 1, certs / "client-2")  # client 1's configuration: refused
+    run, out = RunSpec(schedule=Schedule(rounds=2, active=2, seed=0)), fed.root / "refused"
+    fed.submit(run, out)
+    fed.until(lambda: '"claim refused"' in read(out / "progress.jsonl"), "node 2 is refused")
+    fed.kill("node-2", signal.SIGTERM)
+    fed.start_node("node-2", 2, certs / "client-2")  # the same key and node id, signed on anew
+    history = fed.history(out)
+    assert_same_history(history, simulated(fed.settings, run, PARAMS), rtol=1e-9, atol=1e-9)
+    assert client_ids(history, "claims_refused")[0] == [1]
+
+
 def test_nodes_outlive_flwr_stop_their_own_restart_and_a_superlink_restart(deployment, simulated):
     fed = deployment
     long = fed.root / "long"
@@ -327,9 +356,9 @@ def test_nodes_outlive_flwr_stop_their_own_restart_and_a_superlink_restart(deplo
     assert all(fed.processes[f"node-{c}"].poll() is None for c in range(3)), "nodes live on"
     # a node killed and started again rejoins at once (no 60 s lockout of its key)
     fed.kill("node-2")
-    started = time.monotonic()
+    started, before = time.monotonic(), fed.log("node-2").count("connected")
     fed.start_node("node-2", 2, fed.root / "certs" / "client-2")
-    fed.until(lambda: fed.log("node-2").count("connected") == 2, "node 2 is back", 30)
+    fed.until(lambda: fed.log("node-2").count("connected") == before + 1, "node 2 is back", 30)
     assert "signed off" in fed.log("node-2") and time.monotonic() - started < 30
     # the SuperLink killed and started again on its database: the nodes reconnect
     fed.kill("server")
@@ -355,7 +384,7 @@ def test_a_run_resumed_after_a_superlink_crash_equals_the_uninterrupted_one(depl
 
     fed = deployment
     run, out = RunSpec(schedule=Schedule(rounds=6, active=2, seed=0)), fed.root / "crashed"
-    fed.submit(run, out, run_key="resumable")
+    fed.submit(run, out)
     fed.until(lambda: '"round": 3, "row"' in read(out / "progress.jsonl"), "round 3 is done")
     fed.until(lambda: (out / "checkpoint.pkl").exists(), "round 3 is checkpointed")
     fed.kill("server")
@@ -379,3 +408,123 @@ def test_a_run_resumed_after_a_superlink_crash_equals_the_uninterrupted_one(depl
     with np.load(out / "model.npz") as model:
         np.testing.assert_allclose(model["V"], expected, rtol=0, atol=1e-9)
     assert not (out / "checkpoint.pkl").exists()
+
+
+POISON = """
+import sys
+import numpy as np
+import fedmc.flower.client_app as client_app
+from fedmc.cli import main
+
+honest = client_app.Party.step
+
+
+def poisoned(self, envelope):
+    uploads, weight = honest(self, envelope)
+    return {k: s.scaled(np.array([1e300])) for k, s in uploads.items()}, weight
+
+
+client_app.Party.step = poisoned
+sys.argv = ["fedmc", *sys.argv[1:]]
+main()
+"""
+"""A node process whose every upload is multiplied by 1e300 (a malicious client)."""
+FAULTS = ("kill", "sign off", "duplicate", "poison", "server")
+
+
+def current_round(out: Path) -> int:
+    """The round of the run's latest exchange."""
+    events = [json.loads(line) for line in read(out / "progress.jsonl").splitlines()]
+    return max((e["round"] for e in events if e["event"] == "exchange"), default=0)
+
+
+def fault(fed: Deployment, kind: str, client: int, out: Path, after: int) -> None:
+    """Inject ``kind`` on ``client``'s node (or the server) now; the run goes on from there;
+    restore the node (or resume the run) once round ``after`` is under way."""
+    name, key = f"node-{client}", fed.root / "certs" / f"client-{client}"
+
+    def under_way(k: int) -> None:
+        fed.until(lambda: f'"round": {k}, "phase": "round"' in read(out / "progress.jsonl"),
+                  f"round {k} is under way")
+
+    if kind == "kill":
+        fed.kill(name)
+        fed.start_node(name, client, key)
+    elif kind == "sign off":
+        fed.kill(name, signal.SIGTERM)
+        under_way(after)
+        fed.start_node(name, client, key)
+    elif kind == "duplicate":
+        duplicate = fed.start_node("duplicate", client, key, state=name)
+        assert duplicate.wait(60) == 2, fed.log("duplicate")
+        fed.processes.pop("duplicate")
+    elif kind == "poison":
+        fed.kill(name, signal.SIGTERM)
+        seen = fed.log(f"poisoned-{client}").count("connected")
+        log = open(fed.root / "logs" / f"poisoned-{client}.log", "ab")
+        fed.processes["poisoned"] = subprocess.Popen(
+            [*fed.net.prefix, sys.executable, "-c", POISON, "federate", "node", "--superlink",
+             f"{fed.net.address}:{fed.port}", "--root-certificates",
+             str(fed.root / "certs" / "ca.crt"), "--auth-key", str(key), "--node-config",
+             node_config(fed.split, client, fed.root / "state" / name)],
+            env=fed.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+        log.close()
+        fed.until(lambda: fed.log(f"poisoned-{client}").count("connected") > seen,
+                  "the poisoner is on")
+        refused = read(out / "progress.jsonl").count("norm is not a finite number")
+        fed.until(lambda: read(out / "progress.jsonl").count("norm is not a finite number")
+                  > refused or current_round(out) >= 36, "a poisoned upload is refused")
+        fed.kill("poisoned", signal.SIGTERM)
+        fed.start_node(name, client, key)
+    else:  # the SuperLink and its ServerApp killed, started again, the run resumed
+        fed.until(lambda: (out / "checkpoint.pkl").exists(), "a round is checkpointed")
+        fed.kill("server")
+        for pid in flower_processes(f"127.0.0.1:{fed.control_port}"):
+            os.kill(pid, signal.SIGKILL)
+        fed.start_server()
+        done = subprocess.run([sys.executable, "-m", "fedmc", "federate", "resume", str(out),
+                               "--app", str(fed.app), "--connection", "operator"],
+                              env=fed.env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_run_with_random_faults_finishes_as_the_replay_of_its_participants(deployment, seed):
+    """Issue 29's item 7: a 40-round run with TLS and node authentication while nodes are
+    killed and restarted, signed off, duplicated and replaced by a poisoning process, and
+    the SuperLink is killed and the run resumed, each at a moment the seed draws: the run
+    finishes, the history names the losses and refusals, and the published model equals
+    the replay of the clients the history says each round included."""
+    import random
+
+    import numpy as np
+
+    from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
+    from fedmc.federation.loop import Rounds
+    from fedmc.federation.sampling import make_sampler
+    from fedmc.run.data import federate, load_ratings
+    from fedmc.testing import replay
+
+    fed, draw = deployment, random.Random(seed)
+    run, out = RunSpec(schedule=Schedule(rounds=40, active=2, seed=seed)), fed.root / f"f{seed}"
+    fed.submit(run, out, timeout=10.0)
+    kinds, start = draw.sample(FAULTS, len(FAULTS)), 3
+    for kind in kinds:
+        start += draw.randint(1, 2)
+        fed.until(lambda k=start: f'"round": {k}, "phase": "round"'
+                  in read(out / "progress.jsonl"), f"round {start} is under way")
+        fault(fed, kind, draw.randrange(3), out, start + 2)
+        start = max(start + 2, current_round(out))
+    history = fed.history(out)
+    assert len(history.rows) == 41, "the run finished"
+    events = [json.loads(line) for line in read(out / "progress.jsonl").splitlines()]
+    assert [e for e in events if e["event"] == "failed"], "the nodes gone are recorded"
+    assert [e for e in events if e["event"] == "refused" and "norm" in e["reason"]]
+    assert any(client_ids(history, "lost").values())
+    data = federate(load_ratings(fed.settings), fed.settings)
+    again = replay(FEDMC_ADMM, FEDMC_ADMM.Config(**PARAMS), data,
+                   rounds=Rounds(make_sampler(3, 2), 40), seed=seed,
+                   included=client_ids(history))
+    with np.load(out / "model.npz") as model:
+        np.testing.assert_allclose(model["V"], again.server.V, rtol=0, atol=1e-9)

@@ -85,6 +85,46 @@ def test_a_node_killed_in_round_3_of_6_is_left_out_and_rejoins(tmp_path, secagg,
                         columns=["clients", "bytes_down"])
 
 
+def test_a_node_that_signs_off_mid_run_is_lost_and_the_plain_run_finishes(tmp_path,
+                                                                          data_settings,
+                                                                          federated,
+                                                                          ratings_file):
+    """A node stopped with SIGTERM while round 3 is sent signs off; Flower then answers for
+    it ("node unavailable", from the SuperLink's node id 1, issue 29's problem 2): the client
+    is lost in every later exchange, the failures are recorded, and the run finishes as the
+    replay of the clients it included."""
+    import os
+    import signal
+
+    settings = data_settings(ratings_file(tmp_path, users=60), clients=5)
+    run = RunSpec(schedule=Schedule(rounds=6, active=3, seed=0))
+    stopped: list[int] = []
+    failed: list[dict] = []
+
+    def stop_in_round_3(event, fed):
+        if event["event"] == "failed":
+            failed.append(event)
+        if event["event"] == "exchange" and event["round"] == 3 and event["phase"] == "round" \
+                and not stopped:
+            stopped.append(event["clients"][0])
+            node = fed.processes.pop(f"node-{stopped[0]}")  # gone for good, not a failure
+            os.killpg(node.pid, signal.SIGTERM)
+            node.wait(timeout=60)
+
+    history, out = federated(tmp_path, settings, run, PARAMS, stop_in_round_3, timeout=90.0)
+    assert len(history.rows) == 7, "the run completed"
+    included, lost = client_ids(history), client_ids(history, "lost")
+    assert all(stopped[0] not in included[k] for k in (4, 5, 6))
+    assert stopped[0] in lost[6]  # by Flower's error reply (then a "failed" line) or, once
+    # Flower refuses messages for the node, by no reply
+    assert all(e["clients"] == [stopped[0]] for e in failed)
+    data = federate(load_ratings(settings), settings)
+    again = replay(FEDMC_ADMM, FEDMC_ADMM.Config(**PARAMS), data,
+                   rounds=Rounds(make_sampler(5, 3), 6), seed=0, included=included)
+    np.testing.assert_allclose(np.load(out / "model.npz")["V"], again.server.V, rtol=0,
+                               atol=1e-10)
+
+
 def test_secure_aggregation_with_dp_has_the_clients_add_the_noise(tmp_path, data_settings,
                                                                   federated, ratings_file,
                                                                   simulation):

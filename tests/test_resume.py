@@ -81,7 +81,7 @@ def test_a_federation_resumed_from_the_servers_checkpoint_ends_as_the_uninterrup
     settings = data_settings(ratings_file(tmp_path, users=30), clients=4)
     run = FederatedRun(spec=RunSpec(params={"rank": 3},
                                     schedule=Schedule(rounds=6, active=3, seed=0)),
-                       secagg=secagg, out=Path("out"), run_key="k1")
+                       secagg=secagg, out=Path("out"))
     whole = loopback_federation(tmp_path / "whole", settings, run)
 
     class Killed(Exception):

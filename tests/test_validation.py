@@ -280,3 +280,18 @@ def test_a_per_user_split_cuts_each_users_share(small):
     assert np.array_equal(held, np.minimum(np.floor(0.25 * (kept + held)),
                                            np.maximum(kept + held - 1, 0)))
     assert held.sum() > 0
+
+
+def test_the_cuts_sums_obey_the_bounds_of_the_test_sums():
+    """A federation's server checks the cut's sums (and the ranking sums) as it checks the
+    test sums: a negative squared error or a fractional count is refused."""
+    from fedmc.algorithms.spec import FACTOR_SUMS
+    from fedmc.federation.bounds import OutOfBounds, ReplyBounds
+
+    bounds = ReplyBounds(sums=FACTOR_SUMS, cells=[10])
+    bounds.check_sums(0, {"validation.sse_test": 2.0, "validation.n_test": 3.0,
+                          "validation.rank_users": 2.0, "rank_ndcg": 0.5})
+    for sums in ({"validation.sse_test": -1.0}, {"validation.n_test": 11.0},
+                 {"validation.rank_users": 1.5}, {"rank_ndcg": -0.1}):
+        with pytest.raises(OutOfBounds):
+            bounds.check_sums(0, sums)

@@ -38,6 +38,14 @@ CROSS_SILO = {"clients": 100, "partition": "random", "rounds": 100}
 ONE_USER_PER_CLIENT = {"clients": 1, "partition": "user", "active": "all"}
 """Cross-device paper settings: every user a client, every client in every round."""
 
+FACTOR_SUMS = {"sse_z": "nonnegative", "sse_train": "nonnegative", "n_train": "cells",
+               "sse_test": "nonnegative", "sae_test": "nonnegative", "n_test": "cells",
+               "reg_u": "nonnegative", "nnz_u": "count", "size_u": "count",
+               "loss": "nonnegative"}
+"""The evaluation sums of a factor model (:func:`fedmc.core.factors.error_sums`, and an implicit
+fit's ``loss``) and what each is (:data:`fedmc.federation.bounds.SumKind`): the server refuses a
+client's sums that break them."""
+
 IMPLICIT = "+implicit"
 """The suffix of a partition's name under which ``dp_variants`` holds the settings tuned for
 interactions (``--implicit``)."""
@@ -152,6 +160,12 @@ class AlgorithmSpec:
     search_space
         The ranges of its settings ``fedmc tune`` searches by default (:class:`Range`; a user
         overrides them with ``--space``); empty when none are declared.
+    sums
+        What each of its clients' evaluation sums is (``nonnegative``, ``count``, ``cells``:
+        :data:`fedmc.federation.bounds.SumKind`): a federation's server refuses sums that
+        break it.
+    nonnegative_uploads
+        Its uploads whose every entry is >= 0 (counts): the server refuses others.
     """
 
     name: str
@@ -173,6 +187,8 @@ class AlgorithmSpec:
     rank_token: Callable[[Any], bool] = never
     estimator: str = ""
     search_space: Mapping[str, Range] = field(default_factory=dict)
+    sums: Mapping[str, str] = field(default_factory=lambda: FACTOR_SUMS)
+    nonnegative_uploads: tuple[str, ...] = ()
 
     @property
     def Config(self) -> type[BaseModel]:  # noqa: N802 (a class)

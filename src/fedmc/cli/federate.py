@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -68,8 +67,7 @@ def split(**typed: Any) -> None:
     out = typed["out"].resolve()
     manifest = write_split(run.data, out)
     write_app(out / "app")
-    federated = FederatedRun(spec=run, manifest=out / "manifest.json",
-                             run_key=uuid.uuid4().hex)
+    federated = FederatedRun(spec=run, manifest=out / "manifest.json")
     write_run_config(out / "run.toml", federated.run_config())
     typer.echo(f"wrote {out}/manifest.json, {manifest.n_clients} clients' files under "
                f"{out}/clients, the app in {out}/app and {out}/run.toml", err=True)
@@ -86,6 +84,13 @@ _LOCAL_EXTRAS = (
     _option("timeout", Annotated[float | None, typer.Option(
         help="Seconds to wait for the replies of one exchange (default 120).",
         rich_help_panel=FLOWER)], None),
+    _option("max_upload_norm", Annotated[float | None, typer.Option(
+        min=0.0, help="A bound on the L2 norm of one client's whole upload: clients clip to it "
+        "(as to --dp-clip), the server refuses a plain upload above it (default: none).",
+        rich_help_panel=FLOWER)], None),
+    _option("max_lost_rounds", Annotated[int | None, typer.Option(
+        min=1, help="Stop the run after this many exchanges in a row that lose every client "
+        "(default 3).", rich_help_panel=FLOWER)], None),
     _option("stock_nodes", Annotated[bool, typer.Option(
         "--stock-nodes", help="Flower's flower-supernode (a ClientApp process per message) "
         "instead of fedmc federate node.", rich_help_panel=FLOWER)], False),
@@ -107,12 +112,14 @@ def local(**typed: Any) -> None:
     the deployment checks the rest against the data before its first process starts.
     """
     from fedmc.cli.interrupts import interrupt_marks
-    from fedmc.deploy.local import RUN_FILES, run_local
+    from fedmc.deploy.local import run_local
+    from fedmc.flower.out_folder import CHECKPOINT, RUN_FILES
     from fedmc.flower.settings import FederatedRun
     from fedmc.run.folder import RunFolder
 
     spec = resolved_run(typed).without_refit()
-    given = {"timeout": typed["timeout"]} if typed["timeout"] is not None else {}
+    given = {name: typed[name] for name in ("timeout", "max_upload_norm", "max_lost_rounds")
+             if typed[name] is not None}
     run = FederatedRun(spec=spec, secagg=typed["secagg"], **given)
     run.config()  # the settings that need no data, before anything is written
     name = f"{spec.algorithm}-{spec.data.source}-federated"
@@ -124,9 +131,12 @@ def local(**typed: Any) -> None:
     try:
         with interrupt_marks(folder):
             work.mkdir(parents=True, exist_ok=True)
-            with progress(typed["quiet"], spec.schedule.rounds, label) as callback:
-                run_local(run, spec.data, work, typed["stock_nodes"],
-                          lambda event, _: _report(event, callback))
+            try:
+                with progress(typed["quiet"], spec.schedule.rounds, label) as callback:
+                    run_local(run, spec.data, work, typed["stock_nodes"],
+                              lambda event, _: _report(event, callback))
+            finally:  # its deployment is gone: nothing could resume from it
+                (out / CHECKPOINT).unlink(missing_ok=True)
     finally:
         if typed["work"] is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -161,8 +171,11 @@ def node(
     superlink: Annotated[str, typer.Option(help="The SuperLink's Fleet API, HOST:PORT.")],
     node_config: Annotated[str, typer.Option(help=NODE_CONFIG_HELP)],
     root_certificates: Annotated[Path | None, typer.Option(
-        help="CA certificate of the SuperLink's TLS certificate (without it: insecure).")]
+        help="CA certificate of the SuperLink's TLS certificate (TLS; or --insecure).")]
         = None,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure", help="Speak to the SuperLink without TLS (a SuperLink on this host "
+        "only: without TLS a node's signed requests can be read and replayed).")] = False,
     auth_key: Annotated[Path | None, typer.Option(
         help="This node's private key (OpenSSH, EC) for SuperNode authentication.")] = None,
     poll: Annotated[float, typer.Option(help="Seconds between polls once the next message is "
@@ -181,6 +194,12 @@ def node(
         load_auth_key(auth_key)
     if root_certificates is not None and not root_certificates.is_file():
         raise ConfigError(f"{root_certificates}: no such file (--root-certificates)")
+    if root_certificates is not None and insecure:
+        raise ConfigError("--root-certificates and --insecure: choose one (TLS or not)")
+    if root_certificates is None and not insecure:
+        raise ConfigError("no --root-certificates: a node speaks TLS to its SuperLink "
+                          "(give the CA certificate, or --insecure for a SuperLink without "
+                          "TLS)")
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     run_node(superlink, node_config, root_certificates=root_certificates,
              auth_key=auth_key, poll=poll)
@@ -242,6 +261,9 @@ def server(
     database: Annotated[Path, typer.Option(help="The SuperLink's state (runs, registered "
                                            "nodes), kept across restarts.")]
         = Path("superlink.db"),
+    runs: Annotated[Path, typer.Option(help="The folder a run's relative out and manifest "
+                                       "paths are taken in (default: this folder).")]
+        = Path(),
 ) -> None:
     """Run a SuperLink for a deployment across machines: TLS, SuperNode authentication with
     the roster's keys, state on disk, no runtime dependency installation; the network reaches
@@ -250,7 +272,7 @@ def server(
 
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # after a graceful stop: status 0
     serve(Certificates.in_folder(certs), host, port, control_port, database,
-          announce=lambda line: typer.echo(line, err=True))
+          announce=lambda line: typer.echo(line, err=True), runs=runs)
 
 
 @federate_app.command("resume")
@@ -266,7 +288,8 @@ def resume(
     the checkpoint the server wrote after its last completed round (the nodes keep their
     committed states under the run's key); the result is the uninterrupted run's."""
     from fedmc.deploy.app import write_run_config
-    from fedmc.flower.server_app import CHECKPOINT, stored_run_config
+    from fedmc.flower.out_folder import CHECKPOINT
+    from fedmc.flower.server_app import stored_run_config
 
     config = {**stored_run_config(out / CHECKPOINT), "resume": True}
     with tempfile.TemporaryDirectory(prefix="fedmc-resume-") as tmp:  # not in the run folder

@@ -8,6 +8,7 @@ version), and Flower loads ``fedmc.flower.server_app:app`` and
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import fedmc
@@ -15,8 +16,12 @@ from fedmc.flower.settings import RUN_CONFIG_DEFAULTS
 
 
 def _toml_value(value: object) -> str:
+    """``value`` as TOML; a JSON object (the run's spec) as a multi-line literal string of
+    indented JSON, which needs no escapes."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str) and value.startswith("{") and "'''" not in value:
+        return "'''\n" + json.dumps(json.loads(value), indent=2) + "\n'''"
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return repr(value)

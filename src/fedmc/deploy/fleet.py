@@ -83,6 +83,24 @@ class RunStopped(Exception):
     """The message's run is no longer running (``flwr stop``, or it ended)."""
 
 
+TLS_HINT = ("TLS failed: the SuperLink may not serve TLS, or its certificate is not signed by "
+            "--root-certificates or does not name the address")
+PLAIN_HINT = ("this node speaks without TLS (--insecure): if the SuperLink serves TLS, give "
+              "--root-certificates")
+
+
+def transport_failure(exc: httpx.TransportError, tls: bool) -> str:
+    """Why a request did not get through, naming TLS where it may be the cause: a TLS
+    handshake that failed (``tls``), or a connection a TLS server drops when a node speaks
+    plain HTTP to it (not ``tls``)."""
+    what = f"{type(exc).__name__}: {exc}"
+    if tls and ("SSL" in str(exc) or "certificate" in str(exc).lower()):
+        return f"{TLS_HINT} ({what})"
+    if not tls and isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+        return f"{what}; {PLAIN_HINT}"
+    return what
+
+
 def describe(exc: httpx.HTTPStatusError) -> str:
     """An HTTP error as the SuperLink explained it."""
     return f"HTTP {exc.response.status_code}: {error_message(exc.response)}"
@@ -128,6 +146,7 @@ class FleetConnection:
         self.self_registered = keys is None
         self.private, self.public = keys if keys is not None else generate_key_pairs()
         self.remember = remember
+        self.tls = root_certificates is not None
         self.client = fleet_client(
             address, None if root_certificates is None else str(root_certificates),
             self.private, self.public)
@@ -234,7 +253,7 @@ class FleetConnection:
             try:
                 response = method(request)
             except httpx.TransportError as exc:
-                self._unreachable(f"{type(exc).__name__}: {exc}", backoff)
+                self._unreachable(transport_failure(exc, self.tls), backoff)
                 continue
             except httpx.HTTPStatusError as exc:
                 status = exc.response.status_code

@@ -35,10 +35,7 @@ from fedmc.errors import FedMCError
 from fedmc.flower.server_app import preflight
 from fedmc.flower.settings import FederatedRun
 from fedmc.run.data import DataSettings
-from fedmc.run.folder import RUN_FILES as SIMULATION_FILES
 
-#: The files of a federated run in its output folder (``fedmc.run.folder.RunFolder``).
-RUN_FILES = (*SIMULATION_FILES, "progress.jsonl")
 MARKER = "FEDMC_DEPLOYMENT"
 GRACE = 5.0
 START_TIMEOUT = 60.0
@@ -133,8 +130,8 @@ class LocalFederation:
             cmd = ["flower-supernode", "--insecure", "--superlink", self.address,
                    "--port", str(free_port()), "--node-config", config]
         else:
-            cmd = [sys.executable, "-m", "fedmc", "federate", "node", "--superlink",
-                   self.address, "--node-config", config]
+            cmd = [sys.executable, "-m", "fedmc", "federate", "node", "--insecure",
+                   "--superlink", self.address, "--node-config", config]
         self.spawn(f"node-{client}", cmd)
 
     def spawn(self, name: str, cmd: list[str]) -> subprocess.Popen:
@@ -276,7 +273,7 @@ def run_local(run: FederatedRun, data: DataSettings, work: Path, stock_nodes: bo
     in a test)."""
     split = work / "split"
     run = run.model_copy(update={"manifest": (split / "manifest.json").resolve(),
-                                 "out": run.out.resolve()})
+                                 "out": run.out.resolve(), "overwrite": True})  # claimed
     run.config()  # bad parameters fail before anything starts
     run.privacy()
     preflight(run, write_split(data, split, boolean=run.algorithm.data_kind == "boolean"))

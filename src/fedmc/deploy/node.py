@@ -16,11 +16,15 @@ its state survives through the state folder).
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
+import secrets
 import time
 from collections import deque
 from functools import partial
 from pathlib import Path
+from typing import IO
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -99,6 +103,32 @@ def load_auth_key(path: Path) -> tuple[ec.EllipticCurvePrivateKey, ec.EllipticCu
     return key, key.public_key()
 
 
+def hold_state(folder: Path) -> IO[str]:
+    """Lock the state folder ``folder`` for this process (``FOLDER/node.lock``, an ``fcntl``
+    lock the system drops when the process ends, which holds its pid): one live process
+    per client and folder.
+
+    Raises
+    ------
+    ConfigError
+        Another live process holds it.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = open(folder / "node.lock", "a+")  # noqa: SIM115 (held while the process lives)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        holder = lock.read().strip() or "?"
+        lock.close()
+        raise ConfigError(f"{folder}: another live node process (pid {holder}) serves this "
+                          f"state folder; one process per client") from None
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
 def run_node(superlink: str, node_config: str, *, root_certificates: Path | None = None,
              auth_key: Path | None = None, poll: float = POLL,
              longest_poll: float = LONGEST_POLL) -> None:
@@ -112,10 +142,12 @@ def run_node(superlink: str, node_config: str, *, root_certificates: Path | None
     at most a minute). A node with ``auth_key`` keeps its node id in its state folder
     (``node-id``) to sign off an earlier process's session (:mod:`fedmc.deploy.fleet`).
     """
-    from fedmc.flower.client_app import NodeSettings
+    from fedmc.flower.client_app import NODE_PROCESS_ENV, NodeSettings
 
     _log_to_stderr()
     settings = NodeSettings.parse(node_config)
+    held = hold_state(settings.state)  # noqa: F841 (held while the process lives)
+    os.environ[NODE_PROCESS_ENV] = secrets.token_hex(8)  # this process, for the server
     config = parse_config_args([node_config])
     keys = load_auth_key(auth_key) if auth_key is not None else None
     backoff = Backoff(1.0, 60.0)

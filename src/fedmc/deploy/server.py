@@ -47,6 +47,7 @@ from fedmc.flower.compat import (
     superlink_state,
     uvicorn_log_config,
 )
+from fedmc.flower.out_folder import RUNS_ENV
 from fedmc.flower.roster import ROSTER_ENV, read_roster
 
 Scope = MutableMapping[str, Any]
@@ -145,8 +146,9 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def serve(certs: Certificates, host: str, port: int, control_port: int, database: Path,
-          announce: Callable[[str], None] = print) -> None:
-    """Run the SuperLink (module docstring) until SIGINT or SIGTERM."""
+          announce: Callable[[str], None] = print, runs: Path = Path()) -> None:
+    """Run the SuperLink (module docstring) until SIGINT or SIGTERM; its runs take relative
+    ``out`` and ``manifest`` paths in ``runs`` (:data:`fedmc.flower.out_folder.RUNS_ENV`)."""
     import uvicorn
 
     if port == control_port:
@@ -157,6 +159,7 @@ def serve(certs: Certificates, host: str, port: int, control_port: int, database
     for name in ("FLWR_INTERNAL_GRPC_CONTROL_API", "FLWR_INTERNAL_GRPC_FLEET_API"):
         os.environ.pop(name, None)  # Flower's legacy gRPC APIs would bind 0.0.0.0
     os.environ[ROSTER_ENV] = str(certs.roster.resolve())
+    os.environ[RUNS_ENV] = str(runs.resolve())
     # Flower starts flower-superexec (and it flwr-serverapp) from PATH: this Python's first
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent),
                                           os.environ.get("PATH", "")])
@@ -172,7 +175,8 @@ def serve(certs: Certificates, host: str, port: int, control_port: int, database
              f"https://127.0.0.1:{control_port} (this host only; from elsewhere: "
              f"ssh -N -L {control_port}:127.0.0.1:{control_port} USER@THIS-HOST, then "
              f'address = "127.0.0.1:{control_port}", root-certificates = {files[0]})')
-    announce(f"state: {database}; roster: {certs.roster} ({len(roster)} clients)")
+    announce(f"state: {database}; roster: {certs.roster} ({len(roster)} clients); relative "
+             f"out and manifest paths of a run are taken in {runs.resolve()}")
     server = uvicorn.Server(uvicorn.Config(
         FleetOnly(app, ("127.0.0.1", control_port), fleet_paths()),
         ssl_certfile=files[1], ssl_keyfile=files[2], lifespan="on", workers=1,

@@ -70,14 +70,18 @@ class Aggregator:
         calibrated to it and the budget accounted over it. A client needs none.
     placement
         Who draws which noise (the population's).
+    max_norm
+        A bound on the L2 norm of a client's whole upload that its clients clip to as they
+        clip to user-level DP's (a federation operator's ``max-upload-norm``; inf: none).
     """
 
     def __init__(self, algorithm: Algorithm, cfg: Any, info: FederationInfo, *,
                  dp: UserDP | None = None, plan: Plan | None = None,
-                 placement: Placement = SIMULATED) -> None:
+                 placement: Placement = SIMULATED, max_norm: float = np.inf) -> None:
         self.shapes: Mapping[str, tuple[int, ...]] = algorithm.upload_shapes(cfg, info)
         self.local = algorithm.local_noise(cfg, info)
         self.dp = dp
+        self.max_norm = max_norm
         self.placement = placement
         self.plan = plan
         self.noise: float | None = None
@@ -89,12 +93,18 @@ class Aggregator:
     # --- the client side: what one client does to its own upload -------------------------
 
     def prepare(self, msg: Message, uploads: Uploads) -> Uploads:
-        """A batch of clients' uploads as they leave the clients: with user-level DP each
-        client's whole upload (all its arrays together) scaled to L2 norm at most the bound of
-        the exchange's phase (:meth:`fedmc.privacy.accounting.UserDP.clip_of`)."""
-        if self.dp is None or not uploads:
+        """A batch of clients' uploads as they leave the clients: each client's whole upload
+        (all its arrays together) scaled to L2 norm at most :meth:`clip` of the exchange."""
+        clip = self.clip(msg)
+        if not np.isfinite(clip) or not uploads:
             return uploads
-        return clip_uploads(uploads, self.dp.clip_of(msg.phase))
+        return clip_uploads(uploads, clip)
+
+    def clip(self, msg: Message) -> float:
+        """The bound on the norm of a client's upload in ``msg``'s exchange: the smaller of
+        user-level DP's bound of its phase (:meth:`fedmc.privacy.accounting.UserDP.clip_of`)
+        and :attr:`max_norm` (inf: none)."""
+        return min(self.max_norm, np.inf if self.dp is None else self.dp.clip_of(msg.phase))
 
     def local_noise(self, uploads: Uploads, rng: np.random.Generator) -> Uploads:
         """One client's uploads with the algorithm's local noise added by the client itself

@@ -312,8 +312,9 @@ def run_rounds(
         model = {} if aggregator.private else algorithm.model(cfg, server.state)
 
         def finish(sums: dict[str, float]) -> None:
-            metrics = {} if aggregator.private else algorithm.metrics(cfg, server.state, sums,
-                                                                      info)
+            # no sums: every client was lost in the evaluation (a federation's), no metrics
+            metrics = {} if aggregator.private or not sums else algorithm.metrics(
+                cfg, server.state, sums, info)
             history.append(aggregator.published({"round": k, **metrics, **row}))
             if stop is not None:
                 stop.observe(k, history.rows[-1], model)

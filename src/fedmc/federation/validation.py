@@ -40,6 +40,19 @@ PREFIX = "validation."
 """Prefix of the evaluation sums of the validation cut."""
 VALIDATION = "validation_"
 """Prefix of the history columns of the validation cut."""
+RANKING_SUMS = {"rank_precision": "nonnegative", "rank_recall": "nonnegative",
+                "rank_ndcg": "nonnegative", "rank_map": "nonnegative",
+                "rank_hit_rate": "nonnegative", "rank_users": "count"}
+"""The ranking sums an evaluation at a cut-off sends and what each is
+(:data:`fedmc.federation.bounds.SumKind`)."""
+
+
+def sum_kind(declared: Mapping[str, str], key: str) -> str | None:
+    """What the evaluation sum ``key`` is: as the algorithm declares its own sums, the cut's
+    sums as the same sums of the test ratings, the ranking sums as :data:`RANKING_SUMS`;
+    None for a sum nobody declared."""
+    base = key.removeprefix(PREFIX)
+    return declared.get(base, RANKING_SUMS.get(base))
 
 
 def with_validation(algorithm: Algorithm, ranking_k: int | None = None) -> Algorithm:

@@ -15,17 +15,21 @@ algorithm, its parameters and the seed.
 Message types: ``query`` (the client's id, and a token naming its state folder: the server
 knows clients by this id, not by Flower's node id, which changes when a node restarts, and
 admits a client's id only from the node its roster names or, without a roster, from nodes
-with the first token it saw, :mod:`fedmc.flower.grid_clients`), ``train.step`` (the
+with the first token it saw, :mod:`fedmc.flower.grid_clients`; a node that has already
+finished the run the query names says so instead), ``query.done`` (the run has ended: the
+client removes its states and records the run's key as finished), ``train.step`` (the
 algorithm's client step on the message; the reply is the client's uploads, and, when the
 message also carries the previous round's model, first the client's evaluation sums under
 it), ``evaluate`` (the client's evaluation sums under the published model) and ``train``
 (the same two inside SecAgg+, :mod:`fedmc.flower.secagg`). Every step and evaluation first
 settles the pending state of the client's previous exchange
-(:mod:`fedmc.flower.client_state`).
+(:mod:`fedmc.flower.client_state`). Every message names the run's key, which the server makes
+afresh for every submitted run: the client keeps its states under it.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,14 +48,25 @@ from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.loop import streams
 from fedmc.flower import secagg
-from fedmc.flower.client_state import StateStore, identity
+from fedmc.flower.client_state import RunFinished, StateStore, identity
 from fedmc.flower.compact import compact_mod
 from fedmc.flower.manifest import Manifest
 from fedmc.flower.settings import FederatedRun
 from fedmc.flower.shard import load_boolean_shard, load_shard
-from fedmc.flower.wire import Envelope, pack_reply, unpack_message
+from fedmc.flower.wire import Envelope, pack_reply, run_key, unpack_message
 
 app = ClientApp(mods=[compact_mod, secaggplus_mod])
+NODE_PROCESS_ENV = "FEDMC_NODE_PROCESS"
+"""The environment variable holding the nonce of the node process (``fedmc federate node``
+sets it): named in a client's claims and plain replies, so the server takes a client's replies
+from the one process it admitted (a duplicate of a live node is refused)."""
+
+
+def process_nonce() -> str:
+    """The nonce of the node process this ClientApp serves in; empty under a stock
+    ``flower-supernode``, whose ClientApp is a new process for every message (its replies
+    are then not told apart)."""
+    return os.environ.get(NODE_PROCESS_ENV, "")
 
 
 @dataclass
@@ -191,66 +206,95 @@ class NodeSettings:
                               f"({exc.strerror})") from None
 
 
-_PARTIES: dict[tuple[int, int], Party] = {}
+_PARTIES: dict[tuple[int, int, str], Party] = {}
 
 
-def party(context: Context) -> Party:
-    """This node's client in this run (built on first use; kept while the process lives)."""
+def party(context: Context, key: str) -> Party:
+    """This node's client in the run under ``key`` (built on first use; kept while the
+    process lives).
+
+    Raises
+    ------
+    fedmc.flower.client_state.RunFinished
+        That run has already finished on this node.
+    """
+    if not key:
+        raise ConfigError("the message names no run key (a server of another fedmc version?)")
     node = NodeSettings.from_config(context.node_config)
-    key = (context.run_id, node.client)
-    if key not in _PARTIES:
+    which = (context.run_id, node.client, key)
+    if which not in _PARTIES:
         run = FederatedRun.from_run_config(dict(context.run_config))
-        _PARTIES[key] = _make_party(node, run, run.run_key or str(context.run_id))
-    return _PARTIES[key]
+        _PARTIES[which] = _make_party(node, run, key)
+    return _PARTIES[which]
 
 
 def forget_run(run_id: int) -> None:
     """Drop what this process holds for run ``run_id`` (it was stopped or has ended)."""
-    for key in [k for k in _PARTIES if k[0] == run_id]:
-        del _PARTIES[key]
+    for which in [k for k in _PARTIES if k[0] == run_id]:
+        del _PARTIES[which]
 
 
-def _make_party(node: NodeSettings, run: FederatedRun, run_id: str) -> Party:
+def _make_party(node: NodeSettings, run: FederatedRun, key: str) -> Party:
     manifest = node.read_manifest()
     shard = node.shard(manifest)
     algorithm, cfg = run.algorithm, run.config()
     info = manifest.federation_info(algorithm.data_kind)
-    store = StateStore(node.state, run_id)
+    store = StateStore(node.state, f"{key}/{node.client}")  # a folder may change clients
     if store.committed is None:  # this client's slice of the population's initial draws
         init_rng, _ = streams(run.schedule.seed)  # the server's rule, the same draws
         draws = algorithm.draws(cfg, info, init_rng)
         own = draws.take(np.array([node.client]), manifest.rows_of(node.client))
         store.start(algorithm.init_clients(cfg, shard, own, info))
     return Party(node.client, algorithm, cfg, info, shard, store,
-                 Aggregator(algorithm, cfg, info, dp=run.privacy()))
+                 Aggregator(algorithm, cfg, info, dp=run.privacy(),
+                            max_norm=run.max_upload_norm or np.inf))
 
 
 @app.query()
 def hello(msg: Message, context: Context) -> Message:
     """The client's id and the token of its state folder
-    (:func:`fedmc.flower.client_state.identity`)."""
-    me = party(context)
+    (:func:`fedmc.flower.client_state.identity`), or, when the node has already finished the
+    run the message names (its key), the client's id and why it refuses."""
+    client = NodeSettings.from_config(context.node_config).client
+    try:
+        me = party(context, run_key(msg.content))
+    except RunFinished as exc:
+        return Message(RecordDict({"client": ConfigRecord({
+            "id": client, "refuses": str(exc)})}), reply_to=msg)
     return Message(RecordDict({"client": ConfigRecord({
-        "id": me.client, "token": identity(me.store.folder)})}), reply_to=msg)
+        "id": me.client, "token": identity(me.store.folder), "process": process_nonce()})}),
+        reply_to=msg)
+
+
+@app.query("done")
+def done(msg: Message, context: Context) -> Message:
+    """The run has ended: its states are removed and its key recorded as finished
+    (:meth:`fedmc.flower.client_state.StateStore.finish`)."""
+    party(context, run_key(msg.content)).store.finish()
+    forget_run(context.run_id)
+    return Message(RecordDict(), reply_to=msg)
 
 
 @app.train("step")
 def step(msg: Message, context: Context) -> Message:
     """The client step of a plain exchange, after the evaluation it carries, if any."""
-    me, envelope = party(context), unpack_message(msg.content)
+    envelope = unpack_message(msg.content)
+    me = party(context, envelope.key)
     sums = None if envelope.model is None else me.evaluate(envelope)
     uploads, _ = me.step(envelope)
-    return Message(pack_reply(uploads, sums), reply_to=msg)
+    return Message(pack_reply(uploads, sums, process_nonce()), reply_to=msg)
 
 
 @app.evaluate()
 def evaluate(msg: Message, context: Context) -> Message:
     """The evaluation sums of a plain exchange."""
-    return Message(pack_reply(sums=party(context).evaluate(unpack_message(msg.content))),
-                   reply_to=msg)
+    envelope = unpack_message(msg.content)
+    return Message(pack_reply(sums=party(context, envelope.key).evaluate(envelope),
+                              process=process_nonce()), reply_to=msg)
 
 
 @app.train()
 def secure(msg: Message, context: Context) -> Message:
     """A client step or an evaluation inside SecAgg+ (its masked-vector stage)."""
-    return secagg.contribute(msg, party(context))
+    envelope = secagg.unpack_secure(msg)
+    return secagg.contribute(msg, envelope, party(context, envelope.key))

@@ -11,7 +11,11 @@ state the server's sums reflect.
 
 Both states are written to ``FOLDER/committed.pkl`` and ``FOLDER/pending.pkl`` (atomically,
 before the reply leaves), so a node restarted after a crash resumes where the server believes
-it is. The files name the run they belong to; a folder left by another run starts afresh.
+it is. The files name the run they belong to (the run's key, which the server makes afresh
+for every submitted run and keeps in its checkpoint for a resume): a folder left by another run
+starts afresh. When a run has ended the server tells its clients (:meth:`StateStore.finish`):
+the states are removed and the key recorded in ``FOLDER/finished``, and a node asked to take
+part in a run under that key again refuses (:class:`RunFinished`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,13 @@ from typing import Any
 from fedmc.errors import ConfigError
 from fedmc.flower.wire import NO_EXCHANGE
 
+FINISHED = "finished"
+"""The file of a state folder that lists the keys of the runs that have ended, one a line."""
+
+
+class RunFinished(ConfigError):
+    """A node was asked to take part in a run it has already finished."""
+
 
 class StateStore:
     """The committed state and at most one pending state of one client of one run.
@@ -36,13 +47,21 @@ class StateStore:
     folder
         The node's state folder (its node configuration's ``state``).
     run
-        The run's identity; files of another run are ignored and replaced.
+        The run's key; files of another run are ignored and replaced.
+
+    Raises
+    ------
+    RunFinished
+        The run ``run`` has already finished on this folder.
     """
 
     def __init__(self, folder: Path, run: str) -> None:
         self.folder = folder
         self.run = run
         folder.mkdir(parents=True, exist_ok=True)
+        if run in finished_runs(folder):
+            raise RunFinished(f"{folder}: run {run} has already finished here; a finished run "
+                              f"is never continued (submit a new run)")
         self._committed = self._read("committed")
         pending = self._read("pending")
         self._pending: tuple[int, Any] | None = pending
@@ -101,6 +120,16 @@ class StateStore:
         self._pending = None
         (self.folder / "pending.pkl").unlink(missing_ok=True)
 
+    def finish(self) -> None:
+        """The run has ended: record its key as finished and remove its states and secret."""
+        with open(self.folder / FINISHED, "a") as fh:
+            fh.write(self.run + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        for name in ("committed", "pending", "secret"):
+            (self.folder / f"{name}.pkl").unlink(missing_ok=True)
+        self._committed = self._pending = self._secret = None
+
     def _read(self, name: str) -> Any:
         path = self.folder / f"{name}.pkl"
         if not path.exists():
@@ -120,6 +149,12 @@ class StateStore:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def finished_runs(folder: Path) -> set[str]:
+    """The keys of the runs that have finished on the state folder ``folder``."""
+    path = folder / FINISHED
+    return set(path.read_text().split()) if path.exists() else set()
 
 
 def identity(folder: Path) -> str:

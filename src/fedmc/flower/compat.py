@@ -85,7 +85,7 @@ from flwr.supercore.inflatable.inflatable_utils import (
 )
 from flwr.supercore.interceptors.http.runtime_version import RuntimeVersionHttpInterceptor
 from flwr.supercore.primitives.asymmetric import generate_key_pairs, public_key_to_bytes
-from flwr.supercore.run import Run
+from flwr.supercore.run import Run, RunNotRunningException
 from flwr.superlink.grid.http_grid import HttpGrid
 from flwr.supernode.fleet_http_client import FleetHttpClient
 from flwr.supernode.node_auth_http_interceptor import NodeAuthHttpInterceptor
@@ -96,7 +96,8 @@ __all__ = [
     "DeactivateNodeRequest", "ErrorCode", "Fab", "GetFabRequest", "GetRunRequest",
     "HeartbeatSender", "HttpGrid", "NodeProto", "ObjectPullError", "ObjectTree",
     "PullMessagesRequest", "PushMessagesRequest", "RecordDictProto", "RegisterNodeFleetRequest",
-    "Run", "SendNodeHeartbeatRequest", "UnregisterNodeFleetRequest", "WorkflowKey",
+    "Run", "RunNotRunningException", "SendNodeHeartbeatRequest", "UnregisterNodeFleetRequest",
+    "WorkflowKey",
     "WorkflowState", "error_message", "fab_from_proto", "fitres_to_recorddict",
     "fleet_client", "fleet_route_paths", "generate_key_pairs", "get_all_nested_objects",
     "get_fused_config_from_fab", "get_object_tree", "inflate_object_from_contents",

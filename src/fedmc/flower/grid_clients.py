@@ -25,6 +25,7 @@ sent a message: which node speaks for a client never depends on the order of rep
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
@@ -39,13 +40,16 @@ from fedmc.core.protocol import Message
 from fedmc.core.uploads import Uploads, upload_nbytes
 from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
+from fedmc.federation.bounds import OutOfBounds, ReplyBounds
 from fedmc.federation.population import Exchange, Placement, carried_out
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
-from fedmc.flower.transport import good_replies, send_and_receive
+from fedmc.flower.transport import good_replies, replies_by_node
 from fedmc.flower.wire import (
     Envelope,
     RefusedReply,
+    pack_key,
     pack_message,
+    reply_process,
     unpack_sums,
     unpack_uploads,
 )
@@ -82,6 +86,11 @@ class Refusal:
     reason: str
 
 
+class EveryoneLost(ConfigError):
+    """Every client was lost in too many exchanges in a row: the run stops (its checkpoint
+    stays, so it can be resumed)."""
+
+
 @dataclass
 class GridClients:
     """Clients behind a Flower Grid (module docstring).
@@ -107,10 +116,21 @@ class GridClients:
         Called with what else happened in an exchange, as a dict with ``event``
         (``refused``: a reply the server did not take; ``failed``: a client's error;
         ``skipped``: a step no client took; ``claim refused``: a node's claim to be a client,
-        :meth:`admit`), ``exchange``, ``round``, ``clients`` and ``reason``.
+        :meth:`admit`; ``everyone lost``: an exchange that took no client's reply),
+        ``exchange``, ``round``, ``clients`` and ``reason``.
     roster
         The public key (PEM, as Flower records a node's) of every client, when the operator
         gave a roster (:func:`fedmc.flower.roster.read_roster`).
+    key
+        The run's key (every message names it; the clients keep their states under it): a
+        fresh one for every submitted run, the checkpoint's when a run is resumed
+        (:meth:`restore`).
+    bounds
+        What a plain reply may hold (:class:`fedmc.federation.bounds.ReplyBounds`): a reply
+        outside is refused like a malformed one.
+    max_lost
+        How many exchanges in a row may lose every client they ask before the run stops
+        (:class:`EveryoneLost`); each one is noted (``everyone lost``) and the run goes on.
     """
 
     grid: Grid
@@ -121,16 +141,21 @@ class GridClients:
     on_exchange: Callable[[int, int, str, list[int]], None] | None = None
     on_event: Callable[[dict[str, Any]], None] | None = None
     roster: Mapping[int, bytes] | None = None
+    key: str = field(default_factory=lambda: secrets.token_hex(16))
+    max_lost: int = 3
+    bounds: ReplyBounds = field(default_factory=ReplyBounds)
     log: list[Record] = field(default_factory=list, init=False)
     refusals: list[Refusal] = field(default_factory=list, init=False)
     warm: set[tuple[int, str]] = field(default_factory=set, init=False)
     node_of: dict[int, int] = field(default_factory=dict, init=False)
     token_of: dict[int, str] = field(default_factory=dict, init=False)
+    process_of: dict[int, str] = field(default_factory=dict, init=False)
     failed: dict[int, str] = field(default_factory=dict, init=False)
     last_included: dict[int, int] = field(default_factory=dict, init=False)
-    _asked: set[int] = field(default_factory=set, init=False)
+    _asked: dict[int, str] = field(default_factory=dict, init=False)
     _round: int = field(default=0, init=False)
     _exchanges: int = field(default=0, init=False)
+    _lost_in_a_row: int = field(default=0, init=False)
     folds_evaluation: bool = field(default=True, init=False)
 
     def connect(self, wait: float) -> None:
@@ -158,12 +183,12 @@ class GridClients:
                  evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
         """Send ``msg`` to its clients (and ``evaluate``, the previous round's model, to every
         client with it); the sum of the uploads that came back."""
-        sums, dp_share = None, 0.0
+        sums, dp_share, evaluated = None, 0.0, []
         previous = self._round
         number = self._begin(msg.round, msg.phase, msg.compute)
         shapes = aggregator.shapes
         if self.secure is not None and 0 < len(np.unique(msg.upload)) < MIN_UPLOADERS:
-            self._note(number, msg.round, "skipped", msg.upload, "a secure sum needs the "
+            self.note(number, msg.round, "skipped", msg.upload, "a secure sum needs the "
                        f"uploads of at least {MIN_UPLOADERS} clients; the message names "
                        f"{len(np.unique(msg.upload))}: no client takes this step")
             msg = carried_out(msg, msg.compute[:0])
@@ -173,21 +198,29 @@ class GridClients:
             summed, included, nbytes = done.summed, done.included, done.nbytes
             dp_share = done.dp_share
             if evaluate is not None:
-                sums = done.sums
-                self._end(number, previous, "evaluate", self.everyone, done.evaluated)
+                sums, evaluated = done.sums, done.evaluated
+                self._end(number, previous, "evaluate", self.everyone, evaluated)
         else:
             weight = dict(zip(*np.unique(msg.upload, return_counts=True), strict=True))
             replies = self._checked(number, msg, self._send(number, msg, evaluate),
-                                    {c: shapes for c in weight}, evaluate is not None)
+                                    {c: shapes for c in weight}, evaluate is not None,
+                                    np.inf if aggregator.local else aggregator.clip(msg))
             included = sorted(set(replies) & set(msg.compute.tolist()))
             batches = [(replies[c][0], np.array([weight[c]])) for c in included if c in weight]
             summed = aggregator.sum(batches)
+            if not all(np.isfinite(a).all() for a in summed.arrays.values()):  # overflow
+                self.note(number, msg.round, "refused", included, "the uploads' sum is not "
+                           "finite: none of them is taken")
+                included, batches = [], []
+                summed = aggregator.sum(batches)
             nbytes = sum(upload_nbytes(uploads) for uploads, _ in batches)
             if evaluate is not None:
-                sums = self._added_sums(number, previous, replies)
+                sums, evaluated = self._added_sums(number, previous, replies), list(replies)
         for c in included:
             self.last_included[c] = number
         self._end(number, msg.round, msg.phase, msg.compute, included)
+        asked = self.everyone if evaluate is not None else msg.compute
+        self._answered(number, msg.round, asked, [*included, *evaluated])
         return Exchange(summed, nbytes, carried_out(msg, np.array(included, dtype=np.int64)),
                         sums=sums, dp_share=dp_share)
 
@@ -200,16 +233,38 @@ class GridClients:
         if self.secure is not None:
             total, included = self.secure.evaluate(self, number, msg, model)
             self._end(number, msg.round, "evaluate", self.everyone, included)
-            return total
-        replies = self._checked(number, msg, self._send(number, msg, model), {}, True)
-        return self._added_sums(number, msg.round, replies)
+        else:
+            replies = self._checked(number, msg, self._send(number, msg, model), {}, True)
+            total, included = self._added_sums(number, msg.round, replies), list(replies)
+        self._answered(number, msg.round, self.everyone, included)
+        return total
+
+    def _answered(self, number: int, round_: int, asked: np.ndarray,
+                  answered: list[int]) -> None:
+        """Count an exchange in which every client asked was lost (noted as ``everyone
+        lost``); after :attr:`max_lost` such exchanges in a row, stop the run
+        (:class:`EveryoneLost`)."""
+        if not len(asked) or answered:
+            self._lost_in_a_row = 0
+            return
+        self._lost_in_a_row += 1
+        self.note(number, round_, "everyone lost", asked, f"no reply of clients "
+                   f"{sorted(set(asked.tolist()))} was taken ({self._lost_in_a_row} exchange(s) "
+                   f"in a row, the run stops after {self.max_lost})")
+        if self._lost_in_a_row >= self.max_lost:
+            raise EveryoneLost(f"every client was lost in {self._lost_in_a_row} exchanges in a "
+                               f"row (max-lost-rounds = {self.max_lost}): the run stops; "
+                               f"resume it with fedmc federate resume once the nodes are back")
 
     def _checked(self, number: int, msg: Message, replies: Mapping[int, RecordDict],
-                 uploads: Mapping[int, Shapes], sums: bool) -> dict[int, Reply]:
+                 uploads: Mapping[int, Shapes], sums: bool,
+                 clip: float = np.inf) -> dict[int, Reply]:
         """What the server takes of each reply: the uploads of the clients in ``uploads``
         (every declared upload, :func:`fedmc.flower.wire.unpack_uploads`) and, with
-        ``sums``, the evaluation sums. A reply that is not finite or has the wrong shape
-        is refused: its client is left out of the exchange (lost) and the reason noted."""
+        ``sums``, the evaluation sums. A reply that is not finite, has the wrong shape or
+        lies outside :attr:`bounds` (its uploads' norm also within ``clip``, the clip every
+        client applied when no noise is added after it) is refused: its client is left out
+        of the exchange (lost) and the reason noted."""
         taken = {}
         for c, content in sorted(replies.items()):
             try:
@@ -217,10 +272,29 @@ class GridClients:
                 mine = unpack_uploads(content, shapes) if shapes else {}
                 if set(mine) != set(shapes):
                     raise RefusedReply(f"uploads {sorted(mine)}, expected {sorted(shapes)}")
-                taken[c] = (mine, unpack_sums(content) if sums else None)
-            except RefusedReply as exc:
-                self._note(number, msg.round, "refused", [c], f"client {c}: {exc}")
+                if not self._from_admitted(c, reply_process(content)):
+                    self._refuse(self.node_of[c], c, "its reply comes from another process "
+                                 "than the one admitted (a duplicate of a live node)")
+                    raise RefusedReply(f"client {c}: a reply of a second process")
+                if shapes:
+                    self.bounds.check_uploads(mine, clip)
+                evaluation = unpack_sums(content) if sums else None
+                if evaluation is not None:
+                    self.bounds.check_sums(c, evaluation)
+                taken[c] = (mine, evaluation)
+            except (RefusedReply, OutOfBounds) as exc:
+                self.note(number, msg.round, "refused", [c], f"client {c}: {exc}")
         return taken
+
+    def _from_admitted(self, client: int, process: str) -> bool:
+        """Whether ``process`` is the process admitted for ``client`` (any, where its node
+        names none: a stock node); a node restarted since it was admitted (activated anew)
+        is asked again first."""
+        admitted = self.process_of.get(client, "")
+        if not admitted or process == admitted:
+            return True
+        self._refresh()
+        return process == self.process_of.get(client, "")
 
     def _added_sums(self, number: int, round_: int,
                     replies: Mapping[int, Reply]) -> dict[str, float]:
@@ -241,7 +315,7 @@ class GridClients:
             return self.timeout
         return max(self.timeout, COLD_TIMEOUT)
 
-    def _note(self, number: int, round_: int, event: str, clients: Iterable[int],
+    def note(self, number: int, round_: int, event: str, clients: Iterable[int],
               reason: str) -> None:
         """Report what happened to ``clients`` in an exchange (``on_event``)."""
         if self.on_event is not None:
@@ -263,17 +337,22 @@ class GridClients:
         last included exchange, who was included and refused (the history's columns), the
         identity each client was claimed with, the secure sums' learned scales. The clients'
         own states are on their nodes' disks."""
-        return {"exchanges": self._exchanges, "round": self._round,
+        return {"key": self.key, "exchanges": self._exchanges, "round": self._round,
                 "last_included": self.last_included, "log": self.log,
                 "refusals": self.refusals, "token_of": self.token_of,
                 "exponents": None if self.secure is None else self.secure.exponents}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
-        """Take up a :meth:`snapshot` (nodes are asked who they are anew)."""
+        """Take up a :meth:`snapshot` (nodes are asked who they are anew); taken up twice,
+        before the nodes are asked and by the round loop, it keeps what happened between."""
+        self.key = snapshot["key"]
         self._exchanges, self._round = snapshot["exchanges"], snapshot["round"]
         self.last_included = dict(snapshot["last_included"])
-        self.log, self.refusals = list(snapshot["log"]), list(snapshot["refusals"])
-        self.token_of = dict(snapshot["token_of"])
+        self.log = list(snapshot["log"])
+        # claims refused since (the resumed run's own) stay; the identities first claimed win
+        self.refusals = [*snapshot["refusals"],
+                         *(r for r in self.refusals if r not in snapshot["refusals"])]
+        self.token_of = {**self.token_of, **snapshot["token_of"]}
         if self.secure is not None and snapshot["exponents"] is not None:
             self.secure.exponents = snapshot["exponents"]
 
@@ -281,7 +360,7 @@ class GridClients:
                  model: Mapping[str, np.ndarray] | None = None, **extra: object) -> Envelope:
         """The exchange as ``clients`` receive it (with ``model`` to evaluate, if any)."""
         return Envelope(number, msg, {c: self.last_included[c] for c in clients
-                                      if c in self.last_included}, extra, model)
+                                      if c in self.last_included}, extra, model, self.key)
 
     def nodes(self, clients: np.ndarray) -> dict[int, int]:
         """The node of each of ``clients`` that has one (others are lost for this exchange)."""
@@ -301,30 +380,52 @@ class GridClients:
         out = [FlowerMessage(content, dst_node_id=node, group_id=str(msg.round),
                              message_type="train.step" if c in compute else "evaluate")
                for c, node in nodes.items()]
-        replies = send_and_receive(self.grid, out,
-                                   self.timeout_for(nodes.values(), msg.phase))
-        self.warm.update((m.metadata.src_node_id, msg.phase) for m in replies)
-        for m in replies:
-            if m.has_error():
-                client = client_of[m.metadata.src_node_id]
-                self._note(number, msg.round, "failed", [client],
+        replies = replies_by_node(self.grid, out, self.timeout_for(nodes.values(), msg.phase))
+        self.warm.update((node, msg.phase) for node in replies)
+        for node, m in replies.items():
+            if m.has_error():  # the node's, or Flower's on its behalf: the client is lost
+                client = client_of[node]
+                self.note(number, msg.round, "failed", [client],
                            f"client {client}: {m.error.reason}")
         return {client_of[node]: m.content for node, m in good_replies(replies).items()}
 
     def _refresh(self) -> None:
-        """Ask nodes that appeared since the last look which client they are."""
-        keys = {info.node_id: bytes(info.public_key) for info in self.grid.get_nodes()}
-        new = [n for n in keys if n not in self._asked]
+        """Ask nodes that appeared (or signed on anew) since the last look which client they
+        are; while a client has no node, also those that have not answered yet."""
+        nodes = list(self.grid.get_nodes())
+        keys = {info.node_id: bytes(info.public_key) for info in nodes}
+        # a node is asked once per activation: one that restarts (its key keeps its node id)
+        # or signs on again is asked anew, even if it was refused before
+        activated = {info.node_id: str(info.last_activated_at) for info in nodes}
+        new = [n for n in keys if self._asked.get(n) != activated[n]]
         if not new:
             return
-        self._asked.update(new)
-        ask = [FlowerMessage(RecordDict(), dst_node_id=n, message_type="query") for n in new]
-        replies = send_and_receive(self.grid, ask, self.timeout)
-        self.failed.update({m.metadata.src_node_id: m.error.reason for m in replies
+        self._asked.update({n: activated[n] for n in new})
+        ask = [FlowerMessage(pack_key(self.key), dst_node_id=n, message_type="query")
+               for n in new]
+        replies = replies_by_node(self.grid, ask, self.timeout)
+        self.failed.update({node: m.error.reason for node, m in replies.items()
                             if m.has_error()})
         for node, reply in good_replies(replies).items():
-            claim = reply.content.config_records["client"]
-            self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node])
+            claim = reply.content.config_records.get("client")
+            if claim is None or not isinstance(claim.get("id"), int):
+                self.failed[node] = "its reply names no client id"
+            elif "refuses" in claim:  # it has finished this run: never continued
+                raise ConfigError(f"node {node} (client {claim['id']}) refuses the run: "
+                                  f"{claim['refuses']}")
+            elif self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node]):
+                self.process_of[int(claim["id"])] = str(claim.get("process", ""))
+        if len(self.node_of) < self.n_clients:  # a node still busy (with a stopped run's
+            for node in set(new) - set(replies):  # message, say) is asked again
+                del self._asked[node]
+
+    def finish(self) -> None:
+        """Tell every client's node that the run has ended (``query.done``: the clients
+        remove their states and refuse the run's key from then on); a node that does not
+        answer within :attr:`timeout` is not waited for."""
+        done = [FlowerMessage(pack_key(self.key), dst_node_id=node, message_type="query.done")
+                for node in self.node_of.values()]
+        replies_by_node(self.grid, done, self.timeout)
 
     def admit(self, node: int, client: int, token: str, key: bytes) -> bool:
         """Let ``node`` speak for ``client`` if its claim holds (module docstring); a refused
@@ -344,7 +445,7 @@ class GridClients:
 
     def _refuse(self, node: int, client: int, reason: str) -> bool:
         self.refusals.append(Refusal(self._round, node, client, reason))
-        self._note(max(self._exchanges - 1, 0), self._round, "claim refused", [client],
+        self.note(max(self._exchanges - 1, 0), self._round, "claim refused", [client],
                    f"node {node} claims client {client}: {reason}")
         return False
 

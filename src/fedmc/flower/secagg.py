@@ -235,8 +235,9 @@ class SecureSum:
     """The secure exchanges of :class:`fedmc.flower.grid_clients.GridClients`: client steps
     whose uploads, and evaluations whose sums, only SecAgg+ adds up."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_norm: float = math.inf) -> None:
         self.exponents: dict[str, dict[str, int]] = {"step": {}, "evaluate": {}}
+        self.max_norm = max_norm
 
     def exchange(self, clients: GridClients, number: int, msg: ProtocolMessage,
                  shapes: Mapping[str, tuple[int, ...]],
@@ -293,28 +294,49 @@ class SecureSum:
             if mean is None:
                 return {}, [], 0
             clients.warm.update((node, msg.phase) for node, _ in results)
-            names = _agreed_names(number, results)
+            names = _agreed_names(results)
+            if names is None or len(mean) != len(names) + 2:
+                clients.note(number, msg.round, "refused", members, "the members disagree on "
+                             "the parts of the secure vector: nobody is included")
+                return {}, [], 0
             total = [a * len(results) for a in mean]
             flags, histogram = total[len(names)], total[len(names) + 1]
             exponents.update(_exponents(histogram, names))
+            self._cap(exponents, msg)
             if np.rint(flags).max(initial=0) == 0:
                 sums = {name: np.ldexp(total[i], sent.get(name, 0))
                         for i, name in enumerate(names)}
                 included = sorted(client_of[node] for node, _ in results)
                 size = sum(a.size for a in mean)
                 return sums, included, 8 * size * len(results)
-        raise ConfigError(f"exchange {number}: uploads still exceed the secure aggregation "
-                          f"range after {ATTEMPTS} attempts")
+        clients.note(number, msg.round, "refused", members, f"the secure sum still overflows "
+                     f"after {ATTEMPTS} attempts (a member beyond its range): nobody is "
+                     f"included")
+        return {}, [], 0
+
+    def _cap(self, exponents: dict[str, int], msg: ProtocolMessage) -> None:
+        """Keep the uploads' scales within what clients clipped to ``max_norm`` can need
+        (every entry of an upload at most its multiplicity times the bound), so that a member
+        that claims more cannot widen the range the sum admits: the exchange fails instead."""
+        if not math.isfinite(self.max_norm) or not len(msg.upload):
+            return
+        most = int(np.unique(msg.upload, return_counts=True)[1].max())
+        cap = math.frexp(most * self.max_norm)[1] + HEADROOM
+        for name, e in exponents.items():
+            if not name.startswith(EVALUATION):
+                exponents[name] = min(e, cap)
 
 
-def _agreed_names(number: int, results: list[tuple[int, FitRes]]) -> list[str]:
+def _agreed_names(results: list[tuple[int, FitRes]]) -> list[str] | None:
     """The names of the secure vector's parts, which every included client must report alike
-    (they are summed part by part)."""
-    names = [json.loads(str(res.metrics["names"])) for _, res in results]
-    if any(n != names[0] for n in names):
-        raise ConfigError(f"exchange {number}: clients disagree on the parts of the secure "
-                          f"vector ({sorted({json.dumps(n) for n in names})})")
-    return names[0]
+    (they are summed part by part); None when they do not, or one reports none."""
+    try:
+        names = [json.loads(str(res.metrics["names"])) for _, res in results]
+    except (KeyError, ValueError):
+        return None
+    if any(n != names[0] for n in names) or not isinstance(names[0], list):
+        return None
+    return [str(n) for n in names[0]]
 
 
 def _fitins(envelope: Envelope) -> FitIns:
@@ -323,14 +345,19 @@ def _fitins(envelope: Envelope) -> FitIns:
                   {"header": envelope.header(), "payload": json.dumps(sorted(payload))})
 
 
-def contribute(msg: Message, party: Party) -> Message:
-    """A client's answer in the masked-vector stage: its evaluation sums, if the message
-    carries a model, and its step's uploads times its multiplicity (zeros when it does not
-    upload), or only its evaluation sums, as a secure vector."""
+def unpack_secure(msg: Message) -> Envelope:
+    """The exchange that a message of the masked-vector stage carries."""
     fitins = recorddict_to_fitins(msg.content, keep_input=True)
     names = json.loads(str(fitins.config["payload"]))
     payload = dict(zip(names, parameters_to_ndarrays(fitins.parameters), strict=True))
-    envelope = Envelope.from_header(str(fitins.config["header"]), payload)
+    return Envelope.from_header(str(fitins.config["header"]), payload)
+
+
+def contribute(msg: Message, envelope: Envelope, party: Party) -> Message:
+    """A client's answer in the masked-vector stage (``msg``, which carries ``envelope``):
+    its evaluation sums, if the message carries a model, and its step's uploads times its
+    multiplicity (zeros when it does not upload), or only its evaluation sums, as a secure
+    vector."""
     exponents = envelope.extra["exponents"]
     if envelope.extra["kind"] == "step":
         values = {} if envelope.model is None else {

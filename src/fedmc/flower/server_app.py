@@ -20,6 +20,7 @@ import functools
 import json
 import os
 import pickle
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,9 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 import fedmc
+from fedmc.algorithms.registry import spec
 from fedmc.errors import ConfigError
+from fedmc.federation.bounds import ReplyBounds
 from fedmc.federation.history import History
 from fedmc.federation.loop import (
     Checkpoint,
@@ -43,6 +46,7 @@ from fedmc.federation.loop import (
 from fedmc.files import write_atomic
 from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record, Refusal
 from fedmc.flower.manifest import Manifest
+from fedmc.flower.out_folder import CHECKPOINT, claim, recorded, resolved
 from fedmc.flower.roster import ROSTER_ENV, read_roster
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.settings import FederatedRun
@@ -59,7 +63,18 @@ def main(grid: Grid, context: Context) -> None:
 
 
 def serve(grid: Grid, run: FederatedRun) -> History:
-    """Train with the clients behind ``grid``; write the run files; the history."""
+    """Train with the clients behind ``grid``; write the run files; the history. The out
+    folder is checked first and ``status.json`` kept (:mod:`fedmc.flower.out_folder`); a
+    new run gets a fresh key, a resumed one its checkpoint's."""
+    run = resolved(run)
+    claim(run)
+    resume = read_checkpoint(run) if run.resume else None
+    key = secrets.token_hex(16) if resume is None else resume.population["key"]
+    with recorded(run, key):
+        return _train(grid, run, resume, key)
+
+
+def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -> History:
     started = time.perf_counter()
     manifest = Manifest.read(run.manifest)
     preflight(run, manifest)
@@ -67,14 +82,15 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     info = manifest.federation_info(algorithm.data_kind)
     settings = run.schedule
     rounds = Rounds.of(settings, manifest.n_clients)
-    run.out.mkdir(parents=True, exist_ok=True)
     private = rounds.dp is not None and rounds.dp.private
-    resume = read_checkpoint(run) if run.resume else None
     progress = _Progress(run.out / "progress.jsonl", private, append=resume is not None)
     clients = GridClients(grid, manifest.n_clients, run.timeout,
-                          secure=SecureSum() if run.secagg else None,
+                          secure=SecureSum(run.max_upload_norm or np.inf) if run.secagg else None,
                           on_exchange=progress.exchange, on_event=progress.write,
-                          roster=_roster(manifest.n_clients))
+                          roster=_roster(manifest.n_clients), key=key,
+                          max_lost=run.max_lost_rounds, bounds=reply_bounds(run, manifest))
+    if resume is not None:  # who holds which client, before anyone is admitted
+        clients.restore(resume.population)
     clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
     progress.write({"event": "connected", "seconds": time.perf_counter() - started})
     clock = TrainingClock()
@@ -92,17 +108,18 @@ def serve(grid: Grid, run: FederatedRun) -> History:
                                      {"private": private, **_config(run, manifest)}))
     _save_model(run, run.algorithm_name, cfg, sim.model(algorithm, cfg), manifest, private)
     (run.out / CHECKPOINT).unlink(missing_ok=True)  # the server's secrets: not published
+    clients.finish()  # the clients drop their states; the run's key is never continued
     progress.write({"event": "done"})
     return sim.history
 
 
-CHECKPOINT = "checkpoint.pkl"
-"""The server's checkpoint in the out folder while a run is in progress (removed when it ends:
-it holds the server's secrets, the random stream and who took part)."""
-
-
 def _write_checkpoint(run: FederatedRun, checkpoint: Checkpoint) -> None:
-    """The checkpoint after a round, with the run configuration it belongs to, atomically."""
+    """The checkpoint after a round, with the run configuration it belongs to, atomically;
+    never one whose model is not finite (the run stops; the last checkpoint stays)."""
+    model = run.algorithm.model(run.config(), checkpoint.server)
+    if not all(np.isfinite(a).all() for a in model.values()):
+        raise ConfigError(f"the server's model is not finite after round {checkpoint.round}: "
+                          f"not checkpointed, the run stops")
     write_atomic(run.out / CHECKPOINT, lambda fh: pickle.dump(
         (run.run_config(), checkpoint), fh, protocol=pickle.HIGHEST_PROTOCOL), private=True)
 
@@ -143,6 +160,16 @@ def read_checkpoint(run: FederatedRun) -> Checkpoint:
         raise ConfigError(f"{path}: the checkpoint of another run (differs in "
                           f"{', '.join(changed)})")
     return checkpoint
+
+
+def reply_bounds(run: FederatedRun, manifest: Manifest) -> ReplyBounds:
+    """What a client's plain reply may hold: the algorithm's declared sums and nonnegative
+    uploads, each client's cells (its users times the items, from the manifest), the
+    operator's ``max-upload-norm``."""
+    entry = spec(run.algorithm_name)
+    users = np.diff(manifest.client_rows)
+    return ReplyBounds(entry.sums, entry.nonnegative_uploads,
+                       (users * manifest.n_items).tolist(), run.max_upload_norm or np.inf)
 
 
 def preflight(run: FederatedRun, manifest: Manifest) -> None:

@@ -47,11 +47,18 @@ class FederatedRun(BaseModel):
     out: Path = Field(Path("runs/federated"), description="where the server writes "
                       "config.json, history.csv and summary.json, and its checkpoint while the "
                       "run is in progress")
-    run_key: str = Field("", description="the run's own name: the clients keep their state "
-                         "under it, so a run resumed (a new Flower run) finds the states of the "
-                         "one it continues; empty: Flower's run id")
-    resume: bool = Field(False, description="go on from the checkpoint in out (fedmc federate "
-                         "resume)")
+    max_upload_norm: float = Field(0.0, ge=0, description="a bound on the L2 norm of one "
+                                   "client's whole upload: clients clip to it as to DP's clip, "
+                                   "the server refuses a plain upload above it; 0: none")
+    max_lost_rounds: int = Field(3, ge=1, description="how many exchanges in a row (one per "
+                                 "round) may lose every client before the run stops (each is "
+                                 "recorded and the run goes on until then; a stopped run keeps "
+                                 "its checkpoint for fedmc federate resume)")
+    overwrite: bool = Field(False, description="replace a run that out holds (its files are "
+                            "removed first); without it such an out is refused")
+    resume: bool = Field(False, description="go on from the checkpoint in out, under the run "
+                         "key kept there (fedmc federate resume sets it; every other "
+                         "submission is a new run with a fresh key)")
 
     @model_validator(mode="after")
     def _no_refit(self) -> FederatedRun:

@@ -16,11 +16,11 @@ finished pushing; with ten replies that alone took about a second per exchange h
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
-from flwr.app import Message
+from flwr.app import Error, Message
 from flwr.serverapp import Grid
 
 from fedmc.flower.compact import packed, unpacked
@@ -82,15 +82,31 @@ def send_and_receive(grid: Grid, messages: Iterable[Message], timeout: float | N
                      ) -> list[Message]:
     """Push ``messages``; every reply that arrives within ``timeout`` seconds (all of them
     when None), error replies included."""
-    waiting = {m for m in grid.push_messages([packed(m) for m in messages]) if m}
+    return list(replies_by_node(grid, messages, timeout).values())
+
+
+def replies_by_node(grid: Grid, messages: Iterable[Message], timeout: float | None,
+                    ) -> dict[int, Message]:
+    """Push ``messages`` (at most one per node); the replies that arrive within ``timeout``
+    seconds (all of them when None), error replies included, by the node each message was
+    sent to. An error reply that Flower makes on a node's behalf (the node is unavailable,
+    signed off, its message expired) comes from the SuperLink (node id 1), not from the node:
+    it is matched to its message, so it is that node's all the same."""
+    messages = list(messages)
+    ids = grid.push_messages([packed(m) for m in messages])
+    node_of = {mid: m.metadata.dst_node_id for mid, m in zip(ids, messages, strict=True)
+               if mid}
+    waiting = set(node_of)
     deadline = None if timeout is None else time.monotonic() + timeout
-    replies: list[Message] = []
+    replies: dict[int, Message] = {}
     pause = FIRST_POLL
     with ThreadPoolExecutor(PULLERS) as pool:
         while waiting:
-            got = [unpacked(m) for m in pull_replies(grid, waiting, pool)]
-            replies += got
-            waiting -= {m.metadata.reply_to_message_id for m in got}
+            for reply in pull_replies(grid, waiting, pool):
+                mid = reply.metadata.reply_to_message_id
+                if mid in waiting:
+                    replies[node_of[mid]] = _readable(reply)
+                    waiting.discard(mid)
             if not waiting or (deadline is not None and time.monotonic() >= deadline):
                 break
             time.sleep(pause)
@@ -98,9 +114,21 @@ def send_and_receive(grid: Grid, messages: Iterable[Message], timeout: float | N
     return replies
 
 
-def good_replies(replies: Iterable[Message]) -> dict[int, Message]:
-    """The replies without an error, by the node that sent them."""
-    return {m.metadata.src_node_id: m for m in replies if not m.has_error()}
+def _readable(reply: Message) -> Message:
+    """``reply`` unpacked (:func:`fedmc.flower.compact.unpacked`); one that cannot be is
+    turned into an error reply, so a client's garbage is that client's loss, never the
+    server's crash."""
+    try:
+        return unpacked(reply)
+    except Exception as exc:  # whatever the client sent
+        reply.__dict__["_content"] = None
+        reply.error = Error(0, f"an unreadable reply ({type(exc).__name__})")
+        return reply
+
+
+def good_replies(replies: Mapping[int, Message]) -> dict[int, Message]:
+    """The replies of :func:`replies_by_node` without an error."""
+    return {node: m for node, m in replies.items() if not m.has_error()}
 
 
 class PromptGrid:

@@ -2,13 +2,13 @@
 
 Server to client (every exchange): an ``ArrayRecord`` ``"arrays"`` (the message's arrays and
 those of the model to evaluate, :meth:`Envelope.payload`) and a ``ConfigRecord`` ``"fedmc"``
-whose ``"header"`` is a JSON text (:class:`Envelope`): the exchange number, the round, the
-phase, the flags, the message's ``compute``/``upload`` client lists, the model to evaluate, if
-any, and, for every recipient, its last exchange that the server included in a sum (how a
-client learns whether to commit its pending state, :mod:`fedmc.flower.client_state`). Every
-recipient gets the same records, so Flower stores and pushes them once per exchange: only the
-message envelopes differ. Client to server: an ``ArrayRecord`` ``"uploads"`` (each upload of
-a batch of one: its dense part and/or rows, or the rows' factors where the client sends
+whose ``"header"`` is a JSON text (:class:`Envelope`): the run's key, the exchange number, the
+round, the phase, the flags, the message's ``compute``/``upload`` client lists, the model to
+evaluate, if any, and, for every recipient, its last exchange that the server included in a sum
+(how a client learns whether to commit its pending state, :mod:`fedmc.flower.client_state`).
+Every recipient gets the same records, so Flower stores and pushes them once per exchange: only
+the message envelopes differ. Client to server: an ``ArrayRecord`` ``"uploads"`` (each upload
+of a batch of one: its dense part and/or rows, or the rows' factors where the client sends
 those, :class:`fedmc.core.uploads.OuterFactors`) and/or a ``ConfigRecord`` ``"sums"``
 (evaluation). What a client sends is checked as it is unpacked (:func:`unpack_uploads`,
 :func:`unpack_sums`): a reply that is not finite or has the wrong shape raises
@@ -60,6 +60,9 @@ class Envelope:
         The published model each recipient evaluates (on its state before any step the
         message asks for), or None. Its arrays travel once: one equal to the message's array
         of the same name is not sent again.
+    key
+        The run's key: the clients keep their states under it
+        (:mod:`fedmc.flower.client_state`).
     """
 
     exchange: int
@@ -67,6 +70,7 @@ class Envelope:
     included: Mapping[int, int] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
     model: Mapping[str, np.ndarray] | None = None
+    key: str = ""
 
     def included_of(self, client: int) -> int:
         """The last exchange of ``client`` that the server included."""
@@ -76,7 +80,7 @@ class Envelope:
         """Everything but the arrays, as JSON."""
         m = self.message
         return json.dumps({
-            "exchange": self.exchange, "round": m.round, "phase": m.phase,
+            "key": self.key, "exchange": self.exchange, "round": m.round, "phase": m.phase,
             "compute": m.compute.tolist(), "upload": m.upload.tolist(),
             "flags": {k: float(v) for k, v in m.flags.items()},
             "arrays": sorted(m.arrays), "included": {str(c): e for c, e in self.included.items()},
@@ -110,7 +114,18 @@ class Envelope:
         model = (None if h["model"] is None else
                  {name: payload[key] for name, key in h["model"].items()})
         return cls(h["exchange"], msg, {int(c): e for c, e in h["included"].items()},
-                   h["extra"], model)
+                   h["extra"], model, h["key"])
+
+
+def pack_key(key: str) -> RecordDict:
+    """The record of a message that carries only the run's key (``query``, ``query.done``)."""
+    return RecordDict({HEADER: ConfigRecord({"key": key})})
+
+
+def run_key(content: RecordDict) -> str:
+    """The run's key in a record of :func:`pack_key` (empty when it has none)."""
+    record = content.config_records.get(HEADER)
+    return "" if record is None else str(record.get("key", ""))
 
 
 def pack_message(envelope: Envelope) -> RecordDict:
@@ -136,11 +151,14 @@ def unpack_arrays(record: ArrayRecord) -> dict[str, np.ndarray]:
 
 
 def pack_reply(uploads: Uploads | None = None,
-               sums: Mapping[str, float] | None = None) -> RecordDict:
+               sums: Mapping[str, float] | None = None, process: str = "") -> RecordDict:
     """A client's reply: its uploads (a batch of one, or of none for a client that computes
     without uploading, e.g. FedMAvg's unsampled clients), its scale (client weight) applied,
-    and/or its evaluation sums."""
+    and/or its evaluation sums; ``process`` names the process that answers
+    (:func:`reply_process`)."""
     content = RecordDict()
+    if process:
+        content[HEADER] = ConfigRecord({"process": process})
     if uploads is not None:
         parts: dict[str, np.ndarray] = {}
         for name, s in uploads.items():
@@ -159,6 +177,12 @@ def pack_reply(uploads: Uploads | None = None,
     if sums is not None:
         content["sums"] = ConfigRecord({k: float(v) for k, v in sums.items()})
     return content
+
+
+def reply_process(content: RecordDict) -> str:
+    """The nonce of the process that sent a reply of :func:`pack_reply` (empty if none)."""
+    record = content.config_records.get(HEADER)
+    return "" if record is None else str(record.get("process", ""))
 
 
 def unpack_uploads(content: RecordDict, shapes: Mapping[str, tuple[int, ...]]) -> Uploads:

@@ -86,9 +86,7 @@ class RunFolder:
     def set_status(self, status: str) -> None:
         """Record ``running``, ``finished`` or ``interrupted`` in ``status.json``."""
         assert self.path is not None
-        write_atomic(self.path / STATUS_FILE, strict_json({
-            "status": status, "pid": os.getpid(),
-            "time": datetime.now(UTC).isoformat(timespec="seconds")}))
+        write_status(self.path / STATUS_FILE, status)
 
     def release(self, status: str) -> None:
         """Record the final ``status`` (``finished`` or ``interrupted``) and drop the lock."""
@@ -115,6 +113,14 @@ class RunFolder:
         if self._lock is not None:
             self._lock.close()  # closing the file releases the flock
             self._lock = None
+
+
+def write_status(path: Path, status: str, **details: str) -> None:
+    """Write a ``status.json`` at ``path`` (atomically): the status, this process's pid, the
+    time and ``details`` (a reason, say)."""
+    write_atomic(path, strict_json({
+        "status": status, "pid": os.getpid(),
+        "time": datetime.now(UTC).isoformat(timespec="seconds"), **details}))
 
 
 def _new_default_folder(label: str) -> Path:

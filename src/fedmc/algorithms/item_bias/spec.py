@@ -21,5 +21,6 @@ ITEM_BIAS = AlgorithmSpec(
                  # the popularity list: every client's weighted counts have norm count_scale,
                  # the clip (nothing clipped, nothing of it unused)
                  "user" + IMPLICIT: {1.0: {"count_scale": 0.3, "dp_clip": 0.3}}},
-    dp_baseline_for=("ratings", "interactions"), rank_token=always, estimator="ItemBias")
+    dp_baseline_for=("ratings", "interactions"), rank_token=always, estimator="ItemBias",
+    nonnegative_uploads=("count",))  # kappa times the rater counts
 SPECS = (ITEM_BIAS,)

@@ -1,0 +1,92 @@
+"""What one client's reply can hold: the bounds a server checks before it sums an upload or an
+evaluation sum (in a real federation without secure aggregation, where it sees them).
+
+Each algorithm's spec declares what its replies obey (:class:`fedmc.algorithms.spec.
+AlgorithmSpec`: ``sums``, the kind of every evaluation sum, and ``nonnegative_uploads``); the
+run adds a bound on the L2 norm of a client's whole upload (all its arrays together, as
+user-level DP's clip measures it): the operator's ``max-upload-norm``, which honest clients
+clip to as they clip to DP's bound, and with user-level DP the clip itself where no local
+noise is added after it. :class:`ReplyBounds` checks them and raises :class:`OutOfBounds`
+with the reason; whatever the bounds, an upload whose norm is not a finite number is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from fedmc.core.uploads import Uploads
+from fedmc.federation.validation import sum_kind
+from fedmc.privacy.gaussian import squared_norms
+
+SumKind = Literal["nonnegative", "count", "cells"]
+"""What an evaluation sum is: ``nonnegative`` (a sum of squares, of absolute values, a norm),
+``count`` (a whole number >= 0) or ``cells`` (a whole number of the client's (user, item)
+cells: at most its users times the items)."""
+SLACK = 1e-9  # relative: an upload clipped to the bound may exceed it by its rounding
+
+
+class OutOfBounds(ValueError):
+    """A reply outside what its algorithm can send."""
+
+
+def upload_norm(uploads: Uploads) -> float:
+    """The L2 norm of one client's upload over all its arrays (a batch of one)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return math.sqrt(float(sum(squared_norms(s)[0] for s in uploads.values())))
+
+
+@dataclass(frozen=True)
+class ReplyBounds:
+    """The bounds of one run's replies (module docstring).
+
+    Attributes
+    ----------
+    sums
+        The kind (:data:`SumKind`) of every evaluation sum the algorithm declares (others are
+        not checked).
+    nonnegative
+        The uploads whose every entry is >= 0 (counts).
+    cells
+        Per client, its users times the items: the most a ``cells`` sum can count.
+    max_norm
+        The operator's bound on the norm of a client's whole upload (inf: none).
+    """
+
+    sums: Mapping[str, str] = field(default_factory=dict)
+    nonnegative: tuple[str, ...] = ()
+    cells: Sequence[int] = ()
+    max_norm: float = math.inf
+
+    def check_uploads(self, uploads: Uploads, clip: float = math.inf) -> None:
+        """Refuse ``uploads`` (one client's) when its norm is not finite or exceeds the bound
+        (the smaller of :attr:`max_norm` and ``clip``, the exchange's DP clip where it binds),
+        or an upload declared nonnegative has a negative entry."""
+        norm, bound = upload_norm(uploads), min(self.max_norm, clip)
+        if not math.isfinite(norm):
+            raise OutOfBounds("its norm is not a finite number")
+        if norm > bound * (1 + SLACK):
+            raise OutOfBounds(f"its norm {norm:.6g} exceeds the bound {bound:.6g}")
+        for name in self.nonnegative:
+            s = uploads.get(name)
+            parts = [] if s is None else [s.dense, None if s.rows is None else s.rows.values]
+            if any(p is not None and np.any(p < 0) for p in parts):
+                raise OutOfBounds(f"upload {name!r} has negative entries (counts)")
+
+    def check_sums(self, client: int, sums: Mapping[str, float]) -> None:
+        """Refuse evaluation ``sums`` of ``client`` that its algorithm cannot produce."""
+        for key, value in sums.items():
+            kind = sum_kind(self.sums, key)
+            if kind is None:
+                continue
+            if value < 0:
+                raise OutOfBounds(f"evaluation sum {key!r} is negative ({value:g})")
+            if kind != "nonnegative" and value != round(value):
+                raise OutOfBounds(f"evaluation sum {key!r} is a count, not {value:g}")
+            if kind == "cells" and client < len(self.cells) and value > self.cells[client]:
+                raise OutOfBounds(f"evaluation sum {key!r} counts {value:g} cells, more than "
+                                  f"the client's users times the items ({self.cells[client]})")
