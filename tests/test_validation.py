@@ -160,6 +160,11 @@ def test_early_stop_keeps_the_best_round_and_counts_patience():
     assert larger.column == "validation_ndcg@10" and larger.larger
     with pytest.raises(ConfigError, match="validation_rmse"):
         EarlyStop(EarlyStopping(), None).observe(0, {"test_rmse": 1.0}, model)
+    lost = EarlyStop(EarlyStopping(patience=2), None)  # nobody answered: the round counts
+    lost.observe(0, {"validation_rmse": 1.0}, model)
+    lost.observe(1, {"round": 1}, model, answered=False)
+    lost.observe(2, {"round": 2}, model, answered=False)
+    assert lost.stopped and lost.best.round == 0
 
 
 @pytest.fixture(scope="module")

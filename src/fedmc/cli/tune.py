@@ -27,11 +27,6 @@ TUNE_ONLY = ("trials", "space", "storage", "study_name", "pruner", "timeout", "o
              "overwrite", "quiet")
 """Options of ``fedmc tune`` that are no run options (left out of ``best.json``'s
 command)."""
-TUNE_VALIDATION = 0.2
-"""The validation cut of a search that names none: a fifth of every client's training ratings.
-A choice among many settings needs a score it can trust (on ML-100K a twentieth, about four
-interactions a user, picked federated ALS settings that ranked 2.5% below the library's on the
-test split), and the final run trains on every training rating anyway."""
 FINAL_SETS = ("rounds", "validation_fraction", "early_stopping", "patience", "min_delta",
               "refit")
 """Run options the final run sets itself: its rounds, no validation cut, no early stopping."""
@@ -83,7 +78,7 @@ def tune(**typed: Any) -> None:
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.run.folder import RunFolder
     from fedmc.run.runner import execute, write_outputs
-    from fedmc.run.settings import resolve
+    from fedmc.run.settings import TUNE_VALIDATION, resolve
     from fedmc.tune.report import plot_search, trial_rows, write_best, write_trials
     from fedmc.tune.search import PRUNERS, Search, final_run, run_study
     from fedmc.tune.space import is_range, search_space

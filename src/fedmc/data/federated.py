@@ -114,6 +114,18 @@ class FederatedData:
             validation=None if self.validation is None else self.validation.row_block(rows),
         )
 
+    @cached_property
+    def known_items(self) -> CSR:
+        """Every row's training and validation items (values dropped): a user's history, which
+        its test lists leave out as its validation lists leave out its training items alone
+        (so that no validation list depends on a test item). Built once, on first use."""
+        if self.validation is None:
+            return self.train
+        a, b = self.train, self.validation
+        order = np.argsort(np.concatenate([a.rows(), b.rows()]), kind="stable")
+        indices = np.concatenate([a.indices, b.indices])[order]
+        return CSR(a.indptr + b.indptr, indices, np.zeros(len(indices)))
+
     def validation_shard(self) -> FederatedData:
         """The same clients with their validation cut in the place of their test ratings:
         what an evaluation on the validation cut reads (:mod:`fedmc.federation.validation`)."""

@@ -317,7 +317,7 @@ def run_rounds(
                 cfg, server.state, sums, info)
             history.append(aggregator.published({"round": k, **metrics, **row}))
             if stop is not None:
-                stop.observe(k, history.rows[-1], model)
+                stop.observe(k, history.rows[-1], model, answered=bool(sums))
             if callback is not None and k > 0:
                 callback(k, history.rows[-1])
 

@@ -75,7 +75,7 @@ def with_validation(algorithm: Algorithm, ranking_k: int | None = None) -> Algor
                          base_evaluate(cfg, held, state, model).items()})
         if ranking_k is not None:
             U = algorithm.user_factors(cfg, shard, state)
-            known = shard if cut is None else _Lists(_union(shard.train, cut), shard.test)
+            known = shard if cut is None else _Lists(shard.known_items, shard.test)
             sums.update(_scalar(ranking_sums(known, U, model["V"], ranking_k)))
             if cut is not None:
                 sums.update({PREFIX + k: v for k, v in _scalar(
@@ -107,17 +107,6 @@ class _Lists(NamedTuple):
 
     train: CSR
     test: CSR
-
-
-def _union(a: CSR, b: CSR) -> CSR:
-    """The items of ``a`` and ``b`` row by row (values dropped): a user's training and
-    validation items, both known to it, which its test lists leave out as its training items
-    alone are left out of its validation lists (so that no validation list depends on a test
-    item)."""
-    rows = np.concatenate([a.rows(), b.rows()])
-    order = np.argsort(rows, kind="stable")
-    indices = np.concatenate([a.indices, b.indices])[order]
-    return CSR(a.indptr + b.indptr, indices, np.zeros(len(indices)))
 
 
 def _scalar(sums: Mapping[str, float | np.ndarray]) -> dict[str, float]:
@@ -179,13 +168,17 @@ class EarlyStop:
         self.last = 0
 
     def observe(self, round: int, row: Mapping[str, float],
-                model: Mapping[str, np.ndarray]) -> None:
-        """Take the evaluation of ``round`` (its history row and the model it evaluated)."""
+                model: Mapping[str, np.ndarray], answered: bool = True) -> None:
+        """Take the evaluation of ``round`` (its history row and the model it evaluated); an
+        evaluation nobody ``answered`` (a federation's round where every client was lost)
+        counts towards the patience only."""
+        self.last = round
+        if not answered:
+            return
         if self.column not in row:
             raise ConfigError(f"early stopping watches {self.column}, which the evaluation "
                               f"does not give (a validation cut: validation_fraction)")
         value = float(row[self.column])
-        self.last = round
         if not np.isfinite(value):
             return
         if self.best is None or self._score(value) > self._score(self.best.value) + self.min_delta:
