@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from fedmc.algorithms.spec import Range
+from fedmc.algorithms.spec import Choice, Range
 from fedmc.errors import ConfigError
 from fedmc.tune.search import best_of
-from fedmc.tune.space import is_range, parse_range, search_space
+from fedmc.tune.space import is_searched, parse_range, parse_searched, search_space
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,16 @@ def test_ranges_parse_and_refuse():
                           ("1:2:cubic", "optionally"), ("1", "LO:HI")):
         with pytest.raises(ConfigError, match=message):
             parse_range("lam", text)
-    assert is_range("1:300:log") and not is_range("l2") and not is_range(3.0)
+    assert is_searched("1:300:log") and not is_searched("l2") and not is_searched(3.0)
+
+
+def test_choices_parse_and_refuse():
+    assert parse_searched("consensus", " all , rated") == Choice(("all", "rated"))
+    assert parse_searched("lam", "1:2") == Range(1.0, 2.0)
+    assert is_searched("all,rated")
+    for text in ("all,", "all,all", ",rated"):
+        with pytest.raises(ConfigError, match="two or more different values"):
+            parse_searched("consensus", text)
 
 
 def test_the_space_is_the_specs_then_the_users():
@@ -40,6 +49,8 @@ def test_the_space_is_the_specs_then_the_users():
     assert set(search_space("fedals", True, {"alpha": "off"}, {"lam": 30})) == {"rank"}
     mine = search_space("fedmc-admm", False, {"inner": "5:50:int"}, {})
     assert mine["inner"] == Range(5, 50, integer=True) and "gamma" in mine
+    assert mine["consensus"] == Choice(("all", "rated"))
+    assert "consensus" not in search_space("fedmc-admm", False, {}, {"consensus": "rated"})
     with pytest.raises(ConfigError, match="has no setting bogus"):
         search_space("fedmc-admm", False, {"bogus": "1:2"}, {})
     with pytest.raises(ConfigError, match="nothing to search"):
@@ -63,6 +74,7 @@ def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatc
     code, _, err = invoke(monkeypatch, capsys, "tune", *small, "--clients", "4", "--rounds",
                           "6", "--trials", "3", "-P", "lam=0.1:10:log", "--space", "gamma=off",
                           "--space", "beta=0.05:1", "--space", "inner=off", "-P", "rank=3",
+                          "-P", "consensus=all,rated", "--space", "dual_init=off",
                           "--out", out, "--quiet")
     assert code == 0, err
     for name in ("study.db", "trials.csv", "best.json", "search.png", "settings.png"):
@@ -72,7 +84,8 @@ def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatc
     best = json.loads((out / "best.json").read_text())
     winner = min((r for r in rows if r["state"] == "complete"), key=lambda r: float(r["value"]))
     assert best["value"] == pytest.approx(float(winner["value"]))
-    assert set(best["settings"]) == {"lam", "beta"}
+    assert set(best["settings"]) == {"lam", "beta", "consensus"}
+    assert {r["consensus"] for r in rows} <= {"all", "rated"}
     assert best["metric"] == "validation_rmse"
     assert "--rounds 6" not in best["command"].split("-P")[0]  # the final run sets its own
     assert best["command"].endswith(f"--rounds {best['best_round']}")
@@ -81,6 +94,8 @@ def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatc
     assert config["run"]["rounds"] == best["best_round"]
     assert config["params"]["lam"] == pytest.approx(best["settings"]["lam"])
     assert config["params"]["rank"] == 3 and "-P rank=3" in best["command"]
+    assert config["params"]["consensus"] == best["settings"]["consensus"]
+    assert "consensus=all,rated" not in best["command"]  # the choice is no run option
     code, _, err = invoke(monkeypatch, capsys, "evaluate", out / "best")
     assert code == 0, err
 

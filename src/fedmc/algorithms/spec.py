@@ -65,6 +65,20 @@ class Range:
     only: Literal["ratings", "interactions"] | None = None
 
 
+@dataclass(frozen=True)
+class Choice:
+    """A setting that ``fedmc tune`` searches among a few ``values`` (:mod:`fedmc.tune.space`),
+    e.g. a mode; a choice marked ``only`` ("ratings" or "interactions") is searched only on
+    that kind of data."""
+
+    values: tuple[str | float | int | bool, ...]
+    only: Literal["ratings", "interactions"] | None = None
+
+
+Searched = Range | Choice
+"""What ``fedmc tune`` searches of one setting."""
+
+
 def dp_key(partition: str, implicit: bool) -> str:
     """The key of a partition's DP settings: its name, plus :data:`IMPLICIT` on interactions."""
     return partition + IMPLICIT if implicit else partition
@@ -158,8 +172,9 @@ class AlgorithmSpec:
     estimator
         The name of its scikit-learn facade in :mod:`fedmc.estimators`.
     search_space
-        The ranges of its settings ``fedmc tune`` searches by default (:class:`Range`; a user
-        overrides them with ``--space``); empty when none are declared.
+        The ranges and choices of its settings ``fedmc tune`` searches by default
+        (:class:`Range`, :class:`Choice`; a user overrides them with ``--space``); empty when
+        none are declared.
     sums
         What each of its clients' evaluation sums is (``nonnegative``, ``count``, ``cells``:
         :data:`fedmc.federation.bounds.SumKind`): a federation's server refuses sums that
@@ -186,7 +201,7 @@ class AlgorithmSpec:
     dp_baseline_for: tuple[str, ...] = ()
     rank_token: Callable[[Any], bool] = never
     estimator: str = ""
-    search_space: Mapping[str, Range] = field(default_factory=dict)
+    search_space: Mapping[str, Searched] = field(default_factory=dict)
     sums: Mapping[str, str] = field(default_factory=lambda: FACTOR_SUMS)
     nonnegative_uploads: tuple[str, ...] = ()
 

@@ -48,8 +48,9 @@ _EXTRAS = (
     _extra("trials", Annotated[int, _search(
         "Trials to finish (completed or pruned), over every process on the study.")], 20),
     _extra("space", Annotated[list[str] | None, _search(
-        "A range searched, NAME=LO:HI[:log][:int], or NAME=off (repeatable; default the "
-        "algorithm's declared space; -P NAME=LO:HI is the same).")], None),
+        "A range searched, NAME=LO:HI[:log][:int], a choice, NAME=A,B[,...], or NAME=off "
+        "(repeatable; default the algorithm's declared space; -P NAME=LO:HI is the same).")],
+        None),
     _extra("storage", Annotated[str | None, _search(
         "The study's database URL (default sqlite:///OUT/study.db); several processes given "
         "one URL work on one search.")], None),
@@ -81,7 +82,7 @@ def tune(**typed: Any) -> None:
     from fedmc.run.settings import TUNE_VALIDATION, resolve
     from fedmc.tune.report import plot_search, trial_rows, write_best, write_trials
     from fedmc.tune.search import PRUNERS, Search, final_run, run_study
-    from fedmc.tune.space import is_range, search_space
+    from fedmc.tune.space import is_searched, search_space
 
     if typed["trials"] < 1:
         raise ConfigError(f"--trials must be >= 1, got {typed['trials']}")
@@ -93,7 +94,7 @@ def tune(**typed: Any) -> None:
                           "and a private choice among the trials) is not available yet; "
                           "fedmc run --dp-epsilon E picks its settings from E and the number "
                           "of users")
-    ranges = {k: v for k, v in options.params.items() if is_range(v)}
+    ranges = {k: v for k, v in options.params.items() if is_searched(v)}
     ranges.update(parse_params(typed["space"] or []))
     fixed = {k: v for k, v in options.params.items() if k not in ranges}
     if options.validation_fraction is None:
@@ -134,7 +135,7 @@ def tune(**typed: Any) -> None:
 def _typed_run_options() -> list[str]:
     """The run options on this command line (for ``best.json``'s ``fedmc run`` command): the
     tune-only options and the ranges left out."""
-    from fedmc.tune.space import is_range
+    from fedmc.tune.space import is_searched
 
     argv, kept, skip = sys.argv[2:], [], False
     flags = {"--" + name.replace("_", "-") for name in (*TUNE_ONLY, *FINAL_SETS)}
@@ -144,8 +145,9 @@ def _typed_run_options() -> list[str]:
             skip = False
             continue
         name = word.split("=")[0]
-        if name in flags | {"--out", "-q"} or (name in ("-P", "--param") and i + 1 < len(argv)
-                                               and is_range(argv[i + 1].partition("=")[2])):
+        searched = (name in ("-P", "--param") and i + 1 < len(argv)
+                    and is_searched(argv[i + 1].partition("=")[2]))
+        if name in flags | {"--out", "-q"} or searched:
             skip = "=" not in word and name not in switches
             continue
         kept.append(word)

@@ -14,6 +14,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from fedmc.algorithms.spec import Choice, Range
 from fedmc.files import strict_json, write_atomic
 from fedmc.run.settings import RunSpec
 from fedmc.tune.search import Search
@@ -89,8 +90,10 @@ def plot_search(folder: Path, rows: list[dict[str, Any]], column: str, larger: b
     fig = Figure(figsize=(3.4 * len(names), 3.2))
     for i, name in enumerate(names):
         ax = fig.add_subplot(1, len(names), i + 1)
-        ax.scatter([r[name] for r in done], [r["value"] for r in done], s=14)
-        if space[name].log:
+        searched = space[name]
+        ax.scatter([str(r[name]) if isinstance(searched, Choice) else r[name] for r in done],
+                   [r["value"] for r in done], s=14)
+        if isinstance(searched, Range) and searched.log:
             ax.set_xscale("log")
         ax.set_xlabel(name)
         ax.set_ylabel(column if i == 0 else "")

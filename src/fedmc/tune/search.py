@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fedmc.algorithms.spec import Range
+from fedmc.algorithms.spec import Searched
 from fedmc.errors import ConfigError
 from fedmc.federation.settings import EarlyStopping
 from fedmc.federation.validation import stopping_column
@@ -65,7 +65,7 @@ class Search:
     """
 
     options: RunOptions
-    space: dict[str, Range]
+    space: dict[str, Searched]
     trials: int
     storage: str
     study_name: str = "fedmc"

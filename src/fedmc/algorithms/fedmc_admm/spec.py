@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fedmc.algorithms.spec import CROSS_SILO, AlgorithmSpec, Range, always
+from fedmc.algorithms.spec import CROSS_SILO, AlgorithmSpec, Choice, Range, always
 
 _PKG = "fedmc.algorithms.fedmc_admm"
 _DP = {"consensus": "rated", "weights": "sqrt-items", "dual_init": "zeros",
@@ -36,7 +36,12 @@ FEDMC_ADMM = AlgorithmSpec(
     # every validation draw did (docs/privacy.md, "DP defaults that know the population").
     dp_least_users={"user": {1.0: 3600, 2.0: 300, 8.0: 2400}},
     audited=True, default_for=("ratings",), rank_token=always, estimator="FedMCADMM",
-    search_space={"rank": Range(2, 32, log=True, integer=True),
+    # consensus=rated (with zero duals) is the cross-device mode, and the better one on
+    # cross-silo ML-100K too (benchmarks/README.md, "Settings chosen on the clients'
+    # validation cut").
+    search_space={"consensus": Choice(("all", "rated")),
+                  "dual_init": Choice(("paper", "zeros")),
+                  "rank": Range(2, 32, log=True, integer=True),
                   "inner": Range(5, 100, log=True, integer=True),
                   "lam": Range(0.1, 30.0, log=True), "gamma": Range(0.001, 30.0, log=True),
                   "beta": Range(0.01, 3.0, log=True)})
