@@ -109,3 +109,37 @@ def test_sigint_and_sigterm_exit_130_and_143_and_mark_the_folder(tmp_path, long_
         assert not (out / "summary.json").exists()
         rounds = [row["round"] for row in History.read_csv(out / "history.csv").rows]
         assert rounds and rounds == sorted(rounds)  # the rounds done so far are kept
+
+
+def test_a_signal_raised_inside_compiled_code_still_marks_the_folder(tmp_path, monkeypatch,
+                                                                     capsys, invoke):
+    """A signal handled while a Numba kernel called back into Python surfaces as a
+    SystemError caused by the handler's exception: the run still exits 143 with its history
+    so far, not 1 with a traceback."""
+    import fedmc.run.runner as runner
+    from fedmc.cli.interrupts import Interrupted, signal_of
+
+    real = runner.execute
+
+    def interrupted_after_a_round(spec, callback=None, **kw):
+        def record(k, row):
+            callback(k, row)
+            if k >= 1:
+                raise SystemError("CPUDispatcher(top_n) returned a result with an exception "
+                                  "set") from Interrupted(signal.SIGTERM)
+        return real(spec, callback=record, **kw)
+
+    monkeypatch.setattr(runner, "execute", interrupted_after_a_round)
+    out = tmp_path / "run"
+    code, _, err = invoke(monkeypatch, capsys, "run", "--rounds", "5", "--out", out, "-q")
+    assert code == 143, err
+    assert err.strip().splitlines()[-1] == (
+        f"fedmc: interrupted by SIGTERM; its partial output is in {out}")
+    assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
+    assert [r["round"] for r in History.read_csv(out / "history.csv").rows][-1] == 1
+    assert signal_of(ValueError("x")) is None
+    with pytest.raises(ValueError):  # any other error is still an error
+        monkeypatch.setattr(runner, "execute", lambda *a, **k: (_ for _ in ()).throw(
+            ValueError("not a signal")))
+        invoke(monkeypatch, capsys, "run", "--out", tmp_path / "other", "-q")
+    assert not (tmp_path / "other").exists()

@@ -18,7 +18,7 @@ from fedmc.cli.data import data_app
 from fedmc.cli.evaluate import register as register_evaluate_command
 from fedmc.cli.experiment import register as register_experiment_commands
 from fedmc.cli.federate import register as register_federate_commands
-from fedmc.cli.interrupts import Interrupted, catch_signals
+from fedmc.cli.interrupts import Interrupted, catch_signals, signal_of
 from fedmc.cli.options import flag, in_flags
 from fedmc.cli.recommend import register as register_model_commands
 from fedmc.cli.run import run
@@ -95,10 +95,13 @@ def main() -> None:
     try:
         with catch_signals():
             code = app(standalone_mode=False)
-    except Interrupted as exc:
-        where = f"; its partial output is in {exc.folder}" if exc.folder is not None else ""
-        sys.stderr.write(f"fedmc: interrupted by {exc.name}{where}\n")
-        sys.exit(exc.exit_code)
+    except (Interrupted, SystemError) as exc:
+        stopped = signal_of(exc)
+        if stopped is None:
+            raise
+        where = f"; its partial output is in {stopped.folder}" if stopped.folder else ""
+        sys.stderr.write(f"fedmc: interrupted by {stopped.name}{where}\n")
+        sys.exit(stopped.exit_code)
     except FedMCError as exc:
         _fail(in_flags(str(exc)))
     except ValidationError as exc:

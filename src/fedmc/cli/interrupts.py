@@ -40,6 +40,24 @@ def _raise(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
+def signal_of(exc: BaseException) -> Interrupted | None:
+    """The :class:`Interrupted` that ``exc`` is or was raised from, else None.
+
+    A signal handled while compiled code had called back into Python (Numba's parallel
+    kernels unpickle their constants that way) leaves the handler's exception set when the
+    kernel returns: Python reports a ``SystemError`` "returned a result with an exception
+    set" whose cause is the :class:`Interrupted`.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, Interrupted):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 @contextmanager
 def catch_signals() -> Iterator[None]:
     """Turn SIGINT and SIGTERM into :class:`Interrupted` (handlers restored on leaving)."""
@@ -61,16 +79,19 @@ def interrupt_marks(folder: RunFolder,
     its claim on an error."""
     try:
         yield
-    except Interrupted as exc:
+    except BaseException as exc:
+        stopped = signal_of(exc)
+        if stopped is None:
+            folder.abandon()
+            raise
         assert folder.path is not None
         for name, make in (partial or {}).items():
             text = make()
             if text is not None:
                 write_atomic(folder.path / name, text)
         folder.release("interrupted")
-        exc.folder = folder.path
-        raise
-    except BaseException:
-        folder.abandon()
-        raise
+        stopped.folder = folder.path
+        if stopped is exc:
+            raise
+        raise stopped from None
     folder.release("finished")
