@@ -131,3 +131,17 @@ def test_two_processes_work_on_one_study(tmp_path, small):
     assert 4 <= len(finished) <= 5  # both may start the last trial at once
     tables = [list(csv.DictReader((tmp_path / f"p{i}" / "trials.csv").open())) for i in (0, 1)]
     assert max(len(t) for t in tables) == len(study.trials)  # one study, seen by both
+
+
+def test_best_json_command_is_the_typed_run_options_without_the_searchs():
+    from fedmc.cli.options import OPTIONS, command_words
+    from fedmc.cli.tune import _run_words
+
+    typed = {name: d.default for name, d in OPTIONS.items()}
+    typed.update(dataset="ml-100k", rank=8, implicit=True, refit=False, trials=30,
+                 param=["lam=1:30:log", "consensus=all,rated", "beta=0.5"], out_dir="x",
+                 quiet=True, rounds=50)
+    assert _run_words(typed) == ["--dataset", "ml-100k", "--implicit", "--rank", "8",
+                                 "-P", "beta=0.5"]
+    everything = command_words(typed)
+    assert {"--no-refit", "--rounds", "50", "--out", "-P", "lam=1:30:log"} <= set(everything)

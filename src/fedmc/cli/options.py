@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
@@ -357,6 +357,27 @@ def flag(name: str) -> str:
         long = [f for f in declared.flags if f.startswith("--")]
         return long[0].split("/")[0] if long else "--" + name.replace("_", "-")
     return f"--param {name}=..."
+
+
+def command_words(typed: Mapping[str, Any], leave_out: Collection[str] = (),
+                  keep_param: Callable[[str], bool] = lambda item: True) -> list[str]:
+    """The declared options of ``typed`` (a command's keyword arguments) that differ from
+    their defaults, as command-line words (``--rank 8``, ``--no-refit``, ``-P k=v``): the
+    options named in ``leave_out`` left out, and of ``--param`` only the items
+    ``keep_param`` keeps."""
+    words: list[str] = []
+    for name, declared in OPTIONS.items():
+        value = typed.get(name)
+        if name in leave_out or value is None or value == declared.default:
+            continue
+        if name == "param":
+            words += [w for item in value if keep_param(item) for w in ("-P", item)]
+        elif isinstance(value, bool):
+            on, _, off = next(f for f in declared.flags if f.startswith("--")).partition("/")
+            words.append(on if value else off)
+        else:
+            words += [flag(name), str(value)]
+    return words
 
 
 _VALUED = re.compile(r"\b([a-z][a-z_.]*)=('[^']*'|\"[^\"]*\"|[^\s,;:)]+)")

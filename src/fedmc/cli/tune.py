@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import inspect
 import shutil
-import sys
 from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fedmc.cli.display import err, summary_table
-from fedmc.cli.options import OPTIONS, parse_params, run_options, with_options
+from fedmc.cli.options import OPTIONS, command_words, parse_params, run_options, with_options
 from fedmc.errors import ConfigError
 
 TUNE_FILES = ("study.db", "trials.csv", "best.json", "search.png", "settings.png",
@@ -120,7 +119,7 @@ def tune(**typed: Any) -> None:
         if not any(t.state.name == "COMPLETE" for t in study.trials):
             raise ConfigError("no trial completed: see trials.csv")
         final = final_run(search, study)
-        write_best(target / "best.json", search, study, final, _typed_run_options(), column)
+        write_best(target / "best.json", search, study, final, _run_words(typed), column)
         if (target / "best").exists():
             shutil.rmtree(target / "best")
         result = execute(final)
@@ -132,26 +131,14 @@ def tune(**typed: Any) -> None:
               f"run in {target}/best", soft_wrap=True)
 
 
-def _typed_run_options() -> list[str]:
-    """The run options on this command line (for ``best.json``'s ``fedmc run`` command): the
-    tune-only options and the ranges left out."""
+def _run_words(typed: dict[str, Any]) -> list[str]:
+    """The run options the user typed, as words of ``best.json``'s ``fedmc run`` command: the
+    tune-only options, those the final run sets itself and the searched ``-P`` ranges left
+    out."""
     from fedmc.tune.space import is_searched
 
-    argv, kept, skip = sys.argv[2:], [], False
-    flags = {"--" + name.replace("_", "-") for name in (*TUNE_ONLY, *FINAL_SETS)}
-    switches = {"--overwrite", "--quiet", "-q", "--early-stopping", "--refit", "--no-refit"}
-    for i, word in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        name = word.split("=")[0]
-        searched = (name in ("-P", "--param") and i + 1 < len(argv)
-                    and is_searched(argv[i + 1].partition("=")[2]))
-        if name in flags | {"--out", "-q"} or searched:
-            skip = "=" not in word and name not in switches
-            continue
-        kept.append(word)
-    return kept
+    return command_words(typed, (*TUNE_ONLY, *FINAL_SETS),
+                         keep_param=lambda item: not is_searched(item.partition("=")[2]))
 
 
 class _trial_bar:
