@@ -81,6 +81,11 @@ def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatc
         assert (out / name).exists(), name
     rows = list(csv.DictReader((out / "trials.csv").open()))
     assert len(rows) == 3 and set(rows[0]) >= {"trial", "state", "value", "lam", "beta"}
+    from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
+
+    default = FedMCADMMConfig()  # the first trial: the run's own settings, in their ranges
+    assert (float(rows[0]["lam"]), float(rows[0]["beta"]), rows[0]["consensus"]) == (
+        default.lam, max(default.beta, 0.05), default.consensus)
     best = json.loads((out / "best.json").read_text())
     winner = min((r for r in rows if r["state"] == "complete"), key=lambda r: float(r["value"]))
     assert best["value"] == pytest.approx(float(winner["value"]))

@@ -7,7 +7,9 @@ falls behind is stopped early); and its samplers (TPE by default) take any mix o
 integer and real ranges. Ray Tune would bring a cluster scheduler that one federated run at a
 time on one machine does not need.
 
-Each trial resolves the run's options with its settings (:func:`fedmc.run.settings.resolve`),
+The first trial of a new study is the run's own settings (:func:`default_values`), so a
+search never ends below the untuned run on the validation cut. Each trial resolves the run's
+options with its settings (:func:`fedmc.run.settings.resolve`),
 trains once on the training ratings without the validation cut
 (:func:`fedmc.run.runner.execute`, without a refit) and scores the best evaluated round of its
 validation column (the column early stopping watches: validation RMSE for ratings, validation
@@ -25,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fedmc.algorithms.spec import Searched
+from fedmc.algorithms.spec import Choice, Searched
 from fedmc.errors import ConfigError
 from fedmc.federation.settings import EarlyStopping
 from fedmc.federation.validation import stopping_column
@@ -129,6 +131,8 @@ def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None
         trial.set_user_attr("best_round", best_round)
         return value
 
+    if not study.trials:  # a new study starts from the run's own settings
+        study.enqueue_trial(default_values(search))
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     callbacks = [optuna.study.MaxTrialsCallback(search.trials, states=finished)]
     if on_trial is not None:
@@ -137,6 +141,27 @@ def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None
         study.optimize(objective, n_trials=search.trials, timeout=search.timeout,
                        callbacks=callbacks, catch=(ConfigError,))
     return study
+
+
+def default_values(search: Search) -> dict[str, Any]:
+    """The searched settings as the run without a search would take them (the algorithm's
+    defaults for this protocol, or a variant's), each brought into its range (a value no
+    choice offers is left to the sampler): the first trial of a new study, so a search never
+    ends below the untuned run on the validation cut."""
+    cfg = resolve(search.options).config()
+    values: dict[str, Any] = {}
+    for name, searched in search.space.items():
+        value = getattr(cfg, name)
+        if value is None:
+            continue
+        if isinstance(searched, Choice):
+            offered = [v for v in searched.values if str(v) == str(value)]
+            if offered:
+                values[name] = offered[0]
+        else:
+            value = min(max(value, searched.low), searched.high)
+            values[name] = int(round(value)) if searched.integer else float(value)
+    return values
 
 
 def _open_study(search: Search, direction: str, sampler: Any, pruner: Any) -> Any:
