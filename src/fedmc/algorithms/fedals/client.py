@@ -3,14 +3,15 @@ user step and the change of the client's item-step statistics.
 
 A client in a round receives ``V^k``, solves each of its user rows (its ridge problem with
 ``V^k`` fixed, :func:`user_step`: exactly, or with ``solver="cg"`` by a few conjugate-gradient
-steps from the client's own previous row, zeros at first), and uploads the *change* of its contribution to the
-item step's sufficient statistics since its last upload: on every item ``j`` it rated, the
-change of ``sum_t w_tj x_t x_t^T`` and ``sum_t y_tj x_t`` over its users ``t`` who rated ``j``
-(``x_t``: the user's columns that multiply ``V``'s solved ones), and with implicit feedback
-the change of its share of the Gramian ``sum_t x_t x_t^T``. So the server's running sums are
-always those of every client's latest user factors, and its item step is exact against them
-(``docs/fedals.md``). The client keeps only its user rows: the previous ones, which the change
-needs, are the rows before the step.
+steps from the client's own previous row, zeros at first), and uploads the *change* of its
+contribution to the item step's sufficient statistics since its last upload: on every item
+``j`` it rated, the change of ``sum_t w_tj x_t x_t^T`` and ``sum_t y_tj x_t`` over its users
+``t`` who rated ``j`` (``x_t``: the user's columns that multiply ``V``'s solved ones), and with
+implicit feedback the change of its share of the Gramian ``sum_t x_t x_t^T``. So the server's
+running sums are always those of every client's latest user factors, and its item step
+minimizes (CG: lowers) the objective against them exactly (``docs/fedals.md``). The client
+keeps only its user rows: the previous ones, which the change needs, are the rows before the
+step.
 
 A client's rows start at zero factors (biases zero, the all-ones column set), whose
 implicit statistics are zero; with biases they are not (the bias carrier is 1), and a set-up
