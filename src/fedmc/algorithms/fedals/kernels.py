@@ -61,6 +61,7 @@ def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, l
     """
     k = free.shape[0]
     none = np.zeros((0, 0))
+    no_sums = np.zeros(0)
     A0 = np.zeros((k, k))  # the conjugate-gradient steps' G0 + lam I
     for a in range(k):
         if implicit:
@@ -94,7 +95,7 @@ def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, l
                     b[a] += y[q] * f[a]
             for a in range(k):
                 x[a] = U[t, free[a]]
-            cg_steps(A0, F, cols, w, b, steps, x)
+            cg_steps(A0, no_sums, no_sums, F, cols, w, b, steps, x)
         for a in range(k):
             U[t, free[a]] = x[a]
 
@@ -299,21 +300,41 @@ def item_solves(total, n_items, gram_row, lam, s_row, s_col, divisor, steps, X):
     if gram_row >= 0:
         for e in range(n_packed):
             G[s_row[e], s_col[e]] = total[gram_row, e] / divisor[e]
-    no_rows = np.zeros((0, d))
-    no_cols = np.zeros(0, dtype=np.int64)
-    no_weights = np.zeros(0)
+    if steps > 0:
+        _item_cg(total, n_items, G, lam, divisor, steps, X)
+        return
     for j in numba.prange(n_items):
         A = np.empty((d, d))
         x = np.empty(d)
         _item_system(A, x, total[j], G, lam, s_row, s_col, divisor)
-        if steps > 0:
-            cg_steps(A, no_rows, no_cols, no_weights, x, steps, X[j])
-            continue
         cholesky_solve_upper(A, x)
         if not np.all(np.isfinite(x)):  # rare: formed again rather than copied every time
             _item_system(A, x, total[j], G, lam, s_row, s_col, divisor)
             _floored_solve(A, x, floor)
         X[j] = x
+
+
+@numba.njit(cache=True, parallel=True)
+def _item_cg(total, n_items, G, lam, divisor, steps, X):
+    """:func:`item_solves` by ``steps`` conjugate-gradient steps per item from ``X[j]``, the
+    system ``G + diag(lam) + S_j`` applied with ``S_j`` read from the sums in place
+    (:func:`fedmc.core.ridge.cg_steps`), in parallel over items."""
+    d = X.shape[1]
+    n_packed = d * (d + 1) // 2
+    A0 = G.copy()
+    for i in range(d):
+        A0[i, i] += lam[i]
+        for c in range(i):
+            A0[i, c] = A0[c, i]
+    scale = 1.0 / divisor
+    no_rows = np.zeros((0, d))
+    no_cols = np.zeros(0, dtype=np.int64)
+    no_weights = np.zeros(0)
+    for j in numba.prange(n_items):
+        row = total[j]
+        b = row[n_packed:] * scale[n_packed:]
+        cg_steps(A0, row[:n_packed], scale[:n_packed], no_rows, no_cols, no_weights, b, steps,
+                 X[j])
 
 
 @numba.njit(cache=True)
