@@ -36,7 +36,6 @@ import numpy as np
 
 from fedmc.core.kernels import cholesky_solve_upper
 
-
 CHUNK = 128  # entries gathered at a time: (k, CHUNK) float64, 32 KiB at k = 32, in L1 cache
 
 
@@ -139,12 +138,7 @@ def solve_row(F, cols, y, w, G0, lam, x):
 
 
 
-#: Reassociated float64 sums (SIMD dot products); no assumption about NaNs or infinities, which
-#: :func:`cg_steps` tests for.
-REASSOCIATE = {"reassoc", "contract"}
-
-
-@numba.njit(cache=True, fastmath=REASSOCIATE)
+@numba.njit(cache=True, fastmath=True)
 def _apply(A0, packed, scale, F, cols, w, p, out):
     """``out = (A0 + S + sum_q w_q f_q f_q^T) p`` (:func:`cg_steps`)."""
     k = p.shape[0]
@@ -176,7 +170,7 @@ def _apply(A0, packed, scale, F, cols, w, p, out):
             out[a] += s * f[a]
 
 
-@numba.njit(cache=True, fastmath=REASSOCIATE)
+@numba.njit(cache=True)
 def cg_steps(A0, packed, scale, F, cols, w, b, steps, x):
     """``steps`` conjugate-gradient steps on ``(A0 + S + sum_q w_q f_q f_q^T) x = b`` from the
     given ``x``, in place (module docstring; Takacs et al. 2011, Algorithm 2).
