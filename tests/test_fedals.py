@@ -152,11 +152,12 @@ def test_implicit_user_step_equals_the_dense_all_items_formulation(tiny_interact
         np.testing.assert_allclose(U[t], x, atol=1e-10)
 
 
-def test_item_step_from_packed_sums_with_the_gramian():
-    rng = np.random.default_rng(3)
-    d, n, lam = 3, 4, 0.5
-    S = [(lambda B: B @ B.T)(rng.normal(size=(d, 5))) for _ in range(n)]
-    G = (lambda B: B @ B.T)(rng.normal(size=(d, 7)))
+def packed_item_sums(rng, d, n, raters, users):
+    """Random item statistics ``S_j`` (of ``raters`` rows each), a Gramian ``G`` (of
+    ``users``) and ``b_j``, and the server's sums of them: ``[svec(S_j) | b_j]`` per item,
+    then ``svec(G)``."""
+    S = [(lambda B: B @ B.T)(rng.normal(size=(d, raters))) for _ in range(n)]
+    G = (lambda B: B @ B.T)(rng.normal(size=(d, users)))
     b = rng.normal(size=(n, d))
     rows, cols, coef = svec_pairs(d)
     total = np.zeros((n + 1, len(rows) + d))
@@ -164,6 +165,13 @@ def test_item_step_from_packed_sums_with_the_gramian():
         total[j, : len(rows)] = coef * S[j][rows, cols]
         total[j, len(rows):] = b[j]
     total[n, : len(rows)] = coef * G[rows, cols]
+    return S, G, b, total
+
+
+def test_item_step_from_packed_sums_with_the_gramian():
+    d, n, lam = 3, 4, 0.5
+    S, G, b, total = packed_item_sums(np.random.default_rng(3), d, n, 5, 7)
+    rows, cols, coef = svec_pairs(d)
     X = np.empty((n, d))
     ridge = np.array([lam, 2 * lam, 0.1])  # a ridge weight per column
     scale = 2.5  # sums kept at a scale (gram_scale, fresh sums' weight): divided out
@@ -230,15 +238,8 @@ def test_cg_item_steps_reach_the_exact_solve_and_lower_each_items_objective():
     quadratic."""
     rng = np.random.default_rng(4)
     d, n = 6, 5
-    S = [(lambda B: B @ B.T)(rng.normal(size=(d, 9))) for _ in range(n)]
-    G = (lambda B: B @ B.T)(rng.normal(size=(d, 12)))
-    b = rng.normal(size=(n, d))
+    S, G, b, total = packed_item_sums(rng, d, n, 9, 12)
     rows, cols, coef = svec_pairs(d)
-    total = np.zeros((n + 1, len(rows) + d))
-    for j in range(n):
-        total[j, : len(rows)] = coef * S[j][rows, cols]
-        total[j, len(rows):] = b[j]
-    total[n, : len(rows)] = coef * G[rows, cols]
     ridge = np.linspace(0.2, 1.0, d)
     divisor = np.concatenate([coef, np.ones(d)])
     start = rng.normal(size=(n, d))
