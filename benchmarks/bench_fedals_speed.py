@@ -13,9 +13,9 @@ each client in a round with probability 0.1, evaluated once at the end, as ``fed
 confidence of a click (its ``alpha`` is ours plus one; 15 iterations, conjugate gradient;
 federated ALS with its default solver, 3 warm-started conjugate-gradient steps a row, or
 ``--param solver=exact``), alternating the two ``--repeats`` times after one warm-up fit of
-each (compilation never counts), so that both see the same load on a shared machine. It prints each fit's seconds,
-their ratio, NDCG@10 of both, and a profile of one more federated fit: the seconds of each
-function that took at least 1% of it (``cProfile``'s own time; a Numba kernel is one entry).
+each (compilation never counts), so that both see the same load on a shared machine. It
+prints each fit's seconds, their ratio, NDCG@10 of both, and a profile of one more federated
+fit: the seconds of each function that took at least 1% of it (``cProfile``'s own time; a Numba kernel is one entry).
 """
 
 from __future__ import annotations
