@@ -15,7 +15,8 @@ federated ALS with its default solver, 3 warm-started conjugate-gradient steps a
 ``--param solver=exact``), alternating the two ``--repeats`` times after one warm-up fit of
 each (compilation never counts), so that both see the same load on a shared machine. It
 prints each fit's seconds, their ratio, NDCG@10 of both, and a profile of one more federated
-fit: the seconds of each function that took at least 1% of it (``cProfile``'s own time; a Numba kernel is one entry).
+fit: the seconds of each function that took at least 1% of it (``cProfile``'s own time; a
+Numba kernel is one entry).
 """
 
 from __future__ import annotations
