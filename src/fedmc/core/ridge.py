@@ -177,10 +177,11 @@ def cg_steps(A0, packed, scale, F, cols, w, b, steps, x):
 
     ``A0`` is symmetric (both triangles); ``S`` symmetric with ``S[i, c] = packed[e]
     scale[e]`` for its upper triangle's entries ``e`` row by row (``packed`` empty for none;
-    ``scale`` may be longer: its first entries serve), never unpacked; ``f_q = F[cols[q]]`` (``cols`` may be empty), ``w`` empty for
-    every ``w_q = 1``. The system must be positive definite; the steps stop early where the
-    residual is zero or a direction has no positive curvature (a system that is not), keeping
-    the last ``x``, which never raised the objective."""
+    ``scale`` may be longer: its first entries serve), never unpacked; ``f_q = F[cols[q]]``
+    (``cols`` may be empty), ``w`` empty for every ``w_q = 1``. The system must be positive
+    definite; the steps stop early where the residual is zero or a direction has no positive
+    curvature (a system that is not), keeping the last ``x``, which never raised the
+    objective."""
     k = x.shape[0]
     r = np.empty(k)
     p = np.empty(k)
