@@ -144,7 +144,7 @@ def _apply(A0, packed, scale, F, cols, w, p, out):
     k = p.shape[0]
     for i in range(k):
         s = 0.0
-        for c in range(k):
+        for c in range(A0.shape[1]):
             s += A0[i, c] * p[c]
         out[i] = s
     if packed.shape[0] > 0:  # S packed row by row over its upper triangle
@@ -175,7 +175,7 @@ def cg_steps(A0, packed, scale, F, cols, w, b, steps, x):
     """``steps`` conjugate-gradient steps on ``(A0 + S + sum_q w_q f_q f_q^T) x = b`` from the
     given ``x``, in place (module docstring; Takacs et al. 2011, Algorithm 2).
 
-    ``A0`` is symmetric (both triangles); ``S`` symmetric with ``S[i, c] = packed[e]
+    ``A0`` is symmetric (both triangles; ``(k, 0)`` for none); ``S`` symmetric with ``S[i, c] = packed[e]
     scale[e]`` for its upper triangle's entries ``e`` row by row (``packed`` empty for none;
     ``scale`` may be longer: its first entries serve), never unpacked; ``f_q = F[cols[q]]``
     (``cols`` may be empty), ``w`` empty for every ``w_q = 1``. The system must be positive

@@ -317,20 +317,22 @@ def item_solves(total, n_items, gram_row, lam, s_row, s_col, divisor, steps, X):
 @numba.njit(cache=True, parallel=True)
 def _item_cg(total, n_items, G, lam, divisor, steps, X):
     """:func:`item_solves` by ``steps`` conjugate-gradient steps per item from ``X[j]``, the
-    system ``G + diag(lam) + S_j`` applied with ``S_j`` packed as the sums hold it
+    system ``S_j + G + diag(lam)`` applied packed as the sums hold it
     (:func:`fedmc.core.ridge.cg_steps`), never unpacked, in parallel over :data:`SUM_BLOCKS`
-    blocks of items. A block copies each item's row into its own buffers: no view of the
-    shared arrays is made per item (a view counts a reference to its parent atomically, and
-    threads that do it per item contend for that count: two threads ran 2.5x slower than
-    one)."""
+    blocks of items. A block copies each item's row, divided out and with ``G + diag(lam)``
+    added, into its own buffer: no view of the shared arrays is made per item (a view counts a
+    reference to its parent atomically, which threads doing it per item contend for)."""
     d = X.shape[1]
     n_packed = d * (d + 1) // 2
-    A0 = G.copy()
-    for i in range(d):
-        A0[i, i] += lam[i]
-        for c in range(i):
-            A0[i, c] = A0[c, i]
+    base = np.empty(n_packed)  # G + diag(lam), packed as the sums are (svec_pairs' order)
     scale = 1.0 / divisor
+    e = 0
+    for i in range(d):
+        for c in range(i, d):
+            base[e] = G[i, c] + (lam[i] if c == i else 0.0)
+            e += 1
+    ones = np.ones(n_packed)
+    no_matrix = np.zeros((d, 0))
     no_rows = np.zeros((0, d))
     no_cols = np.zeros(0, dtype=np.int64)
     no_weights = np.zeros(0)
@@ -339,12 +341,12 @@ def _item_cg(total, n_items, G, lam, divisor, steps, X):
         b = np.empty(d)
         x = np.empty(d)
         for j in range(blk * n_items // SUM_BLOCKS, (blk + 1) * n_items // SUM_BLOCKS):
-            for e in range(n_packed):
-                packed[e] = total[j, e]
+            for q in range(n_packed):
+                packed[q] = total[j, q] * scale[q] + base[q]
             for i in range(d):
                 b[i] = total[j, n_packed + i] * scale[n_packed + i]
                 x[i] = X[j, i]
-            cg_steps(A0, packed, scale, no_rows, no_cols, no_weights, b, steps, x)
+            cg_steps(no_matrix, packed, ones, no_rows, no_cols, no_weights, b, steps, x)
             for i in range(d):
                 X[j, i] = x[i]
 
