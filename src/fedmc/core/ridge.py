@@ -175,13 +175,13 @@ def cg_steps(A0, packed, scale, F, cols, w, b, steps, x):
     """``steps`` conjugate-gradient steps on ``(A0 + S + sum_q w_q f_q f_q^T) x = b`` from the
     given ``x``, in place (module docstring; Takacs et al. 2011, Algorithm 2).
 
-    ``A0`` is symmetric (both triangles; ``(k, 0)`` for none); ``S`` symmetric with ``S[i, c] = packed[e]
-    scale[e]`` for its upper triangle's entries ``e`` row by row (``packed`` empty for none;
-    ``scale`` may be longer: its first entries serve), never unpacked; ``f_q = F[cols[q]]``
-    (``cols`` may be empty), ``w`` empty for every ``w_q = 1``. The system must be positive
-    definite; the steps stop early where the residual is zero or a direction has no positive
-    curvature (a system that is not), keeping the last ``x``, which never raised the
-    objective."""
+    ``A0`` is symmetric (both triangles; ``(k, 0)`` for none); ``S`` symmetric with
+    ``S[i, c] = packed[e] scale[e]`` for its upper triangle's entries ``e`` row by row
+    (``packed`` empty for none; ``scale`` may be longer: its first entries serve), never
+    unpacked; ``f_q = F[cols[q]]`` (``cols`` may be empty), ``w`` empty for every ``w_q = 1``.
+    The system must be positive definite; the steps stop early where the residual is zero or a
+    direction has no positive curvature (a system that is not), keeping the last ``x``, which
+    never raised the objective."""
     k = x.shape[0]
     r = np.empty(k)
     p = np.empty(k)
