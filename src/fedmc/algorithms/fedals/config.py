@@ -17,8 +17,9 @@ from fedmc.core.factors import FactorConfig
 #: The defaults of each mode. Explicit: centralized ALS's (``fedmc.algorithms.als``), so that
 #: with every client in every round the two compute the same. Implicit: chosen on a
 #: validation cut of ML-1M's training interactions (``benchmarks/README.md``, "Federated ALS"),
-#: solved by warm-started conjugate gradient (faster, NDCG@10 within 0.12% of the exact solves'
-#: on ML-1M: ``benchmarks/README.md``, "Federated ALS: speed and traffic"); with fresh sums
+#: solved by warm-started conjugate gradient (as fast at rank 32, 3x faster at rank 128, NDCG@10
+#: within 0.12% of the exact solves' on ML-1M: ``benchmarks/README.md``, "Federated ALS:
+#: speed and traffic"); with fresh sums
 #: (user-level DP, whose table was measured exact) the exact solves instead.
 MODE_DEFAULTS: dict[bool, dict[str, Any]] = {
     False: {"rank": 10, "lam": 10.0, "biases": True, "solver": "exact"},
