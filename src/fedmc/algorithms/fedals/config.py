@@ -19,8 +19,8 @@ from fedmc.core.factors import FactorConfig
 #: validation cut of ML-1M's training interactions (``benchmarks/README.md``, "Federated ALS"),
 #: solved by warm-started conjugate gradient (as fast at rank 32, 3x faster at rank 128, NDCG@10
 #: within 0.12% of the exact solves' on ML-1M: ``benchmarks/README.md``, "Federated ALS:
-#: speed and traffic"); with fresh sums
-#: (user-level DP, whose table was measured exact) the exact solves instead.
+#: speed and traffic"); with fresh sums (user-level DP, whose table was measured exact) the
+#: exact solves instead.
 MODE_DEFAULTS: dict[bool, dict[str, Any]] = {
     False: {"rank": 10, "lam": 10.0, "biases": True, "solver": "exact"},
     True: {"rank": 32, "lam": 50.0, "biases": False, "solver": "cg"},
