@@ -3,17 +3,20 @@
 Run from the repository root with the MovieLens files in ``$FEDMC_DATA``::
 
     pip install implicit==0.7.3   # the benchmark's only extra; not a dependency of fedmc
-    FEDMC_DATA=../shared/data python benchmarks/bench_fedals_speed.py [--rank 32] [--lam 50]
+    FEDMC_DATA=../shared/data python benchmarks/bench_fedals_speed.py [--rank 32] [--lam 50] \
+        [--param solver=exact]
 
 On ML-1M read as interactions (the seed-0 80/20 split of ``fedmc run --implicit``, one user
 per client), it fits ``fedmc``'s federated ALS (``--algorithm fedals --implicit``: 100 rounds,
 each client in a round with probability 0.1, evaluated once at the end, as ``fedmc run``'s
 ``train_seconds`` counts) and ``implicit`` 0.7.3's ALS at the same rank, regularization and
-confidence of a click (its ``alpha`` is ours plus one; 15 iterations, conjugate gradient),
-alternating the two ``--repeats`` times after one warm-up fit of each (compilation never
-counts), so that both see the same load on a shared machine. It prints each fit's seconds,
-their ratio, NDCG@10 of both, and a profile of one more federated fit: the seconds of each
-function that took at least 1% of it (``cProfile``'s own time; a Numba kernel is one entry).
+confidence of a click (its ``alpha`` is ours plus one; 15 iterations, conjugate gradient;
+federated ALS with its default solver, 3 warm-started conjugate-gradient steps a row, or
+``--param solver=exact``), alternating the two ``--repeats`` times after one warm-up fit of
+each (compilation never counts), so that both see the same load on a shared machine. It
+prints each fit's seconds, their ratio, NDCG@10 of both, and a profile of one more federated
+fit: the seconds of each function that took at least 1% of it (``cProfile``'s own time; a
+Numba kernel is one entry).
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ def main() -> None:
                         "number, so the time of 100 is this one's times 100 / rounds)")
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                        help="a further fedals setting (e.g. upload=factored), repeatable")
+                        help="a further fedals setting (e.g. solver=exact, cg_steps=2, "
+                        "upload=factors), repeatable")
     args = parser.parse_args()
     clicks = load_federated("ml-1m", partition="user", seed=0, implicit=True)
     extra = {k: _value(v) for k, v in (p.split("=", 1) for p in args.param)}

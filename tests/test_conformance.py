@@ -95,6 +95,8 @@ CASES = [
     Case(FEDALS, {"rank": 2, "biases": False}, run={"sampling": "bernoulli", "participation": 0.5}),
     Case(FEDALS, {"rank": 3}, run={"dropout": 0.3}, data="one-user"),
     Case(FEDALS, {"rank": 2, "implicit": True, "alpha": 3.0}, data="implicit"),
+    Case(FEDALS, {"rank": 2, "implicit": True, "solver": "exact"}, data="implicit"),
+    Case(FEDALS, {"rank": 3, "solver": "cg", "cg_steps": 2}, data="one-user"),
     Case(FEDALS, {"rank": 3, "implicit": True, "lam": 0.2},
          run={"sampling": "replacement", "active": 6}, data="implicit-one-user"),
     Case(FEDALS, {"rank": 2, "sums": "fresh", "max_items": 2}),

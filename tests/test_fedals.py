@@ -105,7 +105,7 @@ def initial_V(cfg, data, seed):
 MODES = {
     "explicit-biases": {"rank": 3, "lam": 0.7},
     "explicit-plain": {"rank": 3, "lam": 0.7, "biases": False},
-    "implicit": {"rank": 3, "lam": 0.7, "implicit": True, "alpha": 2.5},
+    "implicit": {"rank": 3, "lam": 0.7, "implicit": True, "alpha": 2.5, "solver": "exact"},
 }
 
 
@@ -152,11 +152,12 @@ def test_implicit_user_step_equals_the_dense_all_items_formulation(tiny_interact
         np.testing.assert_allclose(U[t], x, atol=1e-10)
 
 
-def test_item_step_from_packed_sums_with_the_gramian():
-    rng = np.random.default_rng(3)
-    d, n, lam = 3, 4, 0.5
-    S = [(lambda B: B @ B.T)(rng.normal(size=(d, 5))) for _ in range(n)]
-    G = (lambda B: B @ B.T)(rng.normal(size=(d, 7)))
+def packed_item_sums(rng, d, n, raters, users):
+    """Random item statistics ``S_j`` (of ``raters`` rows each), a Gramian ``G`` (of
+    ``users``) and ``b_j``, and the server's sums of them: ``[svec(S_j) | b_j]`` per item,
+    then ``svec(G)``."""
+    S = [(lambda B: B @ B.T)(rng.normal(size=(d, raters))) for _ in range(n)]
+    G = (lambda B: B @ B.T)(rng.normal(size=(d, users)))
     b = rng.normal(size=(n, d))
     rows, cols, coef = svec_pairs(d)
     total = np.zeros((n + 1, len(rows) + d))
@@ -164,11 +165,18 @@ def test_item_step_from_packed_sums_with_the_gramian():
         total[j, : len(rows)] = coef * S[j][rows, cols]
         total[j, len(rows):] = b[j]
     total[n, : len(rows)] = coef * G[rows, cols]
+    return S, G, b, total
+
+
+def test_item_step_from_packed_sums_with_the_gramian():
+    d, n, lam = 3, 4, 0.5
+    S, G, b, total = packed_item_sums(np.random.default_rng(3), d, n, 5, 7)
+    rows, cols, coef = svec_pairs(d)
     X = np.empty((n, d))
     ridge = np.array([lam, 2 * lam, 0.1])  # a ridge weight per column
     scale = 2.5  # sums kept at a scale (gram_scale, fresh sums' weight): divided out
     item_solves(scale * total, n, n, ridge, rows, cols,
-                scale * np.concatenate([coef, np.ones(d)]), X)
+                scale * np.concatenate([coef, np.ones(d)]), 0, X)
     for j in range(n):
         np.testing.assert_allclose(X[j], np.linalg.solve(S[j] + G + np.diag(ridge), b[j]),
                                    atol=1e-12)
@@ -181,9 +189,83 @@ def test_item_step_floors_the_eigenvalues_of_a_noisy_indefinite_system():
     total = np.concatenate([coef * A[rows, cols], [1.0, 2.0]])[None, :]
     X = np.empty((1, d))
     item_solves(total, 1, -1, np.full(d, lam), rows, cols,
-                np.concatenate([coef, np.ones(d)]), X)
+                np.concatenate([coef, np.ones(d)]), 0, X)
     w, Q = np.linalg.eigh(A + lam * np.eye(d))
     np.testing.assert_allclose(X[0], Q @ ((Q.T @ [1.0, 2.0]) / np.maximum(w, lam)), atol=1e-12)
+
+
+def quadratic(A, b, x):
+    """The objective ``1/2 x^T A x - b^T x`` a ridge row's solve minimizes."""
+    return 0.5 * x @ A @ x - b @ x
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cg_user_steps_reach_the_exact_solve_and_lower_each_rows_objective(mode, data_of):
+    """From the rows' previous values: enough steps give the exact step; three steps never
+    raise any row's quadratic (Takacs et al. 2011)."""
+    cfg = FedALSConfig(**MODES[mode])
+    data = data_of(mode)
+    rng = np.random.default_rng(0)
+    V = rng.normal(size=(data.n_items, cfg.layout.width))
+    cfg.layout.project_v(V)
+    start = rng.normal(size=(data.n_users, cfg.layout.width))
+    cfg.layout.project_u(start)
+    rows = np.arange(data.n_users)
+    exact, many, three = start.copy(), start.copy(), start.copy()
+    user_step(cfg, data.train, rows, exact, V)
+    user_step(cfg, data.train, rows, many, V, steps=40)
+    user_step(cfg, data.train, rows, three, V, steps=3)
+    np.testing.assert_allclose(many, exact, atol=1e-8)
+    free = cfg.free_u
+    for t in rows:  # the exact row minimizes its quadratic: A x* = b, so b = A x*
+        A = brute_system(cfg, data, V, t)
+        b = A @ exact[t, free]
+        assert quadratic(A, b, three[t, free]) < quadratic(A, b, start[t, free])
+
+
+def brute_system(cfg, data, V, t):
+    """Row ``t``'s ridge system matrix from the dense data: ``F^T C F + lam I`` over every
+    item (implicit) or ``F_obs^T F_obs + lam I`` over its rated ones."""
+    M, mask = dense(data)
+    F = V[:, cfg.free_u]
+    c = np.where(mask[t], 1.0 + cfg.alpha * M[t], 1.0) if cfg.implicit else mask[t] * 1.0
+    return F.T @ (c[:, None] * F) + cfg.lam * np.eye(F.shape[1])
+
+
+def test_cg_item_steps_reach_the_exact_solve_and_lower_each_items_objective():
+    """The item step's conjugate-gradient steps on the packed sums (read in place) from the
+    items' previous rows: enough steps give the exact solve, three lower every item's
+    quadratic."""
+    rng = np.random.default_rng(4)
+    d, n = 6, 5
+    S, G, b, total = packed_item_sums(rng, d, n, 9, 12)
+    rows, cols, coef = svec_pairs(d)
+    ridge = np.linspace(0.2, 1.0, d)
+    divisor = np.concatenate([coef, np.ones(d)])
+    start = rng.normal(size=(n, d))
+    solved = {}
+    for steps in (0, 40, 3):
+        X = start.copy()
+        item_solves(total, n, n, ridge, rows, cols, divisor, steps, X)
+        solved[steps] = X
+    np.testing.assert_allclose(solved[40], solved[0], atol=1e-8)
+    for j in range(n):
+        A = S[j] + G + np.diag(ridge)
+        np.testing.assert_allclose(solved[0][j], np.linalg.solve(A, b[j]), atol=1e-12)
+        assert quadratic(A, b[j], solved[3][j]) < quadratic(A, b[j], start[j])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cg_rounds_equal_the_plain_loop_with_enough_steps(mode, data_of):
+    """With as many steps as it takes to converge, CG's rounds are the exact rounds."""
+    data = data_of(mode, p=14)
+    rng = np.random.default_rng(7)
+    schedule = [np.sort(rng.choice(data.n_clients, size, replace=False)) for size in (3, 5, 2)]
+    cfg = FedALSConfig(**{**MODES[mode], "solver": "cg", "cg_steps": 40})
+    sim = simulate(ALGORITHM, cfg, data, seed=4,
+                   rounds=Rounds(ScheduledSampler(data.n_clients, schedule), len(schedule)))
+    U, V = reference_run(data, cfg, schedule, initial_V(cfg, data, 4))
+    np.testing.assert_allclose(sim.server.V, V, atol=1e-8)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -349,11 +431,15 @@ def test_every_client_every_round_is_centralized_als(biases, tiny_federated):
                                    als.history_.column(column)[1:], rtol=1e-10)
 
 
+@pytest.mark.parametrize("solver", ["exact", "cg"])
 @pytest.mark.parametrize("mode", [*MODES, "explicit-item-ridges"])
-def test_the_objective_never_increases_whoever_is_sampled(mode, data_of):
+def test_the_objective_never_increases_whoever_is_sampled(mode, solver, data_of):
     """Each round minimizes the objective exactly over the sampled rows, then over V (with
-    the item step's own ridge weights too: lam_item, lam_bias)."""
-    params = MODES.get(mode, {**MODES["explicit-biases"], "lam_item": 2.0, "lam_bias": 0.1})
+    the item step's own ridge weights too: lam_item, lam_bias), or lowers it by a few
+    conjugate-gradient steps from the rows' last values (running sums: the item step's
+    quadratic is the objective's in V)."""
+    params = {**MODES.get(mode, {**MODES["explicit-biases"], "lam_item": 2.0, "lam_bias": 0.1}),
+              "solver": solver, "cg_steps": 2}
     data = data_of(mode, p=14, seed=4)
     model = FedALS(**params, rounds=12, sampling="bernoulli", participation=0.3,
                    random_state=1).fit(data)
@@ -486,6 +572,9 @@ def test_mode_defaults_and_refusals(tiny_federated):
     assert FedALSConfig().model_dump()["biases"] is True
     cfg = FedALSConfig(implicit=True)
     assert cfg.biases is False and cfg.rank == 32 and cfg.lam == 50.0
+    assert cfg.solver == "cg" and FedALSConfig().solver == "exact"
+    assert FedALSConfig(implicit=True, sums="fresh").solver == "exact"  # user-level DP's
+    assert FedALSConfig(implicit=True, solver="exact").solver == "exact"
     assert FedALSConfig(implicit=True, rank=7, lam=0.1).rank == 7
     with pytest.raises(ValueError, match="no biases"):
         FedALSConfig(implicit=True, biases=True)

@@ -1,15 +1,17 @@
 """The client side of federated ALS: private ratings (or interactions) and user factors; the
-exact user step and the change of the client's item-step statistics.
+user step and the change of the client's item-step statistics.
 
-A client in a round receives ``V^k``, solves each of its user rows exactly (its ridge problem
-with ``V^k`` fixed, :func:`user_step`), and uploads the *change* of its contribution to the
-item step's sufficient statistics since its last upload: on every item ``j`` it rated, the
-change of ``sum_t w_tj x_t x_t^T`` and ``sum_t y_tj x_t`` over its users ``t`` who rated ``j``
-(``x_t``: the user's columns that multiply ``V``'s solved ones), and with implicit feedback
-the change of its share of the Gramian ``sum_t x_t x_t^T``. So the server's running sums are
-always those of every client's latest user factors, and its item step is exact against them
-(``docs/fedals.md``). The client keeps only its user rows: the previous ones, which the change
-needs, are the rows before the step.
+A client in a round receives ``V^k``, solves each of its user rows (its ridge problem with
+``V^k`` fixed, :func:`user_step`: exactly, or with ``solver="cg"`` by a few conjugate-gradient
+steps from the client's own previous row, zeros at first), and uploads the *change* of its
+contribution to the item step's sufficient statistics since its last upload: on every item
+``j`` it rated, the change of ``sum_t w_tj x_t x_t^T`` and ``sum_t y_tj x_t`` over its users
+``t`` who rated ``j`` (``x_t``: the user's columns that multiply ``V``'s solved ones), and with
+implicit feedback the change of its share of the Gramian ``sum_t x_t x_t^T``. So the server's
+running sums are always those of every client's latest user factors, and its item step
+minimizes (CG: lowers) the objective against them exactly (``docs/fedals.md``). The client
+keeps only its user rows: the previous ones, which the change needs, are the rows before the
+step.
 
 A client's rows start at zero factors (biases zero, the all-ones column set), whose
 implicit statistics are zero; with biases they are not (the bias carrier is 1), and a set-up
@@ -94,16 +96,23 @@ def contributed(shard: RatingsShard, keys: np.ndarray, k: int) -> RatingsShard:
 
 
 def user_step(cfg: FedALSConfig, R: CSR, rows: np.ndarray, U: np.ndarray,
-              V: np.ndarray) -> None:
-    """Solve the rows ``rows`` of ``U`` (the ratings ``R``) exactly with ``V`` fixed, in
-    place: the ridge problem of each row (explicit: ALS's user half-sweep; implicit: Hu et
-    al.'s Eq. (4))."""
+              V: np.ndarray, steps: int = 0) -> None:
+    """Solve the rows ``rows`` of ``U`` (the ratings ``R``) with ``V`` fixed, in place: the
+    ridge problem of each row (explicit: ALS's user half-sweep; implicit: Hu et al.'s
+    Eq. (4)), exactly (``steps = 0``) or by ``steps`` conjugate-gradient steps from the rows'
+    current values (Takacs et al. 2011)."""
     free = cfg.free_u
     fixed = np.flatnonzero(~cfg.layout.free_mask_u())
     F = np.ascontiguousarray(V[:, free])
     G0 = gram(F) if cfg.implicit else np.zeros((0, 0))
     user_solves(rows, R.indptr, R.indices, R.values, U, F, free, fixed,
-                np.ascontiguousarray(V[:, fixed]), G0, cfg.lam, cfg.alpha, cfg.implicit)
+                np.ascontiguousarray(V[:, fixed]), G0, cfg.lam, cfg.alpha, cfg.implicit, steps)
+
+
+def cg_steps(cfg: FedALSConfig) -> int:
+    """Conjugate-gradient steps of a row's solve: ``cfg.cg_steps`` with ``solver="cg"``, else
+    0 (exact)."""
+    return cfg.cg_steps if cfg.solver == "cg" else 0
 
 
 def client_rows(client_ptr: np.ndarray, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -126,7 +135,7 @@ def client_step(cfg: FedALSConfig, shard: RatingsShard, state: ClientState, msg:
     fixed_v = np.flatnonzero(~cfg.layout.free_mask_v())
     old = state.U[rows]
     if not setup:
-        user_step(cfg, shard.train, rows, state.U, V)
+        user_step(cfg, shard.train, rows, state.U, V, cg_steps(cfg))
     new = state.U[rows]
     n_rows = len(rows)
     change = not setup and cfg.sums == "running"  # else the statistics of the new rows

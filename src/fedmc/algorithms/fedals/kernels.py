@@ -16,7 +16,7 @@ import numba
 import numpy as np
 
 from fedmc.core.kernels import SUM_BLOCKS, cholesky_solve_upper
-from fedmc.core.ridge import fixed_targets, solve_row
+from fedmc.core.ridge import cg_steps, fixed_targets, solve_row
 
 
 @numba.njit(cache=True)
@@ -49,16 +49,25 @@ def gram(F):
 
 @numba.njit(cache=True, parallel=True)
 def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, lam, alpha,
-                implicit):
+                implicit, steps):
     """The user step of every row ``t`` in ``rows``: ``U[t, free]`` solves its ridge problem
     against the regressors ``F`` (``V[:, free]``), in parallel over rows.
 
     Explicit: ``(sum_q f_q f_q^T + lam I) x = sum_q (m_q - U[t, fixed] . Y_fixed[j_q]) f_q``
     (``Y_fixed = V[:, fixed]``, the item biases); implicit: Hu et al.'s Eq. (4),
     ``(G0 + sum_q (c_q - 1) f_q f_q^T + lam I) x = sum_q c_q p_q f_q`` with ``G0 = F^T F``.
+    ``steps = 0``: exactly (Cholesky); else ``steps`` conjugate-gradient steps from the row's
+    current ``U[t, free]`` (:func:`fedmc.core.ridge.cg_steps`), the system never formed.
     """
     k = free.shape[0]
     none = np.zeros((0, 0))
+    no_sums = np.zeros(0)
+    A0 = np.zeros((k, k))  # the conjugate-gradient steps' G0 + lam I
+    for a in range(k):
+        if implicit:
+            for c in range(k):
+                A0[a, c] = G0[a, c]
+        A0[a, a] += lam
     for i in numba.prange(rows.shape[0]):
         t = rows[i]
         q0, q1 = indptr[t], indptr[t + 1]
@@ -76,7 +85,17 @@ def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, l
             fixed_targets(values[q0:q1], cols, x_fixed, Y_fixed, y)
             base = none
         x = np.empty(k)
-        solve_row(F, cols, y, w, base, lam, x)
+        if steps == 0:
+            solve_row(F, cols, y, w, base, lam, x)
+        else:
+            b = np.zeros(k)
+            for q in range(q1 - q0):
+                f = F[cols[q]]
+                for a in range(k):
+                    b[a] += y[q] * f[a]
+            for a in range(k):
+                x[a] = U[t, free[a]]
+            cg_steps(A0, no_sums, no_sums, F, cols, w, b, steps, x)
         for a in range(k):
             U[t, free[a]] = x[a]
 
@@ -258,13 +277,16 @@ def _floored_solve(A, b, floor):
 
 
 @numba.njit(cache=True, parallel=True)
-def item_solves(total, n_items, gram_row, lam, s_row, s_col, divisor, X):
+def item_solves(total, n_items, gram_row, lam, s_row, s_col, divisor, steps, X):
     """The item step: ``X[j] = (unpack(S_j) + G + diag(lam))^{-1} b_j`` for every item ``j``,
     in parallel over items, where row ``j`` of ``total`` divided by ``divisor`` (entrywise)
     is ``[svec(S_j) | b_j]`` (the summed statistics, :class:`fedmc.core.uploads.OuterRows`:
     ``divisor`` holds the packing's coefficients, times whatever scale the sums carry), ``G``
     the unpacked Gramian of row ``gram_row`` (none when ``gram_row < 0``) and ``lam`` the
-    ridge weight of each column. The sums are read in place.
+    ridge weight of each column (Hu et al. 2008, Eq. (5)). The sums are read in place.
+    ``steps = 0``: exactly (Cholesky, below); else ``steps`` conjugate-gradient steps on the
+    same system from ``X[j]`` as given (the item's last solution; Takacs et al. 2011,
+    :func:`fedmc.core.ridge.cg_steps`), in place.
 
     ``S_j + G + diag(lam)`` has every eigenvalue ``>= min(lam)`` when the sums are exact;
     noise added to them (user-level DP) may break that, and then Cholesky fails (a NaN): that
@@ -278,6 +300,9 @@ def item_solves(total, n_items, gram_row, lam, s_row, s_col, divisor, X):
     if gram_row >= 0:
         for e in range(n_packed):
             G[s_row[e], s_col[e]] = total[gram_row, e] / divisor[e]
+    if steps > 0:
+        _item_cg(total, n_items, G, lam, divisor, steps, X)
+        return
     for j in numba.prange(n_items):
         A = np.empty((d, d))
         x = np.empty(d)
@@ -287,6 +312,43 @@ def item_solves(total, n_items, gram_row, lam, s_row, s_col, divisor, X):
             _item_system(A, x, total[j], G, lam, s_row, s_col, divisor)
             _floored_solve(A, x, floor)
         X[j] = x
+
+
+@numba.njit(cache=True, parallel=True)
+def _item_cg(total, n_items, G, lam, divisor, steps, X):
+    """:func:`item_solves` by ``steps`` conjugate-gradient steps per item from ``X[j]``, the
+    system ``S_j + G + diag(lam)`` applied packed as the sums hold it
+    (:func:`fedmc.core.ridge.cg_steps`), never unpacked, in parallel over :data:`SUM_BLOCKS`
+    blocks of items. A block copies each item's row, divided out and with ``G + diag(lam)``
+    added, into its own buffer: no view of the shared arrays is made per item (a view counts a
+    reference to its parent atomically, which threads doing it per item contend for)."""
+    d = X.shape[1]
+    n_packed = d * (d + 1) // 2
+    base = np.empty(n_packed)  # G + diag(lam), packed as the sums are (svec_pairs' order)
+    scale = 1.0 / divisor
+    e = 0
+    for i in range(d):
+        for c in range(i, d):
+            base[e] = G[i, c] + (lam[i] if c == i else 0.0)
+            e += 1
+    ones = np.ones(n_packed)
+    no_matrix = np.zeros((d, 0))
+    no_rows = np.zeros((0, d))
+    no_cols = np.zeros(0, dtype=np.int64)
+    no_weights = np.zeros(0)
+    for blk in numba.prange(SUM_BLOCKS):
+        packed = np.empty(n_packed)
+        b = np.empty(d)
+        x = np.empty(d)
+        for j in range(blk * n_items // SUM_BLOCKS, (blk + 1) * n_items // SUM_BLOCKS):
+            for q in range(n_packed):
+                packed[q] = total[j, q] * scale[q] + base[q]
+            for i in range(d):
+                b[i] = total[j, n_packed + i] * scale[n_packed + i]
+                x[i] = X[j, i]
+            cg_steps(no_matrix, packed, ones, no_rows, no_cols, no_weights, b, steps, x)
+            for i in range(d):
+                X[j, i] = x[i]
 
 
 @numba.njit(cache=True)

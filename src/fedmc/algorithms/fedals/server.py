@@ -1,5 +1,5 @@
 """The server side of federated ALS: ``V`` and the running sums of every client's item-step
-statistics; the exact item step.
+statistics; the item step.
 
 The server holds, for every item ``j``, ``S_j = sum_t w_tj x_t x_t^T`` and
 ``b_j = sum_t y_tj x_t`` over all raters ``t`` of the federation, and with implicit feedback
@@ -11,8 +11,9 @@ half-sweep)
 
     (G + S_j + lam I) v_j = b_j          (G = 0 for ratings)
 
-for ``V[j, free]``. Its cost per round is ``O(n d^3)`` for the solves plus the cohort's
-terms, whatever the number of clients.
+for ``V[j, free]``: exactly, or with ``solver="cg"`` by a few conjugate-gradient steps from
+``V^k``'s row (Takacs, Pilaszy and Tikk 2011). Its cost per round is ``O(n d^3)`` for exact
+solves (``O(n d^2)`` for CG's) plus the cohort's terms, whatever the number of clients.
 
 With ``sums="fresh"`` (user-level DP) the sums it solves from are the round's cohort's
 statistics alone, or with ``memory`` the mean of every round's so far, each earlier round
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedmc.algorithms.fedals.client import STATS, upload_shape
+from fedmc.algorithms.fedals.client import STATS, cg_steps, upload_shape
 from fedmc.algorithms.fedals.config import FedALSConfig
 from fedmc.algorithms.fedals.kernels import item_solves
 from fedmc.core.factors import factor_metrics, uniform_draws
@@ -99,10 +100,10 @@ def server_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
     if msg.phase == "round":
         free = cfg.free_v
         n = server.V.shape[0]
-        X = np.empty((n, len(free)))
+        X = np.ascontiguousarray(server.V[:, free])  # a copy: the solves' warm start
         rows, cols, coef = svec_pairs(len(free))
         item_solves(server.total, n, n if cfg.implicit else -1, cfg.item_ridge, rows, cols,
-                    divisor(cfg, server, coef), X)
+                    divisor(cfg, server, coef), cg_steps(cfg), X)
         V = server.V.copy()
         V[:, free] = X
         server.V = V
