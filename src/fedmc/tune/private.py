@@ -117,9 +117,9 @@ class PrivateSearch:
 @dataclass
 class Chosen:
     """What a private search publishes: the chosen trial's run (its model is the published
-    model; ``spec``: its run), its settings, its noised score (:data:`SCORE`) and the search's guarantee (a
-    run's ``privacy``, :meth:`fedmc.federation.aggregator.Aggregator.guarantee`, for the whole
-    search)."""
+    model; ``spec``: its run), its settings, its noised score (:data:`SCORE`) and the
+    search's guarantee (a run's ``privacy``, :meth:`fedmc.federation.aggregator.Aggregator.
+    guarantee`, for the whole search)."""
 
     result: RunResult
     spec: RunSpec
