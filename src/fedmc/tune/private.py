@@ -192,13 +192,15 @@ def noised_score(model: FactorModel, data: FederatedData, std: float,
     return float((total + rng.normal(0.0, std)) / n)
 
 
-def run_private_search(search: PrivateSearch,
-                       rng: np.random.Generator | None = None) -> Chosen:
+def run_private_search(search: PrivateSearch, rng: np.random.Generator | None = None,
+                       loaded: tuple[FederatedData, dict[str, Any]] | None = None) -> Chosen:
     """Run the search of the module docstring; the chosen trial.
 
     ``rng`` is the secret stream of ``K``, the settings and the scores' noise: fresh entropy
     from the operating system when None (the only sound choice outside tests; each trial's
-    training noise is its run's own secret stream).
+    training noise is its run's own secret stream). ``loaded``: the data (with their
+    validation cut) and their notes, already built (the canary audit's neighbours), else
+    loaded as the options say.
 
     Raises
     ------
@@ -210,7 +212,7 @@ def run_private_search(search: PrivateSearch,
     dp = base.schedule.dp
     if dp is None or search.options.dp_epsilon is None:
         raise ConfigError("a private search needs dp_epsilon, the whole search's budget")
-    data, notes = federated_data(base.data)
+    data, notes = loaded or federated_data(base.data)
     plan = plan_of(base, data)
     noise = calibrate_search(plan, search.options.dp_epsilon, dp.delta, search.score_scale,
                              search.trials, search.shape)
