@@ -8,8 +8,7 @@ repeated ``runs`` times on each, the way ``fedmc run`` runs it, and every file i
 federation's ``progress.jsonl`` and a private search's ``best.json``) is read back. A
 distinguisher guesses from one run's files which data set it saw; if a run is ``(epsilon,
 delta)``-DP, no test does better than ``TPR <= e^epsilon FPR + delta`` (and the same with the
-roles swapped), so a test's observed rates bound
-epsilon from below.
+roles swapped), so a test's observed rates bound epsilon from below.
 
 The candidate tests are
 
