@@ -188,7 +188,8 @@ def test_refused_in_a_private_search(invoke, monkeypatch, capsys, tmp_path, smal
                           (["--timeout", "60"], "--timeout: a private search"),
                           (["--study-name", "s"], "--study-name: a private search"),
                           (["--dp-noise", "2"], "--dp-noise: a private search"),
-                          (["--early-stopping"], "--early-stopping: a private trial")):
+                          (["--early-stopping"], "--early-stopping: a private trial"),
+                          (["--validation-fraction", "0"], "--validation-fraction: a private")):
         code, _, err = invoke(monkeypatch, capsys, "tune", *small, "--dp-epsilon", "8", *args,
                               "--out", tmp_path / "x")
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

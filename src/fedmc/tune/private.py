@@ -58,8 +58,9 @@ geometric, ``eta = 1``), at the price of a longer tail (about one search in twen
 than five times the mean)."""
 SCORE_SCALE = 2.0
 """The score's noise multiplier over the rounds' (its RDP at order ``lambda`` is
-``lambda / (2 (2 Z)^2)``, an eighth of a set-up release at multiplier ``Z``; on 6,040 users
-its standard deviation on the mean squared error is ``2 Z 4 / 6040``, 0.003 at ``Z = 2.3``)."""
+``lambda / (2 (2 Z)^2)``, a quarter of one Gaussian release at multiplier ``Z`` and a
+sixteenth of ML-1M's set-up release at ``0.5 Z``; on 6,040 users its standard deviation on the
+mean squared error is ``2 Z 4 / 6040``, 0.003 at ``Z = 2.3``)."""
 SCORE = "validation_mse"
 """The name of the released score: the clipped mean squared error per user, noised."""
 
@@ -98,6 +99,9 @@ class PrivateSearch:
         if options.dp_epsilon is None or not options.private:
             raise ConfigError("a private search needs dp_epsilon, the whole search's budget, "
                               "and secret noise")
+        if not options.validation_fraction:
+            raise ConfigError("validation_fraction: a private search scores its trials on a "
+                              "validation cut")
         run = resolve(options.model_copy(update={"validation_fraction": None}))
         return run.model_copy(update={"data": run.data.model_copy(
             update={"validation_fraction": options.validation_fraction})})
