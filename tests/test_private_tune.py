@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from fedmc.algorithms.spec import Range
+from fedmc.algorithms.spec import Choice, Range
 from fedmc.privacy.accounting import ORDERS, Plan, dp_accounting, epsilon
 from fedmc.privacy.selection import (
     calibrate_search,
@@ -113,7 +113,7 @@ def test_the_number_of_trials_has_the_accounted_mean(shape):
 def test_settings_are_drawn_in_their_ranges():
     rng = np.random.default_rng(0)
     space = {"rank": Range(2, 32, log=True, integer=True), "lam": Range(0.1, 30.0, log=True),
-             "beta": Range(0.0, 1.0)}
+             "beta": Range(0.0, 1.0), "consensus": Choice(("all", "rated"))}
     draws = [private.draw_settings(space, rng) for _ in range(2000)]
     ranks = [d["rank"] for d in draws]
     assert all(isinstance(r, int) and 2 <= r <= 32 for r in ranks) and {2, 32} <= set(ranks)
@@ -121,6 +121,7 @@ def test_settings_are_drawn_in_their_ranges():
     assert lams.min() >= math.log(0.1) and lams.max() <= math.log(30)
     assert np.median(lams) == pytest.approx(0.5 * (math.log(0.1) + math.log(30)), abs=0.3)
     assert all(0 <= d["beta"] <= 1 for d in draws)
+    assert 900 < sum(d["consensus"] == "all" for d in draws) < 1100
 
 
 def test_a_tiny_private_search(invoke, monkeypatch, capsys, tmp_path, small):
@@ -131,7 +132,7 @@ def test_a_tiny_private_search(invoke, monkeypatch, capsys, tmp_path, small):
     assert sorted(p.name for p in out.iterdir() if p.name != ".lock") == [
         "best", "best.json", "status.json"]
     best = json.loads((out / "best.json").read_text())
-    assert set(best["settings"]) == {"lam", "beta"}
+    assert set(best["settings"]) == {"lam", "beta", "consensus", "dual_init"}
     assert best["metric"] == "validation_mse (noised)" and math.isfinite(best["value"])
     assert not {"trial", "best_round", "trials"} & set(best)
     privacy = best["privacy"]
@@ -152,7 +153,7 @@ def test_nothing_of_the_other_trials_is_published(invoke, monkeypatch, capsys, t
     """Four trials (K forced), every score and every setting drawn recorded: only the chosen
     trial's appear in any file of the output folder or in what the command printed."""
     scores, drawn = [], []
-    score, draw = private.noised_score, private.draw_settings
+    score, draw = private.noised_score, private.draw_valid
 
     def spy_score(*args):
         scores.append(score(*args))
@@ -164,7 +165,7 @@ def test_nothing_of_the_other_trials_is_published(invoke, monkeypatch, capsys, t
 
     monkeypatch.setattr(private, "draw_trials", lambda *args: 4)
     monkeypatch.setattr(private, "noised_score", spy_score)
-    monkeypatch.setattr(private, "draw_settings", spy_draw)
+    monkeypatch.setattr(private, "draw_valid", spy_draw)
     out = tmp_path / "tune"
     code, stdout, err = invoke(monkeypatch, capsys, "tune", *small, "--trials", "2",
                                "--dp-epsilon", "8", "--out", out)
@@ -179,7 +180,8 @@ def test_nothing_of_the_other_trials_is_published(invoke, monkeypatch, capsys, t
         if i != chosen:
             assert repr(s) not in published and f"{s:.4g}" not in published
             for value in settings.values():
-                assert repr(value) not in published
+                if isinstance(value, float):  # a choice's values are the space's, published
+                    assert repr(value) not in published
 
 
 def test_refused_in_a_private_search(invoke, monkeypatch, capsys, tmp_path, small):

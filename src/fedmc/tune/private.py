@@ -6,9 +6,10 @@ Papernot and Steinke's random search with a random number of trials
 1. ``K``, the number of trials, is drawn from the truncated negative binomial of mean
    ``--trials`` (logarithmic by default, :data:`SHAPE`) from the operating system's entropy,
    never from ``--seed``;
-2. every trial draws its settings uniformly from the ranges (log-uniformly on a log scale;
-   :func:`draw_settings`), from the same secret stream, without looking at any data (random
-   search: no sampler that learns from earlier trials, no pruning), trains a private run on
+2. every trial draws its settings uniformly from the ranges and choices (log-uniformly on a
+   log scale; among those the algorithm accepts, :func:`draw_valid`), from the same secret
+   stream, without looking at any data (random search: no sampler that learns from earlier
+   trials, no pruning), trains a private run on
    the training ratings without the validation cut, with the noise multiplier calibrated
    for the whole search (:func:`fedmc.privacy.selection.calibrate_search`), and releases one
    noised score of its published model on the cut (:func:`noised_score`);
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from fedmc.algorithms.registry import spec
-from fedmc.algorithms.spec import Range
+from fedmc.algorithms.spec import Choice, Searched
 from fedmc.core.factors import predict
 from fedmc.data import FederatedData
 from fedmc.errors import ConfigError
@@ -76,7 +77,7 @@ class PrivateSearch:
         the cut each trial is scored on; every trial is them with its settings among
         ``params``.
     space
-        The ranges searched, by setting.
+        The ranges and choices searched, by setting.
     trials
         The mean number of trials (``K`` is random, :mod:`fedmc.privacy.selection`).
     shape
@@ -86,7 +87,7 @@ class PrivateSearch:
     """
 
     options: RunOptions
-    space: dict[str, Range]
+    space: dict[str, Searched]
     trials: float
     shape: float = SHAPE
     score_scale: float = SCORE_SCALE
@@ -110,7 +111,6 @@ class PrivateSearch:
         """The run of one trial: ``base`` with the trial's settings among its parameters and
         the noise multiplier of the search (no budget of its own)."""
         params = {**base.params, **values}
-        spec(base.algorithm).Config(**params)  # the settings checked
         dp = base.schedule.dp
         if dp is None:
             raise ConfigError("a private search needs user-level DP")
@@ -143,17 +143,45 @@ def plan_of(run: RunSpec, data: FederatedData) -> Plan:
                 dp.setup_scale)
 
 
-def draw_settings(space: dict[str, Range], rng: np.random.Generator) -> dict[str, Any]:
-    """One draw of every setting, independent of the data: uniform on its range (on the log
-    of its range with ``log``), rounded to the nearest whole number with ``integer``."""
+def draw_settings(space: dict[str, Searched], rng: np.random.Generator) -> dict[str, Any]:
+    """One draw of every setting, independent of the data: one of a choice's values, each
+    as likely; uniform on a range (on the log of its range with ``log``), rounded to the
+    nearest whole number with ``integer``."""
     values: dict[str, Any] = {}
     for name, r in space.items():
+        if isinstance(r, Choice):
+            values[name] = r.values[int(rng.integers(len(r.values)))]
+            continue
         if r.log:
             x = math.exp(rng.uniform(math.log(r.low), math.log(r.high)))
         else:
             x = float(rng.uniform(r.low, r.high))
         values[name] = int(round(x)) if r.integer else x
     return values
+
+
+def draw_valid(space: dict[str, Searched], base: RunSpec, rng: np.random.Generator,
+               attempts: int = 1000) -> dict[str, Any]:
+    """:func:`draw_settings` again until the algorithm accepts the settings with ``base``'s
+    parameters (a choice of one mode may need another's: FedMC-ADMM's item-bias offset needs
+    the rated consensus): the draw is uniform on the settings it accepts, which no data
+    decide.
+
+    Raises
+    ------
+    ConfigError
+        No draw of ``attempts`` accepted.
+    """
+    config = spec(base.algorithm).Config
+    for _ in range(attempts):
+        values = draw_settings(space, rng)
+        try:
+            config(**{**base.params, **values})
+        except (ConfigError, ValueError):  # pydantic's ValidationError is a ValueError
+            continue
+        return values
+    raise ConfigError(f"no settings drawn from the space in {attempts} tries are settings "
+                      f"{base.algorithm} accepts: narrow the space (--space NAME=off)")
 
 
 def score_bound(model: FactorModel) -> float:
@@ -222,7 +250,7 @@ def run_private_search(search: PrivateSearch, rng: np.random.Generator | None = 
                              search.trials, search.shape)
     best: Chosen | None = None
     for _ in range(draw_trials(search.trials, search.shape, rng)):
-        values = draw_settings(search.space, rng)
+        values = draw_valid(search.space, base, rng)
         run = search.trial_spec(base, values, noise)
         result = execute(run, loaded=(data, notes))
         if result.artifact is None:
