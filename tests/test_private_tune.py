@@ -197,39 +197,3 @@ def test_refused_in_a_private_search(invoke, monkeypatch, capsys, tmp_path, smal
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "x").exists()
 
-
-@pytest.mark.slow
-def test_the_canary_audit_finds_nothing_in_a_private_search():
-    """The canary audit (``fedmc.audit.canary``) of a whole private search on a small data
-    set: every file it publishes, ``best.json`` included, read back from 25 searches on each
-    neighbour; no test does better than the budget allows."""
-    from test_canary_audit import RUNS, small_ratings
-
-    from fedmc.audit.canary import (
-        audit_runs,
-        epsilon_lower_bound,
-        neighbours,
-        pick_canary,
-    )
-    from fedmc.run.options import RunOptions
-    from fedmc.run.runner import write_outputs
-    from fedmc.tune.report import write_private_best
-
-    ratings = small_ratings()
-    canary = pick_canary(ratings, n_items=6)
-    options = RunOptions(algorithm="fedmc-admm", partition="user", rounds=2, dp_epsilon=1.0,
-                         dp_clip=0.05, rating_scale=(1.0, 5.0), validation_fraction=0.2,
-                         params={"rank": 2, "inner": 5})
-    search = private.PrivateSearch(options, {"lam": Range(0.5, 8.0, log=True)}, trials=2)
-    inside, outside = neighbours(ratings, canary, 0.2, 0, "public", (1.0, 5.0),
-                                 validation_fraction=0.2)
-
-    def run_once(data, folder):
-        chosen = private.run_private_search(search, loaded=(data, {}))
-        write_outputs(folder, chosen.result)
-        write_private_best(folder / "best.json", search, chosen, [])
-
-    runs_in, runs_out = audit_runs(run_once, inside, outside, canary, RUNS)
-    bound = epsilon_lower_bound(runs_in, runs_out, delta=1e-6)
-    assert bound.epsilon <= 1.0, (bound.test, bound.epsilon)
-    assert "best.json:value" in runs_in[0] and runs_in[0]["config.json:private"] == "true"
