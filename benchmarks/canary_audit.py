@@ -10,6 +10,10 @@ finds the leaks of a run that is not private.
         --epsilon 1
     FEDMC_DATA=../shared/data python benchmarks/canary_audit.py --dataset ml-100k --runs 200 \
         --no-dp
+
+With ``--search M`` each run is a whole private search instead (``fedmc tune --dp-epsilon E
+--trials M`` over the algorithm's declared space, a validation cut of 0.05,
+:mod:`fedmc.tune.private`), and its ``best.json`` is read back with the chosen run's files.
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ from fedmc.data.registry import load_dataset, rating_scale
 from fedmc.run.options import RunOptions
 from fedmc.run.runner import execute, write_outputs
 from fedmc.run.settings import RunSpec, apply_paper_settings, resolve
+from fedmc.tune.private import PrivateSearch, run_private_search
+from fedmc.tune.report import write_private_best
+from fedmc.tune.space import search_space
+
+SEARCH_CUT = 0.05
+"""The validation cut of an audited private search."""
 
 
 def settings(args: argparse.Namespace) -> RunSpec:
@@ -51,17 +61,33 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--no-dp", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--search", type=float, default=None,
+                    help="each run a private search of this mean number of trials")
     args = ap.parse_args()
     run = settings(args)
     data_settings = run.data
     ratings = load_dataset(args.dataset)
     canary = pick_canary(ratings)
     scale = None if args.no_dp else rating_scale(args.dataset)
+    cut = 0.0 if args.search is None else SEARCH_CUT
     inside, outside = neighbours(ratings, canary, data_settings.test_fraction, args.seed,
-                                 data_settings.normalize, scale)
+                                 data_settings.normalize, scale, validation_fraction=cut)
+
+    if args.search is not None and args.no_dp:
+        ap.error("--search is a private search: give --epsilon, not --no-dp")
+    search = None if args.search is None else PrivateSearch(RunOptions(
+        algorithm=args.algorithm, dataset=args.dataset, partition="user", rounds=args.rounds,
+        seed=args.seed, dp_epsilon=args.epsilon,
+        dp_clip=None if run.schedule.dp is None else run.schedule.dp.clip,
+        validation_fraction=cut), search_space(args.algorithm, False, {}, {}), args.search)
 
     def run_once(data, folder):
-        write_outputs(folder, execute(run, loaded=(data, {})))
+        if search is None:
+            write_outputs(folder, execute(run, loaded=(data, {})))
+            return
+        chosen = run_private_search(search, loaded=(data, {}))
+        write_outputs(folder, chosen.result)
+        write_private_best(folder / "best.json", search, chosen, [])
 
     start = time.perf_counter()
     with Progress(transient=True) as bar:
@@ -70,6 +96,8 @@ def main() -> None:
                                        lambda r: bar.update(task, completed=r))
     bound = epsilon_lower_bound(runs_in, runs_out, delta=0.0 if args.no_dp else 1e-6)
     what = "no DP" if args.no_dp else f"DP epsilon {args.epsilon:g}"
+    if args.search is not None:
+        what += f", private searches of {args.search:g} trials on average"
     print(f"{args.algorithm} on {args.dataset}, {what}, {args.runs} runs per data set "
           f"({time.perf_counter() - start:.0f} s): canary of {len(canary.items)} ratings; "
           f"best test: {bound.test}; TPR {bound.tpr:.3f}, FPR {bound.fpr:.3f} on {bound.runs} "

@@ -1,5 +1,6 @@
 """The canary audit (fedmc.audit.canary) finds the leaks of a run that is not private and none
-in a private one: a fast version of benchmarks/canary_audit.py on a small data set."""
+in a private one (nor in a private search): a fast version of benchmarks/canary_audit.py on a
+small data set."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
+from fedmc.algorithms.spec import Range
 from fedmc.audit.canary import (
     LOSS,
     audit_runs,
@@ -20,8 +22,11 @@ from fedmc.data import Ratings
 from fedmc.federation.settings import Schedule
 from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import DataSettings
+from fedmc.run.options import RunOptions
 from fedmc.run.runner import execute, write_outputs
 from fedmc.run.settings import RunSpec
+from fedmc.tune import private
+from fedmc.tune.report import write_private_best
 
 RUNS = 25
 
@@ -118,3 +123,28 @@ def test_a_private_secure_federation_passes_the_audit(tmp_path, loopback_federat
     bound = epsilon_lower_bound(runs_in, runs_out, delta=1e-6)
     assert bound.epsilon <= 1.0, bound
     assert any(k.startswith("progress.jsonl") for k in runs_in[0])
+
+
+@pytest.mark.slow
+def test_the_canary_audit_finds_nothing_in_a_private_search():
+    """The canary audit (``fedmc.audit.canary``) of a whole private search on a small data
+    set: every file it publishes, ``best.json`` included, read back from 25 searches on each
+    neighbour; no test does better than the budget allows."""
+    ratings = small_ratings()
+    canary = pick_canary(ratings, n_items=6)
+    options = RunOptions(algorithm="fedmc-admm", partition="user", rounds=2, dp_epsilon=1.0,
+                         dp_clip=0.05, rating_scale=(1.0, 5.0), validation_fraction=0.2,
+                         params={"rank": 2, "inner": 5})
+    search = private.PrivateSearch(options, {"lam": Range(0.5, 8.0, log=True)}, trials=2)
+    inside, outside = neighbours(ratings, canary, 0.2, 0, "public", (1.0, 5.0),
+                                 validation_fraction=0.2)
+
+    def run_once(data, folder):
+        chosen = private.run_private_search(search, loaded=(data, {}))
+        write_outputs(folder, chosen.result)
+        write_private_best(folder / "best.json", search, chosen, [])
+
+    runs_in, runs_out = audit_runs(run_once, inside, outside, canary, RUNS)
+    bound = epsilon_lower_bound(runs_in, runs_out, delta=1e-6)
+    assert bound.epsilon <= 1.0, (bound.test, bound.epsilon)
+    assert "best.json:value" in runs_in[0] and runs_in[0]["config.json:private"] == "true"

@@ -110,7 +110,8 @@ def test_refused_searches(invoke, monkeypatch, capsys, tmp_path, small):
                           (["--pruner", "random"], "--pruner takes"),
                           (["--space", "lam=5:1"], "LO must be below HI"),
                           (["--algorithm", "fedmavg"], "nothing to search"),
-                          (["--dp-epsilon", "8", "--dp-clip", "1"], "private search")):
+                          (["--dp-epsilon", "8", "--dp-clip", "1", "--implicit"],
+                           "--implicit: a private search")):
         code, _, err = invoke(monkeypatch, capsys, "tune", *small, *args,
                               "--out", tmp_path / "x")
         assert code == 2 and message in err, err

@@ -4,11 +4,11 @@ Two neighbouring data sets differ in one user's data, the *canary*'s: its rating
 ``D_in`` and absent from ``D_out`` (its client stays enrolled: the zero-out neighbours of
 ``docs/privacy.md``), everyone else's ratings, split and partition identical. The run is
 repeated ``runs`` times on each, the way ``fedmc run`` runs it, and every file it publishes
-(``config.json``, ``history.csv``, ``summary.json``, ``model.json``, ``model.npz``, and a
-federation's ``progress.jsonl``) is read back. A distinguisher guesses from one run's files
-which data set it saw; if a run is ``(epsilon, delta)``-DP, no test does better than ``TPR <=
-e^epsilon FPR + delta`` (and the same with the roles swapped), so a test's observed rates bound
-epsilon from below.
+(``config.json``, ``history.csv``, ``summary.json``, ``model.json``, ``model.npz``, a
+federation's ``progress.jsonl`` and a private search's ``best.json``) is read back. A
+distinguisher guesses from one run's files which data set it saw; if a run is ``(epsilon,
+delta)``-DP, no test does better than ``TPR <= e^epsilon FPR + delta`` (and the same with the
+roles swapped), so a test's observed rates bound epsilon from below.
 
 The candidate tests are
 
@@ -69,12 +69,18 @@ def pick_canary(ratings: Ratings, n_items: int = 20, seed: int = 0) -> Canary:
 
 def neighbours(ratings: Ratings, canary: Canary, test_fraction: float, seed: int,
                normalize: str, scale: tuple[float, float] | None,
-               ) -> tuple[FederatedData, FederatedData]:
+               validation_fraction: float = 0.0) -> tuple[FederatedData, FederatedData]:
     """``D_in`` and ``D_out``: ``ratings`` plus a new user, one user per client, split at
     random per rating with ``seed`` (the same split of everyone else's ratings in both); the
     canary's ratings are all training ratings of ``D_in`` and absent from ``D_out``, where its
-    client holds none."""
+    client holds none. With ``validation_fraction``, everyone else's training ratings keep
+    back about that share as their validation cut (the same in both; a private search's)."""
     from fedmc.data.split import random_test_mask
+
+    base_test = random_test_mask(ratings, test_fraction, seed)
+    cut = None
+    if validation_fraction > 0:
+        cut = random_test_mask(ratings, validation_fraction, seed + 1) & ~base_test
 
     canary_user = ratings.n_users
     n = len(canary.items)
@@ -89,10 +95,11 @@ def neighbours(ratings: Ratings, canary: Canary, test_fraction: float, seed: int
             values=np.concatenate([ratings.values, canary.ratings[:k]]),
             n_users=ratings.n_users + 1, n_items=ratings.n_items, user_ids=user_ids,
             item_ids=ratings.item_ids, name=ratings.name)
-        is_test = np.concatenate([random_test_mask(ratings, test_fraction, seed),
-                                  np.zeros(k, dtype=bool)])
+        is_test = np.concatenate([base_test, np.zeros(k, dtype=bool)])
+        is_validation = None if cut is None else np.concatenate([cut, np.zeros(k, dtype=bool)])
         clients = partition_users(both.n_users, 1, "user", seed)
-        worlds.append(FederatedData.from_split(both, is_test, clients, normalize, scale))
+        worlds.append(FederatedData.from_split(both, is_test, clients, normalize, scale,
+                                               is_validation=is_validation))
     return worlds[0], worlds[1]
 
 
@@ -100,7 +107,7 @@ def read_artifacts(folder: Path, canary: Canary) -> Artifacts:
     """Every value a run's folder publishes, by name (JSON entries by their path, a CSV's
     columns, the arrays of ``model.npz``), and the canary's loss under the published model."""
     values: Artifacts = {}
-    for name in ("config.json", "summary.json", "model.json"):
+    for name in ("config.json", "summary.json", "model.json", "best.json"):
         path = folder / name
         if path.exists():
             values.update(_flat(json.loads(path.read_text()), name))

@@ -81,8 +81,10 @@ def privacy_statement(privacy: dict[str, Any]) -> str:
     server = ("none (central noise: the server sees each clipped upload)"
               if eps["server"] is None else f"{eps['server']:.3g} (secure aggregation; the "
               "server knows who was sampled)")
+    clients = ("and clients" if eps["clients"] is not None else "(the output folder); against "
+               "clients: none (each receives the rounds of every trial of the search)")
     text = (f"user-level DP per {privacy['unit']}: epsilon {eps['outsiders']:.3g} at delta "
-            f"{delta:g} against outsiders and clients; against the server: {server}")
+            f"{delta:g} against outsiders {clients}; against the server: {server}")
     if not privacy["private"]:
         text = "NOT private (--dp-reproducible: the noise comes from the seed); " + text
     return text

@@ -4,7 +4,8 @@ the best settings on every training rating (:mod:`fedmc.tune`).
 ``--out DIR`` (checked and locked as a run's folder, :mod:`fedmc.run.folder`) receives the
 study (``study.db``, unless ``--storage`` names a shared database), ``trials.csv``,
 ``best.json``, ``search.png``, ``settings.png`` and the final run as an ordinary run folder,
-``DIR/best/`` (``fedmc evaluate DIR/best`` works).
+``DIR/best/`` (``fedmc evaluate DIR/best`` works). With ``--dp-epsilon`` the search is private
+(:mod:`fedmc.tune.private`) and ``DIR`` receives ``best.json`` and ``DIR/best/`` alone.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def _search(help: str) -> Any:
 
 _EXTRAS = (
     _extra("trials", Annotated[int, _search(
-        "Trials to finish (completed or pruned), over every process on the study.")], 20),
+        "Trials to finish (completed or pruned), over every process on the study; with "
+        "--dp-epsilon, the mean of the random number of trials.")], 20),
     _extra("space", Annotated[list[str] | None, _search(
         "A range searched, NAME=LO:HI[:log][:int], a choice, NAME=A,B[,...], or NAME=off "
         "(repeatable; default the algorithm's declared space; -P NAME=LO:HI is the same).")],
@@ -53,11 +55,11 @@ _EXTRAS = (
     _extra("storage", Annotated[str | None, _search(
         "The study's database URL (default sqlite:///OUT/study.db); several processes given "
         "one URL work on one search.")], None),
-    _extra("study_name", Annotated[str, _search("The study's name in its database.")],
-           "fedmc"),
-    _extra("pruner", Annotated[str, _search(
-        "median (stop a trial whose validation curve falls below the median of the others') "
-        "| halving (successive halving) | none.")], "median"),
+    _extra("study_name", Annotated[str | None, _search(
+        "The study's name in its database (default fedmc).")], None),
+    _extra("pruner", Annotated[str | None, _search(
+        "median (default: stop a trial whose validation curve falls below the median of the "
+        "others') | halving (successive halving) | none.")], None),
     _extra("timeout", Annotated[float | None, _search(
         "Seconds after which no new trial starts.")], None),
 )
@@ -74,7 +76,9 @@ def register(app: typer.Typer) -> None:
 @with_options(*OPTIONS, extra=_EXTRAS, helps=_HELPS)
 def tune(**typed: Any) -> None:
     """Search an algorithm's settings on the clients' validation cut (Optuna, with pruning),
-    then train the best ones on every training rating: DIR/best is an ordinary run folder."""
+    then train the best ones on every training rating: DIR/best is an ordinary run folder.
+    With --dp-epsilon E the whole search is private within E: a random search of a random
+    number of private trials, the best one published (docs/privacy.md)."""
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.run.folder import RunFolder
     from fedmc.run.runner import execute, write_outputs
@@ -85,20 +89,19 @@ def tune(**typed: Any) -> None:
 
     if typed["trials"] < 1:
         raise ConfigError(f"--trials must be >= 1, got {typed['trials']}")
-    if typed["pruner"] not in PRUNERS:
-        raise ConfigError(f"--pruner takes {'|'.join(PRUNERS)}, got {typed['pruner']!r}")
+    pruner = typed["pruner"] or "median"
+    if pruner not in PRUNERS:
+        raise ConfigError(f"--pruner takes {'|'.join(PRUNERS)}, got {pruner!r}")
     options = run_options(typed)
-    if options.private:
-        raise ConfigError("--dp-epsilon/--dp-noise: a private search (noised validation sums "
-                          "and a private choice among the trials) is not available yet; "
-                          "fedmc run --dp-epsilon E picks its settings from E and the number "
-                          "of users")
     ranges = {k: v for k, v in options.params.items() if is_searched(v)}
     ranges.update(parse_params(typed["space"] or []))
     fixed = {k: v for k, v in options.params.items() if k not in ranges}
     if options.validation_fraction is None:
         options = options.model_copy(update={"validation_fraction": TUNE_VALIDATION})
     options = options.model_copy(update={"params": fixed})
+    if options.private:
+        _private_tune(typed, options, ranges, fixed)
+        return
     base = resolve(options)  # the options checked before anything starts
     space = search_space(base.algorithm, base.data.implicit, ranges, fixed)
     folder = RunFolder(typed["out_dir"], f"tune-{base.algorithm}-{base.data.source}",
@@ -106,7 +109,7 @@ def tune(**typed: Any) -> None:
     target = folder.claim()
     storage = typed["storage"] or f"sqlite:///{(target / 'study.db').resolve()}"
     search = Search(options.model_copy(update={"algorithm": base.algorithm}), space,
-                    typed["trials"], storage, typed["study_name"], typed["pruner"],
+                    typed["trials"], storage, typed["study_name"] or "fedmc", pruner,
                     seed=options.seed if typed["storage"] is None else None,
                     timeout=typed["timeout"])
     column, larger = search.column()
@@ -126,9 +129,78 @@ def tune(**typed: Any) -> None:
         write_outputs(target / "best", result)
     if not typed["quiet"]:
         summary_table(result.summary, f"best of {len(rows)} trials: {final.algorithm} "
-                      f"{', '.join(f'{k}={v:.4g}' for k, v in study.best_trial.params.items())}")
+                      f"{_shown(study.best_trial.params)}")
     err.print(f"wrote {target}/trials.csv, best.json, search.png, settings.png and the final "
               f"run in {target}/best", soft_wrap=True)
+
+
+PRIVATE_REFUSED = {
+    "storage": "a private search keeps no study (its trials are not released)",
+    "study_name": "a private search keeps no study (its trials are not released)",
+    "pruner": "a private search does not prune (a trial stopped on its validation curve "
+              "would release that curve)",
+    "timeout": "a private search runs its secret number of trials (one stopped by time stops "
+               "at a time that depends on the data)",
+}
+"""Search options a private search refuses when given, and why."""
+
+
+def _refuse_in_private(typed: dict[str, Any], options: Any) -> None:
+    """Exit 2 (one line naming the flag) on an option given that a private search cannot
+    honour."""
+    for name, why in PRIVATE_REFUSED.items():
+        if typed[name] is not None:
+            raise ConfigError(f"--{name.replace('_', '-')}: {why}")
+    if options.dp_noise is not None:
+        raise ConfigError("--dp-noise: a private search calibrates every trial's noise to "
+                          "--dp-epsilon, the whole search's budget")
+    if options.early_stopping:
+        raise ConfigError("--early-stopping: a private trial is scored once, on its last "
+                          "round's model (every validation round would be a release)")
+    if options.implicit:
+        raise ConfigError("--implicit: a private search scores ratings (the validation "
+                          "error); a private search on interactions is not available yet")
+
+
+def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
+                  fixed: dict[str, Any]) -> None:
+    """``fedmc tune --dp-epsilon E`` (:mod:`fedmc.tune.private`): ``best.json`` and the chosen
+    trial's run in ``DIR/best``; no study, trials table, plot or progress of the trials."""
+    from fedmc.cli.interrupts import interrupt_marks
+    from fedmc.run.folder import RunFolder
+    from fedmc.run.runner import write_outputs
+    from fedmc.tune.private import PrivateSearch, run_private_search
+    from fedmc.tune.report import write_private_best
+    from fedmc.tune.space import search_space
+
+    _refuse_in_private(typed, options)
+    base = PrivateSearch(options, {}, typed["trials"]).base()
+    space = search_space(base.algorithm, base.data.implicit, ranges, fixed)
+    search = PrivateSearch(options.model_copy(update={"algorithm": base.algorithm}), space,
+                           typed["trials"])
+    folder = RunFolder(typed["out_dir"], f"tune-{base.algorithm}-{base.data.source}",
+                       typed["overwrite"], TUNE_FILES)
+    target = folder.claim()
+    with interrupt_marks(folder):
+        if not typed["quiet"]:
+            err.print(f"private search: {typed['trials']} trials on average (their number "
+                      "is secret), nothing shown until the end", soft_wrap=True)
+        chosen = run_private_search(search)
+        write_private_best(target / "best.json", search, chosen, _run_words(typed))
+        if (target / "best").exists():
+            shutil.rmtree(target / "best")
+        write_outputs(target / "best", chosen.result)
+    if not typed["quiet"]:
+        summary_table(chosen.result.summary, f"private search: {base.algorithm} "
+                      f"{_shown(chosen.settings)}")
+    err.print(f"wrote {target}/best.json and the chosen trial's run in {target}/best",
+              soft_wrap=True)
+
+
+def _shown(settings: dict[str, Any]) -> str:
+    """Settings as the summary's title shows them (a number to 4 digits, a choice as it is)."""
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in settings.items())
 
 
 def _run_words(typed: dict[str, Any]) -> list[str]:

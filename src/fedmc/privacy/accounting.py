@@ -14,6 +14,7 @@ accountant does (:class:`Spent`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -89,14 +90,27 @@ def calibrate(plan: Plan, target_epsilon: float, delta: float) -> float:
                           f"got {target_epsilon}, {delta}")
     if plan.rounds == 0 and not plan.setup:
         return 0.0
+    return smallest_noise(lambda noise: epsilon(plan, noise, delta), target_epsilon, delta)
+
+
+def smallest_noise(spend: Callable[[float], float], target_epsilon: float,
+                   delta: float) -> float:
+    """The smallest noise multiplier (to a relative tolerance of 1e-3) whose ``spend(noise)``
+    (epsilon at ``delta``, decreasing in the noise) is at most ``target_epsilon``: bisection.
+
+    Raises
+    ------
+    ConfigError
+        When no multiplier up to 1e6 meets the budget.
+    """
     low, high = 1e-3, 1.0
-    while epsilon(plan, high, delta) > target_epsilon:
+    while spend(high) > target_epsilon:
         low, high = high, 2 * high
         if high > 1e6:
             raise ConfigError(f"no noise meets epsilon={target_epsilon} at delta={delta}")
     while high - low > 1e-3 * high:
         mid = 0.5 * (low + high)
-        low, high = (mid, high) if epsilon(plan, mid, delta) > target_epsilon else (low, mid)
+        low, high = (mid, high) if spend(mid) > target_epsilon else (low, mid)
     return high
 
 

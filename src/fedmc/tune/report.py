@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from fedmc.algorithms.spec import Choice, Range
 from fedmc.files import strict_json, write_atomic
 from fedmc.run.settings import RunSpec
+from fedmc.tune.private import SCORE, Chosen, PrivateSearch
 from fedmc.tune.search import Search
 
 DPI = 100
@@ -57,10 +58,26 @@ def write_best(path: Path, search: Search, study: Any, final: RunSpec, typed: li
     write_atomic(path, strict_json({
         "trial": best.number, "metric": column, "value": best.value,
         "best_round": best.user_attrs["best_round"], "settings": dict(best.params),
-        "space": {name: vars(r) for name, r in search.space.items()},
-        "algorithm": final.algorithm, "params": final.params,
-        "run": final.settings(), "data": final.data.model_dump(mode="json"),
-        "command": command_line(final, typed)}))
+        **_final_fields(search.space, final, typed)}))
+
+
+def write_private_best(path: Path, search: PrivateSearch, chosen: Chosen,
+                       typed: list[str]) -> None:
+    """``best.json`` of a private search: what it publishes (:class:`fedmc.tune.private.
+    Chosen`): the chosen trial's settings and noised score, the ranges, the chosen run's
+    configuration and command line, and the search's guarantee (``privacy``). No trial
+    number, count, time or other trial's value: they are not released."""
+    write_atomic(path, strict_json({
+        "metric": f"{SCORE} (noised)", "value": chosen.score, "settings": chosen.settings,
+        **_final_fields(search.space, chosen.spec, typed), "privacy": chosen.guarantee}))
+
+
+def _final_fields(space: dict[str, Any], final: RunSpec, typed: list[str]) -> dict[str, Any]:
+    """What both ``best.json`` say of the search and of the final run."""
+    return {"space": {name: vars(r) for name, r in space.items()},
+            "algorithm": final.algorithm, "params": final.params,
+            "run": final.settings(), "data": final.data.model_dump(mode="json"),
+            "command": command_line(final, typed)}
 
 
 def plot_search(folder: Path, rows: list[dict[str, Any]], column: str, larger: bool,

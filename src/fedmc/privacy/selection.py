@@ -1,0 +1,130 @@
+"""The budget of a private search: a random number of private trials, only the best published.
+
+Papernot and Steinke, "Hyperparameter tuning with Renyi differential privacy" (ICLR 2022,
+arXiv:2110.03620v2): let ``Q`` be one trial (draw settings without looking at the data, train
+privately, release a noised validation score) and let ``A`` run ``Q`` independently ``K``
+times, ``K`` drawn from the truncated negative binomial distribution ``D_{eta,gamma}`` (their
+Definition 1: ``P[K = k] = (1 - gamma)^k / (gamma^-eta - 1) * prod_{l<k} (l + eta) / (l + 1)``
+for ``k >= 1``; ``eta = 1`` is the geometric distribution of mean ``1 / gamma``, ``eta = 0``
+the logarithmic one), and output only the trial of the best score. Their Theorem 2: if ``Q``
+is ``(lambda, eps)``- and ``(lambdahat, epshat)``-RDP, ``A`` is ``(lambda, eps')``-RDP with
+
+    eps' = eps + (1 + eta) (1 - 1/lambdahat) epshat + (1 + eta) log(1/gamma) / lambdahat
+           + log(E[K]) / (lambda - 1)                                                 (1)
+
+``dp_accounting``'s ``RepeatAndSelectDpEvent`` applies (1) at every order ``lambda`` of the
+accountant, minimised over ``lambdahat`` among the same orders, then takes the bound of any
+larger order where it is smaller (RDP grows with the order); :func:`search_epsilon` converts
+that curve to ``(epsilon, delta)`` as every run's budget is converted
+(:mod:`fedmc.privacy.accounting`). ``Q``'s own RDP is the composition of its exchanges (the
+set-up release, the Poisson-subsampled rounds) and of the score's Gaussian release
+(:func:`trial_event`).
+
+The argument, and what (1) needs of the implementation (``K`` secret and independent of the
+data, the trials independent and identically distributed, nothing but the chosen trial
+released), is in ``docs/privacy.md``, "A private search".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fedmc.errors import ConfigError
+from fedmc.privacy.accounting import ORDERS, Plan, dp_accounting, smallest_noise
+
+
+def trial_event(plan: Plan, noise: float, score_scale: float) -> Any:
+    """One trial's release as a ``dp_accounting`` event: the set-up exchange (when the plan
+    has one; multiplier ``plan.setup_scale * noise``), ``plan.rounds`` rounds of the
+    Poisson-subsampled Gaussian mechanism (rate ``plan.q``, multiplier ``noise``), then the
+    noised validation score (a Gaussian mechanism of multiplier ``score_scale * noise``)."""
+    events = [dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(
+        plan.q, dp_accounting.GaussianDpEvent(noise)), plan.rounds),
+        dp_accounting.GaussianDpEvent(score_scale * noise)]
+    if plan.setup:
+        events.insert(0, dp_accounting.GaussianDpEvent(plan.setup_scale * noise))
+    return dp_accounting.ComposedDpEvent(events)
+
+
+def search_event(plan: Plan, noise: float, score_scale: float, mean: float,
+                 shape: float) -> Any:
+    """The whole search as a ``dp_accounting`` event: :func:`trial_event` repeated a random
+    number of times of mean ``mean`` from the truncated negative binomial of shape ``shape``
+    (``eta``), the best one selected (module docstring, Theorem 2)."""
+    return dp_accounting.dp_event.RepeatAndSelectDpEvent(trial_event(plan, noise, score_scale),
+                                                mean, shape)
+
+
+def rdp_of(event: Any) -> np.ndarray:
+    """The RDP curve of ``event`` at :data:`fedmc.privacy.accounting.ORDERS`."""
+    accountant = dp_accounting.rdp.RdpAccountant(list(ORDERS))
+    accountant.compose(event)
+    return np.asarray(accountant.rdp)
+
+
+def event_epsilon(event: Any, delta: float) -> float:
+    """``epsilon`` at ``delta`` of ``event``, from its RDP curve (:func:`rdp_of`) as every
+    run's budget is converted."""
+    eps, _ = dp_accounting.rdp.compute_epsilon(list(ORDERS), rdp_of(event), delta)
+    return float(eps)
+
+
+def search_epsilon(plan: Plan, noise: float, score_scale: float, mean: float, shape: float,
+                   delta: float) -> float:
+    """``epsilon`` at ``delta`` of the whole search (:func:`search_event`); infinite without
+    noise."""
+    if noise <= 0:
+        return float("inf")
+    return event_epsilon(search_event(plan, noise, score_scale, mean, shape), delta)
+
+
+def calibrate_search(plan: Plan, target_epsilon: float, delta: float, score_scale: float,
+                     mean: float, shape: float) -> float:
+    """The smallest noise multiplier of every trial (to 0.1%) at which the whole search
+    spends at most ``target_epsilon`` at ``delta``."""
+    check_repetitions(mean, shape)
+    return smallest_noise(
+        lambda noise: search_epsilon(plan, noise, score_scale, mean, shape, delta),
+        target_epsilon, delta)
+
+
+def check_repetitions(mean: float, shape: float) -> None:
+    """Refuse a distribution of the number of trials the theorem does not cover here.
+
+    Raises
+    ------
+    ConfigError
+        ``mean < 1`` (at least one trial is always run) or ``shape < 0``.
+    """
+    if not mean >= 1:
+        raise ConfigError(f"trials: a private search runs {mean:g} trials on average; it needs "
+                          "at least 1")
+    if not shape >= 0:
+        raise ConfigError(f"the shape of the number of trials must be >= 0, got {shape:g}")
+
+
+def halting_probability(mean: float, shape: float) -> float:
+    """``gamma`` of the truncated negative binomial of ``shape`` with ``mean``: the one the
+    accountant analyses (``dp_accounting``'s own inversion of the mean, so that the ``K``
+    drawn is the ``K`` accounted)."""
+    check_repetitions(mean, shape)
+    return float(dp_accounting.rdp.rdp_privacy_accountant._gamma_truncated_negative_binomial(
+        shape, mean))
+
+
+def draw_trials(mean: float, shape: float, rng: np.random.Generator) -> int:
+    """The number of trials ``K``, drawn from the truncated negative binomial of ``shape``
+    and ``mean`` (Definition 1): the logarithmic distribution for ``shape == 0`` (numpy's
+    ``logseries`` of ``p = 1 - gamma``), else the negative binomial (failures before
+    ``shape`` successes of probability ``gamma``) conditioned on ``K >= 1``. ``rng`` must be
+    secret (never a published seed): ``K`` is part of what the guarantee hides."""
+    gamma = halting_probability(mean, shape)
+    if gamma >= 1:
+        return 1
+    if shape == 0:
+        return int(rng.logseries(1 - gamma))
+    while (k := int(rng.negative_binomial(shape, gamma))) == 0:
+        pass
+    return k
