@@ -15,17 +15,16 @@ import inspect
 import re
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import typer
 
 from fedmc.algorithms.registry import algorithm_names, interactions_algorithms, specs
 from fedmc.data.registry import dataset_names
 from fedmc.errors import ConfigError, printable
+from fedmc.federation.settings import EarlyStopping
 from fedmc.run.options import RunOptions
-
-if TYPE_CHECKING:
-    from fedmc.run.settings import RunSpec
+from fedmc.run.settings import DEFAULT_VALIDATION, TUNE_VALIDATION, RunSpec
 
 ALGO = "Algorithm parameters"
 DATA = "Data"
@@ -125,7 +124,8 @@ OPTIONS: dict[str, Declared] = {
         float | None, None, DATA, (),
         "Share of every client's training ratings it keeps back as its validation cut "
         "(what --early-stopping and fedmc tune choose on; the test split never is); "
-        "default 0.05 with --early-stopping, else none."),
+        f"default {DEFAULT_VALIDATION:g} with --early-stopping ({TUNE_VALIDATION:g} in fedmc "
+        "tune), else none."),
     "clients": Declared(
         int | None, None, PROTO, (),
         "Number of clients p (default: the algorithm's paper settings, 100 for most)."),
@@ -229,11 +229,12 @@ OPTIONS: dict[str, Declared] = {
         "for --patience rounds, and publish the model of its best round."),
     "patience": Declared(
         int | None, None, PROTO, (),
-        "With --early-stopping: rounds without improvement before stopping (default 20)."),
+        "With --early-stopping: rounds without improvement before stopping (default "
+        f"{EarlyStopping().patience})."),
     "min_delta": Declared(
         float | None, None, PROTO, (),
         "With --early-stopping: the smallest change that counts as an improvement "
-        "(default 0)."),
+        f"(default {EarlyStopping().min_delta:g})."),
     "refit": Declared(
         bool | None, None, PROTO, ("--refit/--no-refit",),
         "With --early-stopping: train again on every training rating (the validation cut "
