@@ -219,9 +219,11 @@ class FactorEstimator(FactorPredictions, FederatedEstimator):
         super()._learn(sim, data)
         self.V_ = self.model_["V"]
         self.U_ = sim.clients.user_factors()
-        if self.stopped_ is not None and self.stopped_["round"] != self.stopped_["stopped_at"]:
+        if self.stopped_ is not None and self.stopped_["round"] not in (
+                None, self.stopped_["stopped_at"]):
             # the published V is an earlier round's: every user folded in from it, as
-            # fedmc evaluate does (the clients' own rows moved on with later rounds)
+            # fedmc evaluate does (the clients' own rows moved on with later rounds; no best
+            # round: the last round's V, which they match)
             self.U_ = self.spec.fold_in_users(self.config_, self.V_, data.train)
         self._keep_index_maps(data)
         self.layout_: FactorLayout = self.config_.layout

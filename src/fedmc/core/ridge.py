@@ -139,7 +139,7 @@ def solve_row(F, cols, y, w, G0, lam, x):
 
 
 @numba.njit(cache=True, fastmath=True)
-def _apply(A0, packed, scale, F, cols, w, p, out):
+def _apply(A0, packed, F, cols, w, p, out):
     """``out = (A0 + S + sum_q w_q f_q f_q^T) p`` (:func:`cg_steps`)."""
     k = p.shape[0]
     for i in range(k):
@@ -151,10 +151,10 @@ def _apply(A0, packed, scale, F, cols, w, p, out):
         e = 0
         for i in range(k):
             pi = p[i]
-            s = packed[e] * scale[e] * pi
+            s = packed[e] * pi
             e += 1
             for c in range(i + 1, k):
-                sic = packed[e] * scale[e]
+                sic = packed[e]
                 s += sic * p[c]
                 out[c] += sic * pi
                 e += 1
@@ -171,14 +171,14 @@ def _apply(A0, packed, scale, F, cols, w, p, out):
 
 
 @numba.njit(cache=True)
-def cg_steps(A0, packed, scale, F, cols, w, b, steps, x):
+def cg_steps(A0, packed, F, cols, w, b, steps, x):
     """``steps`` conjugate-gradient steps on ``(A0 + S + sum_q w_q f_q f_q^T) x = b`` from the
     given ``x``, in place (module docstring; Takacs et al. 2011, Algorithm 2).
 
     ``A0`` is symmetric (both triangles; ``(k, 0)`` for none); ``S`` symmetric with
-    ``S[i, c] = packed[e] scale[e]`` for its upper triangle's entries ``e`` row by row
-    (``packed`` empty for none; ``scale`` may be longer: its first entries serve), never
-    unpacked; ``f_q = F[cols[q]]`` (``cols`` may be empty), ``w`` empty for every ``w_q = 1``.
+    ``S[i, c] = packed[e]`` for its upper triangle's entries ``e`` row by row
+    (``packed`` empty for none), never unpacked; ``f_q = F[cols[q]]`` (``cols`` may be
+    empty), ``w`` empty for every ``w_q = 1``.
     The system must be positive definite; the steps stop early where the residual is zero or a
     direction has no positive curvature (a system that is not), keeping the last ``x``, which
     never raised the objective."""
@@ -186,7 +186,7 @@ def cg_steps(A0, packed, scale, F, cols, w, b, steps, x):
     r = np.empty(k)
     p = np.empty(k)
     Ap = np.empty(k)
-    _apply(A0, packed, scale, F, cols, w, x, Ap)
+    _apply(A0, packed, F, cols, w, x, Ap)
     rs = 0.0
     for a in range(k):
         r[a] = b[a] - Ap[a]
@@ -195,7 +195,7 @@ def cg_steps(A0, packed, scale, F, cols, w, b, steps, x):
     for _ in range(steps):
         if rs == 0.0:
             break
-        _apply(A0, packed, scale, F, cols, w, p, Ap)
+        _apply(A0, packed, F, cols, w, p, Ap)
         curvature = 0.0
         for a in range(k):
             curvature += p[a] * Ap[a]

@@ -109,12 +109,6 @@ def user_step(cfg: FedALSConfig, R: CSR, rows: np.ndarray, U: np.ndarray,
                 np.ascontiguousarray(V[:, fixed]), G0, cfg.lam, cfg.alpha, cfg.implicit, steps)
 
 
-def cg_steps(cfg: FedALSConfig) -> int:
-    """Conjugate-gradient steps of a row's solve: ``cfg.cg_steps`` with ``solver="cg"``, else
-    0 (exact)."""
-    return cfg.cg_steps if cfg.solver == "cg" else 0
-
-
 def client_rows(client_ptr: np.ndarray, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The user rows of ``clients`` in order, and where each client's start (``s + 1``)."""
     starts, stops = client_ptr[clients], client_ptr[clients + 1]
@@ -135,7 +129,7 @@ def client_step(cfg: FedALSConfig, shard: RatingsShard, state: ClientState, msg:
     fixed_v = np.flatnonzero(~cfg.layout.free_mask_v())
     old = state.U[rows]
     if not setup:
-        user_step(cfg, shard.train, rows, state.U, V, cg_steps(cfg))
+        user_step(cfg, shard.train, rows, state.U, V, cfg.solve_steps)
     new = state.U[rows]
     n_rows = len(rows)
     change = not setup and cfg.sums == "running"  # else the statistics of the new rows

@@ -124,6 +124,12 @@ class FedALSConfig(FactorConfig):
         return ridge
 
     @property
+    def solve_steps(self) -> int:
+        """Conjugate-gradient steps of a row's solve: ``cg_steps`` with ``solver="cg"``, else 0
+        (exact)."""
+        return self.cg_steps if self.solver == "cg" else 0
+
+    @property
     def free_v(self) -> np.ndarray:
         """Columns of ``V`` the item step solves (all but its all-ones column)."""
         return np.flatnonzero(self.layout.free_mask_v())

@@ -95,7 +95,7 @@ def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, l
                     b[a] += y[q] * f[a]
             for a in range(k):
                 x[a] = U[t, free[a]]
-            cg_steps(A0, no_sums, no_sums, F, cols, w, b, steps, x)
+            cg_steps(A0, no_sums, F, cols, w, b, steps, x)
         for a in range(k):
             U[t, free[a]] = x[a]
 
@@ -331,7 +331,6 @@ def _item_cg(total, n_items, G, lam, divisor, steps, X):
         for c in range(i, d):
             base[e] = G[i, c] + (lam[i] if c == i else 0.0)
             e += 1
-    ones = np.ones(n_packed)
     no_matrix = np.zeros((d, 0))
     no_rows = np.zeros((0, d))
     no_cols = np.zeros(0, dtype=np.int64)
@@ -346,7 +345,7 @@ def _item_cg(total, n_items, G, lam, divisor, steps, X):
             for i in range(d):
                 b[i] = total[j, n_packed + i] * scale[n_packed + i]
                 x[i] = X[j, i]
-            cg_steps(no_matrix, packed, ones, no_rows, no_cols, no_weights, b, steps, x)
+            cg_steps(no_matrix, packed, no_rows, no_cols, no_weights, b, steps, x)
             for i in range(d):
                 X[j, i] = x[i]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedmc.algorithms.fedals.client import STATS, cg_steps, upload_shape
+from fedmc.algorithms.fedals.client import STATS, upload_shape
 from fedmc.algorithms.fedals.config import FedALSConfig
 from fedmc.algorithms.fedals.kernels import item_solves
 from fedmc.core.factors import factor_metrics, uniform_draws
@@ -103,7 +103,7 @@ def server_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
         X = np.ascontiguousarray(server.V[:, free])  # a copy: the solves' warm start
         rows, cols, coef = svec_pairs(len(free))
         item_solves(server.total, n, n if cfg.implicit else -1, cfg.item_ridge, rows, cols,
-                    divisor(cfg, server, coef), cg_steps(cfg), X)
+                    divisor(cfg, server, coef), cfg.solve_steps, X)
         V = server.V.copy()
         V[:, free] = X
         server.V = V
