@@ -319,6 +319,35 @@ def test_replies_of_a_second_process_for_a_client_are_refused_and_recorded(
     assert [e for e in events if e["event"] == "claim refused" and e["clients"] == [1]]
 
 
+def test_a_private_run_refuses_a_second_process_without_naming_its_client(
+        tmp_path, small, monkeypatch, loopback_federation, out_files):
+    """Under user-level DP only the (secretly) sampled clients are asked: a reply of a second
+    process is refused as above, but its client is not listed in ``claims_refused``."""
+    from fedmc.flower.client_app import NODE_PROCESS_ENV
+    from fedmc.flower.wire import HEADER
+    from fedmc.privacy.accounting import UserDP
+
+    monkeypatch.setenv(NODE_PROCESS_ENV, "first")
+    settings, run = small
+    settings = settings.model_copy(update={"normalize": "public", "rating_scale": (1.0, 5.0)})
+    spec = run.spec.model_copy(update={"schedule": Schedule(
+        rounds=4, active=None, seed=0, dp=UserDP(noise=1.0, clip=0.5, unit="client"))})
+    calls = [0]
+
+    def second_process(content):
+        if HEADER in content.config_records:
+            calls[0] += 1
+            if calls[0] > 2:
+                content.config_records[HEADER]["process"] = "another"
+
+    history = loopback_federation(tmp_path, settings, run.model_copy(update={"spec": spec}),
+                                  mods={1: tampered(1, second_process)})
+    assert calls[0] > 2  # client 1 did answer from a second process
+    assert not any(str(r.get("claims_refused", "")).strip() for r in history.rows)
+    _, events = out_files(tmp_path / "out")
+    assert not [e for e in events if e["event"] == "claim refused"]
+
+
 def test_under_secagg_max_upload_norm_bounds_the_range_a_client_can_claim(
         tmp_path, small, monkeypatch, loopback_federation, out_files):
     """SecAgg+ hides single uploads, but with ``max-upload-norm`` the server never widens a

@@ -131,6 +131,10 @@ class GridClients:
     max_lost
         How many exchanges in a row may lose every client they ask before the run stops
         (:class:`EveryoneLost`); each one is noted (``everyone lost``) and the run goes on.
+    private
+        A run under user-level DP, whose sample is secret: a reply of a second process is
+        refused but not recorded as a claim refused (only the sampled clients are asked, so
+        its client id would tell who was sampled).
     """
 
     grid: Grid
@@ -144,6 +148,7 @@ class GridClients:
     key: str = field(default_factory=lambda: secrets.token_hex(16))
     max_lost: int = 3
     bounds: ReplyBounds = field(default_factory=ReplyBounds)
+    private: bool = False
     log: list[Record] = field(default_factory=list, init=False)
     refusals: list[Refusal] = field(default_factory=list, init=False)
     warm: set[tuple[int, str]] = field(default_factory=set, init=False)
@@ -273,8 +278,10 @@ class GridClients:
                 if set(mine) != set(shapes):
                     raise RefusedReply(f"uploads {sorted(mine)}, expected {sorted(shapes)}")
                 if not self._from_admitted(c, reply_process(content)):
-                    self._refuse(self.node_of[c], c, "its reply comes from another process "
-                                 "than the one admitted (a duplicate of a live node)")
+                    if not self.private:  # a claim of a sampled client names the sample
+                        self._refuse(self.node_of[c], c, "its reply comes from another "
+                                     "process than the one admitted (a duplicate of a live "
+                                     "node)")
                     raise RefusedReply(f"client {c}: a reply of a second process")
                 if shapes:
                     self.bounds.check_uploads(mine, clip)

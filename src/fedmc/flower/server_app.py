@@ -88,7 +88,8 @@ def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -
                           secure=SecureSum(run.max_upload_norm or np.inf) if run.secagg else None,
                           on_exchange=progress.exchange, on_event=progress.write,
                           roster=_roster(manifest.n_clients), key=key,
-                          max_lost=run.max_lost_rounds, bounds=reply_bounds(run, manifest))
+                          max_lost=run.max_lost_rounds, bounds=reply_bounds(run, manifest),
+                          private=private)
     if resume is not None:  # who holds which client, before anyone is admitted
         clients.restore(resume.population)
     clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
