@@ -72,7 +72,10 @@ def enrolled_users(settings: DataSettings) -> int:
     defaults are chosen (:func:`fedmc.run.settings.resolve`)."""
     if settings.train is None and settings.test is None:
         return load_ratings(settings).n_users
-    return federated_data(settings)[0].n_users
+    if settings.train is None:  # a test file alone: refused there
+        return federated_data(settings)[0].n_users
+    # a fixed split's users are its training file's (fixed_split drops test-only users)
+    return as_read(_read_file(settings.train, settings), settings).n_users
 
 
 def as_read(ratings: Ratings, settings: DataSettings) -> Ratings:
