@@ -89,7 +89,7 @@ def tune(**typed: Any) -> None:
 
     if typed["trials"] < 1:
         raise ConfigError(f"--trials must be >= 1, got {typed['trials']}")
-    pruner = typed["pruner"] or "median"
+    pruner = typed["pruner"] or Search.pruner
     if pruner not in PRUNERS:
         raise ConfigError(f"--pruner takes {'|'.join(PRUNERS)}, got {pruner!r}")
     options = run_options(typed)
@@ -109,7 +109,7 @@ def tune(**typed: Any) -> None:
     target = folder.claim()
     storage = typed["storage"] or f"sqlite:///{(target / 'study.db').resolve()}"
     search = Search(options.model_copy(update={"algorithm": base.algorithm}), space,
-                    typed["trials"], storage, typed["study_name"] or "fedmc", pruner,
+                    typed["trials"], storage, typed["study_name"] or Search.study_name, pruner,
                     seed=options.seed if typed["storage"] is None else None,
                     timeout=typed["timeout"])
     column, larger = search.column()

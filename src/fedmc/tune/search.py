@@ -27,10 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fedmc.algorithms.registry import spec
 from fedmc.algorithms.spec import Choice, Searched
 from fedmc.errors import ConfigError
 from fedmc.federation.settings import EarlyStopping
 from fedmc.federation.validation import stopping_column
+from fedmc.run.data import federated_data
 from fedmc.run.options import RunOptions
 from fedmc.run.runner import execute
 from fedmc.run.settings import RunSpec, resolve
@@ -101,7 +103,10 @@ def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     column, larger = search.column()
-    rounds = resolve(search.options).schedule.rounds
+    first = resolve(search.options)
+    rounds = first.schedule.rounds
+    # every trial reads the same data (only the algorithm's settings differ): loaded once
+    loaded = None if spec(first.algorithm).data_kind == "boolean" else federated_data(first.data)
     warmup = max(1, rounds // 4)  # early rounds rank slow starters unfairly
     pruner = {"median": lambda: optuna.pruners.MedianPruner(n_startup_trials=3,
                                                             n_warmup_steps=warmup),
@@ -124,7 +129,7 @@ def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None
                 raise optuna.TrialPruned(f"round {k}: {column} {row[column]:.4f}")
 
         started = time.perf_counter()
-        result = execute(run, callback=report)
+        result = execute(run, callback=report, loaded=loaded)
         trial.set_user_attr("seconds", time.perf_counter() - started)
         best_round, value = best_of(result.history.rows, column, larger,
                                     result.summary.get("early_stopping"))
