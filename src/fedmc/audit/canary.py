@@ -76,11 +76,13 @@ def neighbours(ratings: Ratings, canary: Canary, test_fraction: float, seed: int
     client holds none. With ``validation_fraction``, everyone else's training ratings keep
     back about that share as their validation cut (the same in both; a private search's)."""
     from fedmc.data.split import random_test_mask
+    from fedmc.run.data import validation_mask
+    from fedmc.run.data_settings import DataSettings
 
     base_test = random_test_mask(ratings, test_fraction, seed)
-    cut = None
-    if validation_fraction > 0:
-        cut = random_test_mask(ratings, validation_fraction, seed + 1) & ~base_test
+    # the cut a run with this seed draws
+    cut = validation_mask(ratings, base_test, DataSettings(
+        seed=seed, validation_fraction=validation_fraction))
 
     canary_user = ratings.n_users
     n = len(canary.items)
