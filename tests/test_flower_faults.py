@@ -292,24 +292,32 @@ def test_a_claim_refused_while_a_run_resumes_reaches_the_history():
     assert resumed.token_of == {1: "first"} and resumed.key == before.key
 
 
+def _second_process_after(n: int):
+    """A reply tamper under which a client's replies after its first ``n`` come from another
+    process than the one admitted, and the count of its replies."""
+    from fedmc.flower.wire import HEADER
+
+    calls = [0]
+
+    def second_process(content):
+        if HEADER in content.config_records:
+            calls[0] += 1
+            if calls[0] > n:
+                content.config_records[HEADER]["process"] = "another"
+
+    return calls, second_process
+
+
 def test_replies_of_a_second_process_for_a_client_are_refused_and_recorded(
         tmp_path, small, monkeypatch, loopback_federation, out_files):
     """From round 2 on, client 1's replies come from another process than the one its node
     was admitted with (a duplicate answering under the same node id): never taken, recorded
     as refused claims, and the run finishes."""
     from fedmc.flower.client_app import NODE_PROCESS_ENV
-    from fedmc.flower.wire import HEADER
 
     monkeypatch.setenv(NODE_PROCESS_ENV, "first")  # as fedmc federate node sets it
     settings, run = small
-    calls = [0]
-
-    def second_process(content):
-        if HEADER in content.config_records:
-            calls[0] += 1
-            if calls[0] > 2:
-                content.config_records[HEADER]["process"] = "another"
-
+    calls, second_process = _second_process_after(2)
     history = loopback_federation(tmp_path, settings, run,
                                   mods={1: tampered(1, second_process)})
     rows = {int(r["round"]): r for r in history.rows}
@@ -324,7 +332,6 @@ def test_a_private_run_refuses_a_second_process_without_naming_its_client(
     """Under user-level DP only the (secretly) sampled clients are asked: a reply of a second
     process is refused as above, but its client is not listed in ``claims_refused``."""
     from fedmc.flower.client_app import NODE_PROCESS_ENV
-    from fedmc.flower.wire import HEADER
     from fedmc.privacy.accounting import UserDP
 
     monkeypatch.setenv(NODE_PROCESS_ENV, "first")
@@ -332,14 +339,7 @@ def test_a_private_run_refuses_a_second_process_without_naming_its_client(
     settings = settings.model_copy(update={"normalize": "public", "rating_scale": (1.0, 5.0)})
     spec = run.spec.model_copy(update={"schedule": Schedule(
         rounds=4, active=None, seed=0, dp=UserDP(noise=1.0, clip=0.5, unit="client"))})
-    calls = [0]
-
-    def second_process(content):
-        if HEADER in content.config_records:
-            calls[0] += 1
-            if calls[0] > 2:
-                content.config_records[HEADER]["process"] = "another"
-
+    calls, second_process = _second_process_after(2)
     history = loopback_federation(tmp_path, settings, run.model_copy(update={"spec": spec}),
                                   mods={1: tampered(1, second_process)})
     assert calls[0] > 2  # client 1 did answer from a second process
