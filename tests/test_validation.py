@@ -293,10 +293,14 @@ def test_the_cuts_sums_obey_the_bounds_of_the_test_sums():
     from fedmc.algorithms.spec import FACTOR_SUMS
     from fedmc.federation.bounds import OutOfBounds, ReplyBounds
 
-    bounds = ReplyBounds(sums=FACTOR_SUMS, cells=[10])
+    bounds = ReplyBounds(sums=FACTOR_SUMS, cells=[10], users=[2])
     bounds.check_sums(0, {"validation.sse_test": 2.0, "validation.n_test": 3.0,
-                          "validation.rank_users": 2.0, "rank_ndcg": 0.5})
+                          "validation.rank_users": 2.0, "rank_ndcg": 0.5,
+                          "validation.rank_ndcg": 2.0, "rank_hit_rate": 2.0})
+    # each user's ranking metric is in [0, 1]: a client's sums add up to at most its users
     for sums in ({"validation.sse_test": -1.0}, {"validation.n_test": 11.0},
-                 {"validation.rank_users": 1.5}, {"rank_ndcg": -0.1}):
+                 {"validation.rank_users": 1.5}, {"rank_ndcg": -0.1},
+                 {"validation.rank_ndcg": 1e300}, {"rank_precision": 2.01},
+                 {"validation.rank_users": 3.0}):
         with pytest.raises(OutOfBounds):
             bounds.check_sums(0, sums)

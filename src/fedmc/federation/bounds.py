@@ -23,10 +23,13 @@ from fedmc.core.uploads import Uploads
 from fedmc.federation.validation import sum_kind
 from fedmc.privacy.gaussian import squared_norms
 
-SumKind = Literal["nonnegative", "count", "cells"]
+SumKind = Literal["nonnegative", "count", "cells", "per_user", "users"]
 """What an evaluation sum is: ``nonnegative`` (a sum of squares, of absolute values, a norm),
-``count`` (a whole number >= 0) or ``cells`` (a whole number of the client's (user, item)
-cells: at most its users times the items)."""
+``count`` (a whole number >= 0), ``cells`` (a whole number of the client's (user, item)
+cells: at most its users times the items), ``per_user`` (a sum over the client's users of a
+value in [0, 1], a ranking metric: at most its users) or ``users`` (a whole number of the
+client's users)."""
+WHOLE: frozenset[str] = frozenset({"count", "cells", "users"})
 SLACK = 1e-9  # relative: an upload clipped to the bound may exceed it by its rounding
 
 
@@ -53,6 +56,8 @@ class ReplyBounds:
         The uploads whose every entry is >= 0 (counts).
     cells
         Per client, its users times the items: the most a ``cells`` sum can count.
+    users
+        Per client, its users: the most a ``per_user`` or ``users`` sum can add up to.
     max_norm
         The operator's bound on the norm of a client's whole upload (inf: none).
     """
@@ -60,6 +65,7 @@ class ReplyBounds:
     sums: Mapping[str, str] = field(default_factory=dict)
     nonnegative: tuple[str, ...] = ()
     cells: Sequence[int] = ()
+    users: Sequence[int] = ()
     max_norm: float = math.inf
 
     def check_uploads(self, uploads: Uploads, clip: float = math.inf) -> None:
@@ -85,8 +91,12 @@ class ReplyBounds:
                 continue
             if value < 0:
                 raise OutOfBounds(f"evaluation sum {key!r} is negative ({value:g})")
-            if kind != "nonnegative" and value != round(value):
+            if kind in WHOLE and value != round(value):
                 raise OutOfBounds(f"evaluation sum {key!r} is a count, not {value:g}")
+            if (kind in ("per_user", "users") and client < len(self.users)
+                    and value > self.users[client] * (1 + SLACK)):
+                raise OutOfBounds(f"evaluation sum {key!r} is {value:g}, more than the "
+                                  f"client's users ({self.users[client]}) can add up to")
             if kind == "cells" and client < len(self.cells) and value > self.cells[client]:
                 raise OutOfBounds(f"evaluation sum {key!r} counts {value:g} cells, more than "
                                   f"the client's users times the items ({self.cells[client]})")

@@ -40,9 +40,9 @@ PREFIX = "validation."
 """Prefix of the evaluation sums of the validation cut."""
 VALIDATION = "validation_"
 """Prefix of the history columns of the validation cut."""
-RANKING_SUMS = {"rank_precision": "nonnegative", "rank_recall": "nonnegative",
-                "rank_ndcg": "nonnegative", "rank_map": "nonnegative",
-                "rank_hit_rate": "nonnegative", "rank_users": "count"}
+RANKING_SUMS = {"rank_precision": "per_user", "rank_recall": "per_user",
+                "rank_ndcg": "per_user", "rank_map": "per_user",
+                "rank_hit_rate": "per_user", "rank_users": "users"}
 """The ranking sums an evaluation at a cut-off sends and what each is
 (:data:`fedmc.federation.bounds.SumKind`)."""
 

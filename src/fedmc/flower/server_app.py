@@ -165,12 +165,13 @@ def read_checkpoint(run: FederatedRun) -> Checkpoint:
 
 def reply_bounds(run: FederatedRun, manifest: Manifest) -> ReplyBounds:
     """What a client's plain reply may hold: the algorithm's declared sums and nonnegative
-    uploads, each client's cells (its users times the items, from the manifest), the
-    operator's ``max-upload-norm``."""
+    uploads, each client's users and cells (its users times the items, from the manifest),
+    the operator's ``max-upload-norm``."""
     entry = spec(run.algorithm_name)
     users = np.diff(manifest.client_rows)
     return ReplyBounds(entry.sums, entry.nonnegative_uploads,
-                       (users * manifest.n_items).tolist(), run.max_upload_norm or np.inf)
+                       (users * manifest.n_items).tolist(), users.tolist(),
+                       run.max_upload_norm or np.inf)
 
 
 def preflight(run: FederatedRun, manifest: Manifest) -> None:
