@@ -75,6 +75,7 @@ def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatc
                           "6", "--trials", "3", "-P", "lam=0.1:10:log", "--space", "gamma=off",
                           "--space", "beta=0.05:1", "--space", "inner=off", "-P", "rank=3",
                           "-P", "consensus=all,rated", "--space", "dual_init=off",
+                          "--space", "rank=off",  # off: the value typed with -P still holds
                           "--out", out, "--quiet")
     assert code == 0, err
     for name in ("study.db", "trials.csv", "best.json", "search.png", "settings.png"):

@@ -85,7 +85,7 @@ def tune(**typed: Any) -> None:
     from fedmc.run.settings import TUNE_VALIDATION, resolve
     from fedmc.tune.report import plot_search, trial_rows, write_best, write_trials
     from fedmc.tune.search import PRUNERS, Search, final_run, run_study
-    from fedmc.tune.space import is_searched, search_space
+    from fedmc.tune.space import OFF, is_searched, search_space
 
     if typed["trials"] < 1:
         raise ConfigError(f"--trials must be >= 1, got {typed['trials']}")
@@ -95,7 +95,9 @@ def tune(**typed: Any) -> None:
     options = run_options(typed)
     ranges = {k: v for k, v in options.params.items() if is_searched(v)}
     ranges.update(parse_params(typed["space"] or []))
-    fixed = {k: v for k, v in options.params.items() if k not in ranges}
+    # a value typed with -P stays fixed when --space NAME=off takes NAME out of the search
+    fixed = {k: v for k, v in options.params.items()
+             if k not in ranges or (not is_searched(v) and ranges[k].strip() == OFF)}
     if options.validation_fraction is None:
         options = options.model_copy(update={"validation_fraction": TUNE_VALIDATION})
     options = options.model_copy(update={"params": fixed})

@@ -97,8 +97,10 @@ def search_space(algorithm: str, implicit: bool, given: Mapping[str, str],
         else:
             space[name] = parse_searched(name, text)
     if not space:
-        raise ConfigError(f"nothing to search: {algorithm} declares no search space; give "
-                          f"ranges with --space NAME=LO:HI")
+        why = ("every setting of its search space is fixed or off" if entry.search_space
+               else "it declares no search space")
+        raise ConfigError(f"nothing to search for {algorithm}: {why}; give ranges with "
+                          f"--space NAME=LO:HI")
     return space
 
 
