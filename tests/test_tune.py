@@ -106,6 +106,32 @@ def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatc
     assert code == 0, err
 
 
+def test_trials_evaluate_a_twentieth_of_the_rounds_and_the_final_run_as_typed(
+        invoke, monkeypatch, capsys, tmp_path):
+    """A trial's curve is read at every ``rounds / 20``-th round (pruning and its best round
+    need no more); the final run evaluates every round unless ``--eval-every`` says
+    otherwise, which then holds for the trials too."""
+    import optuna
+
+    base = ["tune", "--dataset", "synthetic", "--algorithm", "fedals", "--clients", "4",
+            "--rounds", "40", "--trials", "1", "-P", "rank=2", "--space", "lam=1:2", "--quiet"]
+    for extra, trial_rounds, final_rounds in (
+            ([], set(range(2, 41, 2)), None),
+            (["--eval-every", "8"], {8, 16, 24, 32, 40}, 8)):
+        out = tmp_path / f"tune{len(extra)}"
+        code, _, err = invoke(monkeypatch, capsys, *base, *extra, "--out", out)
+        assert code == 0, err
+        study = optuna.load_study(study_name="fedmc", storage=f"sqlite:///{out / 'study.db'}")
+        assert set(study.trials[0].intermediate_values) == trial_rounds
+        best = json.loads((out / "best.json").read_text())
+        rows = list(csv.DictReader((out / "best" / "history.csv").open()))
+        evaluated = {int(r["round"]) for r in rows if r["test_rmse"]}
+        step, last = final_rounds or 1, best["best_round"]
+        assert last >= 2 * step  # the search trains: its best round is not the initial model
+        assert evaluated == {0, *range(step, last + 1, step), last}
+        assert ("--eval-every 8" in best["command"]) == bool(extra)
+
+
 def test_refused_searches(invoke, monkeypatch, capsys, tmp_path, small):
     for args, message in ((["--trials", "0"], "--trials must be >= 1"),
                           (["--pruner", "random"], "--pruner takes"),

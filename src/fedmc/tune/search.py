@@ -66,6 +66,9 @@ class Search:
         The sampler's seed (None: fresh entropy, for processes that share a study).
     timeout
         Seconds after which this process starts no new trial (None: no limit).
+    trial_eval_every
+        A trial evaluates every this many rounds (None: as ``options`` say); the final run
+        evaluates as ``options`` say.
     """
 
     options: RunOptions
@@ -76,12 +79,15 @@ class Search:
     pruner: str = "median"
     seed: int | None = 0
     timeout: float | None = None
+    trial_eval_every: int | None = None
 
     def trial_spec(self, values: dict[str, Any]) -> RunSpec:
         """The run of one trial: the options with the trial's ``values`` among the params,
-        trained once (an early stop is scored, not refitted)."""
+        evaluated every ``trial_eval_every`` rounds, trained once (an early stop is scored,
+        not refitted)."""
+        cadence = {} if self.trial_eval_every is None else {"eval_every": self.trial_eval_every}
         return resolve(self.options.model_copy(
-            update={"params": {**self.options.params, **values}})).without_refit()
+            update={"params": {**self.options.params, **values}, **cadence})).without_refit()
 
     def column(self) -> tuple[str, bool]:
         """The validation column scored and whether larger is better."""
@@ -207,4 +213,6 @@ def final_run(search: Search, study: Any) -> RunSpec:
     """The best trial's settings on every training rating, for its best round's number of
     rounds."""
     best = study.best_trial
-    return search.trial_spec(dict(best.params)).refit(int(best.user_attrs["best_round"]))
+    options = search.options.model_copy(
+        update={"params": {**search.options.params, **best.params}})
+    return resolve(options).refit(int(best.user_attrs["best_round"]))
