@@ -36,21 +36,41 @@ from fedmc.errors import ConfigError
 _COLUMNS = ("precision", "recall", "ndcg", "map", "hit_rate")
 
 
-@numba.njit(cache=True, parallel=True)
-def top_n(U, V, seen_ptr, seen_idx, n):
+SCORE_BLOCK = 1 << 22
+"""Scores formed at a time by :func:`top_n` (32 MB): as many rows as hold that many."""
+
+
+def top_n(U: np.ndarray, V: np.ndarray, seen_ptr: np.ndarray, seen_idx: np.ndarray,
+          n: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``n`` best unseen items of every row of ``U``.
 
     Row ``t``'s candidates are the items not in row ``t`` of the CSR ``(seen_ptr, seen_idx)``;
     it gets ``items[t]`` (``int64``, best first, ``-1`` where fewer than ``n`` candidates
     exist) and ``scores[t]`` (``U[t] . V[j]``, ``-inf`` in the padding). Ties go to the smaller
-    item index. One pass over the ``n_items`` items per row, keeping the best ``n`` by
-    insertion.
+    item index. The scores of a block of rows are one matrix product (BLAS; a Python loop over
+    blocks of :data:`SCORE_BLOCK` scores, not over rows), then one pass over each row's
+    scores keeps the best ``n`` by insertion (:func:`_best_of_block`).
     """
-    m = U.shape[0]
-    n_items, w = V.shape
+    m, n_items = U.shape[0], V.shape[0]
     items = np.full((m, n), -1, dtype=np.int64)
     scores = np.full((m, n), -np.inf)
-    for t in numba.prange(m):
+    rows = max(1, SCORE_BLOCK // max(n_items, 1))
+    Vt = np.asarray(V, dtype=np.float64).T
+    for t0 in range(0, m, rows):
+        block = np.asarray(U[t0:t0 + rows], dtype=np.float64) @ Vt
+        _best_of_block(block, t0, seen_ptr, seen_idx, items, scores)
+    return items, scores
+
+
+@numba.njit(cache=True, parallel=True)
+def _best_of_block(block, t0, seen_ptr, seen_idx, items, scores):
+    """Rows ``t0 + i`` of ``items, scores`` from ``block[i]``, the scores of every item
+    (:func:`top_n`): one pass over the items, the seen ones skipped, the best kept by
+    insertion."""
+    n_items = block.shape[1]
+    n = items.shape[1]
+    for i in numba.prange(block.shape[0]):
+        t = t0 + i
         seen = np.sort(seen_idx[seen_ptr[t] : seen_ptr[t + 1]])
         s_pos = 0
         count = 0
@@ -61,9 +81,7 @@ def top_n(U, V, seen_ptr, seen_idx, n):
                 s_pos += 1
             if s_pos < seen.shape[0] and seen[s_pos] == j:
                 continue
-            s = 0.0
-            for a in range(w):
-                s += U[t, a] * V[j, a]
+            s = block[i, j]
             if count < n:
                 pos = count
                 count += 1
@@ -77,7 +95,6 @@ def top_n(U, V, seen_ptr, seen_idx, n):
                 pos -= 1
             best_s[pos] = s
             best_j[pos] = j
-    return items, scores
 
 
 @numba.njit(cache=True)
