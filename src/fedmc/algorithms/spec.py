@@ -175,6 +175,9 @@ class AlgorithmSpec:
         The ranges and choices of its settings ``fedmc tune`` searches by default
         (:class:`Range`, :class:`Choice`; a user overrides them with ``--space``); empty when
         none are declared.
+    search_warmup
+        The share of a trial's rounds before ``fedmc tune``'s pruner may stop it: the early
+        rounds of a curve that starts slower and ends higher (a larger model) rank it unfairly.
     sums
         What each of its clients' evaluation sums is (``nonnegative``, ``count``, ``cells``:
         :data:`fedmc.federation.bounds.SumKind`): a federation's server refuses sums that
@@ -202,6 +205,7 @@ class AlgorithmSpec:
     rank_token: Callable[[Any], bool] = never
     estimator: str = ""
     search_space: Mapping[str, Searched] = field(default_factory=dict)
+    search_warmup: float = 0.25
     sums: Mapping[str, str] = field(default_factory=lambda: FACTOR_SUMS)
     nonnegative_uploads: tuple[str, ...] = ()
 

@@ -60,8 +60,9 @@ class Search:
         The study's name in that database.
     pruner
         ``median`` (a trial whose curve is below the median of the others' at the same round
-        is stopped, after 3 trials and a quarter of the rounds), ``halving`` (successive
-        halving from a quarter of the rounds) or ``none``.
+        is stopped, after 3 trials and the algorithm's ``search_warmup`` share of the rounds,
+        a quarter unless its spec says otherwise), ``halving`` (successive halving from that
+        round) or ``none``.
     seed
         The sampler's seed (None: fresh entropy, for processes that share a study).
     timeout
@@ -113,7 +114,7 @@ def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None
     rounds = first.schedule.rounds
     # every trial reads the same data (only the algorithm's settings differ): loaded once
     loaded = None if spec(first.algorithm).data_kind == "boolean" else federated_data(first.data)
-    warmup = max(1, rounds // 4)  # early rounds rank slow starters unfairly
+    warmup = max(1, int(rounds * spec(first.algorithm).search_warmup))
     pruner = {"median": lambda: optuna.pruners.MedianPruner(n_startup_trials=3,
                                                             n_warmup_steps=warmup),
               "halving": lambda: optuna.pruners.SuccessiveHalvingPruner(min_resource=warmup),
