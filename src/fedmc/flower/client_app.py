@@ -247,7 +247,7 @@ def _make_party(node: NodeSettings, run: FederatedRun, key: str) -> Party:
         store.start(algorithm.init_clients(cfg, shard, own, info))
     return Party(node.client, algorithm, cfg, info, shard, store,
                  Aggregator(algorithm, cfg, info, dp=run.privacy(),
-                            max_norm=run.max_upload_norm or np.inf))
+                            max_norm=run.upload_bound))
 
 
 @app.query()

@@ -85,7 +85,7 @@ def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -
     private = rounds.dp is not None and rounds.dp.private
     progress = _Progress(run.out / "progress.jsonl", private, append=resume is not None)
     clients = GridClients(grid, manifest.n_clients, run.timeout,
-                          secure=SecureSum(run.max_upload_norm or np.inf) if run.secagg else None,
+                          secure=SecureSum(run.upload_bound) if run.secagg else None,
                           on_exchange=progress.exchange, on_event=progress.write,
                           roster=_roster(manifest.n_clients), key=key,
                           max_lost=run.max_lost_rounds, bounds=reply_bounds(run, manifest),
@@ -171,7 +171,7 @@ def reply_bounds(run: FederatedRun, manifest: Manifest) -> ReplyBounds:
     users = np.diff(manifest.client_rows)
     return ReplyBounds(entry.sums, entry.nonnegative_uploads,
                        (users * manifest.n_items).tolist(), users.tolist(),
-                       run.max_upload_norm or np.inf)
+                       run.upload_bound)
 
 
 def preflight(run: FederatedRun, manifest: Manifest) -> None:

@@ -12,6 +12,7 @@ the app (:mod:`fedmc.deploy.app`).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,11 @@ class FederatedRun(BaseModel):
     resume: bool = Field(False, description="go on from the checkpoint in out, under the run "
                          "key kept there (fedmc federate resume sets it; every other "
                          "submission is a new run with a fresh key)")
+
+    @property
+    def upload_bound(self) -> float:
+        """``max_upload_norm`` as a bound: infinite where it is 0 (none)."""
+        return self.max_upload_norm or math.inf
 
     @model_validator(mode="after")
     def _no_refit(self) -> FederatedRun:
