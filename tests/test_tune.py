@@ -132,6 +132,23 @@ def test_trials_evaluate_a_twentieth_of_the_rounds_and_the_final_run_as_typed(
         assert ("--eval-every 8" in best["command"]) == bool(extra)
 
 
+def test_a_space_of_choices_is_a_grid_walked_once(invoke, monkeypatch, capsys, tmp_path):
+    """Every combination once (not the 10 trials asked), the run's own settings first."""
+    from fedmc.algorithms.fedals.config import FedALSConfig
+
+    own = FedALSConfig().lam
+    out = tmp_path / "grid"
+    code, _, err = invoke(monkeypatch, capsys, "tune", "--dataset", "synthetic", "--algorithm",
+                          "fedals", "--clients", "4", "--rounds", "4", "--trials", "10",
+                          "--space", "rank=2,3", "--space", f"lam={own * 2:g},{own:g}",
+                          "--quiet", "--out", out)
+    assert code == 0, err
+    rows = list(csv.DictReader((out / "trials.csv").open()))
+    combos = [(int(r["rank"]), float(r["lam"])) for r in rows]
+    assert sorted(combos) == sorted((k, x) for k in (2, 3) for x in (own, own * 2))
+    assert combos[0][1] == own  # the defaults' lam (rank 32 is no choice: left to the grid)
+
+
 def test_refused_searches(invoke, monkeypatch, capsys, tmp_path, small):
     for args, message in ((["--trials", "0"], "--trials must be >= 1"),
                           (["--pruner", "random"], "--pruner takes"),

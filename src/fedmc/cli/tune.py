@@ -125,7 +125,7 @@ def tune(**typed: Any) -> None:
                         1, base.schedule.rounds // TUNE_EVALUATIONS))
     column, larger = search.column()
     with interrupt_marks(folder):
-        with _trial_bar(typed["quiet"], search.trials, column) as shown:
+        with _trial_bar(typed["quiet"], search.planned_trials(), column) as shown:
             study = run_study(search, shown)
         rows = trial_rows(study)
         write_trials(target / "trials.csv", rows)

@@ -21,8 +21,8 @@ gradient method for implicit feedback collaborative filtering"; the ``implicit``
 ALS): each step lowers the row's quadratic objective ``1/2 x^T A x - b^T x`` over a growing
 Krylov space, costs one product with the system, ``O(d^2 + n d)`` for ``n`` entries instead of
 the ``O(n d^2 + d^3)`` of forming and factoring it, and ``d`` steps reach the solution in exact
-arithmetic. The system is applied without being formed: ``A0 p + sum_q w_q f_q (f_q . p)``,
-or with packed sums (federated ALS's item step) read in place.
+arithmetic. The system is applied without being formed: ``A0 p + sum_q w_q f_q (f_q . p)``
+(federated ALS's item step has no entries: its ``A0`` is the item's whole system).
 
 Rows are long (all of a user's or an item's entries), so ``F[cols]`` is first gathered into a
 contiguous ``(k, d)`` copy and every entry of the Gram matrix is a dot product of contiguous
@@ -139,26 +139,17 @@ def solve_row(F, cols, y, w, G0, lam, x):
 
 
 @numba.njit(cache=True, fastmath=True)
-def _apply(A0, packed, F, cols, w, p, out):
-    """``out = (A0 + S + sum_q w_q f_q f_q^T) p`` (:func:`cg_steps`)."""
+def _apply(A0, F, cols, w, p, out):
+    """``out = (A0 + sum_q w_q f_q f_q^T) p`` (:func:`cg_steps`); ``A0`` symmetric, so its
+    product is the sum of its rows times ``p``'s entries (no sum across a vector's lanes)."""
     k = p.shape[0]
     for i in range(k):
-        s = 0.0
-        for c in range(A0.shape[1]):
-            s += A0[i, c] * p[c]
-        out[i] = s
-    if packed.shape[0] > 0:  # S packed row by row over its upper triangle
-        e = 0
+        out[i] = 0.0
+    for c in range(A0.shape[0]):
+        pc = p[c]
+        row = A0[c]
         for i in range(k):
-            pi = p[i]
-            s = packed[e] * pi
-            e += 1
-            for c in range(i + 1, k):
-                sic = packed[e]
-                s += sic * p[c]
-                out[c] += sic * pi
-                e += 1
-            out[i] += s
+            out[i] += row[i] * pc
     for q in range(cols.shape[0]):
         f = F[cols[q]]
         s = 0.0
@@ -171,14 +162,12 @@ def _apply(A0, packed, F, cols, w, p, out):
 
 
 @numba.njit(cache=True)
-def cg_steps(A0, packed, F, cols, w, b, steps, x):
-    """``steps`` conjugate-gradient steps on ``(A0 + S + sum_q w_q f_q f_q^T) x = b`` from the
+def cg_steps(A0, F, cols, w, b, steps, x):
+    """``steps`` conjugate-gradient steps on ``(A0 + sum_q w_q f_q f_q^T) x = b`` from the
     given ``x``, in place (module docstring; Takacs et al. 2011, Algorithm 2).
 
-    ``A0`` is symmetric (both triangles; ``(k, 0)`` for none); ``S`` symmetric with
-    ``S[i, c] = packed[e]`` for its upper triangle's entries ``e`` row by row
-    (``packed`` empty for none), never unpacked; ``f_q = F[cols[q]]`` (``cols`` may be
-    empty), ``w`` empty for every ``w_q = 1``.
+    ``A0`` is symmetric (both triangles; ``(0, k)`` for none); ``f_q = F[cols[q]]`` (``cols``
+    may be empty), ``w`` empty for every ``w_q = 1``.
     The system must be positive definite; the steps stop early where the residual is zero or a
     direction has no positive curvature (a system that is not), keeping the last ``x``, which
     never raised the objective."""
@@ -186,7 +175,7 @@ def cg_steps(A0, packed, F, cols, w, b, steps, x):
     r = np.empty(k)
     p = np.empty(k)
     Ap = np.empty(k)
-    _apply(A0, packed, F, cols, w, x, Ap)
+    _apply(A0, F, cols, w, x, Ap)
     rs = 0.0
     for a in range(k):
         r[a] = b[a] - Ap[a]
@@ -195,7 +184,7 @@ def cg_steps(A0, packed, F, cols, w, b, steps, x):
     for _ in range(steps):
         if rs == 0.0:
             break
-        _apply(A0, packed, F, cols, w, p, Ap)
+        _apply(A0, F, cols, w, p, Ap)
         curvature = 0.0
         for a in range(k):
             curvature += p[a] * Ap[a]

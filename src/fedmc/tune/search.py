@@ -21,7 +21,9 @@ reads the test ratings to choose.
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,6 +92,12 @@ class Search:
         return resolve(self.options.model_copy(
             update={"params": {**self.options.params, **values}, **cadence})).without_refit()
 
+    def planned_trials(self) -> int:
+        """Trials to finish: ``trials``, or a grid's size where that is smaller
+        (:func:`grid_of`)."""
+        grid = grid_of(self)
+        return self.trials if grid is None else min(self.trials, len(grid))
+
     def column(self) -> tuple[str, bool]:
         """The validation column scored and whether larger is better."""
         run = resolve(self.options)
@@ -143,16 +151,34 @@ def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None
         trial.set_user_attr("best_round", best_round)
         return value
 
-    if not study.trials:  # a new study starts from the run's own settings
-        study.enqueue_trial(default_values(search))
+    if not study.trials:  # a new study starts from the run's own settings (or its grid)
+        for values in grid_of(search) or [default_values(search)]:
+            study.enqueue_trial(values)
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    callbacks = [optuna.study.MaxTrialsCallback(search.trials, states=finished)]
+    wanted = search.planned_trials()
+    callbacks = [optuna.study.MaxTrialsCallback(wanted, states=finished)]
     if on_trial is not None:
         callbacks.append(on_trial)
-    if sum(t.state in finished for t in study.trials) < search.trials:
-        study.optimize(objective, n_trials=search.trials, timeout=search.timeout,
+    if sum(t.state in finished for t in study.trials) < wanted:
+        study.optimize(objective, n_trials=wanted, timeout=search.timeout,
                        callbacks=callbacks, catch=(ConfigError,))
     return study
+
+
+def grid_of(search: Search) -> list[dict[str, Any]] | None:
+    """When every searched setting is a choice, every combination once: the run's own settings
+    first (:func:`default_values`), the others in an order drawn from the search's seed;
+    else None (the sampler draws)."""
+    choices = {n: r.values for n, r in search.space.items() if isinstance(r, Choice)}
+    if len(choices) < len(search.space):
+        return None
+    combos = [dict(zip(choices, values, strict=True))
+              for values in itertools.product(*choices.values())]
+    own = default_values(search)
+    first = [c for c in combos if all(c[n] == v for n, v in own.items())][:1]
+    rest = [c for c in combos if c not in first]
+    random.Random(search.seed).shuffle(rest)
+    return first + rest
 
 
 def default_values(search: Search) -> dict[str, Any]:
@@ -167,13 +193,21 @@ def default_values(search: Search) -> dict[str, Any]:
         if value is None:
             continue
         if isinstance(searched, Choice):
-            offered = [v for v in searched.values if str(v) == str(value)]
+            offered = [v for v in searched.values if _same(v, value)]
             if offered:
                 values[name] = offered[0]
         else:
             value = min(max(value, searched.low), searched.high)
             values[name] = int(round(value)) if searched.integer else float(value)
     return values
+
+
+def _same(offered: Any, value: Any) -> bool:
+    """Whether a choice's value (as typed: ``"50"``) is a setting's value (``50.0``)."""
+    try:
+        return float(offered) == float(value)
+    except (TypeError, ValueError):
+        return str(offered) == str(value)
 
 
 def _open_study(search: Search, direction: str, sampler: Any, pruner: Any) -> Any:

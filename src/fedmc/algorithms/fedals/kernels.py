@@ -61,7 +61,6 @@ def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, l
     """
     k = free.shape[0]
     none = np.zeros((0, 0))
-    no_sums = np.zeros(0)
     A0 = np.zeros((k, k))  # the conjugate-gradient steps' G0 + lam I
     for a in range(k):
         if implicit:
@@ -95,7 +94,7 @@ def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, l
                     b[a] += y[q] * f[a]
             for a in range(k):
                 x[a] = U[t, free[a]]
-            cg_steps(A0, no_sums, F, cols, w, b, steps, x)
+            cg_steps(A0, F, cols, w, b, steps, x)
         for a in range(k):
             U[t, free[a]] = x[a]
 
@@ -316,36 +315,38 @@ def item_solves(total, n_items, gram_row, lam, s_row, s_col, divisor, steps, X):
 
 @numba.njit(cache=True, parallel=True)
 def _item_cg(total, n_items, G, lam, divisor, steps, X):
-    """:func:`item_solves` by ``steps`` conjugate-gradient steps per item from ``X[j]``, the
-    system ``S_j + G + diag(lam)`` applied packed as the sums hold it
-    (:func:`fedmc.core.ridge.cg_steps`), never unpacked, in parallel over :data:`SUM_BLOCKS`
-    blocks of items. A block copies each item's row, divided out and with ``G + diag(lam)``
-    added, into its own buffer: no view of the shared arrays is made per item (a view counts a
-    reference to its parent atomically, which threads doing it per item contend for)."""
+    """:func:`item_solves` by ``steps`` conjugate-gradient steps per item from ``X[j]``
+    (:func:`fedmc.core.ridge.cg_steps`), in parallel over :data:`SUM_BLOCKS` blocks of items.
+    Each item's row of the sums is unpacked once, divided out and with ``G + diag(lam)``
+    added, into its block's dense ``d x d`` buffer (both triangles: each of the steps' products
+    is then ``d`` whole-row multiply-adds), indexed in place: no view of the shared arrays is
+    made per item (a view counts a reference to its parent atomically, which threads doing it
+    per item contend for)."""
     d = X.shape[1]
     n_packed = d * (d + 1) // 2
-    base = np.empty(n_packed)  # G + diag(lam), packed as the sums are (svec_pairs' order)
-    scale = 1.0 / divisor
-    e = 0
+    base = G.copy()  # G + diag(lam)
     for i in range(d):
-        for c in range(i, d):
-            base[e] = G[i, c] + (lam[i] if c == i else 0.0)
-            e += 1
-    no_matrix = np.zeros((d, 0))
+        base[i, i] += lam[i]
+    scale = 1.0 / divisor
     no_rows = np.zeros((0, d))
     no_cols = np.zeros(0, dtype=np.int64)
     no_weights = np.zeros(0)
     for blk in numba.prange(SUM_BLOCKS):
-        packed = np.empty(n_packed)
+        A = np.empty((d, d))
         b = np.empty(d)
         x = np.empty(d)
         for j in range(blk * n_items // SUM_BLOCKS, (blk + 1) * n_items // SUM_BLOCKS):
-            for q in range(n_packed):
-                packed[q] = total[j, q] * scale[q] + base[q]
+            e = 0  # the packing of svec_pairs: the upper triangle row by row
+            for i in range(d):
+                for c in range(i, d):
+                    v = total[j, e] * scale[e] + base[i, c]
+                    A[i, c] = v
+                    A[c, i] = v
+                    e += 1
             for i in range(d):
                 b[i] = total[j, n_packed + i] * scale[n_packed + i]
                 x[i] = X[j, i]
-            cg_steps(no_matrix, packed, no_rows, no_cols, no_weights, b, steps, x)
+            cg_steps(A, no_rows, no_cols, no_weights, b, steps, x)
             for i in range(d):
                 X[j, i] = x[i]
 
