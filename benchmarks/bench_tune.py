@@ -113,10 +113,15 @@ def main() -> None:
         usual, lenskit = ndcgs(U, model.V, held.train, held.test)
         chosen = json.loads((args.tuned / "best.json").read_text())
         summary = json.loads((args.tuned / "best" / "summary.json").read_text())
-        shown = ", ".join(f"{k} {v:.4g}" for k, v in chosen["settings"].items())
+        shown = ", ".join(f"{k} {_shown(v)}" for k, v in chosen["settings"].items())
         print(f"| fedals, fedmc tune (validation {chosen['metric']} {chosen['value']:.4f}) | "
               f"{shown}, {chosen['best_round']} rounds | {usual:.4f} | {lenskit:.4f} | "
               f"{summary['train_seconds']:.1f} |")
+
+
+def _shown(value: object) -> str:
+    """A setting as chosen: a number to four digits, a choice (typed text) as it is."""
+    return f"{value:.4g}" if isinstance(value, int | float) else str(value)
 
 
 if __name__ == "__main__":
