@@ -11,6 +11,7 @@ import ipaddress
 import json
 import ssl
 import stat
+from typing import Any
 
 import httpx
 import pytest
@@ -34,7 +35,7 @@ from fedmc.deploy.fleet import (  # noqa: E402
 from fedmc.deploy.node import load_auth_key  # noqa: E402
 from fedmc.deploy.server import FleetOnly, fleet_paths, register_roster  # noqa: E402
 from fedmc.deploy.split import client_files, write_split  # noqa: E402
-from fedmc.errors import FedMCError  # noqa: E402
+from fedmc.errors import ConfigError, FedMCError  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
 from fedmc.flower.client_app import NODE_KEYS, NodeSettings  # noqa: E402
 from fedmc.flower.client_state import identity  # noqa: E402
@@ -224,10 +225,11 @@ def test_without_a_roster_the_first_state_folder_holds_a_client(tmp_path):
 
 
 class QueryGrid:
-    """A Grid whose nodes answer ``query`` as ``answers`` says: ``(client, token)`` or an
-    error text; ``keys`` are the nodes' public keys as the SuperLink reports them."""
+    """A Grid whose nodes answer ``query`` as ``answers`` says: ``(client, token)``, an
+    error text or a claim as a dict; ``keys`` are the nodes' public keys as the SuperLink
+    reports them."""
 
-    def __init__(self, answers: dict[int, tuple[int, str] | str], keys: dict[int, bytes]):
+    def __init__(self, answers: dict[int, Any], keys: dict[int, bytes]):
         self.answers, self.keys, self.sent = answers, keys, {}
         self.activated: dict[int, str] = {}  # when each node last signed on
         self.busy: set[int] = set()  # nodes that answer nothing for now
@@ -249,9 +251,11 @@ class QueryGrid:
                 continue
             asked = self.sent.pop(i)
             answer = self.answers[asked.metadata.dst_node_id]
-            replies.append(Message(Error(0, answer), reply_to=asked) if isinstance(answer, str)
-                           else Message(RecordDict({"client": ConfigRecord(
-                               {"id": answer[0], "token": answer[1]})}), reply_to=asked))
+            claim = answer if isinstance(answer, dict) else (
+                None if isinstance(answer, str) else {"id": answer[0], "token": answer[1]})
+            replies.append(Message(Error(0, answer), reply_to=asked) if claim is None
+                           else Message(RecordDict({"client": ConfigRecord(claim)}),
+                                        reply_to=asked))
         return [packed(r) for r in replies]
 
 
@@ -275,6 +279,24 @@ def test_the_server_asks_new_nodes_and_says_why_a_client_did_not_join(server_ide
         error.value)
     assert clients.node_of == {0: 1, 1: 2}
     assert [(r.node, r.client) for r in clients.refusals] == [(4, 1)]
+
+
+def test_a_node_that_refuses_the_run_stops_it_only_before_it_starts(server_identity):
+    """A node that says it has finished the run (its key) stops a resumed run before its
+    first exchange; once the run is under way, such a reply is one lost node, noted, not a
+    stop for every other client."""
+    import numpy as np
+
+    refusal = {"id": 1, "refuses": "the run has already finished here"}
+    grid = QueryGrid({1: (0, "a"), 2: refusal}, {1: b"key-0", 2: b"key-1"})
+    clients = GridClients(grid, 2, timeout=1.0, roster={0: b"key-0", 1: b"key-1"})
+    with pytest.raises(ConfigError, match="node 2 .client 1. refuses the run"):
+        clients.nodes(np.arange(2))
+    grid = QueryGrid({1: (0, "a"), 2: refusal}, {1: b"key-0", 2: b"key-1"})
+    clients = GridClients(grid, 2, timeout=1.0, roster={0: b"key-0", 1: b"key-1"})
+    clients._exchanges = 1  # under way: an exchange has been made
+    assert clients.nodes(np.arange(2)) == {0: 1}
+    assert "refuses the run" in clients.failed[2]
 
 
 def test_a_node_refused_once_is_asked_again_once_it_restarts(server_identity):

@@ -418,8 +418,10 @@ class GridClients:
             if claim is None or not isinstance(claim.get("id"), int):
                 self.failed[node] = "its reply names no client id"
             elif "refuses" in claim:  # it has finished this run: never continued
-                raise ConfigError(f"node {node} (client {claim['id']}) refuses the run: "
-                                  f"{claim['refuses']}")
+                why = f"node {node} (client {claim['id']}) refuses the run: {claim['refuses']}"
+                if not self._exchanges:  # a finished run resumed: stop before it starts
+                    raise ConfigError(why)
+                self.failed[node] = why  # mid-run, one node's word does not stop the others
             elif self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node]):
                 self.process_of[int(claim["id"])] = str(claim.get("process", ""))
         if len(self.node_of) < self.n_clients:  # a node still busy (with a stopped run's
