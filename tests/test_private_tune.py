@@ -29,7 +29,7 @@ def small(ratings_file, tmp_path_factory):
     path = ratings_file(tmp_path_factory.mktemp("small"), users=120, items=30)
     return ["--ratings", str(path), "--columns", "user_id,item_id,stars", "--rating-scale",
             "1,5", "--partition", "user", "--rounds", "4", "--dp-clip", "0.05", "-P", "rank=3",
-            "--space", "gamma=off", "--space", "inner=off"]
+            "--space", "gamma=off", "--space", "inner=off", "--algorithm", "fedmc-admm"]
 
 
 def repeated(event, mean, shape):
@@ -126,6 +126,13 @@ def test_settings_are_drawn_in_their_ranges():
 
 def test_a_tiny_private_search(invoke, monkeypatch, capsys, tmp_path, small):
     out = tmp_path / "tune"
+    # 120 users: the DP defaults would fit the baseline (they know the population), so the
+    # algorithm is named, as a private run on so few users must name it
+    unnamed = small[:-2]
+    assert unnamed[-2:] == ["--space", "inner=off"]
+    code, _, err = invoke(monkeypatch, capsys, "tune", *unnamed, "--trials", "2",
+                          "--dp-epsilon", "8", "--out", out, "--quiet")
+    assert code == 2 and "add --algorithm fedmc-admm" in err, err
     code, _, err = invoke(monkeypatch, capsys, "tune", *small, "--trials", "2",
                           "--dp-epsilon", "8", "--out", out, "--quiet")
     assert code == 0, err

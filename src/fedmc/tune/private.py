@@ -46,7 +46,7 @@ from fedmc.privacy.selection import (
     search_epsilon,
     trial_event,
 )
-from fedmc.run.data import federated_data
+from fedmc.run.data import enrolled_users, federated_data
 from fedmc.run.options import RunOptions
 from fedmc.run.runner import RunResult, execute
 from fedmc.run.settings import RunSpec, resolve
@@ -103,7 +103,8 @@ class PrivateSearch:
         if not options.validation_fraction:
             raise ConfigError("validation_fraction: a private search scores its trials on a "
                               "validation cut")
-        run = resolve(options.model_copy(update={"validation_fraction": None}))
+        # the DP defaults know the population, as a private run's do (its public enrolment)
+        run = resolve(options.model_copy(update={"validation_fraction": None}), enrolled_users)
         return run.model_copy(update={"data": run.data.model_copy(
             update={"validation_fraction": options.validation_fraction})})
 
