@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -104,6 +105,18 @@ def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatc
     assert "consensus=all,rated" not in best["command"]  # the choice is no run option
     code, _, err = invoke(monkeypatch, capsys, "evaluate", out / "best")
     assert code == 0, err
+    # best.json's command is the final run: the same parameters, the same model
+    words = shlex.split(best["command"])
+    assert words[:2] == ["fedmc", "run"] and "-P implicit" not in best["command"]
+    code, _, err = invoke(monkeypatch, capsys, *words[1:], "--out", tmp_path / "again", "-q")
+    assert code == 0, err
+    again = json.loads((tmp_path / "again" / "config.json").read_text())
+    assert again["params"] == config["params"]
+    # the search pins the algorithm it resolved; the command leaves it to resolve again
+    assert {**again["run"], "defaulted": None} == {**config["run"], "defaulted": None}
+    for name in ("test_rmse", "round"):
+        assert json.loads((tmp_path / "again" / "summary.json").read_text())[name] == (
+            json.loads((out / "best" / "summary.json").read_text())[name])
 
 
 def test_trials_evaluate_a_twentieth_of_the_rounds_and_the_final_run_as_typed(

@@ -42,10 +42,11 @@ def write_trials(path: Path, rows: list[dict[str, Any]]) -> None:
     write_atomic(path, text.getvalue())
 
 
-def command_line(run: RunSpec, typed: list[str]) -> str:
+def command_line(run: RunSpec, settings: dict[str, Any], typed: list[str]) -> str:
     """A ``fedmc run`` command of the final run: the options the user typed (``--space``,
-    ``--trials`` and ranges left out), the searched settings and the rounds."""
-    params = [f"-P {k}={v}" for k, v in sorted(run.params.items())]
+    ``--trials`` and ranges left out), the searched ``settings`` and the rounds (the rest of
+    ``run.params`` is what ``fedmc run`` resolves from those)."""
+    params = [f"-P {k}={v}" for k, v in sorted(settings.items())]
     return shlex.join(["fedmc", "run", *typed]) + " " + " ".join(
         [*params, f"--rounds {run.schedule.rounds}"])
 
@@ -58,7 +59,7 @@ def write_best(path: Path, search: Search, study: Any, final: RunSpec, typed: li
     write_atomic(path, strict_json({
         "trial": best.number, "metric": column, "value": best.value,
         "best_round": best.user_attrs["best_round"], "settings": dict(best.params),
-        **_final_fields(search.space, final, typed)}))
+        **_final_fields(search.space, final, dict(best.params), typed)}))
 
 
 def write_private_best(path: Path, search: PrivateSearch, chosen: Chosen,
@@ -69,15 +70,17 @@ def write_private_best(path: Path, search: PrivateSearch, chosen: Chosen,
     number, count, time or other trial's value: they are not released."""
     write_atomic(path, strict_json({
         "metric": f"{SCORE} (noised)", "value": chosen.score, "settings": chosen.settings,
-        **_final_fields(search.space, chosen.spec, typed), "privacy": chosen.guarantee}))
+        **_final_fields(search.space, chosen.spec, chosen.settings, typed),
+        "privacy": chosen.guarantee}))
 
 
-def _final_fields(space: dict[str, Any], final: RunSpec, typed: list[str]) -> dict[str, Any]:
+def _final_fields(space: dict[str, Any], final: RunSpec, settings: dict[str, Any],
+                  typed: list[str]) -> dict[str, Any]:
     """What both ``best.json`` say of the search and of the final run."""
     return {"space": {name: vars(r) for name, r in space.items()},
             "algorithm": final.algorithm, "params": final.params,
             "run": final.settings(), "data": final.data.model_dump(mode="json"),
-            "command": command_line(final, typed)}
+            "command": command_line(final, settings, typed)}
 
 
 def plot_search(folder: Path, rows: list[dict[str, Any]], column: str, larger: bool,
