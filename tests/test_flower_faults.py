@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import tomllib
 from pathlib import Path
 
@@ -74,9 +75,13 @@ def test_a_finished_run_is_never_continued(tmp_path, small, monkeypatch, loopbac
     loopback_federation(tmp_path, settings, run)
     assert not list((tmp_path / "state").glob("*/committed.pkl"))  # the nodes dropped them
     shutil.copy(kept, tmp_path / "out" / server_app.CHECKPOINT)
+    started = time.monotonic()
     with pytest.raises(ConfigError, match="has already finished here"):
         loopback_federation(tmp_path, settings, run.model_copy(update={"resume": True}),
                             split=tmp_path / "split", run_id=2)
+    # at once (about 2 s here), not after waiting out the nodes' replies (300 s when the
+    # refusal was taken for one lost node)
+    assert time.monotonic() - started < 60
     rows = History.read_csv(tmp_path / "out" / "history.csv").rows
     assert len(rows) == 5 and np.isfinite([r["test_rmse"] for r in rows]).all()
 

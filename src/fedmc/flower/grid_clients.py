@@ -161,6 +161,7 @@ class GridClients:
     _round: int = field(default=0, init=False)
     _exchanges: int = field(default=0, init=False)
     _lost_in_a_row: int = field(default=0, init=False)
+    _answered_here: int = field(default=0, init=False)  # exchanges this process finished
     folds_evaluation: bool = field(default=True, init=False)
 
     def connect(self, wait: float) -> None:
@@ -249,6 +250,7 @@ class GridClients:
         """Count an exchange in which every client asked was lost (noted as ``everyone
         lost``); after :attr:`max_lost` such exchanges in a row, stop the run
         (:class:`EveryoneLost`)."""
+        self._answered_here += 1
         if not len(asked) or answered:
             self._lost_in_a_row = 0
             return
@@ -419,7 +421,7 @@ class GridClients:
                 self.failed[node] = "its reply names no client id"
             elif "refuses" in claim:  # it has finished this run: never continued
                 why = f"node {node} (client {claim['id']}) refuses the run: {claim['refuses']}"
-                if not self._exchanges:  # a finished run resumed: stop before it starts
+                if not self._answered_here:  # a finished run resumed: stop before it starts
                     raise ConfigError(why)
                 self.failed[node] = why  # mid-run, one node's word does not stop the others
             elif self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node]):
