@@ -295,8 +295,11 @@ def test_a_node_that_refuses_the_run_stops_it_only_before_it_starts(server_ident
     grid = QueryGrid({1: (0, "a"), 2: refusal}, {1: b"key-0", 2: b"key-1"})
     clients = GridClients(grid, 2, timeout=1.0, roster={0: b"key-0", 1: b"key-1"})
     clients._answered_here = 1  # under way: this process has finished an exchange
+    events = []
+    clients.on_event = events.append
     assert clients.nodes(np.arange(2)) == {0: 1}
     assert "refuses the run" in clients.failed[2]
+    assert [(e["event"], e["clients"]) for e in events] == [("failed", [1])]
 
 
 def test_a_node_refused_once_is_asked_again_once_it_restarts(server_identity):

@@ -423,7 +423,10 @@ class GridClients:
                 why = f"node {node} (client {claim['id']}) refuses the run: {claim['refuses']}"
                 if not self._answered_here:  # a finished run resumed: stop before it starts
                     raise ConfigError(why)
-                self.failed[node] = why  # mid-run, one node's word does not stop the others
+                # mid-run, one node's word does not stop the others: recorded, not admitted
+                self.failed[node] = why
+                self.note(max(self._exchanges - 1, 0), self._round, "failed",
+                          [int(claim["id"])], why)
             elif self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node]):
                 self.process_of[int(claim["id"])] = str(claim.get("process", ""))
         if len(self.node_of) < self.n_clients:  # a node still busy (with a stopped run's
