@@ -196,7 +196,7 @@ def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
         if not typed["quiet"]:
             err.print(f"private search: {typed['trials']} trials on average (their number "
                       "is secret), nothing shown until the end", soft_wrap=True)
-        chosen = run_private_search(search)
+        chosen = run_private_search(search, base=base)
         write_private_best(target / "best.json", search, chosen, _run_words(typed))
         if (target / "best").exists():
             shutil.rmtree(target / "best")

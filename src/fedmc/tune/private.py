@@ -226,14 +226,16 @@ def noised_score(model: FactorModel, data: FederatedData, std: float,
 
 
 def run_private_search(search: PrivateSearch, rng: np.random.Generator | None = None,
-                       loaded: tuple[FederatedData, dict[str, Any]] | None = None) -> Chosen:
+                       loaded: tuple[FederatedData, dict[str, Any]] | None = None,
+                       base: RunSpec | None = None) -> Chosen:
     """Run the search of the module docstring; the chosen trial.
 
     ``rng`` is the secret stream of ``K``, the settings and the scores' noise: fresh entropy
     from the operating system when None (the only sound choice outside tests; each trial's
     training noise is its run's own secret stream). ``loaded``: the data (with their
     validation cut) and their notes, already built (the canary audit's neighbours), else
-    loaded as the options say.
+    loaded as the options say. ``base``: :meth:`PrivateSearch.base`, already resolved (it
+    counts the enrolled users, which may read the data).
 
     Raises
     ------
@@ -241,7 +243,7 @@ def run_private_search(search: PrivateSearch, rng: np.random.Generator | None = 
         Options a private search refuses, or a budget no noise meets.
     """
     rng = np.random.default_rng() if rng is None else rng
-    base = search.base()
+    base = search.base() if base is None else base
     dp = base.schedule.dp
     if dp is None or search.options.dp_epsilon is None:
         raise ConfigError("a private search needs dp_epsilon, the whole search's budget")
