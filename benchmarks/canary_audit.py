@@ -12,8 +12,10 @@ finds the leaks of a run that is not private.
         --no-dp
 
 With ``--search M`` each run is a whole private search instead (``fedmc tune --dp-epsilon E
---trials M`` over the algorithm's declared space, a validation cut of 0.05,
-:mod:`fedmc.tune.private`), and its ``best.json`` is read back with the chosen run's files.
+--trials M`` with the algorithm's declared space named as its training settings, then the
+fold-in choice; a validation cut of 0.05, :mod:`fedmc.tune.private`), and its ``best.json`` is
+read back with the chosen run's files; with ``--search 0`` the search ``fedmc tune --dp-epsilon
+E`` runs when no training setting is named (one run, then the fold-in choice).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from fedmc.run.runner import execute, write_outputs
 from fedmc.run.settings import RunSpec, apply_paper_settings, resolve
 from fedmc.tune.private import PrivateSearch, run_private_search
 from fedmc.tune.report import write_private_best
-from fedmc.tune.space import search_space
+from fedmc.tune.space import private_space, search_space
 
 SEARCH_CUT = 0.05
 """The validation cut of an audited private search."""
@@ -62,7 +64,8 @@ def main() -> None:
     ap.add_argument("--no-dp", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--search", type=float, default=None,
-                    help="each run a private search of this mean number of trials")
+                    help="each run a private search of this mean number of trials "
+                         "(0: one run and the fold-in choice)")
     args = ap.parse_args()
     run = settings(args)
     data_settings = run.data
@@ -75,11 +78,16 @@ def main() -> None:
 
     if args.search is not None and args.no_dp:
         ap.error("--search is a private search: give --epsilon, not --no-dp")
-    search = None if args.search is None else PrivateSearch(RunOptions(
-        algorithm=args.algorithm, dataset=args.dataset, partition="user", rounds=args.rounds,
-        seed=args.seed, dp_epsilon=args.epsilon,
-        dp_clip=None if run.schedule.dp is None else run.schedule.dp.clip,
-        validation_fraction=cut), search_space(args.algorithm, False, {}, {}), args.search)
+    search = None
+    if args.search is not None:
+        fold_in = private_space(args.algorithm, {}, {})[1]
+        search = PrivateSearch(RunOptions(
+            algorithm=args.algorithm, dataset=args.dataset, partition="user",
+            rounds=args.rounds, seed=args.seed, dp_epsilon=args.epsilon,
+            dp_clip=None if run.schedule.dp is None else run.schedule.dp.clip,
+            validation_fraction=cut),
+            search_space(args.algorithm, False, {}, {}) if args.search else {},
+            max(args.search, 1.0), fold_in=fold_in)
 
     def run_once(data, folder):
         if search is None:
@@ -97,7 +105,8 @@ def main() -> None:
     bound = epsilon_lower_bound(runs_in, runs_out, delta=0.0 if args.no_dp else 1e-6)
     what = "no DP" if args.no_dp else f"DP epsilon {args.epsilon:g}"
     if args.search is not None:
-        what += f", private searches of {args.search:g} trials on average"
+        what += (f", private searches of {args.search:g} trials on average" if args.search
+                 else ", private searches of one run and the fold-in choice")
     print(f"{args.algorithm} on {args.dataset}, {what}, {args.runs} runs per data set "
           f"({time.perf_counter() - start:.0f} s): canary of {len(canary.items)} ratings; "
           f"best test: {bound.test}; TPR {bound.tpr:.3f}, FPR {bound.fpr:.3f} on {bound.runs} "

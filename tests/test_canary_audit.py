@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
+from fedmc.algorithms.registry import spec
 from fedmc.algorithms.spec import Range
 from fedmc.audit.canary import (
     LOSS,
@@ -128,14 +129,16 @@ def test_a_private_secure_federation_passes_the_audit(tmp_path, loopback_federat
 @pytest.mark.slow
 def test_the_canary_audit_finds_nothing_in_a_private_search():
     """The canary audit (``fedmc.audit.canary``) of a whole private search on a small data
-    set: every file it publishes, ``best.json`` included, read back from 25 searches on each
-    neighbour; no test does better than the budget allows."""
+    set (a random search of ``lam``, then the fold-in choice): every file it publishes,
+    ``best.json`` included, read back from 25 searches on each neighbour; no test does better
+    than the budget allows."""
     ratings = small_ratings()
     canary = pick_canary(ratings, n_items=6)
     options = RunOptions(algorithm="fedmc-admm", partition="user", rounds=2, dp_epsilon=1.0,
                          dp_clip=0.05, rating_scale=(1.0, 5.0), validation_fraction=0.2,
                          params={"rank": 2, "inner": 5})
-    search = private.PrivateSearch(options, {"lam": Range(0.5, 8.0, log=True)}, trials=2)
+    search = private.PrivateSearch(options, {"lam": Range(0.5, 8.0, log=True)}, trials=2,
+                                   fold_in=dict(spec("fedmc-admm").fold_in_space))
     inside, outside = neighbours(ratings, canary, 0.2, 0, "public", (1.0, 5.0),
                                  validation_fraction=0.2)
 
@@ -148,3 +151,4 @@ def test_the_canary_audit_finds_nothing_in_a_private_search():
     bound = epsilon_lower_bound(runs_in, runs_out, delta=1e-6)
     assert bound.epsilon <= 1.0, (bound.test, bound.epsilon)
     assert "best.json:value" in runs_in[0] and runs_in[0]["config.json:private"] == "true"
+    assert "best.json:settings:fold_lam" in runs_in[0]

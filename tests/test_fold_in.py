@@ -80,6 +80,16 @@ def test_admm_fold_in_solves_the_u_step_problem(steps, biases, reg_u, lam):
         assert u[cfg.layout.ones_col_u] == 1.0
 
 
+@pytest.mark.parametrize("reg_u", ["l2", "elastic"])
+def test_admm_fold_in_weighs_r_i_by_fold_lam(reg_u):
+    """``fold_lam`` replaces ``lam`` in the fold-in's problem alone (training reads ``lam``)."""
+    cfg = FedMCADMMConfig(rank=4, reg_u=reg_u, lam=4.0, fold_lam=0.3)
+    assert cfg.regularizers()[0].lam == 4.0
+    V, items, z = problem(cfg.layout)
+    want = brute_force(V, items, z, Regularizer(reg_u, 0.3), cfg.layout)
+    assert np.allclose(admm_fold_in(cfg, V, items, z), want, atol=1e-6)
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("biases", [True, False])
 def test_als_fold_in_is_the_ridge_solution(weighted, biases):

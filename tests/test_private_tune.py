@@ -1,7 +1,8 @@
 """A private search (``fedmc tune --dp-epsilon E``): its accounting against Papernot and
 Steinke's Theorem 2 (by hand and by brute force on a small mechanism), the secret number of
-trials, the settings' draws, a tiny search end to end, and that nothing of a trial it did not
-choose reaches the output folder."""
+trials, the settings' draws, the fold-in choice (the exponential mechanism: its draws and its
+Renyi divergence by brute force), tiny searches end to end, and that nothing of a trial or a
+candidate it did not choose reaches the output folder."""
 
 from __future__ import annotations
 
@@ -13,15 +14,23 @@ import pytest
 from scipy.special import logsumexp
 
 from fedmc.algorithms.spec import Choice, Range
-from fedmc.privacy.accounting import ORDERS, Plan, dp_accounting, epsilon
+from fedmc.errors import ConfigError
+from fedmc.privacy.accounting import ORDERS, Plan, Spent, dp_accounting, epsilon
 from fedmc.privacy.selection import (
     calibrate_search,
+    choice_event,
+    choose_by_score,
     draw_trials,
     halting_probability,
     rdp_of,
     search_epsilon,
 )
 from fedmc.tune import private
+from fedmc.tune.space import FOLD_IN_POINTS, private_space
+
+TRAINING = ["--space", "lam=0.1:30:log", "--space", "beta=0.01:3:log",
+            "--space", "consensus=all,rated", "--space", "dual_init=paper,zeros"]
+"""Training settings named for a search (a private search searches none unless named)."""
 
 
 @pytest.fixture(scope="module")
@@ -133,13 +142,13 @@ def test_a_tiny_private_search(invoke, monkeypatch, capsys, tmp_path, small):
     code, _, err = invoke(monkeypatch, capsys, "tune", *unnamed, "--trials", "2",
                           "--dp-epsilon", "8", "--out", out, "--quiet")
     assert code == 2 and "add --algorithm fedmc-admm" in err, err
-    code, _, err = invoke(monkeypatch, capsys, "tune", *small, "--trials", "2",
+    code, _, err = invoke(monkeypatch, capsys, "tune", *small, *TRAINING, "--trials", "2",
                           "--dp-epsilon", "8", "--out", out, "--quiet")
     assert code == 0, err
     assert sorted(p.name for p in out.iterdir() if p.name != ".lock") == [
         "best", "best.json", "status.json"]
     best = json.loads((out / "best.json").read_text())
-    assert set(best["settings"]) == {"lam", "beta", "consensus", "dual_init"}
+    assert set(best["settings"]) == {"lam", "beta", "consensus", "dual_init", "fold_lam"}
     assert best["metric"] == "validation_mse (noised)" and math.isfinite(best["value"])
     assert not {"trial", "best_round", "trials"} & set(best)
     privacy = best["privacy"]
@@ -150,17 +159,123 @@ def test_a_tiny_private_search(invoke, monkeypatch, capsys, tmp_path, small):
     assert summary["privacy"] == privacy
     config = json.loads((out / "best" / "config.json").read_text())
     assert config["private"] and config["params"]["lam"] == pytest.approx(best["settings"]["lam"])
+    assert config["params"]["fold_lam"] == best["settings"]["fold_lam"]
     assert config["run"]["dp"]["noise"] == pytest.approx(privacy["search"]["noise"])
     code, _, err = invoke(monkeypatch, capsys, "evaluate", out / "best")
     assert code == 0, err
+
+
+def test_a_private_search_without_training_settings_trains_once(invoke, monkeypatch, capsys,
+                                                                 tmp_path, small):
+    """No training setting named: one private run at the run's settings, then the fold-in
+    choice, both accounted: the noise is the one calibrated for them, below the random
+    search's, and no score is released."""
+    out = tmp_path / "tune"
+    runs, trained = [], []
+    execute = private.execute
+
+    def spy_execute(run, **kwargs):
+        runs.append(run)
+        trained.append(kwargs["loaded"][0])
+        return execute(run, **kwargs)
+
+    monkeypatch.setattr(private, "execute", spy_execute)
+    code, _, err = invoke(monkeypatch, capsys, "tune", *small, "--dp-epsilon", "8",
+                          "--out", out)
+    assert code == 0, err
+    assert "one run at the given settings, then a choice of fold_lam" in err
+    assert len(runs) == 1
+    # trained on every training rating, the cut's too: the choice needs no other run
+    assert trained[0].validation is None and runs[0].data.validation_fraction == 0
+    cut = private.federated_data(runs[0].data.model_copy(update={"validation_fraction": 0.2}))[0]
+    assert trained[0].train.nnz == cut.train.nnz + cut.validation.nnz
+    best = json.loads((out / "best.json").read_text())
+    assert set(best["settings"]) == {"fold_lam"} and best["value"] is None
+    assert best["settings"]["fold_lam"] in best["privacy"]["search"]["fold_in_choice"][
+        "candidates"]["fold_lam"]
+    assert f" -P fold_lam={best['settings']['fold_lam']} " in best["command"], best["command"]
+    how = best["privacy"]["search"]
+    assert how["mechanism"] == "one private run at the given settings"
+    assert 7.9 < best["privacy"]["epsilon"]["outsiders"] <= 8.0
+    config = json.loads((out / "best" / "config.json").read_text())
+    assert config["params"]["fold_lam"] == best["settings"]["fold_lam"]
+    assert config["params"]["lam"] == runs[0].params["lam"]  # training's lam untouched
+    model = json.loads((out / "best" / "model.json").read_text())
+    assert model["params"]["fold_lam"] == best["settings"]["fold_lam"]
+    plan = private.plan_of(runs[0], cut)
+    assert how["noise"] == pytest.approx(calibrate_search(
+        plan, 8.0, 1e-6, private.SCORE_SCALE, None, private.SHAPE, 8 * private.CHOICE_SHARE))
+    assert how["noise"] < calibrate_search(plan, 8.0, 1e-6, private.SCORE_SCALE, 2.0,
+                                           private.SHAPE, 8 * private.CHOICE_SHARE)
+    code, _, err = invoke(monkeypatch, capsys, "evaluate", out / "best")
+    assert code == 0, err
+
+
+def test_one_run_without_a_choice_spends_what_a_run_spends():
+    plan = Plan(20, 0.1, True, 0.5)
+    assert search_epsilon(plan, 2.0, 2.0, None, 0.0, 1e-6) == pytest.approx(
+        Spent(plan, 2.0, 1e-6)(), rel=1e-9)
+    assert search_epsilon(plan, 2.0, 2.0, None, 0.0, 1e-6, 0.5) > Spent(plan, 2.0, 1e-6)()
+
+
+def test_the_fold_in_choice_is_the_exponential_mechanism():
+    """Draws at the frequencies exp(-epsilon s / B) normalised."""
+    scores, bound, eps = np.array([10.0, 12.0, 16.0, 10.5]), 4.0, 1.5
+    rng = np.random.default_rng(1)
+    picks = np.bincount([choose_by_score(scores, bound, eps, rng) for _ in range(40000)],
+                        minlength=4) / 40000
+    want = np.exp(-eps * scores / bound)
+    np.testing.assert_allclose(picks, want / want.sum(), atol=0.01)
+
+
+def test_the_fold_in_choice_costs_no_more_than_its_zcdp_bound():
+    """Brute force: random scores, a neighbour that moves every score the same way by at most
+    B (one user's clipped error, present or absent); the Renyi divergence of the two choice
+    distributions, both ways, at every order: within lambda epsilon^2 / 8, and close to it on
+    the worst case (one candidate moved by B, the rest not)."""
+    rng = np.random.default_rng(0)
+    bound, eps = 4.0, 0.5
+    orders = [o for o in ORDERS if 1 < o <= 256]
+    zcdp = rdp_of(choice_event(eps))
+    cap = {o: r for o, r in zip(ORDERS, zcdp, strict=True)}
+
+    def dist(s):
+        w = np.exp(-eps * (s - s.min()) / bound)
+        return w / w.sum()
+
+    worst = 0.0
+    for _ in range(300):
+        s = rng.uniform(0, 50, size=int(rng.integers(2, 8)))
+        t = rng.uniform(0, bound, size=len(s)) if rng.random() < 0.5 else \
+            bound * (rng.random(len(s)) < 0.5)
+        p, q = dist(s + t), dist(s)
+        for o in orders:
+            d = max(_renyi(p, q, o), _renyi(q, p, o))
+            assert d <= cap[o] + 1e-12, (o, d, cap[o])
+            worst = max(worst, d / cap[o])
+    assert worst > 0.2  # the bound is not vacuous on these draws
+
+
+def test_a_private_search_chooses_training_settings_named_and_the_fold_in():
+    training, fold_in = private_space("fedmc-admm", {}, {})
+    assert training == {} and set(fold_in) == {"fold_lam"}
+    training, fold_in = private_space("fedmc-admm", {"lam": "1:4:log",
+                                                     "fold_lam": "0.1:10:log"}, {})
+    assert training == {"lam": Range(1.0, 4.0, log=True)}
+    assert fold_in["fold_lam"].values == pytest.approx(
+        tuple(np.geomspace(0.1, 10, FOLD_IN_POINTS)))
+    training, fold_in = private_space("fedmc-admm", {"lam": "1:4"}, {"fold_lam": 0.5})
+    assert fold_in == {}
+    with pytest.raises(ConfigError, match="nothing to search for fedmc-admm in a private"):
+        private_space("fedmc-admm", {"fold_lam": "off"}, {})
 
 
 def test_nothing_of_the_other_trials_is_published(invoke, monkeypatch, capsys, tmp_path,
                                                   small):
     """Four trials (K forced), every score and every setting drawn recorded: only the chosen
     trial's appear in any file of the output folder or in what the command printed."""
-    scores, drawn = [], []
-    score, draw = private.noised_score, private.draw_valid
+    scores, drawn, sums = [], [], []
+    score, draw, choose = private.noised_score, private.draw_valid, private.choose_by_score
 
     def spy_score(*args):
         scores.append(score(*args))
@@ -170,11 +285,16 @@ def test_nothing_of_the_other_trials_is_published(invoke, monkeypatch, capsys, t
         drawn.append(draw(*args))
         return drawn[-1]
 
+    def spy_choose(values, *args):
+        sums.extend(values)
+        return choose(values, *args)
+
     monkeypatch.setattr(private, "draw_trials", lambda *args: 4)
     monkeypatch.setattr(private, "noised_score", spy_score)
     monkeypatch.setattr(private, "draw_valid", spy_draw)
+    monkeypatch.setattr(private, "choose_by_score", spy_choose)
     out = tmp_path / "tune"
-    code, stdout, err = invoke(monkeypatch, capsys, "tune", *small, "--trials", "2",
+    code, stdout, err = invoke(monkeypatch, capsys, "tune", *small, *TRAINING, "--trials", "2",
                                "--dp-epsilon", "8", "--out", out)
     assert code == 0, err
     assert len(scores) == 4
@@ -189,6 +309,10 @@ def test_nothing_of_the_other_trials_is_published(invoke, monkeypatch, capsys, t
             for value in settings.values():
                 if isinstance(value, float):  # a choice's values are the space's, published
                     assert repr(value) not in published
+    assert len(sums) == 5  # fold_lam's candidates: none of their sums, nor their means
+    for total in sums:
+        for shown in (total, total / 120):
+            assert repr(shown) not in published and f"{shown:.4g}" not in published
 
 
 def test_refused_in_a_private_search(invoke, monkeypatch, capsys, tmp_path, small):

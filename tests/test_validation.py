@@ -59,6 +59,25 @@ def test_the_cut_is_a_share_of_training_ratings_and_leaves_the_test_split_alone(
         rows.start]
 
 
+def test_every_training_rating_puts_the_cut_back(small):
+    """The cut put back among the training ratings: the ratings of the data loaded without a
+    cut (a public normalizer: the same values), every row in item order."""
+    scale = {"normalize": "public", "rating_scale": (1.0, 5.0), "seed": 3}
+    plain, _ = federated_data(DataSettings(**small, **scale))
+    cut, _ = federated_data(DataSettings(**small, **scale, validation_fraction=0.2))
+    merged = cut.every_training_rating()
+    assert merged.validation is None and np.array_equal(merged.train.indptr, plain.train.indptr)
+    m = merged.train
+    assert all(np.all(np.diff(m.indices[m.indptr[r]:m.indptr[r + 1]]) > 0)
+               for r in range(len(m.indptr) - 1))
+
+    def triples(m):
+        return set(zip(m.rows().tolist(), m.indices.tolist(), m.values.tolist(), strict=True))
+
+    assert triples(merged.train) == triples(plain.train)
+    assert plain.every_training_rating() is plain
+
+
 def _fit(algorithm: str, data, rounds: int = 6, driver: str = "batched", eval_k=None,
          stopping=None, **params):
     entry = spec(algorithm)

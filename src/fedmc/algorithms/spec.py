@@ -175,6 +175,10 @@ class AlgorithmSpec:
         The ranges and choices of its settings ``fedmc tune`` searches by default
         (:class:`Range`, :class:`Choice`; a user overrides them with ``--space``); empty when
         none are declared.
+    fold_in_space
+        Settings only its fold-in reads (a user's factor computed from the published model),
+        each with the values a private search chooses among after training
+        (:mod:`fedmc.tune.private`): a choice that costs no training run.
     search_warmup
         The share of a trial's rounds before ``fedmc tune``'s pruner may stop it: the early
         rounds of a curve that starts slower and ends higher (a larger model) rank it unfairly.
@@ -205,6 +209,7 @@ class AlgorithmSpec:
     rank_token: Callable[[Any], bool] = never
     estimator: str = ""
     search_space: Mapping[str, Searched] = field(default_factory=dict)
+    fold_in_space: Mapping[str, Choice] = field(default_factory=dict)
     search_warmup: float = 0.25
     sums: Mapping[str, str] = field(default_factory=lambda: FACTOR_SUMS)
     nonnegative_uploads: tuple[str, ...] = ()

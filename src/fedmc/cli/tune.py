@@ -182,20 +182,24 @@ def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
     from fedmc.run.runner import write_outputs
     from fedmc.tune.private import PrivateSearch, run_private_search
     from fedmc.tune.report import write_private_best
-    from fedmc.tune.space import search_space
+    from fedmc.tune.space import private_space
 
     _refuse_in_private(typed, options)
     base = PrivateSearch(options, {}, typed["trials"]).base()
-    space = search_space(base.algorithm, base.data.implicit, ranges, fixed)
+    space, fold_in = private_space(base.algorithm, ranges, fixed)
     search = PrivateSearch(options.model_copy(update={"algorithm": base.algorithm}), space,
-                           typed["trials"])
+                           typed["trials"], fold_in=fold_in)
     folder = RunFolder(typed["out_dir"], f"tune-{base.algorithm}-{base.data.source}",
                        typed["overwrite"], TUNE_FILES)
     target = folder.claim()
     with interrupt_marks(folder):
         if not typed["quiet"]:
-            err.print(f"private search: {typed['trials']} trials on average (their number "
-                      "is secret), nothing shown until the end", soft_wrap=True)
+            steps = [f"{typed['trials']} trials on average (their number is secret)" if space
+                     else "one run at the given settings"]
+            if fold_in:
+                steps.append(f"then a choice of {', '.join(fold_in)}")
+            err.print(f"private search: {', '.join(steps)}; nothing shown until the end",
+                      soft_wrap=True)
         chosen = run_private_search(search, base=base)
         write_private_best(target / "best.json", search, chosen, _run_words(typed))
         if (target / "best").exists():

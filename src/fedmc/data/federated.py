@@ -126,6 +126,20 @@ class FederatedData:
         indices = np.concatenate([a.indices, b.indices])[order]
         return CSR(a.indptr + b.indptr, indices, np.zeros(len(indices)))
 
+    def every_training_rating(self) -> FederatedData:
+        """The same clients with their validation cut put back among their training ratings
+        (each row's ratings in item order) and no cut: the data of a model trained on every
+        training rating."""
+        if self.validation is None:
+            return self
+        a, b = self.train, self.validation
+        rows = np.concatenate([a.rows(), b.rows()])
+        items = np.concatenate([a.indices, b.indices])
+        order = np.lexsort((items, rows))
+        train = CSR(a.indptr + b.indptr, items[order],
+                    np.concatenate([a.values, b.values])[order])
+        return replace(self, train=train, validation=None)
+
     def validation_shard(self) -> FederatedData:
         """The same clients with their validation cut in the place of their test ratings:
         what an evaluation on the validation cut reads (:mod:`fedmc.federation.validation`)."""

@@ -20,6 +20,11 @@ that curve to ``(epsilon, delta)`` as every run's budget is converted
 set-up release, the Poisson-subsampled rounds) and of the score's Gaussian release
 (:func:`trial_event`).
 
+A search without training settings is one run (:func:`run_event`), no score. The fold-in
+choice that follows either (:func:`choose_by_score`) is the exponential mechanism on sums of
+per-user terms in ``[0, B]``, ``epsilon``-bounded range, hence ``epsilon^2 / 8``-zCDP
+(:func:`choice_event`), composed with the rest (:func:`search_event`).
+
 The argument, and what (1) needs of the implementation (``K`` secret and independent of the
 data, the trials independent and identically distributed, nothing but the chosen trial
 released), is in ``docs/privacy.md``, "A private search".
@@ -35,26 +40,45 @@ from fedmc.errors import ConfigError
 from fedmc.privacy.accounting import ORDERS, Plan, dp_accounting, smallest_noise
 
 
-def trial_event(plan: Plan, noise: float, score_scale: float) -> Any:
-    """One trial's release as a ``dp_accounting`` event: the set-up exchange (when the plan
-    has one; multiplier ``plan.setup_scale * noise``), ``plan.rounds`` rounds of the
-    Poisson-subsampled Gaussian mechanism (rate ``plan.q``, multiplier ``noise``), then the
-    noised validation score (a Gaussian mechanism of multiplier ``score_scale * noise``)."""
+def run_event(plan: Plan, noise: float) -> Any:
+    """One private run's release as a ``dp_accounting`` event: the set-up exchange (when the
+    plan has one; multiplier ``plan.setup_scale * noise``), then ``plan.rounds`` rounds of the
+    Poisson-subsampled Gaussian mechanism (rate ``plan.q``, multiplier ``noise``)."""
     events = [dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(
-        plan.q, dp_accounting.GaussianDpEvent(noise)), plan.rounds),
-        dp_accounting.GaussianDpEvent(score_scale * noise)]
+        plan.q, dp_accounting.GaussianDpEvent(noise)), plan.rounds)]
     if plan.setup:
         events.insert(0, dp_accounting.GaussianDpEvent(plan.setup_scale * noise))
     return dp_accounting.ComposedDpEvent(events)
 
 
-def search_event(plan: Plan, noise: float, score_scale: float, mean: float,
-                 shape: float) -> Any:
+def trial_event(plan: Plan, noise: float, score_scale: float) -> Any:
+    """One trial's release as a ``dp_accounting`` event: its run (:func:`run_event`), then the
+    noised validation score (a Gaussian mechanism of multiplier ``score_scale * noise``)."""
+    return dp_accounting.ComposedDpEvent([
+        run_event(plan, noise), dp_accounting.GaussianDpEvent(score_scale * noise)])
+
+
+def choice_event(epsilon: float) -> Any:
+    """The choice among fold-in settings (:func:`choose_by_score`) as a ``dp_accounting``
+    event: an ``epsilon``-bounded-range mechanism is ``epsilon^2 / 8``-zCDP (Cesar and Rogers,
+    ALT 2021), RDP ``lambda epsilon^2 / 8`` at every order."""
+    return dp_accounting.dp_event.ZCDpEvent(epsilon**2 / 8)
+
+
+def search_event(plan: Plan, noise: float, score_scale: float, mean: float | None,
+                 shape: float, choice_epsilon: float | None = None) -> Any:
     """The whole search as a ``dp_accounting`` event: :func:`trial_event` repeated a random
     number of times of mean ``mean`` from the truncated negative binomial of shape ``shape``
-    (``eta``), the best one selected (module docstring, Theorem 2)."""
-    return dp_accounting.dp_event.RepeatAndSelectDpEvent(trial_event(plan, noise, score_scale),
-                                                mean, shape)
+    (``eta``), the best one selected (module docstring, Theorem 2), or with ``mean`` None one
+    run and no score (:func:`run_event`: nothing to select among); then, with
+    ``choice_epsilon``, the choice among fold-in settings on the published model
+    (:func:`choice_event`), composed."""
+    events = [run_event(plan, noise) if mean is None else
+              dp_accounting.dp_event.RepeatAndSelectDpEvent(
+                  trial_event(plan, noise, score_scale), mean, shape)]
+    if choice_epsilon is not None:
+        events.append(choice_event(choice_epsilon))
+    return dp_accounting.ComposedDpEvent(events)
 
 
 def rdp_of(event: Any) -> np.ndarray:
@@ -71,23 +95,41 @@ def event_epsilon(event: Any, delta: float) -> float:
     return float(eps)
 
 
-def search_epsilon(plan: Plan, noise: float, score_scale: float, mean: float, shape: float,
-                   delta: float) -> float:
+def search_epsilon(plan: Plan, noise: float, score_scale: float, mean: float | None,
+                   shape: float, delta: float, choice_epsilon: float | None = None) -> float:
     """``epsilon`` at ``delta`` of the whole search (:func:`search_event`); infinite without
     noise."""
     if noise <= 0:
         return float("inf")
-    return event_epsilon(search_event(plan, noise, score_scale, mean, shape), delta)
+    return event_epsilon(search_event(plan, noise, score_scale, mean, shape, choice_epsilon),
+                         delta)
 
 
 def calibrate_search(plan: Plan, target_epsilon: float, delta: float, score_scale: float,
-                     mean: float, shape: float) -> float:
+                     mean: float | None, shape: float,
+                     choice_epsilon: float | None = None) -> float:
     """The smallest noise multiplier of every trial (to 0.1%) at which the whole search
-    spends at most ``target_epsilon`` at ``delta``."""
-    check_repetitions(mean, shape)
+    (:func:`search_event`) spends at most ``target_epsilon`` at ``delta``."""
+    if mean is not None:
+        check_repetitions(mean, shape)
     return smallest_noise(
-        lambda noise: search_epsilon(plan, noise, score_scale, mean, shape, delta),
+        lambda noise: search_epsilon(plan, noise, score_scale, mean, shape, delta,
+                                     choice_epsilon),
         target_epsilon, delta)
+
+
+def choose_by_score(scores: np.ndarray, bound: float, epsilon: float,
+                    rng: np.random.Generator) -> int:
+    """The exponential mechanism on scores to minimise, each a sum over users of a term in
+    ``[0, bound]``: candidate ``j`` with probability proportional to ``exp(-epsilon *
+    scores[j] / bound)``, drawn as the smallest ``epsilon * scores[j] / bound - G_j`` with
+    ``G_j`` standard Gumbel (the Gumbel-max form of the same draw). One user present or
+    absent moves every score the same way by at most ``bound``, so the log-ratio of a
+    candidate's probability on neighbours ranges over an interval of width at most
+    ``epsilon``: ``epsilon``-bounded range (Durfee and Rogers, NeurIPS 2019), accounted by
+    :func:`choice_event`. ``rng`` must be secret: the draw is what the guarantee hides."""
+    noisy = epsilon * np.asarray(scores, dtype=np.float64) / bound - rng.gumbel(size=len(scores))
+    return int(np.argmin(noisy))
 
 
 def check_repetitions(mean: float, shape: float) -> None:

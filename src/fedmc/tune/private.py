@@ -1,7 +1,18 @@
 """A private search: ``fedmc tune --dp-epsilon E``, the whole search inside ``E``.
 
-Papernot and Steinke's random search with a random number of trials
-(:mod:`fedmc.privacy.selection`, ``docs/privacy.md``, "A private search"):
+It chooses two kinds of settings (``docs/privacy.md``, "A private search"):
+
+- **Training settings**, those the user names (``--space``, ``-P NAME=LO:HI``): every value
+  tried costs a private run, so they are searched by Papernot and Steinke's random search with
+  a random number of trials (steps 1-3 below), which costs about twice one run's Renyi DP.
+  Without any, the search trains once, at the run's own settings (its DP defaults).
+- **Fold-in settings** (:attr:`fedmc.algorithms.spec.AlgorithmSpec.fold_in_space`): they act
+  only when a device computes its user factor from the published model, so choosing them costs
+  no training run. On the published model every candidate is scored on the cut and one is
+  drawn by the exponential mechanism (:func:`fedmc.privacy.selection.choose_by_score`), whose
+  price at :data:`CHOICE_SHARE` of the budget is small (the training noise rises 1-1.5%).
+
+The random search of training settings (:mod:`fedmc.privacy.selection`):
 
 1. ``K``, the number of trials, is drawn from the truncated negative binomial of mean
    ``--trials`` (logarithmic by default, :data:`SHAPE`) from the operating system's entropy,
@@ -18,14 +29,16 @@ Papernot and Steinke's random search with a random number of trials
    budget would have to pay for, and the chosen trial's model is what the theorem covers).
 
 Nothing else of any trial leaves this module: not ``K``, not which trial won, not the other
-scores, settings or models, not how long anything took. An interrupted search publishes
+scores, settings or models, not how long anything took; of the fold-in choice only the chosen
+values (not the candidates' scores). An interrupted search publishes
 nothing (stopping at a time that depends on the data would truncate ``K`` by the data).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +54,7 @@ from fedmc.model import FactorModel
 from fedmc.privacy.accounting import Plan, Spent
 from fedmc.privacy.selection import (
     calibrate_search,
+    choose_by_score,
     draw_trials,
     event_epsilon,
     search_epsilon,
@@ -62,6 +76,14 @@ SCORE_SCALE = 2.0
 ``lambda / (2 (2 Z)^2)``, a quarter of one Gaussian release at multiplier ``Z`` and a
 sixteenth of ML-1M's set-up release at ``0.5 Z``; on 6,040 users its standard deviation on the
 mean squared error is ``2 Z 4 / 6040``, 0.003 at ``Z = 2.3``)."""
+CHOICE_SHARE = 1 / 16
+"""The fold-in choice's bounded-range ``epsilon`` as a share of the search's budget ``E``
+(:func:`fedmc.privacy.selection.choose_by_score`; zCDP ``epsilon^2 / 8``): at every budget of
+ML-1M's DP defaults (1 to 8) it raises the training noise by 1.1-1.4% (1.588 to 1.610 at
+``E = 8``). At ``E = 8`` (``epsilon`` 0.5) a candidate whose clipped squared errors sum to
+``g`` more than the best one's is drawn ``exp(-0.5 g / B)`` times as often (``B`` = 4 on 1-5:
+ML-1M's fold-in lambda of 2 sums about 41 more than 0.5 on a 5% cut: 0.006 times as
+often)."""
 SCORE = "validation_mse"
 """The name of the released score: the clipped mean squared error per user, noised."""
 
@@ -77,13 +99,20 @@ class PrivateSearch:
         the cut each trial is scored on; every trial is them with its settings among
         ``params``.
     space
-        The ranges and choices searched, by setting.
+        The ranges and choices of training settings searched, by setting; empty: one run at
+        the options' settings.
     trials
-        The mean number of trials (``K`` is random, :mod:`fedmc.privacy.selection`).
+        The mean number of trials (``K`` is random, :mod:`fedmc.privacy.selection`) when
+        ``space`` has settings.
     shape
         The shape of ``K``'s distribution (:data:`SHAPE`).
     score_scale
         The score's noise multiplier over the rounds' (:data:`SCORE_SCALE`).
+    fold_in
+        The fold-in settings chosen on the published model, each with its candidate values
+        (every combination is a candidate); empty: none.
+    choice_share
+        The fold-in choice's bounded-range ``epsilon`` over the budget (:data:`CHOICE_SHARE`).
     """
 
     options: RunOptions
@@ -91,6 +120,26 @@ class PrivateSearch:
     trials: float
     shape: float = SHAPE
     score_scale: float = SCORE_SCALE
+    fold_in: dict[str, Choice] = field(default_factory=dict)
+    choice_share: float = CHOICE_SHARE
+
+    @property
+    def choice_epsilon(self) -> float:
+        """The fold-in choice's bounded-range ``epsilon``: its share of the budget."""
+        if self.options.dp_epsilon is None:
+            raise ConfigError("a private search needs dp_epsilon, the whole search's budget")
+        return self.choice_share * self.options.dp_epsilon
+
+    @property
+    def mean_trials(self) -> float | None:
+        """The mean number of trials accounted, None without training settings (one run, no
+        score released)."""
+        return self.trials if self.space else None
+
+    @property
+    def accounted_choice(self) -> float | None:
+        """The fold-in choice's ``epsilon`` accounted, None without fold-in settings."""
+        return self.choice_epsilon if self.fold_in else None
 
     def base(self) -> RunSpec:
         """The run of every trial but its settings: the options resolved without the cut (a
@@ -122,14 +171,15 @@ class PrivateSearch:
 @dataclass
 class Chosen:
     """What a private search publishes: the chosen trial's run (its model is the published
-    model; ``spec``: its run), its settings, its noised score (:data:`SCORE`) and the
-    search's guarantee (a run's ``privacy``, :meth:`fedmc.federation.aggregator.Aggregator.
-    guarantee`, for the whole search)."""
+    model; ``spec``: its run), its settings (the fold-in's among them), its noised score
+    (:data:`SCORE`; None when the search ran one run and released no score) and the search's
+    guarantee (a run's ``privacy``, :meth:`fedmc.federation.aggregator.Aggregator.guarantee`,
+    for the whole search)."""
 
     result: RunResult
     spec: RunSpec
     settings: dict[str, Any]
-    score: float
+    score: float | None
     guarantee: dict[str, Any]
 
 
@@ -202,14 +252,12 @@ def score_bound(model: FactorModel) -> float:
     return (high - low) ** 2 / 4
 
 
-def noised_score(model: FactorModel, data: FederatedData, std: float,
-                 rng: np.random.Generator) -> float:
-    """One trial's released score: every user folds itself in from the published model and
-    its own training ratings (as ``fedmc evaluate`` does), computes its mean squared error on
-    its validation cut, clipped to ``B`` (:func:`score_bound`; 0 without a cut), and the sum
-    over users, plus Gaussian noise of standard deviation ``std``, is divided by the number
-    of enrolled users (public). One user changes the sum by at most ``B``: with ``std = z B``
-    it is the Gaussian mechanism of multiplier ``z``."""
+def clipped_error_sum(model: FactorModel, data: FederatedData) -> float:
+    """The exact sum over users of a model's clipped validation error (never released as it
+    is): every user folds itself in from the published model and its own training ratings (as
+    ``fedmc evaluate`` does), computes its mean squared error on its validation cut, clipped
+    to ``B`` (:func:`score_bound`; 0 without a cut). One user present or absent changes the
+    sum by at most ``B``."""
     cut = data.validation
     if cut is None:
         raise ConfigError("a private search scores its trials on a validation cut")
@@ -221,54 +269,128 @@ def noised_score(model: FactorModel, data: FederatedData, std: float,
     counts = np.bincount(rows, minlength=n)
     squares = np.bincount(rows, weights=error**2, minlength=n)
     per_user = np.divide(squares, counts, out=np.zeros(n), where=counts > 0)
-    total = np.minimum(per_user, score_bound(model)).sum()
-    return float((total + rng.normal(0.0, std)) / n)
+    return float(np.minimum(per_user, score_bound(model)).sum())
+
+
+def noised_score(model: FactorModel, data: FederatedData, std: float,
+                 rng: np.random.Generator) -> float:
+    """One trial's released score: :func:`clipped_error_sum` plus Gaussian noise of standard
+    deviation ``std``, divided by the number of enrolled users (public). With ``std = z B`` it
+    is the Gaussian mechanism of multiplier ``z``."""
+    return float((clipped_error_sum(model, data) + rng.normal(0.0, std)) / data.n_users)
+
+
+def fold_in_candidates(algorithm: str, params: dict[str, Any],
+                       fold_in: dict[str, Choice]) -> list[dict[str, Any]]:
+    """Every combination of the fold-in values, each as the algorithm's ``Config`` reads it
+    with ``params`` (a value typed as text becomes its number).
+
+    Raises
+    ------
+    ConfigError
+        A combination the algorithm refuses.
+    """
+    config = spec(algorithm).Config
+    out = []
+    for values in itertools.product(*(c.values for c in fold_in.values())):
+        typed = dict(zip(fold_in, values, strict=True))
+        try:
+            cfg = config(**{**params, **typed})
+        except ValueError as err:  # pydantic's ValidationError is a ValueError
+            raise ConfigError(f"fold-in settings {typed}: {err}") from None
+        out.append({name: getattr(cfg, name) for name in typed})
+    return out
+
+
+def choose_fold_in(search: PrivateSearch, chosen: Chosen, data: FederatedData,
+                   rng: np.random.Generator) -> Chosen:
+    """The fold-in settings of the published model, drawn by the exponential mechanism
+    (:func:`fedmc.privacy.selection.choose_by_score`, ``epsilon`` :attr:`PrivateSearch.
+    choice_epsilon`) on every candidate's :func:`clipped_error_sum`; ``chosen`` with them in
+    its model, configuration, run and settings. Only the chosen values leave."""
+    model = chosen.result.artifact
+    if model is None:
+        raise ConfigError(f"a private search scores a factor model; {chosen.spec.algorithm} "
+                          "is not one")
+    candidates = fold_in_candidates(model.algorithm, model.params, search.fold_in)
+    sums = np.array([clipped_error_sum(replace(model, params={**model.params, **c}), data)
+                     for c in candidates])
+    values = candidates[choose_by_score(sums, score_bound(model), search.choice_epsilon, rng)]
+    result = chosen.result
+    config = {**result.config, "params": {**result.config["params"], **values}}
+    result = replace(result, config=config,
+                     artifact=replace(model, params={**model.params, **values}))
+    run = chosen.spec.model_copy(update={"params": {**chosen.spec.params, **values}})
+    return Chosen(result, run, {**chosen.settings, **values}, chosen.score, chosen.guarantee)
 
 
 def run_private_search(search: PrivateSearch, rng: np.random.Generator | None = None,
                        loaded: tuple[FederatedData, dict[str, Any]] | None = None,
                        base: RunSpec | None = None) -> Chosen:
-    """Run the search of the module docstring; the chosen trial.
+    """Run the search of the module docstring: the trials of the training settings (or one
+    run without them), then the fold-in choice on the published model; what it publishes.
 
-    ``rng`` is the secret stream of ``K``, the settings and the scores' noise: fresh entropy
-    from the operating system when None (the only sound choice outside tests; each trial's
-    training noise is its run's own secret stream). ``loaded``: the data (with their
-    validation cut) and their notes, already built (the canary audit's neighbours), else
-    loaded as the options say. ``base``: :meth:`PrivateSearch.base`, already resolved (it
-    counts the enrolled users, which may read the data).
+    ``rng`` is the secret stream of ``K``, the settings, the scores' noise and the fold-in
+    choice: fresh entropy from the operating system when None (the only sound choice outside
+    tests; each trial's training noise is its run's own secret stream). ``loaded``: the data
+    (with their validation cut) and their notes, already built (the canary audit's
+    neighbours), else loaded as the options say. ``base``: :meth:`PrivateSearch.base`, already
+    resolved (it counts the enrolled users, which may read the data).
 
     Raises
     ------
     ConfigError
-        Options a private search refuses, or a budget no noise meets.
+        Options a private search refuses, nothing to search, or a budget no noise meets.
     """
     rng = np.random.default_rng() if rng is None else rng
     base = search.base() if base is None else base
     dp = base.schedule.dp
     if dp is None or search.options.dp_epsilon is None:
         raise ConfigError("a private search needs dp_epsilon, the whole search's budget")
+    if not search.space and not search.fold_in:
+        raise ConfigError("a private search needs training settings to search or fold-in "
+                          "settings to choose")
     data, notes = loaded or federated_data(base.data)
     plan = plan_of(base, data)
     noise = calibrate_search(plan, search.options.dp_epsilon, dp.delta, search.score_scale,
-                             search.trials, search.shape)
+                             search.mean_trials, search.shape, search.accounted_choice)
+    if search.space:
+        best = best_trial(search, base, (data, notes), noise, rng)
+    else:  # one run, nothing to choose among: on every training rating, the cut's too
+        run = search.trial_spec(base, {}, noise)
+        run = run.model_copy(update={"data": run.data.model_copy(
+            update={"validation_fraction": 0.0})})
+        best = Chosen(execute(run, loaded=(data.every_training_rating(), notes)), run, {},
+                      None, {})
+    if search.fold_in:
+        best = choose_fold_in(search, best, data, rng)
+    spent = search_epsilon(plan, noise, search.score_scale, search.mean_trials, search.shape,
+                           dp.delta, search.accounted_choice)
+    best.guarantee = guarantee(search, plan, noise, spent, dp.delta, dp.unit)
+    best.result.summary = {**best.result.summary, "privacy": best.guarantee}
+    return best
+
+
+def best_trial(search: PrivateSearch, base: RunSpec,
+               loaded: tuple[FederatedData, dict[str, Any]], noise: float,
+               rng: np.random.Generator) -> Chosen:
+    """Steps 1-3 of the module docstring: ``K`` trials of drawn training settings at
+    ``noise``, each scored once; the one of the best (lowest) noised score."""
+    data = loaded[0]
     best: Chosen | None = None
     for _ in range(draw_trials(search.trials, search.shape, rng)):
         values = draw_valid(search.space, base, rng)
         run = search.trial_spec(base, values, noise)
-        result = execute(run, loaded=(data, notes))
+        result = execute(run, loaded=loaded)
         if result.artifact is None:
             raise ConfigError(f"a private search scores a factor model; {base.algorithm} "
                               "is not one")
         std = search.score_scale * noise * score_bound(result.artifact)
         score = noised_score(result.artifact, data, std, rng)
-        if best is None or score < best.score:
+        if best is None or best.score is None or score < best.score:
             best = Chosen(result, run, values, score, {})
     if best is None:
         raise AssertionError("K >= 1: the truncated negative binomial has no zero")
-    spent = search_epsilon(plan, noise, search.score_scale, search.trials, search.shape,
-                           dp.delta)
-    best.guarantee = guarantee(search, plan, noise, spent, dp.delta, dp.unit)
-    best.result.summary = {**best.result.summary, "privacy": best.guarantee}
     return best
 
 
@@ -278,17 +400,25 @@ def guarantee(search: PrivateSearch, plan: Plan, noise: float, spent: float, del
     ``search``: how it was accounted). Outsiders, who read the output folder, get ``spent``;
     clients get none: each receives the rounds of every trial, which the selection does not
     hide; the server (a simulation's: central noise) none, as in any run."""
-    trial_eps = event_epsilon(trial_event(plan, noise, search.score_scale), delta)
-    return {
-        "private": True, "unit": unit, "neighbouring": NEIGHBOURS, "delta": delta,
-        "epsilon": {"outsiders": spent, "clients": None, "server": None},
-        "noise_seed": "secret",
-        "search": {
+    how: dict[str, Any] = {"noise": noise, "training_epsilon": Spent(plan, noise, delta)()}
+    if search.space:
+        how.update({
             "mechanism": "random search with a random number of trials, the best one "
                          "published (Papernot and Steinke, ICLR 2022, Theorem 2)",
             "trials_mean": search.trials, "trials_shape": search.shape,
-            "noise": noise, "score_noise": search.score_scale * noise,
-            "trial_epsilon": trial_eps, "training_epsilon": Spent(plan, noise, delta)(),
-        },
+            "score_noise": search.score_scale * noise,
+            "trial_epsilon": event_epsilon(trial_event(plan, noise, search.score_scale),
+                                           delta)})
+    else:
+        how["mechanism"] = "one private run at the given settings"
+    if search.fold_in:
+        how["fold_in_choice"] = {
+            "mechanism": "exponential mechanism on the clipped validation errors, zCDP "
+                         "epsilon^2/8 (bounded range: Cesar and Rogers, ALT 2021)",
+            "epsilon": search.choice_epsilon, "share": search.choice_share, "candidates": {
+                name: list(c.values) for name, c in search.fold_in.items()}}
+    return {
+        "private": True, "unit": unit, "neighbouring": NEIGHBOURS, "delta": delta,
+        "epsilon": {"outsiders": spent, "clients": None, "server": None},
+        "noise_seed": "secret", "search": how,
     }
-

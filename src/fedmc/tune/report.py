@@ -65,12 +65,14 @@ def write_best(path: Path, search: Search, study: Any, final: RunSpec, typed: li
 def write_private_best(path: Path, search: PrivateSearch, chosen: Chosen,
                        typed: list[str]) -> None:
     """``best.json`` of a private search: what it publishes (:class:`fedmc.tune.private.
-    Chosen`): the chosen trial's settings and noised score, the ranges, the chosen run's
-    configuration and command line, and the search's guarantee (``privacy``). No trial
-    number, count, time or other trial's value: they are not released."""
+    Chosen`): the chosen settings and the noised score (null when one run released none), the
+    ranges and fold-in candidates, the chosen run's configuration and command line, and the
+    search's guarantee (``privacy``). No trial number, count, time or other trial's value, no
+    fold-in candidate's score: they are not released."""
     write_atomic(path, strict_json({
         "metric": f"{SCORE} (noised)", "value": chosen.score, "settings": chosen.settings,
-        **_final_fields(search.space, chosen.spec, chosen.settings, typed),
+        **_final_fields({**search.space, **search.fold_in}, chosen.spec, chosen.settings,
+                        typed),
         "privacy": chosen.guarantee}))
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from fedmc.algorithms.registry import spec
 from fedmc.algorithms.spec import Choice, Range, Searched
 from fedmc.errors import ConfigError
@@ -87,21 +89,84 @@ def search_space(algorithm: str, implicit: bool, given: Mapping[str, str],
     kind = "interactions" if implicit else "ratings"
     space = {name: r for name, r in entry.search_space.items()
              if r.only in (None, kind) and name not in fixed}
-    fields = entry.Config.model_fields
-    for name, text in given.items():
-        if name not in fields:
-            raise ConfigError(f"--space {name}: {algorithm} has no setting {name} (it has "
-                              f"{', '.join(fields)})")
-        if text.strip() == OFF:
-            space.pop(name, None)
-        else:
-            space[name] = parse_searched(name, text)
+    _override(space, parsed_given(algorithm, given))
     if not space:
         why = ("every setting of its search space is fixed or off" if entry.search_space
                else "it declares no search space")
         raise ConfigError(f"nothing to search for {algorithm}: {why}; give ranges with "
                           f"--space NAME=LO:HI")
     return space
+
+
+def private_space(algorithm: str, given: Mapping[str, str], fixed: Mapping[str, Any],
+                  ) -> tuple[dict[str, Searched], dict[str, Choice]]:
+    """What a private search chooses (:mod:`fedmc.tune.private`): the training settings, the
+    user's ``given`` ranges alone (each value tried costs a private run: the spec's declared
+    space is not searched unless named), and the fold-in settings, the spec's
+    ``fold_in_space`` less those fixed or ``off``, a given choice replacing a declared one and
+    a given range becoming :data:`FOLD_IN_POINTS` values spread over it (on its log scale with
+    ``log``).
+
+    Raises
+    ------
+    ConfigError
+        A name that is no setting of the algorithm, or nothing to search or choose.
+    """
+    entry = spec(algorithm)
+    parsed = parsed_given(algorithm, given)
+    training = {k: r for k, r in parsed.items() if k not in entry.fold_in_space and r}
+    fold_in: dict[str, Searched] = {k: c for k, c in entry.fold_in_space.items()
+                                    if k not in fixed}
+    _override(fold_in, {k: r for k, r in parsed.items() if k in entry.fold_in_space})
+    if not training and not fold_in:
+        raise ConfigError(f"nothing to search for {algorithm} in a private search: name "
+                          "training settings with --space NAME=LO:HI"
+                          + (" (its fold-in settings are fixed or off)" if entry.fold_in_space
+                             else ""))
+    return training, {k: as_choice(r) for k, r in fold_in.items()}
+
+
+FOLD_IN_POINTS = 7
+"""Values a private search tries of a fold-in setting given as a range."""
+
+
+def as_choice(r: Searched) -> Choice:
+    """``r`` itself if a choice, else :data:`FOLD_IN_POINTS` values evenly spread over the
+    range (geometrically on a log scale; rounded and deduplicated for whole numbers)."""
+    if isinstance(r, Choice):
+        return r
+    spread = np.geomspace if r.log else np.linspace
+    points = [float(x) for x in spread(r.low, r.high, FOLD_IN_POINTS)]
+    return Choice(tuple(dict.fromkeys(int(round(x)) for x in points)) if r.integer
+                  else tuple(points))
+
+
+def parsed_given(algorithm: str, given: Mapping[str, str]) -> dict[str, Searched | None]:
+    """The user's ranges and choices, parsed, ``off`` as None.
+
+    Raises
+    ------
+    ConfigError
+        A name that is no setting of the algorithm, or text that is no range or choice.
+    """
+    fields = spec(algorithm).Config.model_fields
+    out: dict[str, Searched | None] = {}
+    for name, text in given.items():
+        if name not in fields:
+            raise ConfigError(f"--space {name}: {algorithm} has no setting {name} (it has "
+                              f"{', '.join(fields)})")
+        out[name] = None if text.strip() == OFF else parse_searched(name, text)
+    return out
+
+
+def _override(space: dict[str, Searched], given: Mapping[str, Searched | None]) -> None:
+    """``space`` with the ``given`` ranges and choices set and those given as None left
+    out."""
+    for name, r in given.items():
+        if r is None:
+            space.pop(name, None)
+        else:
+            space[name] = r
 
 
 def suggest(trial: Any, name: str, r: Searched) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal, Self
 
 from pydantic import Field, model_validator
@@ -24,6 +25,10 @@ class FedMCADMMConfig(FactorConfig):
     beta: float = Field(0.08, gt=0, description="penalty parameter beta of (5)")
     reg_u: RegKind = "l2"
     lam: float = Field(4.0, ge=0, description="lambda: weight of R_i")
+    fold_lam: float | None = Field(
+        None, ge=0, description="lambda of a user's fold-in from the published model (R_i's "
+        "weight when a device computes its factor, fold_in.py); lam when None. Training does "
+        "not read it: a private search chooses it after training (fedmc.tune.private)")
     reg_v: RegKind = "l2"
     gamma: float = Field(0.01, ge=0, description="gamma: weight of R")
     l1_ratio: float = Field(0.5, ge=0, le=1, description="l1 share of the elastic net")
@@ -78,3 +83,8 @@ class FedMCADMMConfig(FactorConfig):
             Regularizer(self.reg_u, self.lam, **common),
             Regularizer(self.reg_v, self.gamma, **common),
         )
+
+    def fold_in_regularizer(self) -> Regularizer:
+        """``R_i`` of a fold-in: its weight is ``fold_lam`` where one is set, else ``lam``."""
+        reg = self.regularizers()[0]
+        return reg if self.fold_lam is None else replace(reg, lam=self.fold_lam)

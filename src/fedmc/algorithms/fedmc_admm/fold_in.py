@@ -6,7 +6,9 @@ ratings ``m`` on items ``Omega``; with ``W_i = V`` the U-step minimizes
 
     1/2 ||P_Omega(m - V u)||^2 + R_i(u)        subject to the constraint sets of ``u``
 
-(the all-ones column with biases), the problem every client solves in training. The same
+(the all-ones column with biases), the problem every client solves in training, with ``R_i``'s
+weight ``fold_lam`` where the model sets one (chosen after training by a private search,
+:mod:`fedmc.tune.private`), else the training's ``lam``. The same
 kernel takes the steps (:func:`~fedmc.algorithms.fedmc_admm.kernels.u_steps`, with the
 configured step bounds and prox of ``R_i``), batch after batch until ``u`` stops moving.
 """
@@ -55,7 +57,7 @@ def fold_in_rows(cfg: FedMCADMMConfig, V: np.ndarray, R: CSR) -> np.ndarray:
     U = np.zeros((len(R.indptr) - 1, layout.width))
     layout.project_u(U)
     V = np.ascontiguousarray(V, dtype=np.float64)
-    reg = cfg.regularizers()[0].params
+    reg = cfg.fold_in_regularizer().params
     token = np.zeros(layout.width)  # the generic kernel: one compilation serves every rank
 
     def steps(U: np.ndarray) -> None:

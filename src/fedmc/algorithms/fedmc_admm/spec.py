@@ -44,5 +44,7 @@ FEDMC_ADMM = AlgorithmSpec(
                   "rank": Range(2, 32, log=True, integer=True),
                   "inner": Range(5, 100, log=True, integer=True),
                   "lam": Range(0.1, 30.0, log=True), "gamma": Range(0.001, 30.0, log=True),
-                  "beta": Range(0.01, 3.0, log=True)})
+                  "beta": Range(0.01, 3.0, log=True)},
+    # lambda of a device's fold-in, 1/8 to 2 times the DP defaults' lam of 2
+    fold_in_space={"fold_lam": Choice((0.25, 0.5, 1.0, 2.0, 4.0))})
 SPECS = (FEDMC_ADMM,)
