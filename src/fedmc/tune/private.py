@@ -51,7 +51,7 @@ from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import NEIGHBOURS
 from fedmc.federation.sampling import poisson_rate
 from fedmc.model import FactorModel
-from fedmc.privacy.accounting import Plan, Spent
+from fedmc.privacy.accounting import Plan, Spent, UserDP
 from fedmc.privacy.selection import (
     calibrate_search,
     choose_by_score,
@@ -123,12 +123,23 @@ class PrivateSearch:
     fold_in: dict[str, Choice] = field(default_factory=dict)
     choice_share: float = CHOICE_SHARE
 
+    def budget(self) -> float:
+        """The whole search's ``epsilon`` (``dp_epsilon``).
+
+        Raises
+        ------
+        ConfigError
+            Options without one, or without secret noise.
+        """
+        if self.options.dp_epsilon is None or not self.options.private:
+            raise ConfigError("a private search needs dp_epsilon, the whole search's budget, "
+                              "and secret noise")
+        return self.options.dp_epsilon
+
     @property
     def choice_epsilon(self) -> float:
         """The fold-in choice's bounded-range ``epsilon``: its share of the budget."""
-        if self.options.dp_epsilon is None:
-            raise ConfigError("a private search needs dp_epsilon, the whole search's budget")
-        return self.choice_share * self.options.dp_epsilon
+        return self.choice_share * self.budget()
 
     @property
     def mean_trials(self) -> float | None:
@@ -146,9 +157,7 @@ class PrivateSearch:
         private run refuses one: its evaluation would be exact releases), the cut put back
         (no trial evaluates on it: a private run's server asks for no evaluation)."""
         options = self.options
-        if options.dp_epsilon is None or not options.private:
-            raise ConfigError("a private search needs dp_epsilon, the whole search's budget, "
-                              "and secret noise")
+        self.budget()  # refuses options without one
         if not options.validation_fraction:
             raise ConfigError("validation_fraction: a private search scores its trials on a "
                               "validation cut")
@@ -161,11 +170,9 @@ class PrivateSearch:
         """The run of one trial: ``base`` with the trial's settings among its parameters and
         the noise multiplier of the search (no budget of its own)."""
         params = {**base.params, **values}
-        dp = base.schedule.dp
-        if dp is None:
-            raise ConfigError("a private search needs user-level DP")
+        dp = user_dp(base).model_copy(update={"noise": noise, "epsilon": None})
         return base.model_copy(update={"params": params, "schedule": base.schedule.model_copy(
-            update={"dp": dp.model_copy(update={"noise": noise, "epsilon": None})})})
+            update={"dp": dp})})
 
 
 @dataclass
@@ -183,15 +190,38 @@ class Chosen:
     guarantee: dict[str, Any]
 
 
+def user_dp(run: RunSpec) -> UserDP:
+    """``run``'s user-level DP settings.
+
+    Raises
+    ------
+    ConfigError
+        A run without user-level DP.
+    """
+    if run.schedule.dp is None:
+        raise ConfigError("a private search needs user-level DP")
+    return run.schedule.dp
+
+
+def published_model(result: RunResult, algorithm: str) -> FactorModel:
+    """The factor model a run published.
+
+    Raises
+    ------
+    ConfigError
+        A run of an algorithm whose model is not a factor model (nothing to score).
+    """
+    if result.artifact is None:
+        raise ConfigError(f"a private search scores a factor model; {algorithm} is not one")
+    return result.artifact
+
+
 def plan_of(run: RunSpec, data: FederatedData) -> Plan:
     """What every trial releases, as the accountant charges it: a set-up exchange (counted
     whether or not the algorithm has one: at most that much), ``rounds`` rounds at the
     sampler's Poisson rate. Only public facts enter it: the schedule and the enrolment."""
-    dp = run.schedule.dp
-    if dp is None:
-        raise ConfigError("a private search needs user-level DP")
     return Plan(run.schedule.rounds, poisson_rate(run.schedule.sampler(data.n_clients)), True,
-                dp.setup_scale)
+                user_dp(run).setup_scale)
 
 
 def draw_settings(space: dict[str, Searched], rng: np.random.Generator) -> dict[str, Any]:
@@ -308,10 +338,7 @@ def choose_fold_in(search: PrivateSearch, chosen: Chosen, data: FederatedData,
     (:func:`fedmc.privacy.selection.choose_by_score`, ``epsilon`` :attr:`PrivateSearch.
     choice_epsilon`) on every candidate's :func:`clipped_error_sum`; ``chosen`` with them in
     its model, configuration, run and settings. Only the chosen values leave."""
-    model = chosen.result.artifact
-    if model is None:
-        raise ConfigError(f"a private search scores a factor model; {chosen.spec.algorithm} "
-                          "is not one")
+    model = published_model(chosen.result, chosen.spec.algorithm)
     candidates = fold_in_candidates(model.algorithm, model.params, search.fold_in)
     sums = np.array([clipped_error_sum(replace(model, params={**model.params, **c}), data)
                      for c in candidates])
@@ -344,15 +371,13 @@ def run_private_search(search: PrivateSearch, rng: np.random.Generator | None = 
     """
     rng = np.random.default_rng() if rng is None else rng
     base = search.base() if base is None else base
-    dp = base.schedule.dp
-    if dp is None or search.options.dp_epsilon is None:
-        raise ConfigError("a private search needs dp_epsilon, the whole search's budget")
+    dp = user_dp(base)
     if not search.space and not search.fold_in:
         raise ConfigError("a private search needs training settings to search or fold-in "
                           "settings to choose")
     data, notes = loaded or federated_data(base.data)
     plan = plan_of(base, data)
-    noise = calibrate_search(plan, search.options.dp_epsilon, dp.delta, search.score_scale,
+    noise = calibrate_search(plan, search.budget(), dp.delta, search.score_scale,
                              search.mean_trials, search.shape, search.accounted_choice)
     if search.space:
         best = best_trial(search, base, (data, notes), noise, rng)
@@ -382,11 +407,8 @@ def best_trial(search: PrivateSearch, base: RunSpec,
         values = draw_valid(search.space, base, rng)
         run = search.trial_spec(base, values, noise)
         result = execute(run, loaded=loaded)
-        if result.artifact is None:
-            raise ConfigError(f"a private search scores a factor model; {base.algorithm} "
-                              "is not one")
-        std = search.score_scale * noise * score_bound(result.artifact)
-        score = noised_score(result.artifact, data, std, rng)
+        model = published_model(result, base.algorithm)
+        score = noised_score(model, data, search.score_scale * noise * score_bound(model), rng)
         if best is None or best.score is None or score < best.score:
             best = Chosen(result, run, values, score, {})
     if best is None:
