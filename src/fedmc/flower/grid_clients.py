@@ -43,6 +43,7 @@ from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.bounds import OutOfBounds, ReplyBounds
 from fedmc.federation.population import Exchange, Placement, carried_out
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
+from fedmc.flower.settings import MAX_LOST_ROUNDS
 from fedmc.flower.transport import good_replies, replies_by_node
 from fedmc.flower.wire import (
     Envelope,
@@ -146,7 +147,7 @@ class GridClients:
     on_event: Callable[[dict[str, Any]], None] | None = None
     roster: Mapping[int, bytes] | None = None
     key: str = field(default_factory=lambda: secrets.token_hex(16))
-    max_lost: int = 3
+    max_lost: int = MAX_LOST_ROUNDS
     bounds: ReplyBounds = field(default_factory=ReplyBounds)
     private: bool = False
     log: list[Record] = field(default_factory=list, init=False)

@@ -26,6 +26,10 @@ from fedmc.federation.validation import with_validation
 from fedmc.privacy.accounting import UserDP
 from fedmc.run.settings import RunSpec
 
+MAX_LOST_ROUNDS = 3
+"""How many exchanges in a row may lose every client before a run stops, unless the operator
+says (``--max-lost-rounds``)."""
+
 RUN = "run"
 """The run configuration's key of the :class:`~fedmc.run.settings.RunSpec` (one JSON value)."""
 
@@ -51,10 +55,10 @@ class FederatedRun(BaseModel):
     max_upload_norm: float = Field(0.0, ge=0, description="a bound on the L2 norm of one "
                                    "client's whole upload: clients clip to it as to DP's clip, "
                                    "the server refuses a plain upload above it; 0: none")
-    max_lost_rounds: int = Field(3, ge=1, description="how many exchanges in a row (one per "
-                                 "round) may lose every client before the run stops (each is "
-                                 "recorded and the run goes on until then; a stopped run keeps "
-                                 "its checkpoint for fedmc federate resume)")
+    max_lost_rounds: int = Field(
+        MAX_LOST_ROUNDS, ge=1, description="how many exchanges in a row (one per round) may "
+        "lose every client before the run stops (each is recorded and the run goes on until "
+        "then; a stopped run keeps its checkpoint for fedmc federate resume)")
     overwrite: bool = Field(False, description="replace a run that out holds (its files are "
                             "removed first); without it such an out is refused")
     resume: bool = Field(False, description="go on from the checkpoint in out, under the run "
