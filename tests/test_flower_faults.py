@@ -66,10 +66,10 @@ def test_a_finished_run_is_never_continued(tmp_path, small, monkeypatch, loopbac
     settings, run = small
     write, kept = server_app._write_checkpoint, tmp_path / "kept.pkl"
 
-    def write_and_keep(run_, checkpoint):
-        write(run_, checkpoint)
-        if checkpoint.round == 2:
-            shutil.copy(run_.out / server_app.CHECKPOINT, kept)
+    def write_and_keep(out, *rest):
+        write(out, *rest)
+        if rest[-1].round == 2:  # the checkpoint
+            shutil.copy(out / server_app.CHECKPOINT, kept)
 
     monkeypatch.setattr(server_app, "_write_checkpoint", write_and_keep)
     loopback_federation(tmp_path, settings, run)

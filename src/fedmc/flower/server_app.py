@@ -31,6 +31,7 @@ from flwr.serverapp import Grid, ServerApp
 
 import fedmc
 from fedmc.algorithms.registry import spec
+from fedmc.core.protocol import Algorithm
 from fedmc.errors import ConfigError
 from fedmc.federation.bounds import ReplyBounds
 from fedmc.federation.history import History
@@ -100,7 +101,8 @@ def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -
     sim = run_rounds(algorithm, cfg, info, clients, rounds, server_draws=draws.server,
                      rng=server_rng, hooks=RoundHooks(
                          callback=progress.round, clock=clock, resume=resume,
-                         checkpoint=functools.partial(_write_checkpoint, run)))
+                         checkpoint=functools.partial(
+                             _write_checkpoint, run.out, run.run_config(), algorithm, cfg)))
     _mark_participants(sim.history, clients.log, clients.refusals, private)
     summary = summarize(sim.history, sim.guarantee,
                         {"total_seconds": time.perf_counter() - started},
@@ -114,15 +116,17 @@ def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -
     return sim.history
 
 
-def _write_checkpoint(run: FederatedRun, checkpoint: Checkpoint) -> None:
-    """The checkpoint after a round, with the run configuration it belongs to, atomically;
-    never one whose model is not finite (the run stops; the last checkpoint stays)."""
-    model = run.algorithm.model(run.config(), checkpoint.server)
+def _write_checkpoint(out: Path, run_config: dict[str, Any], algorithm: Algorithm, cfg: Any,
+                      checkpoint: Checkpoint) -> None:
+    """The checkpoint after a round in ``out``, with the run configuration it belongs to,
+    atomically; never one whose model is not finite (the run stops; the last checkpoint
+    stays). The run's algorithm, ``Config`` and configuration are built once, by the caller."""
+    model = algorithm.model(cfg, checkpoint.server)
     if not all(np.isfinite(a).all() for a in model.values()):
         raise ConfigError(f"the server's model is not finite after round {checkpoint.round}: "
                           f"not checkpointed, the run stops")
-    write_atomic(run.out / CHECKPOINT, lambda fh: pickle.dump(
-        (run.run_config(), checkpoint), fh, protocol=pickle.HIGHEST_PROTOCOL), private=True)
+    write_atomic(out / CHECKPOINT, lambda fh: pickle.dump(
+        (run_config, checkpoint), fh, protocol=pickle.HIGHEST_PROTOCOL), private=True)
 
 
 def stored_run_config(path: Path) -> dict[str, Any]:
