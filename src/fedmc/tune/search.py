@@ -27,6 +27,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from fedmc.algorithms.registry import spec
@@ -92,6 +93,11 @@ class Search:
         return resolve(self.options.model_copy(
             update={"params": {**self.options.params, **values}, **cadence})).without_refit()
 
+    @cached_property
+    def base(self) -> RunSpec:
+        """The run's options resolved, once: what the run without a search would be."""
+        return resolve(self.options)
+
     def planned_trials(self) -> int:
         """Trials to finish: ``trials``, or a grid's size where that is smaller
         (:func:`grid_of`)."""
@@ -100,9 +106,8 @@ class Search:
 
     def column(self) -> tuple[str, bool]:
         """The validation column scored and whether larger is better."""
-        run = resolve(self.options)
-        return stopping_column(run.schedule.early_stopping or EarlyStopping(),
-                               run.schedule.eval_k)
+        schedule = self.base.schedule
+        return stopping_column(schedule.early_stopping or EarlyStopping(), schedule.eval_k)
 
 
 def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None) -> Any:
@@ -118,7 +123,7 @@ def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     column, larger = search.column()
-    first = resolve(search.options)
+    first = search.base
     rounds = first.schedule.rounds
     # every trial reads the same data (only the algorithm's settings differ): loaded once
     loaded = None if spec(first.algorithm).data_kind == "boolean" else federated_data(first.data)
@@ -186,7 +191,7 @@ def default_values(search: Search) -> dict[str, Any]:
     defaults for this protocol, or a variant's), each brought into its range (a value no
     choice offers is left to the sampler): the first trial of a new study, so a search never
     ends below the untuned run on the validation cut."""
-    cfg = resolve(search.options).config()
+    cfg = search.base.config()
     values: dict[str, Any] = {}
     for name, searched in search.space.items():
         value = getattr(cfg, name)
