@@ -142,6 +142,11 @@ def test_a_tiny_private_search(invoke, monkeypatch, capsys, tmp_path, small):
     code, _, err = invoke(monkeypatch, capsys, "tune", *unnamed, "--trials", "2",
                           "--dp-epsilon", "8", "--out", out, "--quiet")
     assert code == 2 and "add --algorithm fedmc-admm" in err, err
+    # without a setting of its own the baseline is chosen, and it has nothing to choose
+    plain = unnamed[:unnamed.index("-P")]
+    code, _, err = invoke(monkeypatch, capsys, "tune", *plain, "--dp-epsilon", "8", "--out", out)
+    assert code == 2 and "nothing to search for item-bias" in err, err
+    assert "(--algorithm fedmc-admm fits factors anyway)" in err and len(err.splitlines()) == 1
     code, _, err = invoke(monkeypatch, capsys, "tune", *small, *TRAINING, "--trials", "2",
                           "--dp-epsilon", "8", "--out", out, "--quiet")
     assert code == 0, err

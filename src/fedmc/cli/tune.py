@@ -186,7 +186,12 @@ def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
 
     _refuse_in_private(typed, options)
     base = PrivateSearch(options, {}, typed["trials"]).base()
-    space, fold_in = private_space(base.algorithm, ranges, fixed)
+    try:
+        space, fold_in = private_space(base.algorithm, ranges, fixed)
+    except ConfigError as refused:
+        if not base.notes:  # the algorithm was chosen for the user: say why
+            raise
+        raise ConfigError(f"{refused}; {base.notes[0]}") from None
     search = PrivateSearch(options.model_copy(update={"algorithm": base.algorithm}), space,
                            typed["trials"], fold_in=fold_in)
     folder = RunFolder(typed["out_dir"], f"tune-{base.algorithm}-{base.data.source}",
