@@ -84,8 +84,10 @@ def register(app: typer.Typer) -> None:
 def tune(**typed: Any) -> None:
     """Search an algorithm's settings on the clients' validation cut (Optuna, with pruning),
     then train the best ones on every training rating: DIR/best is an ordinary run folder.
-    With --dp-epsilon E the whole search is private within E: a random search of a random
-    number of private trials, the best one published (docs/privacy.md)."""
+    With --dp-epsilon E the whole search is private within E: one private run (or, for the
+    training settings named with --space, a random search of a random number of private
+    trials, the best one published), then the fold-in's settings chosen by the exponential
+    mechanism (docs/privacy.md)."""
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.run.folder import RunFolder
     from fedmc.run.runner import execute, write_outputs
