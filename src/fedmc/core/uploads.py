@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-from fedmc.core.ridge import normal_equations_upper
+from fedmc.core.threads import one_blas_thread
 
 BYTES_PER_NUMBER = 8  # payload accounting: float64 values, indices counted as one number each
 
@@ -140,9 +140,13 @@ class OuterRows:
 
     def add_to(self, flat: np.ndarray, weights: np.ndarray) -> None:
         """Add every client's rows, times ``weights[k]``, into ``flat`` (the summed
-        ``(rows, width)`` array), term by term."""
-        _scatter_outer(flat, self.ptr, self.index, self.term_ptr, self.vec, self.a, self.b,
-                       self.vectors, weights.astype(np.float64))
+        ``(rows, width)`` array), row by row (:func:`_scatter_outer`), BLAS on one thread
+        (the rows are the parallel loop: a BLAS that threads each row's small product too
+        would run more threads than cores)."""
+        with one_blas_thread():
+            _scatter_outer(flat, self.ptr, self.index, self.term_ptr, self.vec, self.a,
+                           self.b, np.ascontiguousarray(self.vectors, dtype=np.float64),
+                           weights.astype(np.float64))
 
 
 @dataclass(frozen=True)
@@ -318,10 +322,12 @@ def _groups_by_row(index, n_rows):
 def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights):
     """``total[index[g]] += weights[k] * row of group g`` for every group ``g`` of every client
     ``k`` (:class:`OuterRows`), in parallel over the rows of ``total``. Row ``j`` gathers the
-    terms of its groups (in group order, whatever the threads: the same result every run) and
-    forms their sum ``sum_q w_q a_q x_q x_q^T``, ``sum_q w_q b_q x_q`` as one small product of
-    the gathered vectors (:func:`fedmc.core.ridge.normal_equations_upper`, in cache), then
-    adds it to the row once: no row is touched per term, no outer product formed per term."""
+    vectors of its groups' terms (in group order, whatever the threads: the same result every
+    run) into ``G`` and ``(w a) G^T``, forms ``sum_q w_q a_q x_q x_q^T`` as one matrix product
+    (BLAS ``dgemm`` through ``np.dot``: :meth:`OuterRows.add_to` holds the library to one
+    thread, the rows running in parallel) and ``sum_q w_q b_q x_q`` alongside, then adds the
+    packed upper triangle to the row once: no row is touched per term, no outer product formed
+    per term."""
     d = vectors.shape[1]
     root2 = np.sqrt(2.0)
     group_weight = np.empty(index.shape[0])
@@ -335,20 +341,22 @@ def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights):
             n_terms += term_ptr[order[o] + 1] - term_ptr[order[o]]
         if n_terms == 0:
             continue
-        cols = np.empty(n_terms, dtype=np.int64)
-        wa = np.empty(n_terms)
-        wb = np.empty(n_terms)
+        G = np.empty((n_terms, d))
+        Gw = np.empty((d, n_terms))
+        y = np.zeros(d)
         t = 0
         for o in range(start[j], start[j + 1]):
             g = order[o]
             for q in range(term_ptr[g], term_ptr[g + 1]):
-                cols[t] = vec[q]
-                wa[t] = group_weight[g] * a[q]
-                wb[t] = group_weight[g] * b[q]
+                x = vectors[vec[q]]
+                wa = group_weight[g] * a[q]
+                wb = group_weight[g] * b[q]
+                for i in range(d):
+                    G[t, i] = x[i]
+                    Gw[i, t] = wa * x[i]
+                    y[i] += wb * x[i]
                 t += 1
-        S = np.empty((d, d))
-        y = np.empty(d)
-        normal_equations_upper(vectors, cols, wb, wa, S, y)
+        S = np.dot(Gw, G)
         row = total[j]
         e = 0
         for i in range(d):
