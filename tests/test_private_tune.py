@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -275,6 +276,14 @@ def test_a_private_search_chooses_training_settings_named_and_the_fold_in():
         private_space("fedmc-admm", {"fold_lam": "off"}, {})
 
 
+def _shown(value: float, published: str) -> bool:
+    """Whether ``value`` appears in ``published`` in full, or to 4 digits as a number of its
+    own (not digits inside another number)."""
+    short = re.escape(f"{value:.4g}")
+    return repr(value) in published or re.search(rf"(?<![\d.]){short}(?![\d])",
+                                                 published) is not None
+
+
 def test_nothing_of_the_other_trials_is_published(invoke, monkeypatch, capsys, tmp_path,
                                                   small):
     """Four trials (K forced), every score and every setting drawn recorded: only the chosen
@@ -310,14 +319,13 @@ def test_nothing_of_the_other_trials_is_published(invoke, monkeypatch, capsys, t
     assert repr(scores[chosen]) in published
     for i, (s, settings) in enumerate(zip(scores, drawn, strict=True)):
         if i != chosen:
-            assert repr(s) not in published and f"{s:.4g}" not in published
+            assert not _shown(s, published)
             for value in settings.values():
                 if isinstance(value, float):  # a choice's values are the space's, published
                     assert repr(value) not in published
     assert len(sums) == 5  # fold_lam's candidates: none of their sums, nor their means
     for total in sums:
-        for shown in (total, total / 120):
-            assert repr(shown) not in published and f"{shown:.4g}" not in published
+        assert not _shown(float(total), published) and not _shown(float(total) / 120, published)
 
 
 def test_refused_in_a_private_search(invoke, monkeypatch, capsys, tmp_path, small):
@@ -327,7 +335,8 @@ def test_refused_in_a_private_search(invoke, monkeypatch, capsys, tmp_path, smal
                           (["--study-name", "s"], "--study-name: a private search"),
                           (["--dp-noise", "2"], "--dp-noise: a private search"),
                           (["--early-stopping"], "--early-stopping: a private trial"),
-                          (["--validation-fraction", "0"], "--validation-fraction: a private")):
+                          (["--validation-fraction", "0"], "--validation-fraction: a private"),
+                          (["--trials", "3"], "--trials: a private search without training")):
         code, _, err = invoke(monkeypatch, capsys, "tune", *small, "--dp-epsilon", "8", *args,
                               "--out", tmp_path / "x")
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

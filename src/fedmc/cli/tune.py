@@ -33,6 +33,8 @@ FINAL_SETS = ("rounds", "validation_fraction", "early_stopping", "patience", "mi
 
 
 SEARCH = "Search"
+TRIALS = 20
+"""``--trials`` when not given."""
 TUNE_EVALUATIONS = 20
 """Evaluations of a trial's validation curve by default (what its pruning and its best round
 read): each ranks or scores every validation rating, which at rank 128 on ML-1M costs more
@@ -49,12 +51,14 @@ def _search(help: str) -> Any:
 
 
 _EXTRAS = (
-    _extra("trials", Annotated[int, _search(
-        "Trials to finish (completed or pruned), over every process on the study; with "
-        "--dp-epsilon, the mean of the random number of trials.")], 20),
+    _extra("trials", Annotated[int | None, _search(
+        f"Trials to finish (completed or pruned), over every process on the study (default "
+        f"{TRIALS}); with --dp-epsilon, the mean of the random number of trials of the "
+        f"training settings named with --space.")], None),
     _extra("space", Annotated[list[str] | None, _search(
         "A range searched, NAME=LO:HI[:log][:int], a choice, NAME=A,B[,...], or NAME=off "
-        "(repeatable; default the algorithm's declared space; -P NAME=LO:HI is the same).")],
+        "(repeatable; default the algorithm's declared space, with --dp-epsilon none: its "
+        "fold-in settings alone; -P NAME=LO:HI is the same).")],
         None),
     _extra("storage", Annotated[str | None, _search(
         "The study's database URL (default sqlite:///OUT/study.db); several processes given "
@@ -96,7 +100,7 @@ def tune(**typed: Any) -> None:
     from fedmc.tune.search import PRUNERS, Search, final_run, run_study
     from fedmc.tune.space import OFF, is_searched, search_space
 
-    if typed["trials"] < 1:
+    if typed["trials"] is not None and typed["trials"] < 1:
         raise ConfigError(f"--trials must be >= 1, got {typed['trials']}")
     pruner = typed["pruner"] or Search.pruner
     if pruner not in PRUNERS:
@@ -120,7 +124,8 @@ def tune(**typed: Any) -> None:
     target = folder.claim()
     storage = typed["storage"] or f"sqlite:///{(target / 'study.db').resolve()}"
     search = Search(options.model_copy(update={"algorithm": base.algorithm}), space,
-                    typed["trials"], storage, typed["study_name"] or Search.study_name, pruner,
+                    typed["trials"] or TRIALS, storage, typed["study_name"] or Search.study_name,
+                    pruner,
                     seed=options.seed if typed["storage"] is None else None,
                     timeout=typed["timeout"],
                     trial_eval_every=None if typed["eval_every"] is not None else max(
@@ -187,21 +192,25 @@ def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
     from fedmc.tune.space import private_space
 
     _refuse_in_private(typed, options)
-    base = PrivateSearch(options, {}, typed["trials"]).base()
+    trials = typed["trials"] or TRIALS
+    base = PrivateSearch(options, {}, trials).base()
     try:
         space, fold_in = private_space(base.algorithm, ranges, fixed)
     except ConfigError as refused:
         if not base.notes:  # the algorithm was chosen for the user: say why
             raise
         raise ConfigError(f"{refused}; {base.notes[0]}") from None
+    if not space and typed["trials"] is not None:
+        raise ConfigError("--trials: a private search without training settings runs one "
+                          "run; name the settings to search with --space NAME=LO:HI")
     search = PrivateSearch(options.model_copy(update={"algorithm": base.algorithm}), space,
-                           typed["trials"], fold_in=fold_in)
+                           trials, fold_in=fold_in)
     folder = RunFolder(typed["out_dir"], f"tune-{base.algorithm}-{base.data.source}",
                        typed["overwrite"], TUNE_FILES)
     target = folder.claim()
     with interrupt_marks(folder):
         if not typed["quiet"]:
-            steps = [f"{typed['trials']} trials on average (their number is secret)" if space
+            steps = [f"{trials} trials on average (their number is secret)" if space
                      else "one run at the given settings"]
             if fold_in:
                 steps.append(f"then a choice of {', '.join(fold_in)}")
