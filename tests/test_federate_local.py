@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from fedmc.deploy.local import marked_processes, signals_deferred  # noqa: E402
+from fedmc.deploy.local import complete_lines, marked_processes, signals_deferred  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
 from fedmc.run.folder import RunFolder  # noqa: E402
 from fedmc.run.runner import execute  # noqa: E402
@@ -26,6 +26,17 @@ from fedmc.testing import client_ids  # noqa: E402
 
 SRC = str(Path(__file__).parents[1] / "src")
 QUANTUM = 2.0**-26  # a secure sum's error per entry and client, relative (flower/secagg.py)
+
+
+def test_the_progress_is_read_by_whole_lines(tmp_path):
+    """A line the server is still writing is not read (a follower that parsed it failed)."""
+    path = tmp_path / "progress.jsonl"
+    assert complete_lines(path) == []
+    path.write_text('{"event": "connected"}\n{"event": "ro')
+    assert complete_lines(path) == ['{"event": "connected"}']
+    with open(path, "a") as fh:
+        fh.write('und"}\n')
+    assert [json.loads(line)["event"] for line in complete_lines(path)] == ["connected", "round"]
 
 
 @pytest.mark.parametrize(("args", "needle"), [

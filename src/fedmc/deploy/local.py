@@ -42,6 +42,15 @@ START_TIMEOUT = 60.0
 PROGRESS_POLL = 0.02  # seconds between reads of the progress file (events reach on_event promptly)
 
 
+def complete_lines(path: Path) -> list[str]:
+    """The lines of ``path`` that the writer has finished (each ends with a newline): a line
+    still being written is left for a later read. No file: none."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    return text[:text.rfind("\n") + 1].splitlines()
+
+
 class FederationError(FedMCError):
     """A local deployment did not start or its run failed."""
 
@@ -169,7 +178,7 @@ class LocalFederation:
         seen = 0
         next_check = time.monotonic() + check_every
         while True:
-            lines = progress.read_text().splitlines() if progress.exists() else []
+            lines = complete_lines(progress)
             for line in lines[seen:]:
                 event = json.loads(line)
                 if on_event is not None:
