@@ -116,15 +116,11 @@ class FederatedData:
 
     @cached_property
     def known_items(self) -> CSR:
-        """Every row's training and validation items (values dropped): a user's history, which
-        its test lists leave out as its validation lists leave out its training items alone
-        (so that no validation list depends on a test item). Built once, on first use."""
-        if self.validation is None:
-            return self.train
-        a, b = self.train, self.validation
-        order = np.argsort(np.concatenate([a.rows(), b.rows()]), kind="stable")
-        indices = np.concatenate([a.indices, b.indices])[order]
-        return CSR(a.indptr + b.indptr, indices, np.zeros(len(indices)))
+        """Every row's training and validation items (:meth:`every_training_rating`'s rows): a
+        user's history, which its test lists leave out as its validation lists leave out its
+        training items alone (so that no validation list depends on a test item). Built once,
+        on first use."""
+        return self.every_training_rating().train
 
     def every_training_rating(self) -> FederatedData:
         """The same clients with their validation cut put back among their training ratings
