@@ -100,8 +100,9 @@ def tune(**typed: Any) -> None:
     from fedmc.tune.search import PRUNERS, Search, final_run, run_study
     from fedmc.tune.space import OFF, is_searched, search_space
 
-    if typed["trials"] is not None and typed["trials"] < 1:
-        raise ConfigError(f"--trials must be >= 1, got {typed['trials']}")
+    trials = TRIALS if typed["trials"] is None else typed["trials"]
+    if trials < 1:
+        raise ConfigError(f"--trials must be >= 1, got {trials}")
     pruner = typed["pruner"] or Search.pruner
     if pruner not in PRUNERS:
         raise ConfigError(f"--pruner takes {'|'.join(PRUNERS)}, got {pruner!r}")
@@ -115,7 +116,7 @@ def tune(**typed: Any) -> None:
         options = options.model_copy(update={"validation_fraction": TUNE_VALIDATION})
     options = options.model_copy(update={"params": fixed})
     if options.private:
-        _private_tune(typed, options, ranges, fixed)
+        _private_tune(typed, options, ranges, fixed, trials)
         return
     base = resolve(options)  # the options checked before anything starts
     space = search_space(base.algorithm, base.data.implicit, ranges, fixed)
@@ -124,8 +125,7 @@ def tune(**typed: Any) -> None:
     target = folder.claim()
     storage = typed["storage"] or f"sqlite:///{(target / 'study.db').resolve()}"
     search = Search(options.model_copy(update={"algorithm": base.algorithm}), space,
-                    typed["trials"] or TRIALS, storage, typed["study_name"] or Search.study_name,
-                    pruner,
+                    trials, storage, typed["study_name"] or Search.study_name, pruner,
                     seed=options.seed if typed["storage"] is None else None,
                     timeout=typed["timeout"],
                     trial_eval_every=None if typed["eval_every"] is not None else max(
@@ -181,9 +181,10 @@ def _refuse_in_private(typed: dict[str, Any], options: Any) -> None:
 
 
 def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
-                  fixed: dict[str, Any]) -> None:
-    """``fedmc tune --dp-epsilon E`` (:mod:`fedmc.tune.private`): ``best.json`` and the chosen
-    trial's run in ``DIR/best``; no study, trials table, plot or progress of the trials."""
+                  fixed: dict[str, Any], trials: int) -> None:
+    """``fedmc tune --dp-epsilon E`` (:mod:`fedmc.tune.private`; ``trials``: the mean number
+    of trials): ``best.json`` and the chosen trial's run in ``DIR/best``; no study, trials
+    table, plot or progress of the trials."""
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.run.folder import RunFolder
     from fedmc.run.runner import write_outputs
@@ -192,7 +193,6 @@ def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
     from fedmc.tune.space import private_space
 
     _refuse_in_private(typed, options)
-    trials = typed["trials"] or TRIALS
     base = PrivateSearch(options, {}, trials).base()
     try:
         space, fold_in = private_space(base.algorithm, ranges, fixed)

@@ -403,14 +403,15 @@ def best_trial(search: PrivateSearch, base: RunSpec,
     ``noise``, each scored once; the one of the best (lowest) noised score."""
     data = loaded[0]
     best: Chosen | None = None
+    best_score = math.inf
     for _ in range(draw_trials(search.trials, search.shape, rng)):
         values = draw_valid(search.space, base, rng)
         run = search.trial_spec(base, values, noise)
         result = execute(run, loaded=loaded)
         model = published_model(result, base.algorithm)
         score = noised_score(model, data, search.score_scale * noise * score_bound(model), rng)
-        if best is None or best.score is None or score < best.score:
-            best = Chosen(result, run, values, score, {})
+        if best is None or score < best_score:
+            best, best_score = Chosen(result, run, values, score, {}), score
     if best is None:
         raise AssertionError("K >= 1: the truncated negative binomial has no zero")
     return best
