@@ -42,14 +42,15 @@ def main() -> None:
     start = rng.normal(size=(n, d))
     solvers = {"exact": 0, "cg": args.cg_steps}
     times: dict[str, list[float]] = {label: [] for label in solvers}
+    nothing = np.zeros((0, 0))  # no round's sums to add first
     for steps in solvers.values():  # compiles
-        item_solves(total, n, n, lam, rows, cols, divisor, steps, start.copy())
+        item_solves(total, nothing, 1.0, n, n, lam, rows, cols, divisor, steps, start.copy())
     for _ in range(2):
         for label, steps in solvers.items():
             X = start.copy()
             t0 = time.perf_counter()
             for _ in range(args.repeats):
-                item_solves(total, n, n, lam, rows, cols, divisor, steps, X)
+                item_solves(total, nothing, 1.0, n, n, lam, rows, cols, divisor, steps, X)
             times[label].append((time.perf_counter() - t0) / args.repeats * 1e3)
     for label, ms in times.items():
         print(f"{label}: {', '.join(f'{t:.1f}' for t in ms)} ms a round (rank {d}, {n} items)")

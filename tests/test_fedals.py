@@ -26,6 +26,8 @@ from fedmc.privacy.gaussian import clip_uploads, squared_norms
 from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler, assert_same_history, record_boundary
 
+NOTHING = np.zeros((0, 0))  # item_solves: no round's sums to add first
+
 
 def dense(data):
     """Training values and mask as dense arrays (rows in federated order)."""
@@ -168,18 +170,26 @@ def packed_item_sums(rng, d, n, raters, users):
     return S, G, b, total
 
 
-def test_item_step_from_packed_sums_with_the_gramian():
+@pytest.mark.parametrize("steps", [0, 40])
+@pytest.mark.parametrize("keep", [1.0, 0.85])
+def test_item_step_from_packed_sums_with_the_gramian(steps, keep):
+    """The sums the step solves from are ``keep`` times the kept ones plus the round's,
+    updated in place (the running sums, or fresh sums' memory); exact or converged CG."""
     d, n, lam = 3, 4, 0.5
-    S, G, b, total = packed_item_sums(np.random.default_rng(3), d, n, 5, 7)
+    rng = np.random.default_rng(3)
+    S, G, b, total = packed_item_sums(rng, d, n, 5, 7)
     rows, cols, coef = svec_pairs(d)
-    X = np.empty((n, d))
+    X = np.zeros((n, d))
     ridge = np.array([lam, 2 * lam, 0.1])  # a ridge weight per column
     scale = 2.5  # sums kept at a scale (gram_scale, fresh sums' weight): divided out
-    item_solves(scale * total, n, n, ridge, rows, cols,
-                scale * np.concatenate([coef, np.ones(d)]), 0, X)
+    kept = rng.normal(size=total.shape)
+    added = scale * total - keep * kept
+    item_solves(kept, added, keep, n, n, ridge, rows, cols,
+                scale * np.concatenate([coef, np.ones(d)]), steps, X)
+    np.testing.assert_allclose(kept, scale * total, atol=1e-12)
     for j in range(n):
         np.testing.assert_allclose(X[j], np.linalg.solve(S[j] + G + np.diag(ridge), b[j]),
-                                   atol=1e-12)
+                                   atol=1e-10)
 
 
 def test_item_step_floors_the_eigenvalues_of_a_noisy_indefinite_system():
@@ -188,7 +198,7 @@ def test_item_step_floors_the_eigenvalues_of_a_noisy_indefinite_system():
     rows, cols, coef = svec_pairs(d)
     total = np.concatenate([coef * A[rows, cols], [1.0, 2.0]])[None, :]
     X = np.empty((1, d))
-    item_solves(total, 1, -1, np.full(d, lam), rows, cols,
+    item_solves(total, NOTHING, 1.0, 1, -1, np.full(d, lam), rows, cols,
                 np.concatenate([coef, np.ones(d)]), 0, X)
     w, Q = np.linalg.eigh(A + lam * np.eye(d))
     np.testing.assert_allclose(X[0], Q @ ((Q.T @ [1.0, 2.0]) / np.maximum(w, lam)), atol=1e-12)
@@ -246,7 +256,7 @@ def test_cg_item_steps_reach_the_exact_solve_and_lower_each_items_objective():
     solved = {}
     for steps in (0, 40, 3):
         X = start.copy()
-        item_solves(total, n, n, ridge, rows, cols, divisor, steps, X)
+        item_solves(total, NOTHING, 1.0, n, n, ridge, rows, cols, divisor, steps, X)
         solved[steps] = X
     np.testing.assert_allclose(solved[40], solved[0], atol=1e-8)
     for j in range(n):

@@ -275,14 +275,26 @@ def _floored_solve(A, b, floor):
         b[i] = x[i]
 
 
+@numba.njit(cache=True)
+def _add_row(total, added, keep, j):
+    """``total[j] = keep total[j] + added[j]`` (nothing when ``added`` has no rows)."""
+    if added.shape[0] == 0:
+        return
+    for e in range(total.shape[1]):
+        total[j, e] = keep * total[j, e] + added[j, e]
+
+
 @numba.njit(cache=True, parallel=True)
-def item_solves(total, n_items, gram_row, lam, s_row, s_col, divisor, steps, X):
+def item_solves(total, added, keep, n_items, gram_row, lam, s_row, s_col, divisor, steps, X):
     """The item step: ``X[j] = (unpack(S_j) + G + diag(lam))^{-1} b_j`` for every item ``j``,
     in parallel over items, where row ``j`` of ``total`` divided by ``divisor`` (entrywise)
     is ``[svec(S_j) | b_j]`` (the summed statistics, :class:`fedmc.core.uploads.OuterRows`:
     ``divisor`` holds the packing's coefficients, times whatever scale the sums carry), ``G``
     the unpacked Gramian of row ``gram_row`` (none when ``gram_row < 0``) and ``lam`` the
-    ridge weight of each column (Hu et al. 2008, Eq. (5)). The sums are read in place.
+    ridge weight of each column (Hu et al. 2008, Eq. (5)). The sums are updated in place
+    first, row by row in the same pass as the solves (one pass over them a round, not two):
+    ``total = keep total + added`` (the round's sum onto the running sums, or onto the earlier
+    rounds' times ``memory``; ``added`` with no rows: none).
     ``steps = 0``: exactly (Cholesky, below); else ``steps`` conjugate-gradient steps on the
     same system from ``X[j]`` as given (the item's last solution; Takacs et al. 2011,
     :func:`fedmc.core.ridge.cg_steps`), in place.
@@ -297,12 +309,14 @@ def item_solves(total, n_items, gram_row, lam, s_row, s_col, divisor, steps, X):
     n_packed = s_row.shape[0]
     G = np.zeros((d, d))
     if gram_row >= 0:
+        _add_row(total, added, keep, gram_row)
         for e in range(n_packed):
             G[s_row[e], s_col[e]] = total[gram_row, e] / divisor[e]
     if steps > 0:
-        _item_cg(total, n_items, G, lam, divisor, steps, X)
+        _item_cg(total, added, keep, n_items, G, lam, divisor, steps, X)
         return
     for j in numba.prange(n_items):
+        _add_row(total, added, keep, j)
         A = np.empty((d, d))
         x = np.empty(d)
         _item_system(A, x, total[j], G, lam, s_row, s_col, divisor)
@@ -314,14 +328,14 @@ def item_solves(total, n_items, gram_row, lam, s_row, s_col, divisor, steps, X):
 
 
 @numba.njit(cache=True, parallel=True)
-def _item_cg(total, n_items, G, lam, divisor, steps, X):
+def _item_cg(total, added, keep, n_items, G, lam, divisor, steps, X):
     """:func:`item_solves` by ``steps`` conjugate-gradient steps per item from ``X[j]``
     (:func:`fedmc.core.ridge.cg_steps`), in parallel over :data:`SUM_BLOCKS` blocks of items.
-    Each item's row of the sums is unpacked once, divided out and with ``G + diag(lam)``
-    added, into its block's dense ``d x d`` buffer (both triangles: each of the steps' products
-    is then ``d`` whole-row multiply-adds), indexed in place: no view of the shared arrays is
-    made per item (a view counts a reference to its parent atomically, which threads doing it
-    per item contend for)."""
+    Each item's row of the sums is updated, then unpacked once, divided out and with
+    ``G + diag(lam)`` added, into its block's dense ``d x d`` buffer (both triangles: each of
+    the steps' products is then ``d`` whole-row multiply-adds), indexed in place: no view of
+    the shared arrays is made per item (a view counts a reference to its parent atomically,
+    which threads doing it per item contend for)."""
     d = X.shape[1]
     n_packed = d * (d + 1) // 2
     base = G.copy()  # G + diag(lam)
@@ -336,6 +350,7 @@ def _item_cg(total, n_items, G, lam, divisor, steps, X):
         b = np.empty(d)
         x = np.empty(d)
         for j in range(blk * n_items // SUM_BLOCKS, (blk + 1) * n_items // SUM_BLOCKS):
+            _add_row(total, added, keep, j)
             e = 0  # the packing of svec_pairs: the upper triangle row by row
             for i in range(d):
                 for c in range(i, d):

@@ -91,19 +91,19 @@ def server_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
     """Add the cohort's summed changes (running sums) or its summed statistics to the
     earlier rounds' times ``memory`` (fresh sums); after a round, the item step on the
     running sums or on the weighted mean of the rounds' sums (module docstring)."""
+    keep = cfg.memory if cfg.sums == "fresh" else 1.0
     if cfg.sums == "fresh":
-        server.total *= cfg.memory
-        server.total += summed[STATS]
         server.weight = cfg.memory * server.weight + 1.0
-    else:
+    if msg.phase != "round":  # set-up: the sums only
+        server.total *= keep
         server.total += summed[STATS]
-    if msg.phase == "round":
+    else:  # the sums updated in the item step's own pass over them
         free = cfg.free_v
         n = server.V.shape[0]
         X = np.ascontiguousarray(server.V[:, free])  # a copy: the solves' warm start
         rows, cols, coef = svec_pairs(len(free))
-        item_solves(server.total, n, n if cfg.implicit else -1, cfg.item_ridge, rows, cols,
-                    divisor(cfg, server, coef), cfg.solve_steps, X)
+        item_solves(server.total, summed[STATS], keep, n, n if cfg.implicit else -1,
+                    cfg.item_ridge, rows, cols, divisor(cfg, server, coef), cfg.solve_steps, X)
         V = server.V.copy()
         V[:, free] = X
         server.V = V
