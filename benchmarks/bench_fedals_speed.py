@@ -44,6 +44,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=100,
                         help="federated rounds (fewer: a round costs the same whatever its "
                         "number, so the time of 100 is this one's times 100 / rounds)")
+    parser.add_argument("--participation", default="0.1",
+                        help="each client's probability of taking part in a round, or 'all' "
+                        "(every client every round: -P item_step=exchanges needs it)")
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="a further fedals setting (e.g. solver=exact, cg_steps=2, "
@@ -51,8 +54,11 @@ def main() -> None:
     args = parser.parse_args()
     clicks = load_federated("ml-1m", partition="user", seed=0, implicit=True)
     extra = {k: _value(v) for k, v in (p.split("=", 1) for p in args.param)}
+    every = args.participation == "all"
+    protocol = ({"active": None} if every else
+                {"sampling": "bernoulli", "participation": float(args.participation)})
     settings = {"implicit": True, "rank": args.rank, "lam": args.lam, "alpha": args.alpha,
-                "sampling": "bernoulli", "participation": 0.1, "random_state": 0, **extra}
+                "random_state": 0, **protocol, **extra}
 
     def fedals(rounds: int = args.rounds) -> FedALS:
         return FedALS(rounds=rounds, eval_every=rounds, **settings).fit(clicks)

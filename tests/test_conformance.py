@@ -47,6 +47,7 @@ class Case:
     data: str | None = None
 
 
+EVERY_CLIENT = {"active": None}  # fedals' item_step="exchanges" takes every client each round
 CASES = [
     Case(FEDMC_ADMM, {"rank": 2, "inner": 3, "beta": 0.8, "lam": 0.05, "gamma": 0.02}),
     Case(FEDMC_ADMM, {"rank": 2, "steps": "paper", "biases": False, "reg_u": "l1", "reg_v": "l1",
@@ -104,6 +105,13 @@ CASES = [
          data="implicit-one-user"),
     Case(FEDALS, {"rank": 3, "upload": "factors"}, data="one-user"),
     Case(FEDALS, {"rank": 3, "implicit": True, "upload": "factors"}, data="implicit-one-user"),
+    Case(FEDALS, {"rank": 2, "item_step": "exchanges"}, run=EVERY_CLIENT),
+    Case(FEDALS, {"rank": 2, "implicit": True, "item_step": "exchanges", "cg_steps": 2},
+         run=EVERY_CLIENT, data="implicit"),
+    Case(FEDALS, {"rank": 3, "item_step": "exchanges", "upload": "factors"}, run=EVERY_CLIENT,
+         data="one-user"),
+    Case(FEDALS, {"rank": 3, "implicit": True, "item_step": "exchanges"}, run=EVERY_CLIENT,
+         data="implicit-one-user"),
 ]
 
 

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from fedmc.algorithms.fedals import ALGORITHM, FedALSConfig
-from fedmc.algorithms.fedals.client import STATS, contributed, user_step
+from fedmc.algorithms.fedals.client import PRODUCTS, STATS, contributed, user_step
 from fedmc.algorithms.fedals.fold_in import fold_in
 from fedmc.algorithms.fedals.kernels import item_solves
 from fedmc.core.shard import CSR
-from fedmc.core.uploads import OuterRows, Stacked, svec_pairs, upload_nbytes
+from fedmc.core.uploads import OuterRows, ScaledRows, Stacked, svec_pairs, upload_nbytes
 from fedmc.errors import ConfigError
 from fedmc.estimators import ALS, FedALS
 from fedmc.federation.loop import Rounds
@@ -502,27 +502,32 @@ def test_uploads_are_the_changes_of_the_statistics(mode, data_of):
         assert upload_nbytes(uploads) == len(stacked.rows.index) * (stacked.rows.width + 1) * 8
 
 
-def test_outer_rows_norms_sum_and_clipping_see_the_rows_a_client_sends():
+@pytest.mark.parametrize("gram", [True, False])
+def test_outer_rows_norms_sum_and_clipping_see_the_rows_a_client_sends(gram):
+    """The rows a client sends, written out term by term: ``[svec(sum a x x^T) | sum b x]``,
+    or ``sum b x`` alone without the Gram part; their sum, norms and clipping."""
     rng = np.random.default_rng(2)
     d = 3
     vectors = rng.normal(size=(4, d))
     # client 0: groups on rows 2 and 0; client 1: one group on row 2 with two terms
     rows = OuterRows(ptr=np.array([0, 2, 3]), index=np.array([2, 0, 2]),
                      term_ptr=np.array([0, 1, 3, 5]), vec=np.array([0, 1, 2, 3, 0]),
-                     a=rng.normal(size=5), b=rng.normal(size=5), vectors=vectors)
+                     a=rng.normal(size=5), b=rng.normal(size=5), vectors=vectors, gram=gram)
     r, c, coef = svec_pairs(d)
-    expected = np.zeros((3, len(r) + d))
+    packed = len(r) if gram else 0
+    expected = np.zeros((3, packed + d))
     for g in range(3):
         for q in range(rows.term_ptr[g], rows.term_ptr[g + 1]):
             x = vectors[rows.vec[q]]
-            expected[g, : len(r)] += rows.a[q] * coef * np.outer(x, x)[r, c]
-            expected[g, len(r):] += rows.b[q] * x
+            if gram:
+                expected[g, :packed] += rows.a[q] * coef * np.outer(x, x)[r, c]
+            expected[g, packed:] += rows.b[q] * x
     np.testing.assert_allclose(rows.values, expected, atol=1e-14)
     # svec is an isometry: the packed norm is the Frobenius norm of the matrix
     A = np.outer(vectors[0], vectors[0]) - 2 * np.outer(vectors[1], vectors[1])
     assert np.isclose(np.linalg.norm(coef * A[r, c]), np.linalg.norm(A))
-    stacked = Stacked((4, len(r) + d), rows=rows)
-    per_client = [np.zeros((4, len(r) + d)) for _ in range(2)]
+    stacked = Stacked((4, packed + d), rows=rows)
+    per_client = [np.zeros((4, packed + d)) for _ in range(2)]
     per_client[0][[2, 0]] = expected[:2]
     per_client[1][2] = expected[2]
     np.testing.assert_allclose(stacked.weighted_sum(np.array([2.0, -1.0])),
@@ -681,3 +686,135 @@ def test_implicit_threshold_keeps_the_ratings_that_reach_it(ratings_csv):
     assert every.train.nnz + every.test.nnz == plain.train.nnz + plain.test.nnz
     assert high.train.nnz + high.test.nnz == n_high < every.train.nnz
     assert np.all(high.train.values == 1.0) and high.normalizer.is_identity
+
+
+def exchanges_config(mode, **given):
+    """``item_step="exchanges"`` in ``mode`` (of :data:`MODES`; conjugate-gradient steps)."""
+    return FedALSConfig(**{**MODES[mode], "solver": "cg", "item_step": "exchanges", **given})
+
+
+def every_round(data, rounds):
+    """Every client in each of ``rounds`` rounds (the exchanges' protocol)."""
+    return Rounds(make_sampler(data.n_clients), rounds)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("one_user", [False, True])
+def test_exchanges_with_enough_steps_are_alss_sweeps(mode, one_user, data_of):
+    """``item_step="exchanges"`` with as many conjugate-gradient steps as it takes to converge:
+    each round of ``cg_steps + 1`` exchanges is centralized ALS's sweep (the brute-force
+    reference with every user in every round), rows and items."""
+    data = data_of(mode, p=14 if one_user else 4)
+    steps = 40
+    cfg = exchanges_config(mode, cg_steps=steps)
+    sim = simulate(ALGORITHM, cfg, data, seed=4, rounds=every_round(data, 2 * (steps + 1)))
+    everyone = np.arange(data.n_clients)
+    U, V = reference_run(data, cfg, [everyone, everyone], initial_V(cfg, data, 4))
+    np.testing.assert_allclose(sim.server.V, V, atol=1e-8)
+    np.testing.assert_allclose(sim.clients.user_factors(), U, atol=1e-8)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_exchange_round_takes_the_cg_steps_each_item_row_takes(mode, data_of):
+    """One round of ``cg_steps + 1`` exchanges from ``V^0`` is the user step (conjugate
+    gradient from zero rows) and then, for every item, :func:`fedmc.core.ridge.cg_steps` on
+    its system formed densely from every user's rows (``G + S_j + diag(lam)``, ``b_j``):
+    the products the exchanges sum are that system's."""
+    from fedmc.core.ridge import cg_steps
+
+    data = data_of(mode, p=4)
+    cfg = exchanges_config(mode, cg_steps=2, lam_item=1.3)
+    sim = simulate(ALGORITHM, cfg, data, seed=4, rounds=every_round(data, 3))
+    V = initial_V(cfg, data, 4)
+    U = np.zeros((data.n_users, cfg.layout.width))
+    cfg.layout.project_u(U)
+    user_step(cfg, data.train, np.arange(data.n_users), U, V, steps=2)
+    M, mask = dense(data)
+    fv = cfg.free_v
+    X = U[:, fv]
+    G = X.T @ X if cfg.implicit else np.zeros((len(fv), len(fv)))
+    for j in range(data.n_items):
+        raters = mask[:, j]
+        if cfg.implicit:
+            w, y = cfg.alpha * M[raters, j], 1.0 + cfg.alpha * M[raters, j]
+        else:
+            fixed = np.flatnonzero(~cfg.layout.free_mask_v())
+            w, y = np.ones(raters.sum()), M[raters, j] - U[raters][:, fixed] @ V[j, fixed]
+        A = G + X[raters].T @ (w[:, None] * X[raters]) + np.diag(cfg.item_ridge)
+        x = V[j, fv].copy()
+        cg_steps(A, np.zeros((0, len(fv))), np.zeros(0, dtype=np.int64), np.zeros(0),
+                 X[raters].T @ y, 2, x)
+        np.testing.assert_allclose(sim.server.V[j, fv], x, atol=1e-10)
+    np.testing.assert_allclose(sim.clients.user_factors(), U, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_exchanges_never_raise_the_objective(mode, data_of):
+    """Each exchange lowers the objective or keeps it: the user step's conjugate-gradient
+    steps lower each row's quadratic, each item step's each item's (Takacs et al. 2011)."""
+    model = FedALS(**{**MODES[mode], "solver": "cg"}, item_step="exchanges", cg_steps=2,
+                   rounds=12, random_state=1).fit(data_of(mode, p=14, seed=4))
+    obj = model.history_.column("objective")
+    assert np.all(np.diff(obj[1:]) <= 1e-12 * obj[1:-1])
+    assert obj[-1] < obj[1]
+
+
+@pytest.mark.parametrize("mode", ["explicit-biases", "implicit"])
+def test_exchange_factors_are_the_same_sums_in_fewer_bytes(mode, tiny_federated,
+                                                           tiny_interactions):
+    """``upload=factors`` with exchanges: a one-user client sends its vector and per rated item
+    its index and one number, not ``d`` numbers and an index, and the server is handed the
+    same sums (the same history, bit for bit)."""
+    size = dict(m=14, n=30, p=14, density=0.4, seed=2)  # one user per client
+    data = tiny_interactions(**size) if mode == "implicit" else tiny_federated(**size)[0]
+    runs = {upload: record_boundary(ALGORITHM, exchanges_config(mode, rank=6, upload=upload),
+                                    data, rounds=every_round(data, 5))
+            for upload in ("rows", "factors")}
+    (rows, by_rows), (factors, by_factors) = runs["rows"], runs["factors"]
+    assert_same_history(by_rows.history, by_factors.history, rtol=0, atol=0,
+                        ignore=("seconds", "bytes_up"))
+    for a, b in zip(rows, factors, strict=True):
+        np.testing.assert_array_equal(a.summed[PRODUCTS], b.summed[PRODUCTS])
+        for (up, _), (fac, _) in zip(a.uploads, b.uploads, strict=True):
+            r, f = up[PRODUCTS].rows, fac[PRODUCTS].rows
+            assert f.numbers() == f.vectors.size + 2 * len(f.index)
+            assert r.numbers() == len(r.index) * (r.width + 1)
+    assert by_factors.history.last("bytes_up") * 2 < by_rows.history.last("bytes_up")
+
+
+def test_exchanges_take_every_client_and_no_sums_settings(data_of):
+    data = data_of("implicit", p=4)
+    with pytest.raises(ConfigError, match="--active all"):
+        FedALS(rank=2, implicit=True, item_step="exchanges", rounds=2, active=2).fit(data)
+    assert FedALSConfig(implicit=True, item_step="exchanges").solver == "cg"
+    for given, match in (({"solver": "exact"}, "solver=exact"), ({"sums": "fresh"}, "sums="),
+                         ({"max_items": 3}, "max_items="), ({"gram_scale": 0.5}, "gram_scale=")):
+        with pytest.raises(ValueError, match=match):
+            FedALSConfig(implicit=True, item_step="exchanges", **given)
+
+
+def test_scaled_rows_are_multiples_of_each_clients_vector():
+    """:class:`ScaledRows`, written out row by row: the rows, their norms, their weighted sum,
+    clipping, and the numbers sent as rows or as the vector and one number a row."""
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(2, 3))
+    # client 0: rows 4 and 1; client 1: rows 1, 0 and 3
+    ptr, index, b = np.array([0, 2, 5]), np.array([4, 1, 1, 0, 3]), rng.normal(size=5)
+    owner = np.array([0, 0, 1, 1, 1])
+    for factored in (False, True):
+        rows = ScaledRows(ptr, index, b, vectors, factored)
+        expected = b[:, None] * vectors[owner]
+        np.testing.assert_allclose(rows.values, expected, atol=1e-15)
+        np.testing.assert_allclose(rows.squared_norms(), (expected**2).sum(axis=1), rtol=1e-13)
+        stacked = Stacked((5, 3), rows=rows)
+        total = np.zeros((5, 3))
+        np.add.at(total, index, np.array([2.0, 2.0, -1.0, -1.0, -1.0])[:, None] * expected)
+        np.testing.assert_allclose(stacked.weighted_sum(np.array([2.0, -1.0])), total,
+                                   atol=1e-14)
+        norms = np.sqrt(squared_norms(stacked))
+        np.testing.assert_allclose(norms, [np.linalg.norm(expected[owner == k]) for k in (0, 1)],
+                                   rtol=1e-13)
+        clipped = clip_uploads({"s": stacked}, 0.5 * norms.min())["s"]
+        np.testing.assert_allclose(np.sqrt(squared_norms(clipped)), 0.5 * norms.min(),
+                                   rtol=1e-12)
+        assert rows.numbers() == (6 + 2 * 5 if factored else 5 * 4)

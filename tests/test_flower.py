@@ -10,7 +10,13 @@ pytest.importorskip("flwr")
 
 from fedmc.algorithms.registry import spec  # noqa: E402
 from fedmc.core.protocol import Message  # noqa: E402
-from fedmc.core.uploads import OuterFactors, OuterRows, RowPatch, Stacked  # noqa: E402
+from fedmc.core.uploads import (  # noqa: E402
+    OuterFactors,
+    OuterRows,
+    RowPatch,
+    ScaledRows,
+    Stacked,
+)
 from fedmc.deploy.node import Poller  # noqa: E402
 from fedmc.deploy.split import client_files, write_split  # noqa: E402
 from fedmc.federation.settings import Schedule
@@ -104,6 +110,50 @@ def _outer(kind, scale=None):
                 np.array([1.5, -1.5, 2.0]), np.array([0.5, -0.5, 1.0]),
                 np.array([[1.0, 2.0], [-3.0, 0.5]]))
     return Stacked((3, 5), rows=rows, scale=scale)
+
+
+def test_rows_without_the_gram_part_travel_as_factors_without_a():
+    """Rows ``sum_q b_q x_q`` alone (no Gram part, width ``d``): their factors omit the Gram
+    weights ``a``, and the server forms the same rows."""
+    args = (np.array([0, 2]), np.array([2, 0]), np.array([0, 2, 3]), np.array([0, 1, 1]),
+            np.array([1.5, -1.5, 2.0]), np.array([0.5, -0.5, 1.0]),
+            np.array([[1.0, 2.0], [-3.0, 0.5]]), False)
+    rows = Stacked((3, 2), rows=OuterRows(*args))
+    factors = Stacked((3, 2), rows=OuterFactors(*args), scale=np.array([0.3]))
+    content = pack_reply({"s": factors})
+    assert "s.a" not in unpack_arrays(content.array_records["uploads"])
+    back = unpack_uploads(content, {"s": (3, 2)})["s"]
+    np.testing.assert_allclose(back.weighted_sum(np.ones(1)),
+                               0.3 * rows.weighted_sum(np.ones(1)), rtol=1e-15)
+    assert back.nbytes() == factors.nbytes() == 8 * (2 * 2 + 2 * 2 + 2 * 3)
+    parts = unpack_arrays(content.array_records["uploads"])
+    parts["s.a"] = np.zeros(3)  # Gram weights on rows that have no Gram part
+    content["uploads"] = pack_arrays(parts)
+    with pytest.raises(RefusedReply):
+        unpack_uploads(content, {"s": (3, 2)})
+
+
+def test_scaled_rows_travel_as_one_vector_and_a_number_a_row():
+    """A one-user client's exchange rows (:class:`ScaledRows`, factored): its vector and per
+    row the index and one number go over the wire, scaled by its clip, and the server forms the
+    same rows; malformed ones are refused."""
+    rows = ScaledRows(np.array([0, 2]), np.array([2, 0]), np.array([1.5, -0.5]),
+                      np.array([[1.0, 2.0]]), factored=True)
+    content = pack_reply({"s": Stacked((3, 2), rows=rows, scale=np.array([0.3]))})
+    back = unpack_uploads(content, {"s": (3, 2)})["s"]
+    assert isinstance(back.rows, ScaledRows) and back.rows.factored
+    np.testing.assert_allclose(back.weighted_sum(np.ones(1)),
+                               0.3 * Stacked((3, 2), rows=rows).weighted_sum(np.ones(1)))
+    assert back.nbytes() == 8 * (2 + 2 * 2)
+    parts = unpack_arrays(content.array_records["uploads"])
+    for broken in ({"s.vectors": np.ones((2, 2))}, {"s.b": np.array([1.0, np.inf])},
+                   {"s.vectors": np.ones((1, 3))}):
+        content["uploads"] = pack_arrays({**parts, **broken})
+        with pytest.raises(RefusedReply):
+            unpack_uploads(content, {"s": (3, 2)})
+    content["uploads"] = pack_arrays({k: v for k, v in parts.items() if k != "s.b"})
+    with pytest.raises(RefusedReply, match="without b"):
+        unpack_uploads(content, {"s": (3, 2)})
 
 
 def test_statistics_travel_as_their_factors_to_the_same_sum():

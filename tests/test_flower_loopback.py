@@ -112,18 +112,22 @@ def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model
         assert got["ndcg@10"] == pytest.approx(expected["ndcg@10"], abs=1e-9)
 
 
+@pytest.mark.parametrize("item_step", ["sums", "exchanges"])
 @pytest.mark.parametrize("secagg", [False, True], ids=["plain", "secure"])
-def test_fedals_factors_federation_equals_fedmc_run(tmp_path, secagg, loopback_federation,
-                                                    data_settings, ratings_file):
+def test_fedals_factors_federation_equals_fedmc_run(tmp_path, secagg, item_step,
+                                                    loopback_federation, data_settings,
+                                                    ratings_file):
     """Federated ALS's ``upload=factors`` (one user per client): plain, each client's factors
     travel and the server forms their rows; secure, each client forms its dense rows itself.
-    Either way the history of ``fedmc run``, plain to rounding, secure to quantization."""
+    Either way the history of ``fedmc run``, plain to rounding, secure to quantization; with
+    the item step's exchanges too (every client in each, their phases in turn)."""
     settings = data_settings(ratings_file(tmp_path, users=12))
     settings = DataSettings(**{**settings.model_dump(), "partition": "user", "clients": 12,
                                "normalize": None, "implicit": True})
-    params = {"rank": 3, "implicit": True, "upload": "factors"}
-    run = RunSpec(algorithm="fedals", schedule=Schedule(rounds=3, active=5, seed=0),
-                  params=params)
+    params = {"rank": 3, "implicit": True, "upload": "factors", "item_step": item_step}
+    schedule = (Schedule(rounds=3, active=5, seed=0) if item_step == "sums"
+                else Schedule(rounds=6, seed=0))  # a round and a half of exchanges
+    run = RunSpec(algorithm="fedals", schedule=schedule, params=params)
     history = loopback_federation(tmp_path, settings, FederatedRun(spec=run, secagg=secagg,
                                                                    out=Path("out")))
     reference = execute(run.model_copy(update={"data": settings}))

@@ -91,7 +91,8 @@ class OuterRows:
         [ svec(sum_q a[q] x_q x_q^T) | sum_q b[q] x_q ],       x_q = vectors[vec[q]],
 
     over the group's terms ``q`` in ``term_ptr[g]:term_ptr[g+1]`` (``svec``:
-    :func:`svec_pairs`; ``d`` = the vectors' length, ``width = d (d + 1) / 2 + d``). A row is
+    :func:`svec_pairs`; ``d`` = the vectors' length, ``width = d (d + 1) / 2 + d``), or with
+    ``gram=False`` only its last part, ``sum_q b[q] x_q`` (``width = d``; ``a`` unused). A row is
     what a client holding those terms sends (:attr:`values` forms the rows;
     :meth:`squared_norms` gives their true norms without forming them); the batch keeps a
     term as three numbers and a reference to a shared vector instead of a row of ``width``
@@ -106,6 +107,7 @@ class OuterRows:
     a: np.ndarray  # float64, one per term: weight of x x^T
     b: np.ndarray  # float64, one per term: weight of x
     vectors: np.ndarray  # (vectors, d)
+    gram: bool = True  # False: rows of sum_q b[q] x_q alone
 
     @property
     def n_clients(self) -> int:
@@ -114,9 +116,9 @@ class OuterRows:
 
     @property
     def width(self) -> int:
-        """Numbers in one row: ``d (d + 1) / 2 + d``."""
+        """Numbers in one row: ``d (d + 1) / 2 + d`` (``d`` without the Gram part)."""
         d = self.vectors.shape[1]
-        return d * (d + 1) // 2 + d
+        return d * (d + 1) // 2 + d if self.gram else d
 
     def numbers(self) -> int:
         """Numbers the batch's clients send: each row and its index."""
@@ -127,15 +129,23 @@ class OuterRows:
         """The rows themselves, ``(groups, width)``: what the clients send (formed anew on
         every access)."""
         out = np.zeros((len(self.index), self.width))
-        _outer_rows(out, self.term_ptr, self.vec, self.a, self.b, self.vectors)
+        _outer_rows(out, self.term_ptr, self.vec, self._gram_weights, self.b, self.vectors,
+                    self.gram)
         return out
+
+    @property
+    def _gram_weights(self) -> np.ndarray:
+        """``a``, or zeros without the Gram part (its weights then weigh nothing)."""
+        return self.a if self.gram else np.zeros(len(self.vec))
 
     def squared_norms(self) -> np.ndarray:
         """The squared L2 norm of every row, from the terms without forming the rows:
         ``||svec(sum_q a_q x_q x_q^T)||^2 + ||sum_q b_q x_q||^2 = sum_{q,p} (a_q a_p
-        (x_q . x_p)^2 + b_q b_p (x_q . x_p))`` (``svec`` is an isometry)."""
+        (x_q . x_p)^2 + b_q b_p (x_q . x_p))`` (``svec`` is an isometry; ``a = 0`` without
+        the Gram part)."""
         out = np.empty(len(self.index))
-        _outer_squared_norms(out, self.term_ptr, self.vec, self.a, self.b, self.vectors)
+        _outer_squared_norms(out, self.term_ptr, self.vec, self._gram_weights, self.b,
+                             self.vectors)
         return out
 
     def add_to(self, flat: np.ndarray, weights: np.ndarray) -> None:
@@ -143,10 +153,14 @@ class OuterRows:
         ``(rows, width)`` array), row by row (:func:`_scatter_outer`), BLAS on one thread
         (the rows are the parallel loop: a BLAS that threads each row's small product too
         would run more threads than cores)."""
+        vectors = np.ascontiguousarray(self.vectors, dtype=np.float64)
+        if not self.gram:
+            _scatter_linear(flat, self.ptr, self.index, self.term_ptr, self.vec, self.b,
+                            vectors, weights.astype(np.float64), numba.get_num_threads())
+            return
         with one_blas_thread():
             _scatter_outer(flat, self.ptr, self.index, self.term_ptr, self.vec, self.a,
-                           self.b, np.ascontiguousarray(self.vectors, dtype=np.float64),
-                           weights.astype(np.float64))
+                           self.b, vectors, weights.astype(np.float64))
 
 
 @dataclass(frozen=True)
@@ -162,8 +176,63 @@ class OuterFactors(OuterRows):
 
     def numbers(self) -> int:
         """Numbers the batch's clients send: the vectors, each group's row index and term
-        count, and each term's vector, ``a`` and ``b``."""
-        return self.vectors.size + 2 * len(self.index) + 3 * len(self.vec)
+        count, and each term's vector, ``a`` (with the Gram part) and ``b``."""
+        return self.vectors.size + 2 * len(self.index) + (3 if self.gram else 2) * len(self.vec)
+
+
+@dataclass(frozen=True)
+class ScaledRows:
+    """Sparse rows that are multiples of one vector per client: client ``k`` of the batch adds
+    ``b[q] * vectors[k]`` to row ``index[q]`` of its upload for ``q`` in ``ptr[k]:ptr[k+1]``
+    (rows distinct within a client; ``width = d``, the vectors' length), e.g. what a one-user
+    client of federated ALS's item-step exchanges sends, each rated item's share a multiple of
+    its user vector. The batch keeps one number per row and a vector per client; a client
+    sends the rows themselves (``d`` numbers and an index each) or, ``factored``, its vector
+    and per row the index and ``b`` (its rows determine them: a multiple of one vector), which
+    the receiver multiplies out (:meth:`add_to`)."""
+
+    ptr: np.ndarray  # int64, s + 1
+    index: np.ndarray  # int64, one per row
+    b: np.ndarray  # float64, one per row
+    vectors: np.ndarray  # (s, d): one per client
+    factored: bool = False
+
+    @property
+    def n_clients(self) -> int:
+        """Number of clients ``s`` in the batch."""
+        return len(self.ptr) - 1
+
+    @property
+    def width(self) -> int:
+        """Numbers in one row: ``d``."""
+        return int(self.vectors.shape[1])
+
+    def numbers(self) -> int:
+        """Numbers the batch's clients send: each row and its index, or (``factored``) each
+        client's vector and each row's index and ``b``."""
+        if self.factored:
+            return self.vectors.size + 2 * len(self.index)
+        return len(self.index) * (self.width + 1)
+
+    def _owner(self) -> np.ndarray:
+        """The client of every row."""
+        return np.repeat(np.arange(self.n_clients), np.diff(self.ptr))
+
+    @property
+    def values(self) -> np.ndarray:
+        """The rows themselves, ``(rows, d)`` (formed anew on every access)."""
+        return self.b[:, None] * self.vectors[self._owner()]
+
+    def squared_norms(self) -> np.ndarray:
+        """The squared L2 norm of every row, ``b_q^2 ||x_k||^2``."""
+        return self.b**2 * np.einsum("kd,kd->k", self.vectors, self.vectors)[self._owner()]
+
+    def add_to(self, flat: np.ndarray, weights: np.ndarray) -> None:
+        """``flat[index[q]] += weights[k] b[q] vectors[k]`` for the rows of every client ``k``
+        (:func:`_scatter_scaled`)."""
+        _scatter_scaled(flat, self.ptr, self.index, self.b,
+                        np.ascontiguousarray(self.vectors, dtype=np.float64),
+                        weights.astype(np.float64), numba.get_num_threads())
 
 
 @dataclass(frozen=True)
@@ -172,7 +241,7 @@ class Stacked:
 
     shape: tuple[int, ...]
     dense: np.ndarray | None = None
-    rows: RowPatch | OuterRows | None = None  # OuterFactors: an OuterRows
+    rows: RowPatch | OuterRows | ScaledRows | None = None  # OuterFactors: an OuterRows
     scale: np.ndarray | None = None  # a factor per client (clipping), applied when summed
 
     def __post_init__(self) -> None:
@@ -253,7 +322,7 @@ def _scatter_rows(total, ptr, index, values, weights):
 
 
 @numba.njit(cache=True, inline="always")
-def _add_terms(row, q0, q1, vec, a, b, vectors, w):
+def _add_terms(row, q0, q1, vec, a, b, vectors, w, gram):
     """``row += w * (the row of the terms q0:q1)`` (:class:`OuterRows`; the packing of
     :func:`svec_pairs`: the upper triangle row by row, off the diagonal times sqrt(2))."""
     d = vectors.shape[1]
@@ -261,7 +330,7 @@ def _add_terms(row, q0, q1, vec, a, b, vectors, w):
     for q in range(q0, q1):
         x = vectors[vec[q]]
         e = 0
-        for i in range(d):
+        for i in range(d if gram else 0):
             xi = w * a[q] * x[i]
             row[e] += xi * x[i]
             e += 1
@@ -275,11 +344,11 @@ def _add_terms(row, q0, q1, vec, a, b, vectors, w):
 
 
 @numba.njit(cache=True, parallel=True)
-def _outer_rows(out, term_ptr, vec, a, b, vectors):
+def _outer_rows(out, term_ptr, vec, a, b, vectors, gram):
     """Row ``g`` of ``out`` (zeros) becomes the row of group ``g``'s terms (:class:`OuterRows`),
     in parallel over groups."""
     for g in numba.prange(out.shape[0]):
-        _add_terms(out[g], term_ptr[g], term_ptr[g + 1], vec, a, b, vectors, 1.0)
+        _add_terms(out[g], term_ptr[g], term_ptr[g + 1], vec, a, b, vectors, 1.0, gram)
 
 
 @numba.njit(cache=True, parallel=True)
@@ -367,6 +436,53 @@ def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights):
                 e += 1
         for i in range(d):
             row[e + i] += y[i]
+
+
+@numba.njit(cache=True, parallel=True)
+def _scatter_linear(total, ptr, index, term_ptr, vec, b, vectors, weights, blocks):
+    """``total[index[g]] += weights[k] sum_q b_q x_q`` for every group ``g`` of every client
+    ``k`` (:class:`OuterRows` without the Gram part): the rows of ``total`` cut into
+    ``blocks`` ranges, in parallel, each block reading every group and adding those of its
+    rows, in group order (the same result whatever the blocks), indexed in place (no view
+    made per group)."""
+    d = vectors.shape[1]
+    n_rows = total.shape[0]
+    client = np.empty(index.shape[0], dtype=np.int64)
+    for k in numba.prange(ptr.shape[0] - 1):
+        for g in range(ptr[k], ptr[k + 1]):
+            client[g] = k
+    for blk in numba.prange(blocks):
+        lo, hi = blk * n_rows // blocks, (blk + 1) * n_rows // blocks
+        for g in range(index.shape[0]):
+            j = index[g]
+            if j < lo or j >= hi:
+                continue
+            w = weights[client[g]]
+            for q in range(term_ptr[g], term_ptr[g + 1]):
+                v = vec[q]
+                wb = w * b[q]
+                for i in range(d):
+                    total[j, i] += wb * vectors[v, i]
+
+
+@numba.njit(cache=True, parallel=True)
+def _scatter_scaled(total, ptr, index, b, vectors, weights, blocks):
+    """``total[index[q]] += weights[k] b[q] vectors[k]`` for the rows ``q`` of every client
+    ``k`` (:class:`ScaledRows`), as :func:`_scatter_linear` adds: ``blocks`` ranges of rows in
+    parallel, each row's additions in order (the same result whatever the blocks)."""
+    d = vectors.shape[1]
+    n_rows = total.shape[0]
+    for blk in numba.prange(blocks):
+        lo, hi = blk * n_rows // blocks, (blk + 1) * n_rows // blocks
+        for k in range(ptr.shape[0] - 1):
+            w = weights[k]
+            for q in range(ptr[k], ptr[k + 1]):
+                j = index[q]
+                if j < lo or j >= hi:
+                    continue
+                wb = w * b[q]
+                for i in range(d):
+                    total[j, i] += wb * vectors[k, i]
 
 
 _SUMMED_BY_DRIVER = object()

@@ -9,7 +9,8 @@ evaluate, if any, and, for every recipient, its last exchange that the server in
 Every recipient gets the same records, so Flower stores and pushes them once per exchange: only
 the message envelopes differ. Client to server: an ``ArrayRecord`` ``"uploads"`` (each upload
 of a batch of one: its dense part and/or rows, or the rows' factors where the client sends
-those, :class:`fedmc.core.uploads.OuterFactors`) and/or a ``ConfigRecord`` ``"sums"``
+those, :class:`fedmc.core.uploads.OuterFactors` and factored
+:class:`fedmc.core.uploads.ScaledRows`) and/or a ``ConfigRecord`` ``"sums"``
 (evaluation). What a client sends is checked as it is unpacked (:func:`unpack_uploads`,
 :func:`unpack_sums`): a reply that is not finite or has the wrong shape raises
 :class:`RefusedReply`, and the server leaves that client out. Secure aggregation carries the
@@ -29,7 +30,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from fedmc.core.protocol import Message
-from fedmc.core.uploads import OuterFactors, RowPatch, Stacked, Uploads
+from fedmc.core.uploads import OuterFactors, RowPatch, ScaledRows, Stacked, Uploads
 
 HEADER = "fedmc"
 NO_EXCHANGE = -1
@@ -165,11 +166,17 @@ def pack_reply(uploads: Uploads | None = None,
             factor = 1.0 if s.scale is None or not len(s.scale) else float(s.scale[0])
             if s.dense is not None and len(s.dense):
                 parts[f"{name}.dense"] = factor * s.dense[0]
-            if isinstance(s.rows, OuterFactors):
+            if isinstance(s.rows, ScaledRows) and s.rows.factored:
+                r = s.rows
+                parts.update({f"{name}.index": r.index, f"{name}.b": factor * r.b,
+                              f"{name}.vectors": r.vectors})
+            elif isinstance(s.rows, OuterFactors):
                 r = s.rows
                 parts.update({f"{name}.index": r.index, f"{name}.terms": np.diff(r.term_ptr),
-                              f"{name}.vec": r.vec, f"{name}.a": factor * r.a,
-                              f"{name}.b": factor * r.b, f"{name}.vectors": r.vectors})
+                              f"{name}.vec": r.vec, f"{name}.b": factor * r.b,
+                              f"{name}.vectors": r.vectors})
+                if r.gram:
+                    parts[f"{name}.a"] = factor * r.a
             elif s.rows is not None:
                 parts.update({f"{name}.index": s.rows.index,
                               f"{name}.values": factor * s.rows.values})
@@ -207,7 +214,7 @@ def unpack_uploads(content: RecordDict, shapes: Mapping[str, tuple[int, ...]]) -
 
 
 def _rows(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
-          ) -> RowPatch | OuterFactors | None:
+          ) -> RowPatch | OuterFactors | ScaledRows | None:
     """The sparse rows of upload ``name``, if it has any: distinct row indices below
     ``shape[0]``, one finite row of ``shape[1:]`` each, or their factors
     (:func:`_factors`)."""
@@ -227,26 +234,49 @@ def _rows(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
     if len(np.unique(index)) != len(index):
         raise RefusedReply(f"upload {name!r}: repeated row indices")
     ptr = np.array([0, len(index)], dtype=np.int64)
+    if factored and not any(f"{name}.{part}" in parts for part in ("terms", "vec", "a")):
+        return _scaled(name, parts, shape, ptr, index.astype(np.int64))
     if factored:
         return _factors(name, parts, shape, ptr, index.astype(np.int64))
     values = _finite(f"{name}.values", values, (len(index), *shape[1:]))
     return RowPatch(ptr, index.astype(np.int64), values)
 
 
+def _scaled(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
+            ptr: np.ndarray, index: np.ndarray) -> ScaledRows:
+    """Rows that are multiples of the client's one vector
+    (:class:`fedmc.core.uploads.ScaledRows`): the finite ``vectors`` (one, of ``shape[1]``
+    numbers) and a finite ``b`` per row."""
+    vectors, b = parts.get(f"{name}.vectors"), parts.get(f"{name}.b")
+    if vectors is None or b is None:
+        raise RefusedReply(f"upload {name!r} has scaled rows without "
+                           f"{'vectors' if vectors is None else 'b'}")
+    if len(shape) != 2 or vectors.shape != (1, shape[1]):
+        raise RefusedReply(f"upload {name!r}: vectors {vectors.shape} are not one vector of "
+                           f"{shape[1:]}")
+    return ScaledRows(ptr, index, _finite(f"{name}.b", b, (len(index),)),
+                      _finite(f"{name}.vectors", vectors, vectors.shape), factored=True)
+
+
 def _factors(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
              ptr: np.ndarray, index: np.ndarray) -> OuterFactors:
     """The factors of upload ``name``'s rows (:class:`fedmc.core.uploads.OuterFactors`): a
     count of terms per row, each term's vector (a row of the finite ``vectors``, whose length
-    ``d`` makes rows of ``shape[1] = d (d + 1) / 2 + d``) and its finite ``a`` and ``b``."""
-    missing = [part for part in FACTORS if f"{name}.{part}" not in parts]
-    if missing:
-        raise RefusedReply(f"upload {name!r} has factors without {', '.join(missing)}")
-    terms, vec = parts[f"{name}.terms"], parts[f"{name}.vec"]
-    vectors = parts[f"{name}.vectors"]
+    ``d`` makes rows of ``shape[1] = d (d + 1) / 2 + d``, or of ``d`` without the Gram part)
+    and its finite ``a`` (with the Gram part only) and ``b``."""
+    vectors = parts.get(f"{name}.vectors", np.zeros(0))
     d = vectors.shape[1] if vectors.ndim == 2 else -1
-    if len(shape) != 2 or d * (d + 1) // 2 + d != shape[1]:
+    gram = len(shape) == 2 and d * (d + 1) // 2 + d == shape[1]
+    if not gram and (len(shape) != 2 or d != shape[1]):
         raise RefusedReply(f"upload {name!r}: vectors {vectors.shape} do not make rows of "
                            f"{shape[1:]}")
+    needed = [part for part in FACTORS if gram or part != "a"]
+    missing = [part for part in needed if f"{name}.{part}" not in parts]
+    if missing:
+        raise RefusedReply(f"upload {name!r} has factors without {', '.join(missing)}")
+    if not gram and f"{name}.a" in parts:
+        raise RefusedReply(f"upload {name!r}: rows of {shape[1]} have no Gram weights a")
+    terms, vec = parts[f"{name}.terms"], parts[f"{name}.vec"]
     for part, ints, length in (("terms", terms, len(index)), ("vec", vec, None)):
         if ints.ndim != 1 or ints.dtype.kind not in "iu" or (ints.size and ints.min() < 0) \
                 or (length is not None and len(ints) != length):
@@ -255,10 +285,10 @@ def _factors(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
     if terms.sum() != len(vec) or (len(vec) and vec.max() >= len(vectors)):
         raise RefusedReply(f"upload {name!r}: the terms do not match their vectors")
     term_ptr = np.concatenate(([0], np.cumsum(terms))).astype(np.int64)
-    a = _finite(f"{name}.a", parts[f"{name}.a"], (len(vec),))
     b = _finite(f"{name}.b", parts[f"{name}.b"], (len(vec),))
+    a = _finite(f"{name}.a", parts[f"{name}.a"], (len(vec),)) if gram else np.zeros_like(b)
     return OuterFactors(ptr, index, term_ptr, vec.astype(np.int64), a, b,
-                        _finite(f"{name}.vectors", vectors, vectors.shape))
+                        _finite(f"{name}.vectors", vectors, vectors.shape), gram)
 
 
 def _finite(part: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -39,6 +39,8 @@ from fedmc.algorithms.fedals.kernels import (
     implicit_losses,
     item_terms,
     kept_entries,
+    one_user_products,
+    product_terms,
     user_solves,
 )
 from fedmc.core.biases import ranges
@@ -46,10 +48,12 @@ from fedmc.core.factors import error_sums
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.prox import Regularizer
 from fedmc.core.shard import CSR, ItemMajor, RatingsShard
-from fedmc.core.uploads import OuterFactors, OuterRows, Stacked, Uploads
+from fedmc.core.uploads import OuterFactors, OuterRows, ScaledRows, Stacked, Uploads
 from fedmc.errors import ConfigError
 
 STATS = "stats"  # rows [svec(S_j) | b_j] of the rated items (and the Gramian's row)
+PRODUCTS = "products"  # item_step="exchanges": per rated item a share of b_j - S_j v_j or S_j p_j
+GRAM = "gram"  # item_step="exchanges", implicit: the one row of the Gramian's share
 
 
 @dataclass
@@ -122,6 +126,8 @@ def client_step(cfg: FedALSConfig, shard: RatingsShard, state: ClientState, msg:
     of the statistics (``sums="running"``) or the statistics themselves (``"fresh"``) of the
     contributed ratings; set-up: the statistics of the initial rows. Every client that
     computes uploads (``compute`` equals ``upload``)."""
+    if cfg.item_step == "exchanges":
+        return state, exchange_uploads(cfg, shard, state, msg, compute)
     V = msg.arrays["V"]
     setup = msg.phase == "setup"
     rows, row_start = client_rows(shard.client_ptr, compute)
@@ -156,6 +162,65 @@ def client_step(cfg: FedALSConfig, shard: RatingsShard, state: ClientState, msg:
     sent = OuterFactors if cfg.upload == "factors" else OuterRows
     stats = sent(*terms, np.ascontiguousarray(both[:, free_v]))
     return state, {STATS: Stacked(upload_shape(cfg, V.shape[0]), rows=stats)}
+
+
+def exchange_uploads(cfg: FedALSConfig, shard: RatingsShard, state: ClientState, msg: Message,
+                     compute: np.ndarray) -> Uploads:
+    """A client's exchange of ``item_step="exchanges"`` (``docs/fedals.md``): in a ``round``
+    exchange (``V^k``) the user step, then per rated item ``j`` its share of the item step's
+    residual ``b_j - S_j v_j``, ``sum_t x_t (y_tj - w_tj x_t . v_j)`` over its users ``t``
+    who rated ``j``, and with implicit feedback its share of the Gramian ``sum_t x_t
+    x_t^T``; in a ``cg`` exchange (the directions ``P``) its share of each ``S_j p_j``,
+    ``sum_t w_tj x_t (x_t . p_j)``, the user rows unchanged. Each share is sent as the row
+    ``sum_q b_q x_q`` of :func:`~fedmc.algorithms.fedals.kernels.product_terms`' weights."""
+    users = msg.phase == "round"
+    rows, row_start = client_rows(shard.client_ptr, compute)
+    fixed_v = np.flatnonzero(~cfg.layout.free_mask_v())
+    if users:
+        V = msg.arrays["V"]
+        user_step(cfg, shard.train, rows, state.U, V, cfg.solve_steps)
+        M, V_fixed = V[:, cfg.free_v], V[:, fixed_v]
+    else:
+        M = msg.arrays["P"]
+        V_fixed = np.zeros((M.shape[0], len(fixed_v)))  # the targets y are not read
+    U = state.U[rows]
+    x = np.ascontiguousarray(U[:, cfg.free_v])
+    x_fixed, V_fixed = np.ascontiguousarray(U[:, fixed_v]), np.ascontiguousarray(V_fixed)
+    M = np.ascontiguousarray(M)
+    tr = shard.train
+    sent = OuterFactors if cfg.upload == "factors" else OuterRows
+    if state.one_user:  # each row a multiple of the client's one vector
+        lo, hi = tr.indptr[rows], tr.indptr[rows + 1]
+        start = np.concatenate(([0], np.cumsum(hi - lo))).astype(np.int64)
+        consecutive = len(rows) == 0 or rows[-1] - rows[0] == len(rows) - 1
+        # the rated items as the shard holds them (a view for consecutive users)
+        index = tr.indices[lo[0]:hi[-1]] if len(rows) and consecutive else tr.indices[
+            ranges(lo, hi)]
+        b = np.empty(start[-1])
+        one_user_products(compute, shard.client_ptr, tr, x, x_fixed, V_fixed, M, cfg.alpha,
+                          cfg.implicit, users, start, b)
+        products: OuterRows | ScaledRows = ScaledRows(start, index, b, x,
+                                                      cfg.upload == "factors")
+    else:
+        ptr, term_ptr = group_counts(compute, shard.client_ptr, tr.indptr, shard.item_major,
+                                     False, 1, False)
+        terms = Terms(ptr, np.empty(len(term_ptr) - 1, dtype=np.int64), term_ptr,
+                      np.empty(term_ptr[-1], dtype=np.int64), np.empty(term_ptr[-1]),
+                      np.empty(term_ptr[-1]))
+        item_terms(compute, shard.client_ptr, row_start, tr, shard.item_major, False, x_fixed,
+                   V_fixed, len(rows), cfg.alpha, cfg.implicit, False, -1, terms)
+        product_terms(terms.index, term_ptr, terms.vec, terms.a, terms.b, x, M, users)
+        products = sent(*terms, x, gram=False)
+    uploads = {PRODUCTS: Stacked((M.shape[0], x.shape[1]), rows=products)}
+    if cfg.implicit:  # one group per client on the Gramian's row: its users' x x^T (round)
+        s = len(compute)
+        ptr = np.arange(s + 1, dtype=np.int64) if users else np.zeros(s + 1, dtype=np.int64)
+        count = len(rows) if users else 0
+        share = sent(ptr, np.zeros(s if users else 0, dtype=np.int64),
+                     row_start if users else np.zeros(1, dtype=np.int64),
+                     np.arange(count, dtype=np.int64), np.ones(count), np.zeros(count), x)
+        uploads[GRAM] = Stacked(upload_shape(cfg, 0), rows=share)
+    return uploads
 
 
 def upload_shape(cfg: FedALSConfig, n_items: int) -> tuple[int, int]:

@@ -87,6 +87,12 @@ class FedALSConfig(FactorConfig):
         "the item's V^k row). Default: cg for implicit feedback with running sums, else exact")
     cg_steps: int = Field(3, ge=1, description="conjugate-gradient steps per row and round "
                           "(solver=cg)")
+    item_step: Literal["sums", "exchanges"] = Field(
+        "sums", description="sums: the server solves every item from the running (or fresh) "
+        "sums of the clients' statistics, d(d+1)/2 + d numbers per rated item; exchanges: every "
+        "client in every round, the item step's cg_steps conjugate-gradient steps each one "
+        "exchange whose uploads are d numbers per rated item (a round: the user step, then "
+        "one exchange per step; the history counts exchanges)")
     max_items: int | None = Field(
         None, ge=1, description="each user contributes at most this many of its items to "
         "the item step: a subset drawn once from its own items, uniformly (its user step "
@@ -100,6 +106,8 @@ class FedALSConfig(FactorConfig):
         defaults = dict(MODE_DEFAULTS[bool(data.get("implicit", False))])
         if data.get("sums") == "fresh":
             defaults["solver"] = "exact"
+        if data.get("item_step") == "exchanges":
+            defaults["solver"] = "cg"
         return {**data, **{k: v for k, v in defaults.items() if data.get(k) is None}}
 
     @model_validator(mode="after")
@@ -111,6 +119,18 @@ class FedALSConfig(FactorConfig):
                              "leave biases out or set it to false")
         if self.memory and self.sums != "fresh":
             raise ValueError("memory averages the rounds' fresh sums: it needs sums=fresh")
+        if self.item_step == "exchanges":
+            if self.solver != "cg":
+                raise ValueError("item_step=exchanges takes cg_steps conjugate-gradient steps "
+                                 "a round: solver=exact needs item_step=sums")
+            for name, value, plain in (("sums", self.sums, "running"),
+                                       ("max_items", self.max_items, None),
+                                       ("gram_scale", self.gram_scale, 1.0)):
+                if value != plain:
+                    raise ValueError(f"{name}={value} shapes the item step's sums, which "
+                                     f"item_step=exchanges does not send: leave {name} out "
+                                     "(a private run's settings set it: there, use "
+                                     "item_step=sums)")
         return self
 
     @property

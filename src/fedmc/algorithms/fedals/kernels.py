@@ -256,6 +256,57 @@ def item_terms(compute, client_ptr, row_start, ratings, groups, one_user, X_fixe
                     t += 1
 
 
+@numba.njit(cache=True, parallel=True, fastmath=True)
+def product_terms(index, term_ptr, vec, a, b, vectors, M, residual):
+    """The weights ``b`` of the terms of :func:`item_terms` (each group ``g`` on item
+    ``j = index[g]``, each term a user vector ``x = vectors[vec[q]]`` with the entry's ``w =
+    a[q]`` and ``y = b[q]``), rewritten in place for the item step's conjugate-gradient
+    exchanges (``item_step="exchanges"``): with ``residual``, ``y - w x . M[j]`` (``M = V``:
+    the group's share of the residual ``b_j - S_j v_j``), else ``w x . M[j]`` (``M``: the
+    directions ``P``, the share of ``S_j p_j``); the row a group sends is then
+    ``sum_q b[q] x_q``. In parallel over groups."""
+    d = vectors.shape[1]
+    for g in numba.prange(index.shape[0]):  # indexed in place: no view made per group
+        j = index[g]
+        for q in range(term_ptr[g], term_ptr[g + 1]):
+            v = vec[q]
+            dot = 0.0
+            for i in range(d):
+                dot += vectors[v, i] * M[j, i]
+            b[q] = b[q] - a[q] * dot if residual else a[q] * dot
+
+
+@numba.njit(cache=True, parallel=True, fastmath=True)
+def one_user_products(compute, client_ptr, ratings, X, X_fixed, V_fixed, M, alpha, implicit,
+                      residual, start, b):
+    """:func:`item_terms` and :func:`product_terms` at once for one-user clients: client ``k``
+    (id ``compute[k]``; its user's item-step vector ``X[k]``, fixed columns ``X_fixed[k]``)
+    writes, for its ``i``-th rating (item ``j``, value ``r``), ``b[start[k] + i]`` =
+    ``y - w X[k] . M[j]`` (``residual``) or ``w X[k] . M[j]``, with the entry's ``w`` and
+    ``y`` of :func:`_term`. In parallel over clients."""
+    indptr, indices, values = ratings
+    d = X.shape[1]
+    for k in numba.prange(compute.shape[0]):
+        t = client_ptr[compute[k]]
+        o = start[k]
+        for q in range(indptr[t], indptr[t + 1]):
+            j = indices[q]
+            r = values[q]
+            if implicit:
+                w = alpha * r
+                y = (1.0 + alpha * r) if r > 0.0 else 0.0
+            else:
+                w = 1.0
+                y = r
+                for e in range(X_fixed.shape[1]):
+                    y -= X_fixed[k, e] * V_fixed[j, e]
+            dot = 0.0
+            for i in range(d):
+                dot += X[k, i] * M[j, i]
+            b[o] = y - w * dot if residual else w * dot
+            o += 1
+
+
 @numba.njit(cache=True)
 def _floored_solve(A, b, floor):
     """``x`` of ``A x = b`` with the eigenvalues of the symmetric ``A`` (upper triangle given)

@@ -28,13 +28,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedmc.algorithms.fedals.client import STATS, upload_shape
+from fedmc.algorithms.fedals.client import GRAM, PRODUCTS, STATS, upload_shape
 from fedmc.algorithms.fedals.config import FedALSConfig
 from fedmc.algorithms.fedals.kernels import item_solves
 from fedmc.core.factors import factor_metrics, uniform_draws
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.prox import Regularizer
 from fedmc.core.uploads import Summed, svec_pairs
+from fedmc.errors import ConfigError
+
+
+@dataclass
+class ItemCG:
+    """The item step's conjugate-gradient state between exchanges
+    (``item_step="exchanges"``): the unpacked Gramian ``G``, and per item (rows) the residual
+    ``R``, the direction ``P`` (zero once the item's steps have stopped) and ``|R|^2``."""
+
+    G: np.ndarray
+    R: np.ndarray
+    P: np.ndarray
+    rs: np.ndarray
 
 
 @dataclass
@@ -42,11 +55,14 @@ class ServerState:
     """``V`` ``(n, width)`` item-major, the running statistics (rows of
     :func:`~fedmc.algorithms.fedals.client.upload_shape`); with fresh sums,
     ``total`` is the rounds' sums weighted by powers of ``memory`` and ``weight`` the sum of
-    those weights."""
+    those weights. With ``item_step="exchanges"``: no statistics (``total`` empty), the
+    number of clients (each exchange is every client's) and the item step's ``cg``."""
 
     V: np.ndarray
     total: np.ndarray
     weight: float = 0.0
+    n_clients: int = 0
+    cg: ItemCG | None = None
 
 
 def draws(cfg: FedALSConfig, info: FederationInfo, rng: np.random.Generator) -> InitialDraws:
@@ -64,15 +80,17 @@ def draws(cfg: FedALSConfig, info: FederationInfo, rng: np.random.Generator) -> 
 
 def init_server(cfg: FedALSConfig, info: FederationInfo,
                 draws: Mapping[str, np.ndarray]) -> ServerState:
-    """``V^0`` and zero sums."""
-    return ServerState(np.array(draws["V"]), np.zeros(upload_shape(cfg, info.n_items)))
+    """``V^0`` and zero sums (none with ``item_step="exchanges"``)."""
+    shape = (0, 0) if cfg.item_step == "exchanges" else upload_shape(cfg, info.n_items)
+    return ServerState(np.array(draws["V"]), np.zeros(shape), n_clients=info.n_clients)
 
 
 def setup(cfg: FedALSConfig, server: ServerState, info: FederationInfo) -> Message | None:
     """With biases and running sums, every client uploads the statistics of its initial rows
     (their all-ones bias carrier makes them nonzero); without biases they are zero, and fresh
-    sums keep nothing from before a round: no set-up."""
-    if not cfg.layout.biases or cfg.sums == "fresh":
+    sums keep nothing from before a round: no set-up (nor with ``item_step="exchanges"``,
+    which keeps no sums)."""
+    if not cfg.layout.biases or cfg.sums == "fresh" or cfg.item_step == "exchanges":
         return None
     everyone = np.arange(info.n_clients, dtype=np.int64)
     return Message(0, "setup", everyone, everyone, {"V": server.V})
@@ -81,16 +99,36 @@ def setup(cfg: FedALSConfig, server: ServerState, info: FederationInfo) -> Messa
 def message(cfg: FedALSConfig, server: ServerState, k: int, sampled: np.ndarray,
             rng: np.random.Generator) -> Message:
     """``V^k`` to the sampled clients, who all compute and upload; a client drawn twice takes
-    part once (its upload is a change: counted twice it would be added twice)."""
+    part once (its upload is a change: counted twice it would be added twice).
+
+    With ``item_step="exchanges"`` every client takes part in every exchange: ``V^k`` in the
+    first of each ``cg_steps + 1`` (phase ``round``), then the directions ``P`` (phase
+    ``cg``), one exchange per conjugate-gradient step.
+
+    Raises
+    ------
+    fedmc.errors.ConfigError
+        ``item_step="exchanges"`` with a sample that leaves a client out.
+    """
     clients = np.unique(sampled).astype(np.int64)
-    return Message(k, "round", clients, clients, {"V": server.V})
+    if cfg.item_step != "exchanges":
+        return Message(k, "round", clients, clients, {"V": server.V})
+    if len(clients) < server.n_clients:
+        raise ConfigError("item_step=exchanges needs every client in every round: use "
+                          "--active all, without --participation or --dropout")
+    if server.cg is None or (k - 1) % (cfg.cg_steps + 1) == 0:
+        return Message(k, "round", clients, clients, {"V": server.V})
+    return Message(k, "cg", clients, clients, {"P": server.cg.P})
 
 
 def server_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
                 msg: Message) -> ServerState:
     """Add the cohort's summed changes (running sums) or its summed statistics to the
     earlier rounds' times ``memory`` (fresh sums); after a round, the item step on the
-    running sums or on the weighted mean of the rounds' sums (module docstring)."""
+    running sums or on the weighted mean of the rounds' sums (module docstring); with
+    ``item_step="exchanges"``, :func:`exchange_step`."""
+    if cfg.item_step == "exchanges":
+        return exchange_step(cfg, server, summed, msg)
     keep = cfg.memory if cfg.sums == "fresh" else 1.0
     if cfg.sums == "fresh":
         server.weight = cfg.memory * server.weight + 1.0
@@ -110,6 +148,45 @@ def server_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
     return server
 
 
+def exchange_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
+                  msg: Message) -> ServerState:
+    """The item step of ``item_step="exchanges"``: ``cg_steps`` conjugate-gradient steps on
+    every item's ``(G + S_j + lam I) v_j = b_j`` from ``V^k``'s row (Takacs et al. 2011, as
+    :func:`fedmc.core.ridge.cg_steps` takes them, row by row), one per exchange, the system
+    never formed: after a ``round`` exchange the summed residuals give
+    ``R = (b - S V) - V G - V diag(lam)`` and ``P = R``; after each ``cg`` exchange the summed
+    ``S_j p_j`` give ``A P`` and one step. An item whose residual is zero or whose direction
+    has no positive curvature stops (its ``P`` zero), as the row-by-row steps do."""
+    free = cfg.free_v
+    ridge = cfg.item_ridge
+    X = server.V[:, free]
+    if msg.phase == "round":
+        d = len(free)
+        G = np.zeros((d, d))
+        if cfg.implicit:
+            rows, cols, coef = svec_pairs(d)
+            G[rows, cols] = summed[GRAM][0, : len(rows)] / coef
+            G[cols, rows] = G[rows, cols]
+        R = summed[PRODUCTS] - X @ G - X * ridge
+        server.cg = ItemCG(G, R, R.copy(), np.einsum("jd,jd->j", R, R))
+        return server
+    cg = server.cg
+    assert cg is not None  # message: the first exchange of a run is a round
+    AP = summed[PRODUCTS] + cg.P @ cg.G + cg.P * ridge
+    curvature = np.einsum("jd,jd->j", cg.P, AP)
+    moves = (cg.rs > 0.0) & (curvature > 0.0)
+    step = np.divide(cg.rs, curvature, out=np.zeros_like(cg.rs), where=moves)
+    V = server.V.copy()
+    V[:, free] = X + step[:, None] * cg.P
+    R = cg.R - step[:, None] * AP
+    rs = np.einsum("jd,jd->j", R, R)
+    beta = np.divide(rs, cg.rs, out=np.zeros_like(rs), where=moves)
+    P = np.where(moves[:, None], R + beta[:, None] * cg.P, 0.0)
+    server.V = V
+    server.cg = ItemCG(cg.G, R, P, rs)
+    return server
+
+
 def divisor(cfg: FedALSConfig, server: ServerState, coef: np.ndarray) -> np.ndarray:
     """What each column of the server's sums is divided by to give the item step's ``[svec(S_j)
     | b_j]``: the packing's coefficients ``coef`` on the Gram part, divided out of the
@@ -121,7 +198,11 @@ def divisor(cfg: FedALSConfig, server: ServerState, coef: np.ndarray) -> np.ndar
 
 def upload_shapes(cfg: FedALSConfig, info: FederationInfo) -> dict[str, tuple[int, ...]]:
     """One array: the statistics' rows (sparse: the client's rated items, and the Gramian's
-    row with implicit feedback)."""
+    row with implicit feedback); with ``item_step="exchanges"`` the products' rows (``d``
+    numbers per rated item) and with implicit feedback the Gramian's share."""
+    if cfg.item_step == "exchanges":
+        products: dict[str, tuple[int, ...]] = {PRODUCTS: (info.n_items, len(cfg.free_v))}
+        return {**products, GRAM: upload_shape(cfg, 0)} if cfg.implicit else products
     return {STATS: upload_shape(cfg, info.n_items)}
 
 
