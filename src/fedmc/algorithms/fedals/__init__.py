@@ -19,6 +19,11 @@ A round is a block-coordinate step on the whole objective: the sampled users' ro
 with every client in every round it is centralized ALS's sweep (the federated form of
 Ammad-ud-din et al. 2019's FCF with the exact item step; the sums are the statistics that
 Chien et al. 2021, "Private Alternating Least Squares", noise for user-level DP).
+
+With ``item_step="exchanges"`` every client takes part in every round and the server keeps no
+sums: after the user step the clients upload their shares of each item system's residual, then
+of its products with the server's conjugate-gradient directions, one exchange per step (the
+``implicit`` library's ALS, federated; ``docs/fedals.md``).
 """
 
 from __future__ import annotations

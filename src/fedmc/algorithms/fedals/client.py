@@ -21,6 +21,10 @@ For user-level DP (``docs/fedals.md``) a client may instead upload its whole sta
 round it takes part in (``sums="fresh"``), and contribute at most ``max_items`` of each user's
 ratings to them (:func:`contributed`), its packed Gram parts ``svec(S_j)`` times
 ``gram_scale``.
+
+With ``item_step="exchanges"`` (:func:`exchange_uploads`) a client uploads no statistics: after
+its user step its share of every rated item's residual, then in each ``cg`` exchange its share
+of the item systems' products with the server's directions, ``d`` numbers per rated item.
 """
 
 from __future__ import annotations

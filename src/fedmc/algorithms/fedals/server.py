@@ -18,7 +18,8 @@ solves (``O(n d^2)`` for CG's) plus the cohort's terms, whatever the number of c
 With ``sums="fresh"`` (user-level DP) the sums it solves from are the round's cohort's
 statistics alone, or with ``memory`` the mean of every round's so far, each earlier round
 weighted ``memory`` times the next (``docs/fedals.md``): the noise of a round is not carried
-whole into the next as running sums carry it.
+whole into the next as running sums carry it. With ``item_step="exchanges"`` it keeps no sums
+and takes the item step's conjugate-gradient steps one exchange each (:func:`exchange_step`).
 """
 
 from __future__ import annotations
