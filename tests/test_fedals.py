@@ -566,16 +566,26 @@ def test_factors_are_the_same_sums_in_fewer_bytes(mode, sums, tiny_federated,
         cfg = FedALSConfig(**{**MODES[mode], "rank": rank}, sums=sums, upload=upload)
         runs[upload] = record_boundary(ALGORITHM, cfg, data, rounds=Rounds(
             make_sampler(data.n_clients, active=6), 3))
+    pairs, by_rows, by_factors = same_sums_by_rows_and_factors(runs, STATS)
+    for r, f in pairs:
+        assert f.numbers() == f.vectors.size + 2 * len(f.index) + 3 * len(f.vec)
+        assert r.numbers() == len(r.index) * (r.width + 1) > 4 * f.numbers()
+    assert by_factors * 4 < by_rows
+
+
+def same_sums_by_rows_and_factors(runs, name):
+    """``runs["rows"]`` and ``runs["factors"]`` (:func:`record_boundary`'s) have the same
+    history bit for bit and the same sum of upload ``name`` every round; each client's
+    ``(rows, factors)`` uploads of it, and the two runs' bytes up."""
     (rows, by_rows), (factors, by_factors) = runs["rows"], runs["factors"]
     assert_same_history(by_rows.history, by_factors.history, rtol=0, atol=0,
                         ignore=("seconds", "bytes_up"))
+    pairs = []
     for a, b in zip(rows, factors, strict=True):
-        np.testing.assert_array_equal(a.summed[STATS], b.summed[STATS])
-        for (up, _), (fac, _) in zip(a.uploads, b.uploads, strict=True):
-            r, f = up[STATS].rows, fac[STATS].rows
-            assert f.numbers() == f.vectors.size + 2 * len(f.index) + 3 * len(f.vec)
-            assert r.numbers() == len(r.index) * (r.width + 1) > 4 * f.numbers()
-    assert by_factors.history.last("bytes_up") * 4 < by_rows.history.last("bytes_up")
+        np.testing.assert_array_equal(a.summed[name], b.summed[name])
+        pairs += [(up[name].rows, fac[name].rows)
+                  for (up, _), (fac, _) in zip(a.uploads, b.uploads, strict=True)]
+    return pairs, by_rows.history.last("bytes_up"), by_factors.history.last("bytes_up")
 
 
 def test_factors_need_one_user_per_client(data_of):
@@ -770,16 +780,11 @@ def test_exchange_factors_are_the_same_sums_in_fewer_bytes(mode, tiny_federated,
     runs = {upload: record_boundary(ALGORITHM, exchanges_config(mode, rank=6, upload=upload),
                                     data, rounds=every_round(data, 5))
             for upload in ("rows", "factors")}
-    (rows, by_rows), (factors, by_factors) = runs["rows"], runs["factors"]
-    assert_same_history(by_rows.history, by_factors.history, rtol=0, atol=0,
-                        ignore=("seconds", "bytes_up"))
-    for a, b in zip(rows, factors, strict=True):
-        np.testing.assert_array_equal(a.summed[PRODUCTS], b.summed[PRODUCTS])
-        for (up, _), (fac, _) in zip(a.uploads, b.uploads, strict=True):
-            r, f = up[PRODUCTS].rows, fac[PRODUCTS].rows
-            assert f.numbers() == f.vectors.size + 2 * len(f.index)
-            assert r.numbers() == len(r.index) * (r.width + 1)
-    assert by_factors.history.last("bytes_up") * 2 < by_rows.history.last("bytes_up")
+    pairs, by_rows, by_factors = same_sums_by_rows_and_factors(runs, PRODUCTS)
+    for r, f in pairs:
+        assert f.numbers() == f.vectors.size + 2 * len(f.index)
+        assert r.numbers() == len(r.index) * (r.width + 1)
+    assert by_factors * 2 < by_rows
 
 
 def test_exchanges_take_every_client_and_no_sums_settings(data_of):
