@@ -175,8 +175,12 @@ def exchange_uploads(cfg: FedALSConfig, shard: RatingsShard, state: ClientState,
     residual ``b_j - S_j v_j``, ``sum_t x_t (y_tj - w_tj x_t . v_j)`` over its users ``t``
     who rated ``j``, and with implicit feedback its share of the Gramian ``sum_t x_t
     x_t^T``; in a ``cg`` exchange (the directions ``P``) its share of each ``S_j p_j``,
-    ``sum_t w_tj x_t (x_t . p_j)``, the user rows unchanged. Each share is sent as the row
-    ``sum_q b_q x_q`` of :func:`~fedmc.algorithms.fedals.kernels.product_terms`' weights."""
+    ``sum_t w_tj x_t (x_t . p_j)``, the user rows unchanged. A one-user client's share on
+    item ``j`` is a multiple of its vector (:class:`~fedmc.core.uploads.ScaledRows`, the
+    multiples from :func:`~fedmc.algorithms.fedals.kernels.one_user_products`); a client of
+    several users sends ``sum_q b_q x_q`` over their terms (:class:`~fedmc.core.uploads.
+    OuterRows` without the Gram part, the weights from
+    :func:`~fedmc.algorithms.fedals.kernels.product_terms`)."""
     users = msg.phase == "round"
     rows, row_start = client_rows(shard.client_ptr, compute)
     fixed_v = np.flatnonzero(~cfg.layout.free_mask_v())
