@@ -66,3 +66,32 @@ def test_a_dp_budget_alone_takes_one_user_per_client_and_its_tuned_settings():
         options, _, _ = apply_paper_settings("fedmc-admm",
                                              {**UNSET, "dp_epsilon": 8, **given}, {})
         assert options["partition"] == "random", given  # what the user gave stands
+
+
+@pytest.mark.parametrize(("given", "params", "exchanges"), [
+    ({}, {}, True),
+    ({"rounds": 20}, {}, True),  # a setting of the protocol given: the rest still applies
+    ({}, {"item_step": "exchanges", "rank": 8}, True),
+    ({"participation": 0.2}, {}, False),  # a sample of the clients: the running sums' rounds
+    ({"active": "50"}, {}, False),
+    ({"sampling": "uniform"}, {}, False),
+    ({"dropout": 0.1}, {}, False),
+    ({}, {"item_step": "sums"}, False),  # one of its settings, another value
+    ({"dp_epsilon": 8}, {}, False),  # a private run: the DP settings are its protocol
+])
+def test_interactions_take_fedals_exchanges_whole_or_not_at_all(given, params, exchanges):
+    """On interactions, one user per client: federated ALS's item step as exchanges with
+    every client, 60 of them, unless the user chose a sample of the clients, the sums, or DP;
+    then none of that protocol, and the one-user variant's 10% rounds."""
+    options, out, defaulted = apply_paper_settings(
+        "fedals", {**UNSET, "implicit": True, "dropout": 0.0, **given}, params)
+    if exchanges:
+        assert out["item_step"] == "exchanges" and options["participation"] is None
+        assert options["sampling"] == "uniform"
+        assert options["rounds"] == given.get("rounds", 60)
+        assert ("item_step" in defaulted) == ("item_step" not in params)
+    else:
+        assert out.get("item_step", "sums") == "sums"
+        assert options["rounds"] != 60
+    _, out, _ = apply_paper_settings("fedals", {**UNSET, "dropout": 0.0}, {})  # ratings
+    assert "item_step" not in out

@@ -30,15 +30,16 @@ from fedmc.algorithms.spec import (
     DP_OPTIONS,
     IMPLICIT,
     PAPER_OPTIONS,
+    SAMPLE_OPTIONS,
     AlgorithmSpec,
     load,
 )
 from fedmc.errors import ConfigError
 
 __all__ = ["CROSS_SILO", "DP_OPTIONS", "IMPLICIT", "PACKAGES", "PAPER_OPTIONS",
-           "AlgorithmSpec", "algorithm_names", "audited_algorithms", "default_algorithm",
-           "dp_baseline", "fold_in_algorithms", "interactions_algorithms", "load", "spec",
-           "specs"]
+           "SAMPLE_OPTIONS", "AlgorithmSpec", "algorithm_names", "audited_algorithms",
+           "default_algorithm", "dp_baseline", "fold_in_algorithms", "interactions_algorithms",
+           "load", "spec", "specs"]
 
 PACKAGES = ("fedmc_admm", "fedmavg", "als", "felb", "rfrec", "fedals", "item_bias")
 """The algorithm packages, in the order their algorithms are listed."""

@@ -47,6 +47,8 @@ fit's ``loss``) and what each is (:data:`fedmc.federation.bounds.SumKind`): the 
 client's sums that break them."""
 
 IMPLICIT = "+implicit"
+SAMPLE_OPTIONS = ("active", "participation", "sampling", "dropout")
+"""The options that choose which clients take part in a round."""
 """The suffix of a partition's name under which ``dp_variants`` holds the settings tuned for
 interactions (``--implicit``)."""
 
@@ -134,7 +136,11 @@ class AlgorithmSpec:
         How its paper runs it: values of :data:`PAPER_OPTIONS`.
     variants
         By partition: settings applied where the user chose that partition and did not set
-        them (``Config`` fields and :data:`PAPER_OPTIONS` alike).
+        them (``Config`` fields and :data:`PAPER_OPTIONS` alike). Under the partition's name
+        plus :data:`IMPLICIT`, a protocol for interactions (``--implicit``) applied after it
+        as a whole, or not at all where the run has a DP budget (whose settings are its
+        protocol), the user gave a sample of the clients (:data:`SAMPLE_OPTIONS`) or one of
+        its settings with another value (:func:`fedmc.run.settings.apply_paper_settings`).
     dp_variants
         By partition, then by the budget they were tuned for: settings a run with user-level
         DP at that budget takes where the user set none of them (``Config`` fields,

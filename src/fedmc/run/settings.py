@@ -28,7 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from fedmc.algorithms.registry import (
     CROSS_SILO,
     DP_OPTIONS,
+    IMPLICIT,
     PAPER_OPTIONS,
+    SAMPLE_OPTIONS,
     AlgorithmSpec,
     default_algorithm,
     dp_baseline,
@@ -350,6 +352,12 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
         options["partition"] = "user"  # a guarantee per user: one user per client
     given_active = options.get("active") is not None and "active" not in defaulted
     variants = [entry.variants.get(options["partition"], {})]
+    protocol = entry.variants.get(options["partition"] + IMPLICIT, {})
+    sample = any(options.get(name) not in (None, 0.0) and name not in defaulted
+                 for name in SAMPLE_OPTIONS)  # dropout: 0 unless given
+    if options.get("implicit") and options.get("dp_epsilon") is None and not sample and all(
+            params.get(name, value) == value for name, value in protocol.items()):
+        variants.append(protocol)  # interactions' protocol, whole (AlgorithmSpec.variants)
     if options.get("dp_epsilon") is not None:
         variants.append(entry.dp_variant(options["partition"], options["dp_epsilon"],
                                          bool(options.get("implicit"))))

@@ -35,6 +35,7 @@ from fedmc.algorithms.fedals.kernels import item_solves
 from fedmc.core.factors import factor_metrics, uniform_draws
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
 from fedmc.core.prox import Regularizer
+from fedmc.core.threads import one_blas_thread
 from fedmc.core.uploads import Summed, svec_pairs
 from fedmc.errors import ConfigError
 
@@ -157,7 +158,17 @@ def exchange_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
     never formed: after a ``round`` exchange the summed residuals give
     ``R = (b - S V) - V G - V diag(lam)`` and ``P = R``; after each ``cg`` exchange the summed
     ``S_j p_j`` give ``A P`` and one step. An item whose residual is zero or whose direction
-    has no positive curvature stops (its ``P`` zero), as the row-by-row steps do."""
+    has no positive curvature stops (its ``P`` zero), as the row-by-row steps do.
+
+    Its products with ``G`` run on one BLAS thread: BLAS's threads wait spinning after a
+    call and would take the cores from the clients' parallel kernels that come next."""
+    with one_blas_thread():
+        return _exchange_step(cfg, server, summed, msg)
+
+
+def _exchange_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
+                   msg: Message) -> ServerState:
+    """:func:`exchange_step`'s arithmetic."""
     free = cfg.free_v
     ridge = cfg.item_ridge
     X = server.V[:, free]
