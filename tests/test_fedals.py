@@ -785,6 +785,12 @@ def test_exchange_factors_are_the_same_sums_in_fewer_bytes(mode, tiny_federated,
         assert f.numbers() == f.vectors.size + 2 * len(f.index)
         assert r.numbers() == len(r.index) * (r.width + 1)
     assert by_factors * 2 < by_rows
+    phases = [rec.message.phase for rec in runs["factors"][0]]
+    assert phases == ["round", "cg", "cg", "cg", "round"]
+    for rec in runs["factors"][0]:  # a cg exchange sends the products alone, nothing else
+        gram_share = mode == "implicit" and rec.message.phase == "round"
+        for up, _ in rec.uploads:
+            assert (upload_nbytes(up) > up[PRODUCTS].nbytes()) == gram_share
 
 
 def test_exchanges_take_every_client_and_no_sums_settings(data_of):

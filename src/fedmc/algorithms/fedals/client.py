@@ -226,7 +226,8 @@ def exchange_uploads(cfg: FedALSConfig, shard: RatingsShard, state: ClientState,
         count = len(rows) if users else 0
         share = sent(ptr, np.zeros(s if users else 0, dtype=np.int64),
                      row_start if users else np.zeros(1, dtype=np.int64),
-                     np.arange(count, dtype=np.int64), np.ones(count), np.zeros(count), x)
+                     np.arange(count, dtype=np.int64), np.ones(count), np.zeros(count),
+                     x if users else x[:0])  # a cg exchange: nothing, no vector either
         uploads[GRAM] = Stacked(upload_shape(cfg, 0), rows=share)
     return uploads
 
