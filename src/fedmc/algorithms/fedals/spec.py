@@ -66,6 +66,7 @@ FEDALS = AlgorithmSpec(
                   "alpha": Range(0.5, 30.0, log=True, only="interactions")},
     # curves that start slower end higher: replayed on an unpruned search of ML-1M, the
     # median pruner from round 25 or 50 of 100 stops the trial that is best on the cut (rank
-    # 86), from round 75 it does not (benchmarks/README.md, "fedals on ML-1M interactions")
+    # 86), from round 75 it does not (benchmarks/README.md, "fedals on ML-1M interactions";
+    # replayed on the running sums' rounds, not yet on the exchanges, now the default there)
     search_warmup=0.75)
 SPECS = (FEDALS,)
