@@ -152,7 +152,8 @@ class OuterRows:
         """Add every client's rows, times ``weights[k]``, into ``flat`` (the summed
         ``(rows, width)`` array), row by row (:func:`_scatter_outer`), BLAS on one thread
         (the rows are the parallel loop: a BLAS that threads each row's small product too
-        would run more threads than cores)."""
+        would run more threads than cores); without the Gram part, term by term
+        (:func:`_scatter_linear`)."""
         vectors = np.ascontiguousarray(self.vectors, dtype=np.float64)
         if not self.gram:
             _scatter_linear(flat, self.ptr, self.index, self.term_ptr, self.vec, self.b,
