@@ -44,12 +44,11 @@ from fedmc.errors import ConfigError
 class ItemCG:
     """The item step's conjugate-gradient state between exchanges
     (``item_step="exchanges"``): the unpacked Gramian ``G``, and per item (rows) the residual
-    ``R``, the direction ``P`` (zero once the item's steps have stopped) and ``|R|^2``."""
+    ``R`` and the direction ``P`` (zero once the item's steps have stopped)."""
 
     G: np.ndarray
     R: np.ndarray
     P: np.ndarray
-    rs: np.ndarray
 
 
 @dataclass
@@ -180,22 +179,23 @@ def _exchange_step(cfg: FedALSConfig, server: ServerState, summed: Summed,
             G[rows, cols] = summed[GRAM][0, : len(rows)] / coef
             G[cols, rows] = G[rows, cols]
         R = summed[PRODUCTS] - X @ G - X * ridge
-        server.cg = ItemCG(G, R, R.copy(), np.einsum("jd,jd->j", R, R))
+        server.cg = ItemCG(G, R, R.copy())
         return server
     cg = server.cg
     assert cg is not None  # message: the first exchange of a run is a round
     AP = summed[PRODUCTS] + cg.P @ cg.G + cg.P * ridge
     curvature = np.einsum("jd,jd->j", cg.P, AP)
-    moves = (cg.rs > 0.0) & (curvature > 0.0)
-    step = np.divide(cg.rs, curvature, out=np.zeros_like(cg.rs), where=moves)
+    rs = np.einsum("jd,jd->j", cg.R, cg.R)
+    moves = (rs > 0.0) & (curvature > 0.0)
+    step = np.divide(rs, curvature, out=np.zeros_like(rs), where=moves)
     V = server.V.copy()
     V[:, free] = X + step[:, None] * cg.P
     R = cg.R - step[:, None] * AP
-    rs = np.einsum("jd,jd->j", R, R)
-    beta = np.divide(rs, cg.rs, out=np.zeros_like(rs), where=moves)
+    rs_next = np.einsum("jd,jd->j", R, R)
+    beta = np.divide(rs_next, rs, out=np.zeros_like(rs), where=moves)
     P = np.where(moves[:, None], R + beta[:, None] * cg.P, 0.0)
     server.V = V
-    server.cg = ItemCG(cg.G, R, P, rs)
+    server.cg = ItemCG(cg.G, R, P)
     return server
 
 
