@@ -71,6 +71,7 @@ def test_a_dp_budget_alone_takes_one_user_per_client_and_its_tuned_settings():
 @pytest.mark.parametrize(("given", "params", "exchanges"), [
     ({}, {}, True),
     ({"rounds": 20}, {}, True),  # a setting of the protocol given: the rest still applies
+    ({"active": "all"}, {}, True),  # every client: no sample
     ({}, {"item_step": "exchanges", "rank": 8}, True),
     ({"participation": 0.2}, {}, False),  # a sample of the clients: the running sums' rounds
     ({"active": "50"}, {}, False),

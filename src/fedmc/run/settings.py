@@ -353,8 +353,8 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
     given_active = options.get("active") is not None and "active" not in defaulted
     variants = [entry.variants.get(options["partition"], {})]
     protocol = entry.variants.get(options["partition"] + IMPLICIT, {})
-    sample = any(options.get(name) not in (None, 0.0) and name not in defaulted
-                 for name in SAMPLE_OPTIONS)  # dropout: 0 unless given
+    sample = any(options.get(name) not in (None, 0.0, "all") and name not in defaulted
+                 for name in SAMPLE_OPTIONS)  # dropout: 0 unless given; active all: everyone
     if options.get("implicit") and options.get("dp_epsilon") is None and not sample and all(
             params.get(name, value) == value for name, value in protocol.items()):
         variants.append(protocol)  # interactions' protocol, whole (AlgorithmSpec.variants)
