@@ -24,6 +24,7 @@ exchanges (``item_step="exchanges"``, the default on interactions): the bytes of
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import numpy as np
 
@@ -73,8 +74,8 @@ def per_client_exchange_bytes(data, cfg: FedALSConfig, checked: int = 5) -> np.n
     def step(clients: np.ndarray, phase: str) -> dict[str, Stacked]:
         arrays = {"V": V} if phase == "round" else {"P": P}
         msg = Message(1, phase, clients, clients, arrays)
-        return dict(ALGORITHM.client_step(cfg, data, state.__class__(
-            state.U.copy(), state.one_user, state.contributed), msg, clients, clients)[1])
+        fresh = dataclasses.replace(state, U=state.U.copy())  # a round's user step changes U
+        return dict(ALGORITHM.client_step(cfg, data, fresh, msg, clients, clients)[1])
 
     everyone = np.arange(data.n_clients, dtype=np.int64)
     items = np.diff(step(everyone, "cg")["products"].rows.ptr)

@@ -129,8 +129,7 @@ class OuterRows:
         """The rows themselves, ``(groups, width)``: what the clients send (formed anew on
         every access)."""
         out = np.zeros((len(self.index), self.width))
-        _outer_rows(out, self.term_ptr, self.vec, self._gram_weights, self.b, self.vectors,
-                    self.gram)
+        _outer_rows(out, self.term_ptr, self.vec, self.a, self.b, self.vectors, self.gram)
         return out
 
     @property
@@ -193,7 +192,7 @@ class ScaledRows:
     the receiver multiplies out (:meth:`add_to`)."""
 
     ptr: np.ndarray  # int64, s + 1
-    index: np.ndarray  # int64, one per row
+    index: np.ndarray  # integers (a view of a shard's int32 items, say), one per row
     b: np.ndarray  # float64, one per row
     vectors: np.ndarray  # (s, d): one per client
     factored: bool = False
