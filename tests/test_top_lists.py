@@ -136,7 +136,7 @@ def test_the_lists_refuse_before_any_work(monkeypatch, capsys, tmp_path, run_dir
         (("--out", tmp_path / "a.csv", "--format", "csv"), "--format"),
         (("--out", tmp_path / "a.csv", "-n", 0), "-n"),
         (("--train", ratings_csv, "--user", 3), "--train"),
-        (("--out", tmp_path / "a.csv", "--user", 3), "one of"),
+        (("--out", tmp_path / "a.csv", "--user", 3), "one of them"),
         (("--similar", 3, "--include-rated"), "--include-rated"),
     )
     for args, words in cases:

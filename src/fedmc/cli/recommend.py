@@ -88,8 +88,8 @@ def recommend(
     given = {"--user": user, "--ratings": ratings, "--items": items, "--similar": similar,
              "--out": out_file}
     if sum(value is not None for value in given.values()) != 1:
-        raise ConfigError("give one of --user RAW_ID, --ratings FILE, --items FILE, "
-                          "--similar ITEM or --out FILE")
+        raise ConfigError("give --user RAW_ID, --ratings FILE, --items FILE, --similar ITEM "
+                          "or --out FILE (one of them)")
     listing = {"--train": train, "--test": test, "--columns": columns}
     if out_file is None:
         stray = [flag for flag, value in listing.items() if value is not None]
@@ -103,7 +103,7 @@ def recommend(
     if similar is not None and include_rated:
         raise ConfigError("--include-rated is for a user's list, not --similar")
     if isinstance(n, bool) or n < 1:
-        raise ConfigError(f"-n must be at least 1, got {n}")
+        raise ConfigError(f"-n must be a positive integer, got {n}")
     run_dir = run_folder(run_dir)
     model = load_model(run_dir)
     if out_file is not None:
