@@ -89,15 +89,15 @@ def load_federated(
 def _federated_frame(frame: Any, columns: dict[str, str | None], clients: int,
                      **settings: Any) -> FederatedData:
     """:func:`load_federated` of a table: its ratings split and partitioned as a file's."""
-    cfg = DataSettings(clients=clients, **settings)
+    wanted = DataSettings(clients=clients, **settings)
     for name in ("dataset", "ratings", "train", "test", "columns"):
-        if getattr(cfg, name) is not None:
+        if getattr(wanted, name) is not None:
             raise ConfigError(f"{name}= and a DataFrame are two sources: give one")
-    if cfg.normalize == "public" and cfg.rating_scale is None:
+    if wanted.normalize == "public" and wanted.rating_scale is None:
         raise ConfigError("normalize='public' of a DataFrame needs its rating_scale=(LO, HI)")
     rating = "rating" if columns["rating"] is None else columns["rating"] or None
-    if rating is None and not cfg.implicit:
+    if rating is None and not wanted.implicit:
         raise ConfigError("rating='' reads interactions: it needs implicit=True")
     table = ratings_from_frame(frame, columns["user"] or "user", columns["item"] or "item",
-                               rating, cfg.duplicates)
-    return federate(as_read(table, cfg), cfg)
+                               rating, wanted.duplicates)
+    return federate(as_read(table, wanted), wanted)
