@@ -63,8 +63,15 @@ def test_every_held_out_user_s_list_equals_one_user_at_a_time(monkeypatch, capsy
         np.testing.assert_allclose([s for _, _, s in got], top.ratings, rtol=1e-9)
 
 
+@pytest.mark.parametrize("implicit", [False, True])
 def test_the_file_s_ndcg_is_fedmc_evaluate_s(monkeypatch, capsys, tmp_path, run_dir,
-                                            ratings_csv, invoke):
+                                            ratings_csv, invoke, implicit):
+    if implicit:  # interactions (every rating one): the popularity list
+        run_dir = tmp_path / "clicks"
+        code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "-a",
+                              "item-bias", "--implicit", "--partition", "user", "--out",
+                              run_dir, "-q")
+        assert code == 0, err
     code, _, err = invoke(monkeypatch, capsys, "evaluate", run_dir, "--ranking-k", 10, "-q")
     assert code == 0, err
     reported = json.loads((run_dir / "evaluation.json").read_text())["ndcg@10"]
