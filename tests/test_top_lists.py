@@ -46,7 +46,7 @@ def test_every_held_out_user_s_list_equals_one_user_at_a_time(monkeypatch, capsy
     code, _, err = invoke(monkeypatch, capsys, "recommend", run_dir, "--out", path, "-n", 5)
     assert code == 0, err
     header, lists = _read_lists(path)
-    assert header == ["user", "item", "rank", "score"]
+    assert header == ["user", "item", "rank", "score"] and list(lists) == sorted(lists)
     model, data = load_model(run_dir), _split(ratings_csv)
     expected = {}
     for t in range(data.n_users):  # the reference: the public model, one raw user at a time
@@ -57,7 +57,7 @@ def test_every_held_out_user_s_list_equals_one_user_at_a_time(monkeypatch, capsy
         expected[int(data.user_ids[t])] = model.recommend(me, n=5)
     assert sorted(lists) == sorted(expected) and len(expected) > 10
     for user, top in expected.items():
-        got = sorted(lists[user])
+        got = lists[user]  # in the order of the file
         assert [r for r, _, _ in got] == list(range(1, len(top) + 1))
         assert [i for _, i, _ in got] == top.items.tolist(), user
         np.testing.assert_allclose([s for _, _, s in got], top.ratings, rtol=1e-9)

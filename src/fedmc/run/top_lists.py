@@ -37,8 +37,8 @@ COLUMNS = ("user", "item", "rank", "score")
 @dataclass(frozen=True)
 class TopLists:
     """Top-N lists in long format, one entry per row: the user's and the item's raw ids, the
-    item's rank in the user's list (from 1) and its score. Users follow the held-out rows'
-    order; each user's entries run from rank 1 up."""
+    item's rank in the user's list (from 1) and its score. Users come in the order of their
+    raw ids; each user's entries run from rank 1 up."""
 
     users: np.ndarray
     items: np.ndarray
@@ -102,6 +102,8 @@ def top_lists(model: FactorModel, held: HeldOut, n: int, exclude_rated: bool = T
         items, z = top_n(U, model.V, seen.indptr, seen.indices, n)
         parts.append((keep, items[keep - t0], z[keep - t0]))
     users, items, z = (np.concatenate(column) for column in zip(*parts, strict=True))
+    order = np.argsort(held.user_ids[users], kind="stable")  # by raw user id
+    users, items, z = users[order], items[order], z[order]
     filled = items >= 0
     ranks = np.broadcast_to(np.arange(1, n + 1), items.shape)
     scores = np.clip(model.normalizer.inverse(z[filled]), *model.clip)
