@@ -135,15 +135,20 @@ class FederatedData:
         items = np.concatenate([a.indices, b.indices])
         order = np.lexsort((items, rows))
         old = self.normalizer
-        ratings = old.inverse(np.concatenate([a.values, b.values])[order])
-        norm = old if old.kind in ("none", "public") else Normalizer.fit(ratings, old.kind)
+        values = np.concatenate([a.values, b.values])[order]
         cut = old.inverse(b.values)
         lo, hi = self.value_range
         value_range = (min(lo, float(cut.min(initial=lo))), max(hi, float(cut.max(initial=hi))))
-        train = CSR(a.indptr + b.indptr, items[order], norm.transform(ratings))
-        test = self.test._replace(values=norm.transform(old.inverse(self.test.values)))
-        return replace(self, train=train, test=test, validation=None, normalizer=norm,
-                       value_range=value_range)
+        train = CSR(a.indptr + b.indptr, items[order], values)
+        merged = replace(self, train=train, validation=None, value_range=value_range)
+        if old.kind in ("none", "public"):  # a map no rating enters: the values stand
+            return merged
+        ratings = old.inverse(values)
+        norm = Normalizer.fit(ratings, old.kind)
+        return replace(merged, normalizer=norm,
+                       train=train._replace(values=norm.transform(ratings)),
+                       test=self.test._replace(values=norm.transform(old.inverse(
+                           self.test.values))))
 
     def validation_shard(self) -> FederatedData:
         """The same clients with their validation cut in the place of their test ratings:
