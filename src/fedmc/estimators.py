@@ -57,7 +57,9 @@ RUN_PARAMS: dict[str, Any] = {(SEED if name == "seed" else name): field.default
 """Run parameters every federated estimator takes besides its algorithm's: the fields of
 :class:`fedmc.federation.settings.Schedule` with their defaults (rounds, clients per round
 (None: all), sampling, participation, dropout, evaluation period, the seed as
-``random_state``, and user-level DP as ``dp=UserDP(...)``,
+``random_state``, the ranking cut-off of every evaluation as ``eval_k``, early stopping on the
+validation cut as ``early_stopping=EarlyStopping(...)`` (module docstring), and user-level DP
+as ``dp=UserDP(...)``,
 :class:`fedmc.privacy.accounting.UserDP`, apart from Felb's own local DP parameters)."""
 
 
