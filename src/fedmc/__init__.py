@@ -25,6 +25,7 @@ _LAZY = {
     "FactorModel": "fedmc.model",
     "Ratings": "fedmc.data",
     "FederatedData": "fedmc.data",
+    "EarlyStopping": "fedmc.federation.settings",
 }
 
 
