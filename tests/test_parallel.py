@@ -1,4 +1,5 @@
-"""The thread pool the kernels run their ranges on (:mod:`fedmc.core.parallel`)."""
+"""The thread pool the kernels run their ranges on (:mod:`fedmc.core.parallel`), and the sort
+the kernels use instead of NumPy's (:func:`fedmc.core.kernels.heap_sort`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numba
 import numpy as np
 import pytest
 
-from fedmc.core.kernels import rank_token, residual_sums
+from fedmc.core.kernels import heap_sort, rank_token, residual_sums
 from fedmc.core.parallel import ordered_sum, parallel_for
 
 
@@ -108,3 +109,11 @@ def test_sums_do_not_depend_on_the_threads(monkeypatch):
         monkeypatch.setenv("NUMBA_NUM_THREADS", threads)
         found.append(residual_sums(*args))
     assert found[0] == found[1] == found[2]
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 10, 257])
+def test_heap_sort_sorts_as_numpy(n):
+    a = np.random.default_rng(n).integers(-50, 50, size=n)  # repeats too
+    b = a.copy()
+    heap_sort(b)
+    assert np.array_equal(b, np.sort(a))

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 import numba
 import numpy as np
 
+from fedmc.core.kernels import heap_sort
 from fedmc.core.parallel import parallel_for
 from fedmc.errors import ConfigError
 
@@ -77,7 +78,8 @@ def _best_of_block_range(start, stop, block, t0, seen_ptr, seen_idx, items, scor
     n = items.shape[1]
     for i in range(start, stop):
         t = t0 + i
-        seen = np.sort(seen_idx[seen_ptr[t] : seen_ptr[t + 1]])
+        seen = seen_idx[seen_ptr[t] : seen_ptr[t + 1]].copy()
+        heap_sort(seen)
         s_pos = 0
         count = 0
         best_j = items[t]

@@ -28,6 +28,7 @@ import math
 import numpy as np
 from numba import njit
 
+from fedmc.core.kernels import heap_sort
 from fedmc.core.parallel import parallel_for
 from fedmc.data.ratings import Ratings
 from fedmc.errors import ConfigError, DataError
@@ -141,7 +142,7 @@ def _sample_rejection(
     else:
         for k in range(d):
             mark[out[k]] = 0
-        out.sort()
+        heap_sort(out)
 
 
 @njit(cache=True)
