@@ -19,7 +19,8 @@ forms, whichever is cheapest for the algorithm:
   :class:`OuterRows`, sparse rows of packed symmetric statistics kept by their factors (the
   normal equations of least squares, e.g. federated ALS's item step), whose rows are formed
   only where they are summed, and which clients may send as those factors
-  (:class:`OuterFactors`) rather than as rows;
+  (:class:`OuterFactors`) rather than as rows; or :class:`~fedmc.core.gram_rows.GramRows`,
+  the item-item Gram matrix of a client's users kept by their sparse rows (EASE's upload);
 * both: the rows are added to the dense part.
 """
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
+from fedmc.core.gram_rows import GramRows
 from fedmc.core.threads import one_blas_thread
 
 BYTES_PER_NUMBER = 8  # payload accounting: float64 values, indices counted as one number each
@@ -241,7 +243,7 @@ class Stacked:
 
     shape: tuple[int, ...]
     dense: np.ndarray | None = None
-    rows: RowPatch | OuterRows | ScaledRows | None = None  # OuterFactors: an OuterRows
+    rows: RowPatch | OuterRows | ScaledRows | GramRows | None = None  # OuterFactors: OuterRows
     scale: np.ndarray | None = None  # a factor per client (clipping), applied when summed
 
     def __post_init__(self) -> None:
