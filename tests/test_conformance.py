@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fedmc.algorithms.ease import ALGORITHM as EASE
 from fedmc.algorithms.fedals import ALGORITHM as FEDALS
 from fedmc.algorithms.fedmavg import ALGORITHM as FEDMAVG
 from fedmc.algorithms.fedmavg import POSTER as FEDMAVG_POSTER
@@ -111,6 +112,9 @@ CASES = [
     Case(FEDALS, {"rank": 3, "item_step": "exchanges", "upload": "factors"}, run=EVERY_CLIENT,
          data="one-user"),
     Case(FEDALS, {"rank": 3, "implicit": True, "item_step": "exchanges"}, run=EVERY_CLIENT,
+         data="implicit-one-user"),
+    Case(EASE, {"implicit": True, "lam": 2.0}, data="implicit"),
+    Case(EASE, {"implicit": True, "max_items": 3}, run={"dropout": 0.3},
          data="implicit-one-user"),
 ]
 
@@ -244,6 +248,7 @@ DP_CASES = [
     Case(FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "max_items": 2}, data="implicit"),
     Case(FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "upload": "factors"},
          data="implicit-one-user"),
+    Case(EASE, {"implicit": True, "max_items": 2}, data="implicit-one-user"),
 ]
 
 
