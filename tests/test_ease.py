@@ -70,7 +70,7 @@ def test_gram_rows_are_the_nonzero_rows_of_each_clients_gram(batch):
     np.testing.assert_allclose(rows.values, expected, atol=1e-15)
     np.testing.assert_allclose(rows.squared_norms(), np.sum(expected**2, axis=1), rtol=1e-12)
     upper = sum(np.count_nonzero(np.triu(G)) for G in grams)
-    assert rows.numbers() == len(rows.index) + 2 * upper
+    assert rows.numbers() == 2 * len(rows.index) + 2 * upper
 
 
 def test_a_clients_norm_is_its_grams_frobenius_norm(batch):

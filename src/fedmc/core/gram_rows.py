@@ -13,8 +13,9 @@ operations: the cost follows the data of the clients that take part).
 
 As a row form (:mod:`fedmc.core.uploads`) its stored rows are those ``G_k`` has: one per item
 ``j`` one of the client's users holds, ``G_k[j] = sum_{t: j in x_t} x_tj x_t``. What a client
-sends is its Gram's packed upper triangle (per stored row its index, then each entry
-``l >= j`` with its column: :meth:`GramRows.numbers`), not its users' rows.
+sends is its Gram's packed upper triangle (per stored row its index and count, then each
+entry ``l >= j`` with its column: :meth:`GramRows.upper_triangle`, :meth:`GramRows.numbers`),
+not its users' rows.
 """
 
 from __future__ import annotations
@@ -86,9 +87,19 @@ class GramRows:
         return norms, upper
 
     def numbers(self) -> int:
-        """Numbers the batch's clients send: the packed upper triangle of each one's Gram,
-        per stored row its index and each entry ``l >= j`` with its column."""
-        return len(self.index) + 2 * int(self._row_stats()[1].sum())
+        """Numbers the batch's clients send: the packed upper triangle of each one's Gram
+        (:meth:`upper_triangle`), per stored row its index and its count of entries
+        ``l >= j``, and each entry with its column."""
+        return 2 * len(self.index) + 2 * int(self._row_stats()[1].sum())
+
+    def upper_triangle(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What a client sends (Flower's wire, :mod:`fedmc.flower.wire`): per stored row its
+        count of nonzero entries ``l >= j``, and those entries' columns (increasing within a
+        row) and values, row by row."""
+        values = self.values
+        mask = (values != 0) & (np.arange(self.width)[None, :] >= self.index[:, None])
+        rows, cols = np.nonzero(mask)
+        return mask.sum(axis=1), cols.astype(np.int64), values[rows, cols]
 
     def squared_norms(self) -> np.ndarray:
         """The squared L2 norm of every stored row ``G_k[j]`` (their sum over a client is

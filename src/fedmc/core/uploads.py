@@ -73,6 +73,20 @@ class RowPatch:
         _scatter_rows(flat, self.ptr, self.index, values, weights.astype(np.float64))
 
 
+@dataclass(frozen=True)
+class TriangleRows(RowPatch):
+    """:class:`RowPatch` rows of a symmetric upload that arrived as its packed upper triangle
+    (a :class:`~fedmc.core.gram_rows.GramRows` client's, over Flower's wire): the rows
+    themselves, counted as what was sent, per row its index and count of entries, and each of
+    the ``entries`` with its column (:meth:`fedmc.core.gram_rows.GramRows.numbers`)."""
+
+    entries: int = 0
+
+    def numbers(self) -> int:
+        """Numbers the client sent: its rows' indices and counts, its entries and columns."""
+        return 2 * len(self.index) + 2 * self.entries
+
+
 def svec_pairs(d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The packing ``svec`` of a symmetric ``d x d`` matrix ``A`` into ``d (d + 1) / 2``
     numbers: entry ``e`` is ``coef[e] * A[row[e], col[e]]`` over the upper triangle, row by
