@@ -298,11 +298,7 @@ def _factors(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
     if not gram and f"{name}.a" in parts:
         raise RefusedReply(f"upload {name!r}: rows of {shape[1]} have no Gram weights a")
     terms, vec = parts[f"{name}.terms"], parts[f"{name}.vec"]
-    for part, ints, length in (("terms", terms, len(index)), ("vec", vec, None)):
-        if ints.ndim != 1 or ints.dtype.kind not in "iu" or (ints.size and ints.min() < 0) \
-                or (length is not None and len(ints) != length):
-            raise RefusedReply(f"upload {name!r}: {part} must be a vector of integers >= 0"
-                               + ("" if length is None else ", one per row"))
+    _counts(name, (("terms", terms, len(index)), ("vec", vec, None)))
     if terms.sum() != len(vec) or (len(vec) and vec.max() >= len(vectors)):
         raise RefusedReply(f"upload {name!r}: the terms do not match their vectors")
     term_ptr = np.concatenate(([0], np.cumsum(terms))).astype(np.int64)
@@ -324,11 +320,7 @@ def _triangle(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...]
     if len(shape) != 2 or shape[0] != shape[1]:
         raise RefusedReply(f"upload {name!r}: a triangle makes square uploads, not {shape}")
     upper, cols = parts[f"{name}.upper"], parts[f"{name}.cols"]
-    for part, ints, length in (("upper", upper, len(index)), ("cols", cols, None)):
-        if ints.ndim != 1 or ints.dtype.kind not in "iu" or (ints.size and ints.min() < 0) \
-                or (length is not None and len(ints) != length):
-            raise RefusedReply(f"upload {name!r}: {part} must be a vector of integers >= 0"
-                               + ("" if length is None else ", one per row"))
+    _counts(name, (("upper", upper, len(index)), ("cols", cols, None)))
     if np.any(np.diff(index) <= 0) or upper.sum() != len(cols):
         raise RefusedReply(f"upload {name!r}: rows not increasing, or counts that do not "
                            "match the columns")
@@ -346,6 +338,16 @@ def _triangle(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...]
     off = cols != index[row]
     values[at[off], index[row][off]] = entries[off]
     return TriangleRows(ptr, index, values, entries=len(cols))
+
+
+def _counts(name: str, checked: tuple[tuple[str, np.ndarray, int | None], ...]) -> None:
+    """Refuse upload ``name`` unless every ``(part, array, length)`` is a vector of integers
+    >= 0, of ``length`` entries (one per row) where given."""
+    for part, ints, length in checked:
+        if ints.ndim != 1 or ints.dtype.kind not in "iu" or (ints.size and ints.min() < 0) \
+                or (length is not None and len(ints) != length):
+            raise RefusedReply(f"upload {name!r}: {part} must be a vector of integers >= 0"
+                               + ("" if length is None else ", one per row"))
 
 
 def _finite(part: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
