@@ -26,7 +26,11 @@ from fedmc.sim import simulate
 def centralized_ease(X: np.ndarray, lam: float) -> np.ndarray:
     """Steck (2019), Algorithm 1, straight from the paper: ``G = X^T X``, ``P = (G + lambda
     I)^-1``, ``B = P / (-diag(P))`` with a zero diagonal."""
-    G = X.T @ X
+    return centralized_ease_of_gram(X.T @ X, lam)
+
+
+def centralized_ease_of_gram(G: np.ndarray, lam: float) -> np.ndarray:
+    """Algorithm 1 from its Gram matrix ``G`` on."""
     P = np.linalg.inv(G + lam * np.eye(G.shape[0]))
     B = P / (-np.diag(P))
     np.fill_diagonal(B, 0.0)
@@ -199,3 +203,30 @@ def test_federated_ease_is_centralized_ease_on_ml100k(require_shared_data):
     sim = simulate(ALGORITHM, cfg, data, rounds=Rounds(make_sampler(data.n_clients), 0))
     B = centralized_ease(_dense(data.train, data.n_items), cfg.lam)
     np.testing.assert_allclose(sim.server.B, B, rtol=0, atol=1e-10)
+
+
+@pytest.mark.slow
+def test_a_dp_run_takes_the_budgets_settings_and_publishes_a_private_model(
+        monkeypatch, capsys, tmp_path, ratings_csv, invoke):
+    """--dp-epsilon alone: the clip and lambda tuned for the budget, one set-up exchange
+    accounted, a private model that fedmc evaluate ranks with."""
+    out = tmp_path / "dp"
+    code, _, err = invoke(monkeypatch, capsys, "run", "-a", "ease", "--implicit", "--ratings",
+                          ratings_csv, "--dp-epsilon", 8, "--out", out, "-q")
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["private"] and config["params"]["lam"] == 5000.0
+    assert {"dp_clip", "lam", "rounds"} <= set(config["run"]["defaulted"])
+    history = (out / "history.csv").read_text().splitlines()
+    assert len(history) == 2 and 7.9 < float(history[1].split(",")[3]) <= 8.0
+    code, _, err = invoke(monkeypatch, capsys, "evaluate", out, "-q")
+    assert code == 0, err
+    assert 0 <= json.loads((out / "evaluation.json").read_text())["ndcg@10"] <= 1
+
+
+def test_the_server_symmetrizes_a_noised_gram():
+    """Post-processing of a noised (asymmetric) release: B of its symmetric part."""
+    rng = np.random.default_rng(0)
+    G = rng.normal(size=(6, 6)) + 10 * np.eye(6)
+    np.testing.assert_allclose(fedmc.algorithms.ease.server.ease_weights(G, 2.0),
+                               centralized_ease_of_gram((G + G.T) / 2, 2.0), atol=1e-12)
