@@ -20,8 +20,8 @@ class EaseConfig(AlgorithmConfig):
     takes (``--implicit`` sets it).
     """
 
-    lam: float = Field(300.0, gt=0, description="lambda: ridge weight on the Gram matrix's "
-                       "diagonal")
+    lam: float = Field(1000.0, gt=0, description="lambda: ridge weight on the Gram "
+                       "matrix's diagonal")
     max_items: int | None = Field(None, ge=1, description="the most items one user "
                                   "contributes (a uniform draw of its own; None: all)")
     implicit: bool = Field(False, description="fit interactions (EASE takes nothing else)")
