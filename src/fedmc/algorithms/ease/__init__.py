@@ -8,11 +8,10 @@ Every client uploads its users' share of ``G`` in one set-up exchange
 it (:mod:`~fedmc.algorithms.ease.server`), a device scores ``x_u B`` from its own history
 (:mod:`~fedmc.algorithms.ease.fold_in`). It fits interactions (``--implicit``) only.
 
-Under user-level DP (``--dp-epsilon``) it is one Gaussian release of ``G``: each user
-contributes at most ``max_items`` items and its client clips its whole upload to ``--dp-clip``
-(``||x x^T||_F <= max_items`` for a binary row), the server adds the noise through the run's
-aggregator and symmetrizes the noised sum; the accountant charges one set-up exchange
-(``docs/ease.md``).
+Under user-level DP (``--dp-epsilon``) it is one Gaussian release of ``G``: each client clips
+its whole upload to ``--dp-clip`` (``||x x^T||_F = |x|`` for a binary row; with ``max_items``
+each user contributes at most that many items), the aggregator adds the noise, the server
+symmetrizes the noised sum; the accountant charges one set-up exchange (``docs/ease.md``).
 """
 
 from __future__ import annotations
