@@ -130,6 +130,16 @@ def test_a_catalogue_above_the_dense_limit_is_refused(clicks, monkeypatch):
                  rounds=Rounds(make_sampler(clicks.n_clients), 0))
 
 
+def test_the_command_line_refuses_a_large_catalogue_in_one_line(monkeypatch, capsys, tmp_path,
+                                                                 ratings_csv, invoke):
+    monkeypatch.setattr(fedmc.algorithms.ease.server, "MAX_CATALOGUE", 10)
+    code, _, err = invoke(monkeypatch, capsys, "run", "-a", "ease", "--implicit", "--ratings",
+                          ratings_csv, "--out", tmp_path / "big", "-q")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "exceed the 10" in err and "--algorithm" in err and "Traceback" not in err
+    assert not (tmp_path / "big").exists()
+
+
 def test_the_published_model_folds_in_and_recommends(clicks, tmp_path):
     """Saved and loaded, the model is B^T; a new user's factor is its history and its scores
     x B; recommendations leave its items out."""

@@ -57,7 +57,7 @@ def init_server(cfg: EaseConfig, info: FederationInfo,
     n = info.n_items
     if n > MAX_CATALOGUE:
         raise ConfigError(f"ease publishes a dense item x item matrix: {n:,} items exceed the "
-                          f"{MAX_CATALOGUE:,} it is offered for (choose another algorithm)")
+                          f"{MAX_CATALOGUE:,} it is offered for: choose another --algorithm")
     return ServerState(np.zeros((n, n)))
 
 
