@@ -240,3 +240,24 @@ def test_the_server_symmetrizes_a_noised_gram():
     G = rng.normal(size=(6, 6)) + 10 * np.eye(6)
     np.testing.assert_allclose(fedmc.algorithms.ease.server.ease_weights(G, 2.0),
                                centralized_ease_of_gram((G + G.T) / 2, 2.0), atol=1e-12)
+
+
+@pytest.mark.slow
+def test_fedmc_tune_searches_lambda_on_the_cut(monkeypatch, capsys, tmp_path, ratings_csv,
+                                               invoke):
+    """``fedmc tune --algorithm ease --implicit``: the declared space (lambda), each trial
+    scored by the validation NDCG@10 of its one exchange, the winner trained on every
+    training interaction."""
+    import csv
+
+    out = tmp_path / "tune"
+    code, _, err = invoke(monkeypatch, capsys, "tune", "-a", "ease", "--implicit", "--ratings",
+                          ratings_csv, "--trials", 3, "--out", out, "-q")
+    assert code == 0, err
+    rows = list(csv.DictReader((out / "trials.csv").open()))
+    assert len(rows) == 3 and all(10.0 <= float(r["lam"]) <= 5000.0 for r in rows)
+    best = json.loads((out / "best.json").read_text())
+    assert best["metric"] == "validation_ndcg@10" and set(best["settings"]) == {"lam"}
+    assert best["value"] == pytest.approx(max(float(r["value"]) for r in rows))
+    config = json.loads((out / "best" / "config.json").read_text())
+    assert config["params"]["lam"] == pytest.approx(best["settings"]["lam"])
