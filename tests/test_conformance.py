@@ -210,7 +210,7 @@ def test_evaluation_folded_into_the_next_message_gives_the_same_history(case, da
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.algorithm.split_batches][:4]
-                         + [c for c in CASES if c.algorithm is FEDALS], ids=_case_id)
+                         + [c for c in CASES if c.algorithm in (FEDALS, EASE)], ids=_case_id)
 def test_chunked_messages_give_the_same_history(case, data, monkeypatch):
     """An algorithm whose clients share no batched state may run a large message in chunks
     (fedmc.sim.clients.CHUNK_RATINGS): same history as one client step over all."""
