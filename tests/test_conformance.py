@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fedmc.algorithms.ease import ALGORITHM as EASE
 from fedmc.algorithms.fedals import ALGORITHM as FEDALS
 from fedmc.algorithms.fedmavg import ALGORITHM as FEDMAVG
 from fedmc.algorithms.fedmavg import POSTER as FEDMAVG_POSTER
@@ -112,6 +113,9 @@ CASES = [
          data="one-user"),
     Case(FEDALS, {"rank": 3, "implicit": True, "item_step": "exchanges"}, run=EVERY_CLIENT,
          data="implicit-one-user"),
+    Case(EASE, {"implicit": True, "lam": 2.0}, data="implicit"),
+    Case(EASE, {"implicit": True, "max_items": 3}, run={"dropout": 0.3},
+         data="implicit-one-user"),
 ]
 
 
@@ -206,7 +210,7 @@ def test_evaluation_folded_into_the_next_message_gives_the_same_history(case, da
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.algorithm.split_batches][:4]
-                         + [c for c in CASES if c.algorithm is FEDALS], ids=_case_id)
+                         + [c for c in CASES if c.algorithm in (FEDALS, EASE)], ids=_case_id)
 def test_chunked_messages_give_the_same_history(case, data, monkeypatch):
     """An algorithm whose clients share no batched state may run a large message in chunks
     (fedmc.sim.clients.CHUNK_RATINGS): same history as one client step over all."""
@@ -244,6 +248,7 @@ DP_CASES = [
     Case(FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "max_items": 2}, data="implicit"),
     Case(FEDALS, {"rank": 2, "implicit": True, "sums": "fresh", "upload": "factors"},
          data="implicit-one-user"),
+    Case(EASE, {"implicit": True, "max_items": 2}, data="implicit-one-user"),
 ]
 
 

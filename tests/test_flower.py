@@ -156,6 +156,46 @@ def test_scaled_rows_travel_as_one_vector_and_a_number_a_row():
         unpack_uploads(content, {"s": (3, 2)})
 
 
+def _gram():
+    """One client's Gram of two users over 5 items (EASE's upload)."""
+    from fedmc.core.gram_rows import GramRows
+
+    return GramRows.of(np.array([0, 2]), np.array([0, 3, 5]), np.array([0, 2, 4, 1, 2]),
+                       np.array([1.0, 2.0, 1.0, 3.0, 1.0]), 5)
+
+
+def test_a_gram_travels_as_its_packed_upper_triangle_to_the_same_sum():
+    """EASE's upload: the client's Gram goes over the wire as its upper triangle, scaled by
+    its clip; the server forms the same symmetric rows and counts what was sent."""
+    gram = _gram()
+    sent = Stacked((5, 5), rows=gram, scale=np.array([0.5]))
+    back = unpack_uploads(pack_reply({"g": sent}), {"g": (5, 5)})["g"]
+    np.testing.assert_allclose(back.weighted_sum(np.ones(1)), sent.weighted_sum(np.ones(1)),
+                               rtol=1e-15)
+    assert back.nbytes() == sent.nbytes() == 8 * gram.numbers()
+
+
+@pytest.mark.parametrize("broken", ["below", "outside", "count", "values", "nan"])
+def test_a_malformed_triangle_is_refused(broken):
+    content = pack_reply({"g": Stacked((5, 5), rows=_gram())})
+    parts = unpack_arrays(content.array_records["uploads"])
+    if broken == "below":
+        parts["g.cols"] = parts["g.cols"].copy()
+        parts["g.cols"][-1] = 0  # the last row's entry left of its diagonal
+    elif broken == "outside":
+        parts["g.index"] = parts["g.index"][:-1]  # a column with no row sent
+        parts["g.upper"] = parts["g.upper"][:-1]
+    elif broken == "count":
+        parts["g.upper"] = parts["g.upper"] + 1
+    elif broken == "values":
+        parts["g.values"] = np.zeros((len(parts["g.index"]), 5))  # a triangle and rows
+    else:
+        parts["g.entries"] = np.full(len(parts["g.entries"]), np.nan)
+    content["uploads"] = pack_arrays(parts)
+    with pytest.raises(RefusedReply):
+        unpack_uploads(content, {"g": (5, 5)})
+
+
 def test_statistics_travel_as_their_factors_to_the_same_sum():
     """Federated ALS's ``upload=factors``: the rows' factors go over the wire, scaled by the
     client's clip, and the server forms the same rows; the bytes count the factors."""

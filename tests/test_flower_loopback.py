@@ -140,6 +140,28 @@ def test_fedals_factors_federation_equals_fedmc_run(tmp_path, secagg, item_step,
                                       reference.history.column("bytes_up"))
 
 
+@pytest.mark.parametrize("secagg", [False, True], ids=["plain", "secure"])
+def test_an_ease_federation_equals_fedmc_run(tmp_path, secagg, loopback_federation,
+                                             settings_for, out_files):
+    """Federated EASE's one exchange: plain, each client's Gram travels as its packed upper
+    triangle (counted as the simulation counts it) and the server publishes the run's B to
+    rounding; secure, each client sends its dense Gram, B to the quantization's precision."""
+    settings = settings_for("ease", tmp_path, implicit=True)
+    run = RunSpec(algorithm="ease", schedule=Schedule(rounds=0, seed=0),
+                  params={"implicit": True, "lam": 3.0})
+    history = loopback_federation(tmp_path, settings, FederatedRun(spec=run, secagg=secagg,
+                                                                   out=Path("out")))
+    reference = execute(run.model_copy(update={"data": settings}))
+    assert all(row["lost"] == "" for row in history.rows), history.column("lost")
+    model, _ = out_files(tmp_path / "out")
+    if secagg:
+        assert_within_quantization(model, reference, 1, 5)
+        return
+    np.testing.assert_allclose(model["V"], reference.model.model_["V"], rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(history.column("bytes_up"),
+                                  reference.history.column("bytes_up"))
+
+
 def poison(client: int, value: float = np.nan):
     """A mod that turns ``client``'s uploads into ``value`` (a buggy client)."""
 

@@ -31,7 +31,8 @@ def test_the_default_artifact_holds_no_user_data(tmp_path, fitted):
         assert sorted(archive.files) == ["V", "item_ids"]
     meta = json.loads((tmp_path / "model.json").read_text())
     assert meta["user_factors"] is False and meta["fedmc_version"]
-    assert meta["layout"] == {"rank": 3, "biases": True, "width": 5, "item_bias_column": 4}
+    assert meta["layout"] == {"rank": 3, "biases": True, "width": 5, "item_item": False,
+                              "item_bias_column": 4}
 
 
 @pytest.mark.parametrize(

@@ -366,6 +366,20 @@ class ItemBias(FactorEstimator):
     """
 
 
+class Ease(FactorEstimator):
+    """Federated EASE (:mod:`fedmc.algorithms.ease`) on the batched simulation, on
+    interactions (``implicit=True``).
+
+    Examples
+    --------
+    >>> from fedmc import load_federated
+    >>> data = load_federated("synthetic", clients=20, implicit=True)
+    >>> model = Ease(implicit=True, lam=50.0, rounds=0).fit(data)
+    >>> model.V_.shape == (data.n_items, data.n_items)
+    True
+    """
+
+
 class Felb(FederatedEstimator):
     """Felb: federated Elbmf with Lipschitz (iPALM) steps (Alg. 1, Eq. 8;
     :mod:`fedmc.algorithms.felb`).

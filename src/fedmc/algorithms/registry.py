@@ -41,7 +41,7 @@ __all__ = ["CROSS_SILO", "DP_OPTIONS", "IMPLICIT", "PACKAGES", "PAPER_OPTIONS",
            "default_algorithm", "dp_baseline", "fold_in_algorithms", "interactions_algorithms",
            "load", "spec", "specs"]
 
-PACKAGES = ("fedmc_admm", "fedmavg", "als", "felb", "rfrec", "fedals", "item_bias")
+PACKAGES = ("fedmc_admm", "fedmavg", "als", "felb", "rfrec", "fedals", "item_bias", "ease")
 """The algorithm packages, in the order their algorithms are listed."""
 
 @cache

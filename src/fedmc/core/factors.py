@@ -37,15 +37,31 @@ class AlgorithmConfig(BaseModel):
 
 @dataclass(frozen=True)
 class FactorLayout:
-    """Column layout of ``U`` and ``V`` for a rank and a bias setting."""
+    """Column layout of ``U`` and ``V`` for a rank and a bias setting; with ``item_item``, the
+    layout of an item-item model (EASE's): ``V = B^T``, one column per item, and a user's row
+    its own interactions, so that ``U V^T = X B`` (rank 0, no biases, as wide as the
+    catalogue: :meth:`width_for`)."""
 
     rank: int
     biases: bool
+    item_item: bool = False
 
     @property
     def width(self) -> int:
-        """Number of columns of ``U`` and ``V`` (rank + 2 with biases)."""
+        """Number of columns of ``U`` and ``V`` (rank + 2 with biases).
+
+        Raises
+        ------
+        ValueError
+            For an item-item layout, whose width is its catalogue's (:meth:`width_for`).
+        """
+        if self.item_item:
+            raise ValueError("an item-item layout is as wide as its catalogue: width_for(n)")
         return self.rank + 2 if self.biases else self.rank
+
+    def width_for(self, n_items: int) -> int:
+        """Number of columns of ``U`` and ``V`` over a catalogue of ``n_items`` items."""
+        return n_items if self.item_item else self.width
 
     @property
     def ones_col_u(self) -> int:

@@ -19,7 +19,8 @@ forms, whichever is cheapest for the algorithm:
   :class:`OuterRows`, sparse rows of packed symmetric statistics kept by their factors (the
   normal equations of least squares, e.g. federated ALS's item step), whose rows are formed
   only where they are summed, and which clients may send as those factors
-  (:class:`OuterFactors`) rather than as rows;
+  (:class:`OuterFactors`) rather than as rows; or :class:`~fedmc.core.gram_rows.GramRows`,
+  the item-item Gram matrix of a client's users kept by their sparse rows (EASE's upload);
 * both: the rows are added to the dense part.
 """
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
+from fedmc.core.gram_rows import GramRows
 from fedmc.core.parallel import parallel_for, threads
 from fedmc.core.threads import one_blas_thread
 
@@ -70,6 +72,20 @@ class RowPatch:
         (``flat``: the summed array as ``(rows, width)``)."""
         values = self.values.reshape(len(self.index), flat.shape[1])
         _scatter_rows(flat, self.ptr, self.index, values, weights.astype(np.float64))
+
+
+@dataclass(frozen=True)
+class TriangleRows(RowPatch):
+    """:class:`RowPatch` rows of a symmetric upload that arrived as its packed upper triangle
+    (a :class:`~fedmc.core.gram_rows.GramRows` client's, over Flower's wire): the rows
+    themselves, counted as what was sent, per row its index and count of entries, and each of
+    the ``entries`` with its column (:meth:`fedmc.core.gram_rows.GramRows.numbers`)."""
+
+    entries: int = 0
+
+    def numbers(self) -> int:
+        """Numbers the client sent: its rows' indices and counts, its entries and columns."""
+        return 2 * len(self.index) + 2 * self.entries
 
 
 def svec_pairs(d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -242,7 +258,7 @@ class Stacked:
 
     shape: tuple[int, ...]
     dense: np.ndarray | None = None
-    rows: RowPatch | OuterRows | ScaledRows | None = None  # OuterFactors: an OuterRows
+    rows: RowPatch | OuterRows | ScaledRows | GramRows | None = None  # OuterFactors: OuterRows
     scale: np.ndarray | None = None  # a factor per client (clipping), applied when summed
 
     def __post_init__(self) -> None:

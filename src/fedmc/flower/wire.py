@@ -10,7 +10,8 @@ Every recipient gets the same records, so Flower stores and pushes them once per
 the message envelopes differ. Client to server: an ``ArrayRecord`` ``"uploads"`` (each upload
 of a batch of one: its dense part and/or rows, or the rows' factors where the client sends
 those, :class:`fedmc.core.uploads.OuterFactors` and factored
-:class:`fedmc.core.uploads.ScaledRows`) and/or a ``ConfigRecord`` ``"sums"``
+:class:`fedmc.core.uploads.ScaledRows`, or a Gram's packed upper triangle,
+:class:`fedmc.core.gram_rows.GramRows`) and/or a ``ConfigRecord`` ``"sums"``
 (evaluation). What a client sends is checked as it is unpacked (:func:`unpack_uploads`,
 :func:`unpack_sums`): a reply that is not finite or has the wrong shape raises
 :class:`RefusedReply`, and the server leaves that client out. Secure aggregation carries the
@@ -29,13 +30,23 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
+from fedmc.core.gram_rows import GramRows
 from fedmc.core.protocol import Message
-from fedmc.core.uploads import OuterFactors, RowPatch, ScaledRows, Stacked, Uploads
+from fedmc.core.uploads import (
+    OuterFactors,
+    RowPatch,
+    ScaledRows,
+    Stacked,
+    TriangleRows,
+    Uploads,
+)
 
 HEADER = "fedmc"
 NO_EXCHANGE = -1
-PARTS = ("dense", "index", "values", "terms", "vec", "a", "b", "vectors")
+PARTS = ("dense", "index", "values", "terms", "vec", "a", "b", "vectors", "upper", "cols",
+         "entries")
 FACTORS = ("terms", "vec", "a", "b", "vectors")  # the parts of OuterFactors ("terms": per row)
+TRIANGLE = ("upper", "cols", "entries")  # a Gram's packed upper triangle ("upper": per row)
 
 
 class RefusedReply(ValueError):
@@ -177,6 +188,10 @@ def pack_reply(uploads: Uploads | None = None,
                               f"{name}.vectors": r.vectors})
                 if r.gram:
                     parts[f"{name}.a"] = factor * r.a
+            elif isinstance(s.rows, GramRows):
+                upper, cols, entries = s.rows.upper_triangle()
+                parts.update({f"{name}.index": s.rows.index, f"{name}.upper": upper,
+                              f"{name}.cols": cols, f"{name}.entries": factor * entries})
             elif s.rows is not None:
                 parts.update({f"{name}.index": s.rows.index,
                               f"{name}.values": factor * s.rows.values})
@@ -220,6 +235,10 @@ def _rows(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
     (:func:`_factors`)."""
     index, values = parts.get(f"{name}.index"), parts.get(f"{name}.values")
     factored = any(f"{name}.{part}" in parts for part in FACTORS)
+    triangle = any(f"{name}.{part}" in parts for part in TRIANGLE)
+    if triangle and (values is not None or factored):
+        raise RefusedReply(f"upload {name!r} has a Gram's triangle and other rows")
+    factored = factored or triangle
     if index is None and values is None and not factored:
         return None
     if index is None or (values is None and not factored):
@@ -234,6 +253,8 @@ def _rows(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
     if len(np.unique(index)) != len(index):
         raise RefusedReply(f"upload {name!r}: repeated row indices")
     ptr = np.array([0, len(index)], dtype=np.int64)
+    if triangle:
+        return _triangle(name, parts, shape, ptr, index.astype(np.int64))
     if factored and not any(f"{name}.{part}" in parts for part in ("terms", "vec", "a")):
         return _scaled(name, parts, shape, ptr, index.astype(np.int64))
     if factored:
@@ -277,11 +298,7 @@ def _factors(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
     if not gram and f"{name}.a" in parts:
         raise RefusedReply(f"upload {name!r}: rows of {shape[1]} have no Gram weights a")
     terms, vec = parts[f"{name}.terms"], parts[f"{name}.vec"]
-    for part, ints, length in (("terms", terms, len(index)), ("vec", vec, None)):
-        if ints.ndim != 1 or ints.dtype.kind not in "iu" or (ints.size and ints.min() < 0) \
-                or (length is not None and len(ints) != length):
-            raise RefusedReply(f"upload {name!r}: {part} must be a vector of integers >= 0"
-                               + ("" if length is None else ", one per row"))
+    _counts(name, (("terms", terms, len(index)), ("vec", vec, None)))
     if terms.sum() != len(vec) or (len(vec) and vec.max() >= len(vectors)):
         raise RefusedReply(f"upload {name!r}: the terms do not match their vectors")
     term_ptr = np.concatenate(([0], np.cumsum(terms))).astype(np.int64)
@@ -289,6 +306,48 @@ def _factors(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
     a = _finite(f"{name}.a", parts[f"{name}.a"], (len(vec),)) if gram else np.zeros_like(b)
     return OuterFactors(ptr, index, term_ptr, vec.astype(np.int64), a, b,
                         _finite(f"{name}.vectors", vectors, vectors.shape), gram)
+
+
+def _triangle(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
+              ptr: np.ndarray, index: np.ndarray) -> TriangleRows:
+    """The rows of a symmetric ``n x n`` upload sent as its packed upper triangle
+    (:class:`fedmc.core.gram_rows.GramRows`): per row, in increasing order, its count of
+    entries ``upper``, then each entry's column ``l >= j`` (increasing, itself a row sent)
+    and its finite value; the rows formed with the mirrored entries."""
+    missing = [part for part in TRIANGLE if f"{name}.{part}" not in parts]
+    if missing:
+        raise RefusedReply(f"upload {name!r} has a triangle without {', '.join(missing)}")
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise RefusedReply(f"upload {name!r}: a triangle makes square uploads, not {shape}")
+    upper, cols = parts[f"{name}.upper"], parts[f"{name}.cols"]
+    _counts(name, (("upper", upper, len(index)), ("cols", cols, None)))
+    if np.any(np.diff(index) <= 0) or upper.sum() != len(cols):
+        raise RefusedReply(f"upload {name!r}: rows not increasing, or counts that do not "
+                           "match the columns")
+    row = np.repeat(np.arange(len(index)), upper)
+    cols = cols.astype(np.int64)
+    key = row * shape[1] + cols
+    at = np.searchsorted(index, cols)
+    if np.any(cols < index[row]) or np.any(np.diff(key) <= 0) or np.any(at >= len(index)) \
+            or np.any(index[np.minimum(at, len(index) - 1)] != cols):
+        raise RefusedReply(f"upload {name!r}: a column outside its row's upper triangle or "
+                           "the rows sent")
+    entries = _finite(f"{name}.entries", parts[f"{name}.entries"], (len(cols),))
+    values = np.zeros((len(index), shape[1]))
+    values[row, cols] = entries
+    off = cols != index[row]
+    values[at[off], index[row][off]] = entries[off]
+    return TriangleRows(ptr, index, values, entries=len(cols))
+
+
+def _counts(name: str, checked: tuple[tuple[str, np.ndarray, int | None], ...]) -> None:
+    """Refuse upload ``name`` unless every ``(part, array, length)`` is a vector of integers
+    >= 0, of ``length`` entries (one per row) where given."""
+    for part, ints, length in checked:
+        if ints.ndim != 1 or ints.dtype.kind not in "iu" or (ints.size and ints.min() < 0) \
+                or (length is not None and len(ints) != length):
+            raise RefusedReply(f"upload {name!r}: {part} must be a vector of integers >= 0"
+                               + ("" if length is None else ", one per row"))
 
 
 def _finite(part: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

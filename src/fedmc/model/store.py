@@ -51,7 +51,8 @@ def write(model: Any, folder: Path) -> Path:
         "fedmc_version": model.fedmc_version,
         "algorithm": model.algorithm,
         "params": model.params,
-        "layout": {"rank": layout.rank, "biases": layout.biases, "width": layout.width,
+        "layout": {"rank": layout.rank, "biases": layout.biases,
+                   "width": layout.width_for(len(model.item_ids)), "item_item": layout.item_item,
                    "item_bias_column": layout.rank + 1 if layout.biases else None},
         "normalizer": {"kind": norm.kind, "mean": norm.mean, "scale": norm.scale},
         "value_range": [v if math.isfinite(v) else None for v in model.value_range],
@@ -208,10 +209,11 @@ def _check_layout(path: Path, fields: dict[str, Any]) -> None:
     layout = getattr(cfg, "layout", None)
     if layout is None:
         raise DataError(f"{fields['algorithm']} is not a factor model", path)
-    if fields["V"].shape[1] != layout.width:
-        raise DataError(f"V has {fields['V'].shape[1]} columns, rank {layout.rank} "
-                        f"{'with' if layout.biases else 'without'} biases needs {layout.width}",
-                        path)
+    width = layout.width_for(fields["V"].shape[0])
+    if fields["V"].shape[1] != width:
+        needs = ("an item-item model" if layout.item_item else f"rank {layout.rank} "
+                 f"{'with' if layout.biases else 'without'} biases")
+        raise DataError(f"V has {fields['V'].shape[1]} columns, {needs} needs {width}", path)
     if layout.biases:
         fixed = [("V", layout.ones_col_v), ("U", layout.ones_col_u)]
         for name, col in fixed:
