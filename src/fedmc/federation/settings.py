@@ -9,10 +9,17 @@ the algorithm, the data and what follows training) and a Flower run's configurat
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedmc.federation.sampling import Sampler, SamplingKind, make_sampler
 from fedmc.privacy.accounting import UserDP
+
+if TYPE_CHECKING:  # the samplers are NumPy's: the command line reads the settings without it
+    from fedmc.federation.sampling import Sampler
+
+SamplingKind = Literal["uniform", "bernoulli", "replacement"]
+"""How the clients of a round are drawn (:func:`fedmc.federation.sampling.make_sampler`)."""
 
 
 class EarlyStopping(BaseModel):
@@ -54,5 +61,7 @@ class Schedule(BaseModel):
 
     def sampler(self, n_clients: int) -> Sampler:
         """The client sampler of the run (:func:`fedmc.federation.sampling.make_sampler`)."""
+        from fedmc.federation.sampling import make_sampler
+
         return make_sampler(n_clients, self.active, self.sampling,
                             participation=self.participation, dropout=self.dropout)

@@ -10,8 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fedmc.core.scale import NormalizeKind
+from fedmc.data.catalog import SYNTHETIC_BOOLEAN, rating_scale
 from fedmc.data.partition import PartitionKind
-from fedmc.data.registry import rating_scale
 from fedmc.errors import ConfigError
 
 DEFAULT_DATASET = "synthetic"
@@ -89,7 +89,5 @@ class DataSettings(BaseModel):
 def is_boolean(settings: DataSettings | Any) -> bool:
     """Whether ``settings`` name Boolean data (a 0/1 file, binarized ratings or synthetic
     tiles), which ``fedmc run`` loads for the Felb algorithms (:func:`load_boolean_data`)."""
-    from fedmc.data.boolean import SYNTHETIC
-
     return (settings.binary is not None or settings.binarize is not None
-            or settings.dataset == SYNTHETIC)
+            or settings.dataset == SYNTHETIC_BOOLEAN)

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedmc.federation.sampling import SamplingKind
+from fedmc.federation.settings import SamplingKind
 
 
 class RunOptions(BaseModel):

@@ -28,13 +28,12 @@ of its products with the server's conjugate-gradient directions, one exchange pe
 
 from __future__ import annotations
 
-from fedmc.algorithms.fedals import client, server
-from fedmc.algorithms.fedals.config import FedALSConfig
-from fedmc.algorithms.fedals.spec import FEDALS
-from fedmc.core.protocol import Algorithm
+from fedmc._lazy import lazy_exports
 
-ALGORITHM = Algorithm.of(FEDALS.name, FedALSConfig, client, server, data_kind=FEDALS.data_kind,
-                         split_batches=True)
-
-
-__all__ = ["ALGORITHM", "FedALSConfig"]
+_EXPORTS = {
+    "ALGORITHM": ".algorithm",
+    "FedALSConfig": ".config",
+}
+"""What the package exports, imported on first use (its ``spec`` stays light)."""
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -29,14 +29,14 @@ readings of the paper's gaps are options with the defaults of ``docs/felb.md`` (
 
 from __future__ import annotations
 
-from fedmc.algorithms.felb import client, server
-from fedmc.algorithms.felb.config import FelbConfig, FelbMUConfig
-from fedmc.algorithms.felb.spec import FELB, FELB_MU
-from fedmc.core.protocol import Algorithm
+from fedmc._lazy import lazy_exports
 
-ALGORITHM = Algorithm.of(FELB.name, FelbConfig, client, server, data_kind=FELB.data_kind)
-ALGORITHM_MU = Algorithm.of(FELB_MU.name, FelbMUConfig, client, server,
-                            data_kind=FELB_MU.data_kind)
-
-
-__all__ = ["ALGORITHM", "ALGORITHM_MU", "FelbConfig", "FelbMUConfig"]
+_EXPORTS = {
+    "ALGORITHM": ".algorithm",
+    "ALGORITHM_MU": ".algorithm",
+    "FelbConfig": ".config",
+    "FelbMUConfig": ".config",
+}
+"""What the package exports, imported on first use (its ``spec`` stays light)."""
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -17,13 +17,12 @@ counts are uploaded: the DP popularity list of implicit (click) data.
 
 from __future__ import annotations
 
-from fedmc.algorithms.item_bias import client, server
-from fedmc.algorithms.item_bias.config import ItemBiasConfig
-from fedmc.algorithms.item_bias.spec import ITEM_BIAS
-from fedmc.core.protocol import Algorithm
+from fedmc._lazy import lazy_exports
 
-ALGORITHM = Algorithm.of(ITEM_BIAS.name, ItemBiasConfig, client, server,
-                         data_kind=ITEM_BIAS.data_kind, split_batches=True)
-
-
-__all__ = ["ALGORITHM", "ItemBiasConfig"]
+_EXPORTS = {
+    "ALGORITHM": ".algorithm",
+    "ItemBiasConfig": ".config",
+}
+"""What the package exports, imported on first use (its ``spec`` stays light)."""
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
