@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 
@@ -22,12 +22,15 @@ def lazy_import(name: str) -> Any:
     return LazyModule(name)
 
 
-def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
-    """The module ``__getattr__`` (PEP 562) of ``package`` that imports each name of
-    ``exports`` from its module (``name -> module``, relative to ``package`` with a leading
-    dot) on first access: importing the package (or a light module of it, such as an
+def lazy_exports(package: str, **exports: str) -> tuple[Callable[[str], Any], list[str]]:
+    """The module ``__getattr__`` (PEP 562) and ``__all__`` of ``package``, whose names
+    ``exports`` (``name=module``, the module relative to ``package`` with a leading dot) are
+    imported on first access: importing the package (or a light module of it, such as an
     algorithm's ``spec``) loads none of them, so the command line answers ``--help`` without
-    NumPy, Numba or SciPy."""
+    NumPy, Numba or SciPy.
+
+    Use: ``__getattr__, __all__ = lazy_exports(__name__, ALGORITHM=".algorithm")``.
+    """
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)
@@ -35,4 +38,4 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], An
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         return getattr(importlib.import_module(module, package), name)
 
-    return __getattr__
+    return __getattr__, list(exports)

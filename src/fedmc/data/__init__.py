@@ -8,14 +8,7 @@ from __future__ import annotations
 
 from fedmc._lazy import lazy_exports
 
-_EXPORTS = {
-    "FederatedData": ".federated",
-    "Normalizer": "fedmc.core.scale",
-    "Ratings": ".ratings",
-    "partition_users": ".partition",
-    "random_split": ".split",
-    "user_holdout_split": ".split",
-}
-"""What the package exports, by module."""
-__all__ = list(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __all__ = lazy_exports(__name__, FederatedData=".federated",
+                                    Normalizer="fedmc.core.scale", Ratings=".ratings",
+                                    partition_users=".partition", random_split=".split",
+                                    user_holdout_split=".split")

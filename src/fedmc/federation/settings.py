@@ -26,7 +26,7 @@ class EarlyStopping(BaseModel):
     """Stop when a validation column has not improved for a while, and publish the model of
     its best round (:class:`fedmc.federation.validation.EarlyStop`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     patience: int = Field(20, ge=1, description="rounds without improvement before stopping")
     min_delta: float = Field(0.0, ge=0, description="smallest change that counts as an "
@@ -42,7 +42,7 @@ class EarlyStopping(BaseModel):
 class Schedule(BaseModel):
     """How a federated run proceeds, besides the algorithm's own parameters."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     rounds: int = Field(100, ge=0, description="communication rounds K")
     active: int | None = Field(None, ge=1, description="clients per round (None: all)")

@@ -20,7 +20,7 @@ DEFAULT_DATASET = "synthetic"
 class DataSettings(BaseModel):
     """Where the ratings come from and how they are split over clients."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     dataset: str | None = Field(None, description="named data set (default: synthetic)")
     ratings: Path | None = Field(None, description="a CSV/TSV/Parquet file of ratings")

@@ -28,7 +28,4 @@ from __future__ import annotations
 
 from fedmc._lazy import lazy_exports
 
-_EXPORTS = {"ALSConfig": ".config", "run_sweeps": ".sweeps"}
-"""What the package exports, imported on first use (its ``spec`` stays light)."""
-__all__ = list(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __all__ = lazy_exports(__name__, ALSConfig=".config", run_sweeps=".sweeps")

@@ -50,13 +50,6 @@ from __future__ import annotations
 
 from fedmc._lazy import lazy_exports
 
-_EXPORTS = {
-    "ALGORITHM": ".algorithm",
-    "POSTER": ".algorithm",
-    "FedMAvgConfig": ".config",
-    "FedMAvgPosterConfig": ".config",
-    "ModelAveragingConfig": ".config",
-}
-"""What the package exports, imported on first use (its ``spec`` stays light)."""
-__all__ = list(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __all__ = lazy_exports(__name__, ALGORITHM=".algorithm", POSTER=".algorithm",
+                                    FedMAvgConfig=".config", FedMAvgPosterConfig=".config",
+                                    ModelAveragingConfig=".config")

@@ -30,12 +30,5 @@ from __future__ import annotations
 
 from fedmc._lazy import lazy_exports
 
-_EXPORTS = {
-    "BY_CONSENSUS": ".algorithm",
-    "PAPER": ".algorithm",
-    "RATED": ".algorithm",
-    "FedMCADMMConfig": ".config",
-}
-"""What the package exports, imported on first use (its ``spec`` stays light)."""
-__all__ = list(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __all__ = lazy_exports(__name__, BY_CONSENSUS=".algorithm", PAPER=".algorithm",
+                                    RATED=".algorithm", FedMCADMMConfig=".config")

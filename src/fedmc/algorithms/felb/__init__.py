@@ -31,12 +31,5 @@ from __future__ import annotations
 
 from fedmc._lazy import lazy_exports
 
-_EXPORTS = {
-    "ALGORITHM": ".algorithm",
-    "ALGORITHM_MU": ".algorithm",
-    "FelbConfig": ".config",
-    "FelbMUConfig": ".config",
-}
-"""What the package exports, imported on first use (its ``spec`` stays light)."""
-__all__ = list(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __all__ = lazy_exports(__name__, ALGORITHM=".algorithm", ALGORITHM_MU=".algorithm",
+                                    FelbConfig=".config", FelbMUConfig=".config")

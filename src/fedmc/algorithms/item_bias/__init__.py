@@ -19,10 +19,4 @@ from __future__ import annotations
 
 from fedmc._lazy import lazy_exports
 
-_EXPORTS = {
-    "ALGORITHM": ".algorithm",
-    "ItemBiasConfig": ".config",
-}
-"""What the package exports, imported on first use (its ``spec`` stays light)."""
-__all__ = list(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __all__ = lazy_exports(__name__, ALGORITHM=".algorithm", ItemBiasConfig=".config")
