@@ -45,6 +45,8 @@ COMMANDS: dict[str, tuple[list[str], int, str]] = {
     "unknown option": (["run", "--nope"], 2, "No such option '--nope'"),
     "not a number": (["run", "--rank", "x"], 2, "--rank"),
     "bad --param": (["run", "-P", "rank"], 2, "--param expects KEY=VALUE"),
+    "federate, unknown algorithm": (["federate", "local", "-a", "nope"], 2, "unknown algorithm"),
+    "audit, bad --repeat": (["audit", "--repeat", "0"], 2, "--repeat must be >= 1"),
 }
 """Each case: the arguments, the exit status, a text its output (stdout and stderr) holds."""
 
