@@ -645,7 +645,8 @@ def test_implicit_run_then_recommend_from_clicked_items(monkeypatch, capsys, tmp
     with open(out / "history.csv") as fh:
         rows = list(csv.DictReader(fh))
     objective = [float(r["objective"]) for r in rows]
-    assert all(b <= a for a, b in zip(objective[1:], objective[2:], strict=False))
+    # never rises, to rounding (converged by round 3: the last digits may go either way)
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(objective[1:], objective[2:], strict=False))
     assert "test_rmse" not in rows[0] and 0 <= float(rows[-1]["ndcg@10"]) <= 1
     model = load_model(out)
     assert model.implicit and model.algorithm == "fedals"

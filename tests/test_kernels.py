@@ -105,16 +105,3 @@ def test_scratch_lives_in_the_callers_frame_without_llvm_inlining(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert done.returncode == 0, done.stderr[-2000:]
-
-
-@pytest.mark.parametrize("given", [None, "ACTIVE"])
-def test_importing_fedmc_makes_openmp_threads_wait_passively_unless_told(given):
-    """``OMP_WAIT_POLICY`` is PASSIVE after ``import fedmc`` (before Numba loads OpenMP), and
-    a value already in the environment is kept."""
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if given is not None:
-        env["OMP_WAIT_POLICY"] = given
-    done = subprocess.run([sys.executable, "-c", "import os, fedmc; "
-                           "print(os.environ['OMP_WAIT_POLICY'])"], env=env,
-                          capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == (given or "PASSIVE")

@@ -6,16 +6,8 @@ are imported lazily, so ``import fedmc`` is cheap.
 
 from __future__ import annotations
 
-import os
 from importlib import import_module
 from typing import Any
-
-# Numba's parallel kernels run on OpenMP, whose waiting threads spin by default: on a machine
-# whose cores other jobs share, a thread spinning at a loop's end takes the core from the one
-# it waits for. Passive waiting (set before Numba loads OpenMP; a value already set is kept)
-# made federated ALS on ML-1M 1.8x faster on a loaded 2-core machine
-# (``benchmarks/README.md``, "Federated ALS: speed and traffic").
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"  # the single source of the version (pyproject reads it)
 
@@ -25,6 +17,7 @@ _LAZY = {
     "FactorModel": "fedmc.model",
     "Ratings": "fedmc.data",
     "FederatedData": "fedmc.data",
+    "EarlyStopping": "fedmc.federation.settings",
 }
 
 

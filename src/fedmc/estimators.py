@@ -9,6 +9,24 @@ signature of every estimator lists its parameters explicitly (built from the alg
 pydantic ``Config``), so ``help()`` and introspection show them.
 
 A fitted factor model keeps factors and index maps, never ratings.
+
+Early stopping, as ``fedmc run --early-stopping`` does it: fit data with a validation cut
+(``load_federated(..., validation_fraction=0.1)``) and pass ``early_stopping=EarlyStopping(
+patience=20, min_delta=0.0, metric=None, refit=True)`` (:class:`fedmc.federation.settings.
+EarlyStopping`, or the same fields as a dict). The rounds are evaluated on the cut every
+``eval_every`` rounds and stop once ``metric`` (``validation_rmse`` for ratings,
+``validation_ndcg@K`` with ``eval_k=K``) has not improved by more than ``min_delta`` for
+``patience`` rounds; ``stopped_`` says which round was best, its value, and why the rounds
+ended. With ``refit=True`` the estimator then trains again on every training rating (the cut
+put back) for the best round's number of rounds (``stopped_["refit_rounds"]``; the first
+pass's history is ``validation_history_``); with ``refit=False`` it keeps the best round's
+model, trained without the cut.
+
+>>> from fedmc import FedMCADMM, load_federated
+>>> data = load_federated("synthetic", clients=20, validation_fraction=0.1)
+>>> est = FedMCADMM(rank=5, rounds=10, active=5, early_stopping={"patience": 3}).fit(data)
+>>> est.stopped_["metric"], est.stopped_["refit_rounds"] == est.stopped_["round"] <= 10
+('validation_rmse', True)
 """
 
 from __future__ import annotations
@@ -39,7 +57,9 @@ RUN_PARAMS: dict[str, Any] = {(SEED if name == "seed" else name): field.default
 """Run parameters every federated estimator takes besides its algorithm's: the fields of
 :class:`fedmc.federation.settings.Schedule` with their defaults (rounds, clients per round
 (None: all), sampling, participation, dropout, evaluation period, the seed as
-``random_state``, and user-level DP as ``dp=UserDP(...)``,
+``random_state``, the ranking cut-off of every evaluation as ``eval_k``, early stopping on the
+validation cut as ``early_stopping=EarlyStopping(...)`` (module docstring), and user-level DP
+as ``dp=UserDP(...)``,
 :class:`fedmc.privacy.accounting.UserDP`, apart from Felb's own local DP parameters)."""
 
 
@@ -137,17 +157,39 @@ class FederatedEstimator(Estimator):
                           ) -> FederatedEstimator:
         """Train on ``data`` (a :class:`fedmc.data.FederatedData`, or Boolean data for the
         Boolean algorithms) with the batched simulation, calling ``callback(round, row or
-        None)`` after every round; returns ``self``."""
+        None)`` after every round; returns ``self``.
+
+        With ``early_stopping`` (module docstring) the rounds stop on the validation cut of
+        ``data``; with its ``refit`` (the default) a second pass then trains on every training
+        rating, the cut put back (:meth:`fedmc.data.FederatedData.every_training_rating`), for
+        the best round's number of rounds, and its model is the result (the callback hears
+        both passes, the second counting from round 1 again)."""
         if self.spec.data_kind == "ratings" and not hasattr(data, "train"):
             raise ConfigError(f"{self.name} needs rating data (fedmc.load_federated)")
         cfg = self.make_config()
         schedule = self.schedule()
-        algorithm = with_validation(self.spec.algorithm_for(cfg), schedule.eval_k)
-        sim = simulate(algorithm, cfg, data, rounds=Rounds.of(schedule, data.n_clients),
-                       seed=schedule.seed, callback=callback)
         self.config_ = cfg
-        self._learn(sim, data)
+        sim = self._simulate(schedule, data, callback)
+        stopping = schedule.early_stopping
+        if stopping is None or not stopping.refit or sim.stop is None or sim.stop.best is None:
+            self._learn(sim, data)
+            return self
+        report = {**sim.stop.report(schedule.rounds), "refit_rounds": sim.stop.best.round}
+        every = data.every_training_rating()
+        again = schedule.model_copy(update={"rounds": sim.stop.best.round,
+                                            "early_stopping": None, "eval_k": None})
+        self._learn(self._simulate(again, every, callback), every)
+        self.stopped_ = report
+        self.validation_history_: History = sim.history
         return self
+
+    def _simulate(self, schedule: Schedule, data: Any, callback: RoundCallback | None,
+                  ) -> Outcome:
+        """One batched simulation of ``config_`` on ``data`` under ``schedule``."""
+        algorithm = with_validation(self.spec.algorithm_for(self.config_), schedule.eval_k)
+        return simulate(algorithm, self.config_, data,
+                        rounds=Rounds.of(schedule, data.n_clients), seed=schedule.seed,
+                        callback=callback)
 
     def _learn(self, sim: Outcome, data: Any) -> None:
         """Set the learned attributes from a finished simulation."""

@@ -12,12 +12,13 @@ held-out ratings are predicted, and the exact metrics are printed and written to
   ``B``, two ratings files by raw ids (any format ``fedmc run --ratings`` reads; ``--columns``
   as there). The users of ``B`` are evaluated, each folded in from its ratings in ``A``.
 
-Bad input (a folder without a model, a missing or unreadable file) exits 2 with one line.
+A search folder (``fedmc tune --out DIR``) stands for its best run, ``DIR/best``, which is
+evaluated (said in one line). Bad input (a folder without a model, a missing or unreadable
+file) exits 2 with one line.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -25,7 +26,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fedmc.errors import ConfigError, DataError
+from fedmc.errors import ConfigError
 
 EVALUATION_FILE = "evaluation.json"
 COUNTS = ("test_ratings", "test_interactions", "users")
@@ -33,7 +34,9 @@ out = Console()
 
 
 def evaluate(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder (fedmc run --out DIR).")],
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (fedmc run --out DIR), or a "
+                                            "search folder (fedmc tune --out DIR): its best "
+                                            "run, DIR/best.")],
     train: Annotated[Path | None, typer.Option(help="The evaluated users' own training "
                                                "ratings, each user folded in from them (with "
                                                "--test).")] = None,
@@ -49,29 +52,17 @@ def evaluate(
 ) -> None:
     """Exact test metrics of a run's model: each held-out user folded in from its own
     training ratings; writes RUN/evaluation.json ("private": false)."""
-    from fedmc.cli.options import parse_columns
-    from fedmc.data.loaders import load_ratings_file
+    from fedmc.cli.run_inputs import check_files, held_out_users, run_folder
     from fedmc.files import strict_json, write_atomic
     from fedmc.model import load_model
-    from fedmc.run.evaluation import evaluate_model, held_out_files, held_out_split
+    from fedmc.run.evaluation import evaluate_model
 
-    if (train is None) != (test is None):
-        raise ConfigError("give --train and --test together (or neither: the run's own split)")
+    check_files(train, test)
     if ranking_k is not None and ranking_k < 1:
         raise ConfigError(f"--ranking-k must be at least 1, got {ranking_k}")
+    run_dir = run_folder(run_dir)
     model = load_model(run_dir)
-    if test is None:
-        held = held_out_split(model, _run_data(run_dir))
-        source = {"source": "split"}
-    else:
-        names = parse_columns(columns) if columns else ()
-        cols = tuple(int(c) if c.isdigit() else c for c in names) or None
-        data = _run_data(run_dir) if (run_dir / "config.json").exists() else {}
-        held = held_out_files(model, load_ratings_file(train, columns=cols),
-                              load_ratings_file(test, columns=cols),
-                              bool(data.get("implicit")) or model.implicit,
-                              data.get("implicit_threshold"))
-        source = {"source": "files", "train": str(train), "test": str(test)}
+    held, source = held_out_users(model, run_dir, train, test, columns)
     if ranking_k is None and held.implicit:  # interactions are judged by ranking
         ranking_k = 10
     metrics = evaluate_model(model, held, ranking_k)
@@ -87,22 +78,6 @@ def evaluate(
             table.add_row(key, f"{value:,.0f}" if key in COUNTS else f"{value:.4f}")
         out.print(table)
     typer.echo(f"wrote {run_dir / EVALUATION_FILE}", err=True)
-
-
-def _run_data(run_dir: Path) -> dict:
-    """The ``data`` settings of the run's ``config.json``."""
-    path = run_dir / "config.json"
-    try:
-        config = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DataError("no config.json here: not a run folder (or give --train and --test)",
-                        run_dir) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read the run's config.json: {exc}", path) from None
-    data = config.get("data") if isinstance(config, dict) else None
-    if not isinstance(data, dict):
-        raise DataError("config.json has no data settings", path)
-    return data
 
 
 def register(app: typer.Typer) -> None:

@@ -11,8 +11,12 @@ tuple of ``r`` zeros, whose Numba type ``UniTuple(float64, r)`` carries ``r``. I
 which LLVM unrolls the ``r``-loops, and the ``r x r`` scratch arrays of :func:`scratch_matrix`
 live on the stack (in registers for small ``r``) instead of the heap. This halved FedMC-ADMM's
 round on MovieLens 1M (``benchmarks/README.md``); the price is one compilation per rank. Larger
-ranks get an array token (one compiled version for all of them, scratch on the heap): Numba's
-parallel loops take tuples of at most 100 items, and such ranks gain little from unrolling.
+ranks get an array token (one compiled version for all of them, scratch on the heap): such ranks
+gain little from unrolling, and their scratch would crowd the stack.
+
+Kernels that loop over many clients, rows or items run their outer loop on a pool of threads
+(:func:`fedmc.core.parallel.parallel_for`: compiled serially with ``nogil=True`` over a range of
+it, several times faster to compile than Numba's ``prange``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
+
+from fedmc.core.parallel import ordered_sum, parallel_for
 
 SUM_BLOCKS = 64  # parallel sums over ratings: fixed blocks, so results do not depend on threads
 MAX_UNROLLED_RANK = 64  # up to this rank the token is a tuple (r x r scratch <= 32 KiB)
@@ -112,6 +118,32 @@ def _scratch_matrix(token):
     if isinstance(token, types.UniTuple):
         return lambda token: _stack_matrix(token)
     return lambda token: np.empty((len(token), len(token)))
+
+
+@numba.njit(cache=True, nogil=True)
+def heap_sort(a: np.ndarray) -> None:
+    """Sort the 1-D array ``a`` in place, ascending (heapsort). Written out because Numba's
+    ``ndarray.sort`` and ``np.sort`` take about 1.5 s to compile, which a first run would pay;
+    for distinct values (item ids) the result is the same as theirs."""
+    n = a.shape[0]
+    for top in range(n // 2 - 1, -1, -1):
+        _sift_down(a, top, n)
+    for end in range(n - 1, 0, -1):
+        a[0], a[end] = a[end], a[0]
+        _sift_down(a, 0, end)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sift_down(a: np.ndarray, root: int, end: int) -> None:
+    """Move ``a[root]`` down the max-heap ``a[:end]`` to its place."""
+    while 2 * root + 1 < end:
+        child = 2 * root + 1
+        if child + 1 < end and a[child] < a[child + 1]:
+            child += 1
+        if a[root] >= a[child]:
+            return
+        a[root], a[child] = a[child], a[root]
+        root = child
 
 
 @numba.njit(cache=True, fastmath=True, error_model="numpy")
@@ -254,7 +286,6 @@ def _rating_blocks(indptr: np.ndarray) -> np.ndarray:
     return ends
 
 
-@numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def residual_sums(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -272,12 +303,23 @@ def residual_sums(
     Returns ``(sum z-residual^2, sum residual^2, sum |residual|)``: the first on the normalized
     scale, the other two on the original scale after mapping the prediction back
     (``z * scale + mean``) and clipping it to ``[lo, hi]``. The rows are cut into
-    ``SUM_BLOCKS`` blocks of about equal numbers of ratings, each summed in order: the result
-    does not depend on the number of threads or their scheduling.
+    ``SUM_BLOCKS`` blocks of about equal numbers of ratings, each summed in order and the
+    blocks' sums added in order: the result does not depend on the number of threads or their
+    scheduling.
     """
     ends = _rating_blocks(indptr)
     part = np.zeros((SUM_BLOCKS, 3))
-    for k in numba.prange(SUM_BLOCKS):
+    parallel_for(_residual_block_sums, SUM_BLOCKS, ends, part, indptr, indices, values, U, V,
+                 mean, scale, lo, hi, token)
+    s0, s1, s2 = ordered_sum(part)
+    return float(s0), float(s1), float(s2)
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
+def _residual_block_sums(k0, k1, ends, part, indptr, indices, values, U, V, mean, scale, lo,
+                         hi, token):
+    """:func:`residual_sums` of the blocks ``k0:k1``, block ``k``'s into ``part[k]``."""
+    for k in range(k0, k1):
         s0 = 0.0
         s1 = 0.0
         s2 = 0.0
@@ -294,16 +336,20 @@ def residual_sums(
         part[k, 0] = s0
         part[k, 1] = s1
         part[k, 2] = s2
-    tot = part.sum(axis=0)
-    return tot[0], tot[1], tot[2]
 
 
-@numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def predict_pairs(
     users: np.ndarray, items: np.ndarray, U: np.ndarray, V: np.ndarray, token: RankToken
 ) -> np.ndarray:
-    """``U[users[k]] . V[items[k]]`` for every pair ``k`` (rows of width ``r``)."""
+    """``U[users[k]] . V[items[k]]`` for every pair ``k`` (rows of width ``r``), in parallel
+    (:func:`fedmc.core.parallel.parallel_for`)."""
     out = np.empty(users.shape[0])
-    for k in numba.prange(users.shape[0]):
-        out[k] = dot(U[users[k]], V[items[k]], token)
+    parallel_for(_predict_pairs, users.shape[0], users, items, U, V, token, out)
     return out
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
+def _predict_pairs(k0, k1, users, items, U, V, token, out):
+    """:func:`predict_pairs` of the pairs ``k0:k1``."""
+    for k in range(k0, k1):
+        out[k] = dot(U[users[k]], V[items[k]], token)

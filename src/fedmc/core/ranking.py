@@ -31,6 +31,8 @@ from collections.abc import Mapping
 import numba
 import numpy as np
 
+from fedmc.core.kernels import heap_sort
+from fedmc.core.parallel import parallel_for
 from fedmc.errors import ConfigError
 
 _COLUMNS = ("precision", "recall", "ndcg", "map", "hit_rate")
@@ -62,16 +64,22 @@ def top_n(U: np.ndarray, V: np.ndarray, seen_ptr: np.ndarray, seen_idx: np.ndarr
     return items, scores
 
 
-@numba.njit(cache=True, parallel=True)
 def _best_of_block(block, t0, seen_ptr, seen_idx, items, scores):
     """Rows ``t0 + i`` of ``items, scores`` from ``block[i]``, the scores of every item
     (:func:`top_n`): one pass over the items, the seen ones skipped, the best kept by
     insertion."""
+    parallel_for(_best_of_block_range, block.shape[0], block, t0, seen_ptr, seen_idx, items, scores)
+
+
+@numba.njit(cache=True, nogil=True)
+def _best_of_block_range(start, stop, block, t0, seen_ptr, seen_idx, items, scores):
+    """:func:`_best_of_block` over ``start:stop`` of its parallel loop."""
     n_items = block.shape[1]
     n = items.shape[1]
-    for i in numba.prange(block.shape[0]):
+    for i in range(start, stop):
         t = t0 + i
-        seen = np.sort(seen_idx[seen_ptr[t] : seen_ptr[t + 1]])
+        seen = seen_idx[seen_ptr[t] : seen_ptr[t + 1]].copy()
+        heap_sort(seen)
         s_pos = 0
         count = 0
         best_j = items[t]
@@ -103,7 +111,6 @@ def _rank_weight(rank):
     return 1.0 / max(1.0, np.log2(rank))
 
 
-@numba.njit(cache=True, parallel=True)
 def list_metrics(items, test_ptr, test_idx):
     """Per-row ``[precision, recall, ndcg, ap, hit, scored]`` of the lists ``items`` (rows of
     :func:`top_n`, cut-off ``K`` = their width) against the test items of each row.
@@ -111,9 +118,16 @@ def list_metrics(items, test_ptr, test_idx):
     ``scored`` is 1 for a row with at least one test item and a non-empty list, else the row
     is all zeros.
     """
-    m, k = items.shape
-    out = np.zeros((m, 6))
-    for t in numba.prange(m):
+    out = np.zeros((items.shape[0], 6))
+    parallel_for(_list_metrics_range, items.shape[0], items, test_ptr, test_idx, out)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _list_metrics_range(t0, t1, items, test_ptr, test_idx, out):
+    """:func:`list_metrics` of the rows ``t0:t1``, into ``out``."""
+    k = items.shape[1]
+    for t in range(t0, t1):
         n_test = test_ptr[t + 1] - test_ptr[t]
         n_rec = 0
         while n_rec < k and items[t, n_rec] >= 0:
@@ -140,7 +154,6 @@ def list_metrics(items, test_ptr, test_idx):
         out[t, 3] = ap / min(n_test, n_rec)
         out[t, 4] = 1.0 if hits > 0 else 0.0
         out[t, 5] = 1.0
-    return out
 
 
 def ranking_sums(shard, U: np.ndarray, V: np.ndarray, k: int) -> dict[str, float | np.ndarray]:

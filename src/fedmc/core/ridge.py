@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from fedmc.core.kernels import cholesky_solve_upper
+from fedmc.core.parallel import parallel_for
 
 CHUNK = 128  # entries gathered at a time: (k, CHUNK) float64, 32 KiB at k = 32, in L1 cache
 
@@ -212,7 +213,6 @@ def fixed_targets(values, cols, x_fixed, Y_fixed, y):
         y[q] = y_q
 
 
-@numba.njit(cache=True, parallel=True)
 def ridge_rows(indptr, indices, values, F, X_fixed, Y_fixed, lam, weighted, X):
     """Row ``t`` of ``X`` solves ``(sum_q F[j_q] F[j_q]^T + lam w_t I) x = sum_q y_q F[j_q]``.
 
@@ -221,9 +221,16 @@ def ridge_rows(indptr, indices, values, F, X_fixed, Y_fixed, lam, weighted, X):
     Y_fixed`` may have no column); ``w_t`` is the row's count if ``weighted`` else 1 and
     ``lam > 0``. A row with no entries gets ``x = 0``.
     """
+    parallel_for(_ridge_rows_range, indptr.shape[0] - 1, indptr, indices, values, F, X_fixed,
+                 Y_fixed, lam, weighted, X)
+
+
+@numba.njit(cache=True, nogil=True)
+def _ridge_rows_range(start, stop, indptr, indices, values, F, X_fixed, Y_fixed, lam, weighted, X):
+    """:func:`ridge_rows` over ``start:stop`` of its parallel loop."""
     none = np.zeros((0, 0))
     ones = np.zeros(0)
-    for t in numba.prange(indptr.shape[0] - 1):
+    for t in range(start, stop):
         q0, q1 = indptr[t], indptr[t + 1]
         if q1 == q0:
             X[t] = 0.0

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
+from fedmc.core.parallel import parallel_for, threads
 from fedmc.core.threads import one_blas_thread
 
 BYTES_PER_NUMBER = 8  # payload accounting: float64 values, indices counted as one number each
@@ -156,7 +157,7 @@ class OuterRows:
         vectors = np.ascontiguousarray(self.vectors, dtype=np.float64)
         if not self.gram:
             _scatter_linear(flat, self.ptr, self.index, self.term_ptr, self.vec, self.b,
-                            vectors, weights.astype(np.float64), numba.get_num_threads())
+                            vectors, weights.astype(np.float64), threads())
             return
         with one_blas_thread():
             _scatter_outer(flat, self.ptr, self.index, self.term_ptr, self.vec, self.a,
@@ -232,7 +233,7 @@ class ScaledRows:
         (:func:`_scatter_scaled`)."""
         _scatter_scaled(flat, self.ptr, self.index, self.b,
                         np.ascontiguousarray(self.vectors, dtype=np.float64),
-                        weights.astype(np.float64), numba.get_num_threads())
+                        weights.astype(np.float64), threads())
 
 
 @dataclass(frozen=True)
@@ -343,20 +344,30 @@ def _add_terms(row, q0, q1, vec, a, b, vectors, w, gram):
             row[e + i] += wb * x[i]
 
 
-@numba.njit(cache=True, parallel=True)
 def _outer_rows(out, term_ptr, vec, a, b, vectors, gram):
     """Row ``g`` of ``out`` (zeros) becomes the row of group ``g``'s terms (:class:`OuterRows`),
     in parallel over groups."""
-    for g in numba.prange(out.shape[0]):
+    parallel_for(_outer_rows_range, out.shape[0], out, term_ptr, vec, a, b, vectors, gram)
+
+
+@numba.njit(cache=True, nogil=True)
+def _outer_rows_range(g0, g1, out, term_ptr, vec, a, b, vectors, gram):
+    """:func:`_outer_rows` of the groups ``g0:g1``."""
+    for g in range(g0, g1):
         _add_terms(out[g], term_ptr[g], term_ptr[g + 1], vec, a, b, vectors, 1.0, gram)
 
 
-@numba.njit(cache=True, parallel=True)
 def _outer_squared_norms(out, term_ptr, vec, a, b, vectors):
     """``out[g]``: the squared norm of group ``g``'s row (:meth:`OuterRows.squared_norms`),
     in parallel over groups."""
+    parallel_for(_outer_squared_norms_range, out.shape[0], out, term_ptr, vec, a, b, vectors)
+
+
+@numba.njit(cache=True, nogil=True)
+def _outer_squared_norms_range(g0, g1, out, term_ptr, vec, a, b, vectors):
+    """:func:`_outer_squared_norms` of the groups ``g0:g1``."""
     d = vectors.shape[1]
-    for g in numba.prange(out.shape[0]):
+    for g in range(g0, g1):
         total = 0.0
         for q in range(term_ptr[g], term_ptr[g + 1]):
             xq = vectors[vec[q]]
@@ -387,7 +398,6 @@ def _groups_by_row(index, n_rows):
     return order, start
 
 
-@numba.njit(cache=True, parallel=True)
 def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights):
     """``total[index[g]] += weights[k] * row of group g`` for every group ``g`` of every client
     ``k`` (:class:`OuterRows`), in parallel over the rows of ``total``. Row ``j`` gathers the
@@ -397,14 +407,19 @@ def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights):
     thread, the rows running in parallel) and ``sum_q w_q b_q x_q`` alongside, then adds the
     packed upper triangle to the row once: no row is touched per term, no outer product formed
     per term."""
+    group_weight = np.repeat(weights, np.diff(ptr))
+    order, start = _groups_by_row(index, total.shape[0])
+    parallel_for(_scatter_outer_range, total.shape[0], total, order, start, term_ptr, vec, a, b,
+                 vectors, group_weight)
+
+
+@numba.njit(cache=True, nogil=True)
+def _scatter_outer_range(j0, j1, total, order, start, term_ptr, vec, a, b, vectors, group_weight):
+    """:func:`_scatter_outer` of the rows ``j0:j1`` (``order``, ``start``: the groups by row,
+    :func:`_groups_by_row`; ``group_weight``: each group's client's weight)."""
     d = vectors.shape[1]
     root2 = np.sqrt(2.0)
-    group_weight = np.empty(index.shape[0])
-    for k in range(ptr.shape[0] - 1):
-        for g in range(ptr[k], ptr[k + 1]):
-            group_weight[g] = weights[k]
-    order, start = _groups_by_row(index, total.shape[0])
-    for j in numba.prange(total.shape[0]):
+    for j in range(j0, j1):
         n_terms = 0
         for o in range(start[j], start[j + 1]):
             n_terms += term_ptr[order[o] + 1] - term_ptr[order[o]]
@@ -438,26 +453,31 @@ def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights):
             row[e + i] += y[i]
 
 
-@numba.njit(cache=True, parallel=True)
 def _scatter_linear(total, ptr, index, term_ptr, vec, b, vectors, weights, blocks):
     """``total[index[g]] += weights[k] sum_q b_q x_q`` for every group ``g`` of every client
     ``k`` (:class:`OuterRows` without the Gram part): the rows of ``total`` cut into
     ``blocks`` ranges, in parallel, each block reading every group and adding those of its
     rows, in group order (the same result whatever the blocks), indexed in place (no view
     made per group)."""
+    group_weight = np.repeat(weights, np.diff(ptr))
+    parallel_for(_scatter_linear_range, blocks, blocks, total, index, term_ptr, vec, b, vectors,
+                 group_weight)
+
+
+@numba.njit(cache=True, nogil=True)
+def _scatter_linear_range(blk0, blk1, blocks, total, index, term_ptr, vec, b, vectors,
+                          group_weight):
+    """:func:`_scatter_linear` of the blocks ``blk0:blk1`` (``group_weight``: each group's
+    client's weight)."""
     d = vectors.shape[1]
     n_rows = total.shape[0]
-    client = np.empty(index.shape[0], dtype=np.int64)
-    for k in numba.prange(ptr.shape[0] - 1):
-        for g in range(ptr[k], ptr[k + 1]):
-            client[g] = k
-    for blk in numba.prange(blocks):
+    for blk in range(blk0, blk1):
         lo, hi = blk * n_rows // blocks, (blk + 1) * n_rows // blocks
         for g in range(index.shape[0]):
             j = index[g]
             if j < lo or j >= hi:
                 continue
-            w = weights[client[g]]
+            w = group_weight[g]
             for q in range(term_ptr[g], term_ptr[g + 1]):
                 v = vec[q]
                 wb = w * b[q]
@@ -465,14 +485,19 @@ def _scatter_linear(total, ptr, index, term_ptr, vec, b, vectors, weights, block
                     total[j, i] += wb * vectors[v, i]
 
 
-@numba.njit(cache=True, parallel=True)
 def _scatter_scaled(total, ptr, index, b, vectors, weights, blocks):
     """``total[index[q]] += weights[k] b[q] vectors[k]`` for the rows ``q`` of every client
     ``k`` (:class:`ScaledRows`), as :func:`_scatter_linear` adds: ``blocks`` ranges of rows in
     parallel, each row's additions in order (the same result whatever the blocks)."""
+    parallel_for(_scatter_scaled_range, blocks, blocks, total, ptr, index, b, vectors, weights)
+
+
+@numba.njit(cache=True, nogil=True)
+def _scatter_scaled_range(blk0, blk1, blocks, total, ptr, index, b, vectors, weights):
+    """:func:`_scatter_scaled` of the blocks ``blk0:blk1``."""
     d = vectors.shape[1]
     n_rows = total.shape[0]
-    for blk in numba.prange(blocks):
+    for blk in range(blk0, blk1):
         lo, hi = blk * n_rows // blocks, (blk + 1) * n_rows // blocks
         for k in range(ptr.shape[0] - 1):
             w = weights[k]

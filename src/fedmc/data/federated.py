@@ -125,16 +125,30 @@ class FederatedData:
     def every_training_rating(self) -> FederatedData:
         """The same clients with their validation cut put back among their training ratings
         (each row's ratings in item order) and no cut: the data of a model trained on every
-        training rating."""
+        training rating, as loaded without a cut. A normalizer fitted on the training values
+        (``center``, ``zscore``) is fitted again on all of them, and the rating range spans
+        them all."""
         if self.validation is None:
             return self
         a, b = self.train, self.validation
         rows = np.concatenate([a.rows(), b.rows()])
         items = np.concatenate([a.indices, b.indices])
         order = np.lexsort((items, rows))
-        train = CSR(a.indptr + b.indptr, items[order],
-                    np.concatenate([a.values, b.values])[order])
-        return replace(self, train=train, validation=None)
+        old = self.normalizer
+        values = np.concatenate([a.values, b.values])[order]
+        cut = old.inverse(b.values)
+        lo, hi = self.value_range
+        value_range = (min(lo, float(cut.min(initial=lo))), max(hi, float(cut.max(initial=hi))))
+        train = CSR(a.indptr + b.indptr, items[order], values)
+        merged = replace(self, train=train, validation=None, value_range=value_range)
+        if old.kind in ("none", "public"):  # a map no rating enters: the values stand
+            return merged
+        ratings = old.inverse(values)
+        norm = Normalizer.fit(ratings, old.kind)
+        return replace(merged, normalizer=norm,
+                       train=train._replace(values=norm.transform(ratings)),
+                       test=self.test._replace(values=norm.transform(old.inverse(
+                           self.test.values))))
 
     def validation_shard(self) -> FederatedData:
         """The same clients with their validation cut in the place of their test ratings:

@@ -150,6 +150,36 @@ def load_ratings_file(
     return _finish(raw, duplicates, name or path.name, path)
 
 
+def ratings_from_columns(
+    users: np.ndarray,
+    items: np.ndarray,
+    values: np.ndarray,
+    duplicates: Duplicates = "error",
+    name: str = "ratings",
+) -> Ratings:
+    """Ratings from three equally long columns in memory (raw user ids, raw item ids, values:
+    a DataFrame's, :mod:`fedmc.data.frames`), read as a file's: the same duplicates policy and
+    magnitude bound, rows named by their position (from 1) where a file names lines.
+
+    Raises
+    ------
+    DataError
+        A value that is not finite or too large, or a repeated pair under
+        ``duplicates="error"``.
+    """
+    check_duplicates(duplicates)
+    bad = np.flatnonzero(~(np.abs(values) <= MAX_RATING))
+    if len(bad):
+        raise DataError(f"row {bad[0] + 1}: rating {values[bad[0]]} is not a finite number of "
+                        f"magnitude at most {MAX_RATING:g}")
+    source = Path(name)
+
+    def locate(rows: np.ndarray) -> list[_Location]:
+        return [_Location(source, None, int(r) + 1) for r in rows]
+
+    return _finish(_Raw(users, items, values, locate), duplicates, name, source)
+
+
 def load_movielens(
     path: str | Path, duplicates: Duplicates = "error", name: str | None = None
 ) -> Ratings:

@@ -26,8 +26,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from fedmc.core.kernels import heap_sort
+from fedmc.core.parallel import parallel_for
 from fedmc.data.ratings import Ratings
 from fedmc.errors import ConfigError, DataError
 
@@ -140,7 +142,7 @@ def _sample_rejection(
     else:
         for k in range(d):
             mark[out[k]] = 0
-        out.sort()
+        heap_sort(out)
 
 
 @njit(cache=True)
@@ -210,7 +212,6 @@ def _std_normal(z: np.uint64) -> float:
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
-@njit(parallel=True, cache=True)
 def _generate(
     offsets: np.ndarray,
     chunk_bounds: np.ndarray,
@@ -231,9 +232,37 @@ def _generate(
     values_out: np.ndarray,
 ) -> None:
     """Fill the output arrays: user ``u`` owns rows ``offsets[u]:offsets[u + 1]``."""
+    parallel_for(_generate_range, chunk_bounds.shape[0] - 1, offsets, chunk_bounds, sample_key,
+                 noise_key, max_rejection_degree, weights, prob, alias, user_bias, item_bias,
+                 user_factors, item_factors, mean, noise, users_out, items_out, values_out)
+
+
+@njit(nogil=True, cache=True)
+def _generate_range(
+    c0: int,
+    c1: int,
+    offsets: np.ndarray,
+    chunk_bounds: np.ndarray,
+    sample_key: np.uint64,
+    noise_key: np.uint64,
+    max_rejection_degree: int,
+    weights: np.ndarray,
+    prob: np.ndarray,
+    alias: np.ndarray,
+    user_bias: np.ndarray,
+    item_bias: np.ndarray,
+    user_factors: np.ndarray,
+    item_factors: np.ndarray,
+    mean: float,
+    noise: float,
+    users_out: np.ndarray,
+    items_out: np.ndarray,
+    values_out: np.ndarray,
+) -> None:
+    """:func:`_generate` of the chunks ``c0:c1``."""
     n_items = weights.shape[0]
     rank = user_factors.shape[1]
-    for c in prange(chunk_bounds.shape[0] - 1):
+    for c in range(c0, c1):
         mark = np.zeros(n_items, dtype=np.uint8)
         clocks = np.empty(n_items, dtype=np.float64)
         for u in range(chunk_bounds[c], chunk_bounds[c + 1]):

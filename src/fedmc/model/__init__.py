@@ -11,6 +11,6 @@ save and load (``docs/model.md``).
 10
 """
 
-from fedmc.model.factor_model import FactorModel, NewUser, TopN, load_model
+from fedmc.model.factor_model import FactorModel, NewUser, SimilarItems, TopN, load_model
 
-__all__ = ["FactorModel", "NewUser", "TopN", "load_model"]
+__all__ = ["FactorModel", "NewUser", "SimilarItems", "TopN", "load_model"]

@@ -54,6 +54,18 @@ class TopN:
         return len(self.items)
 
 
+@dataclass(frozen=True)
+class SimilarItems:
+    """The items most like one item, most similar first: raw item ids and the cosine
+    similarity of their factors (in ``[-1, 1]``; 0 for an item whose factor is zero)."""
+
+    items: np.ndarray
+    similarity: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
 @dataclass(frozen=True, eq=False)
 class FactorModel:
     """A trained ``U V^T`` model with biases, by raw ids.
@@ -222,8 +234,7 @@ class FactorModel:
         exclude_rated
             Leave out the items the user rated (in training, or in its fold-in ratings).
         """
-        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
-            raise ConfigError(f"n must be a positive integer, got {n!r}")
+        _check_n(n)
         if isinstance(user, NewUser):
             u, rated = self._factor(user), np.asarray(user.rated, dtype=np.int64)
         else:
@@ -240,6 +251,43 @@ class FactorModel:
         best = best[0][best[0] >= 0]
         z = self.V[best] @ u
         return TopN(self.item_ids[best], np.clip(self.normalizer.inverse(z), *self.clip))
+
+    def similar_items(self, item: Any, n: int = 10) -> SimilarItems:
+        """The ``n`` items whose factors point most nearly the way ``item``'s does.
+
+        Similarity is the cosine of the item factors ``V[:, :rank]``: the layout's bias
+        columns (the user-bias carrier and the item bias, :class:`fedmc.core.factors.
+        FactorLayout`) are left out, so popularity alone makes no item similar. The item
+        itself is left out; ties go to the item first in the model's order.
+
+        Parameters
+        ----------
+        item
+            A raw item id.
+        n
+            Length of the list (shorter when the model has fewer other items).
+
+        Raises
+        ------
+        DataError
+            An unknown item id, or a model without item factors (rank 0: biases alone).
+        """
+        _check_n(n)
+        col = self.items.index(item)
+        if len(col) != 1:
+            raise DataError(f"similar_items takes one item, got {len(col)}")
+        rank = self.layout.rank
+        if rank == 0:
+            raise DataError(f"a {self.algorithm} model has no item factors (rank 0), so no "
+                            "similar items")
+        F = self.V[:, :rank]
+        norms = np.linalg.norm(F, axis=1)
+        unit = np.divide(F, norms[:, None], out=np.zeros_like(F), where=norms[:, None] > 0)
+        j = int(col[0])
+        best, cosine = top_n(unit[j][None, :], unit, np.array([0, 1]), np.array([j]),
+                             min(int(n), len(self.V) - 1) or 1)
+        keep = best[0] >= 0
+        return SimilarItems(self.item_ids[best[0][keep]], np.clip(cosine[0][keep], -1, 1))
 
     @cached_property
     def fingerprint(self) -> str:
@@ -312,6 +360,12 @@ class FactorModel:
         from fedmc.model.store import write
 
         return write(self, Path(folder))
+
+
+def _check_n(n: Any) -> None:
+    """Refuse a list length that is not a positive integer."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise ConfigError(f"n must be a positive integer, got {n!r}")
 
 
 def load_model(path: str | Path) -> FactorModel:

@@ -36,11 +36,13 @@ from fedmc.model.factor_model import FactorModel
 class HeldOut:
     """Users' training ratings (what each folds in from) and held-out ratings: two CSRs with
     one row per user in the same order, columns the model's items, values on the original
-    scale; ``notes`` count what was left out (for the report); ``implicit``: the values are
-    interactions (``fedmc run --implicit``), judged by ranking alone."""
+    scale; ``user_ids`` the raw id of every row; ``notes`` count what was left out (for the
+    report); ``implicit``: the values are interactions (``fedmc run --implicit``), judged by
+    ranking alone."""
 
     train: CSR
     test: CSR
+    user_ids: np.ndarray
     notes: dict[str, int] = field(default_factory=dict)
     implicit: bool = False
 
@@ -88,7 +90,8 @@ def held_out_split(model: FactorModel, data_config: Mapping[str, Any]) -> HeldOu
     if not np.array_equal(np.asarray(data.item_ids), np.asarray(model.item_ids)):
         raise DataError("the run's data no longer give the model's items (a changed ratings "
                         "file?); evaluate with --train and --test files")
-    return HeldOut(data.train, data.test, {k: int(v) for k, v in notes.items()},
+    return HeldOut(data.train, data.test, np.asarray(data.user_ids),
+                   {k: int(v) for k, v in notes.items()},
                    settings.implicit)
 
 
@@ -115,7 +118,7 @@ def held_out_files(model: FactorModel, train: Ratings, test: Ratings,
         keep = user_known & item_known
         notes[f"{what}_dropped_unknown_item"] = int(np.count_nonzero(user_known & ~item_known))
         csrs.append(_csr(row[keep], col[keep], r.values[keep], len(users)))
-    return HeldOut(csrs[0], csrs[1], notes, implicit)
+    return HeldOut(csrs[0], csrs[1], users.ids, notes, implicit)
 
 
 def _raw(ids: np.ndarray | None) -> np.ndarray:

@@ -127,7 +127,9 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     dp = run.schedule.dp
     if dp is not None:
         check_private_run(entry, dp, run)
-    model = algo_cls(**cfg.model_dump(), **estimator_run_params(run.schedule, algo_cls))
+    # the refit is execute's (on the data loaded without the cut), not the estimator's
+    model = algo_cls(**cfg.model_dump(),
+                     **estimator_run_params(run.without_refit().schedule, algo_cls))
     data_settings = run.data
     if entry.data_kind == "boolean":
         data = load_boolean_data(data_settings)

@@ -16,6 +16,7 @@ import numba
 import numpy as np
 
 from fedmc.core.kernels import SUM_BLOCKS, cholesky_solve_upper
+from fedmc.core.parallel import ordered_sum, parallel_for
 from fedmc.core.ridge import cg_steps, fixed_targets, solve_row
 
 
@@ -47,7 +48,6 @@ def gram(F):
     return G
 
 
-@numba.njit(cache=True, parallel=True)
 def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, lam, alpha,
                 implicit, steps):
     """The user step of every row ``t`` in ``rows``: ``U[t, free]`` solves its ridge problem
@@ -59,6 +59,14 @@ def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, l
     ``steps = 0``: exactly (Cholesky); else ``steps`` conjugate-gradient steps from the row's
     current ``U[t, free]`` (:func:`fedmc.core.ridge.cg_steps`), the system never formed.
     """
+    parallel_for(_user_solves_range, rows.shape[0], rows, indptr, indices, values, U, F, free,
+                 fixed, Y_fixed, G0, lam, alpha, implicit, steps)
+
+
+@numba.njit(cache=True, nogil=True)
+def _user_solves_range(start, stop, rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0,
+                       lam, alpha, implicit, steps):
+    """:func:`user_solves` over ``start:stop`` of its parallel loop."""
     k = free.shape[0]
     none = np.zeros((0, 0))
     A0 = np.zeros((k, k))  # the conjugate-gradient steps' G0 + lam I
@@ -67,7 +75,7 @@ def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, l
             for c in range(k):
                 A0[a, c] = G0[a, c]
         A0[a, a] += lam
-    for i in numba.prange(rows.shape[0]):
+    for i in range(start, stop):
         t = rows[i]
         q0, q1 = indptr[t], indptr[t + 1]
         cols = indices[q0:q1]
@@ -108,14 +116,19 @@ def _mix(z):
     return z ^ (z >> np.uint64(31))
 
 
-@numba.njit(cache=True, parallel=True)
 def kept_entries(indptr, indices, keys, k, keep):
     """``keep[q]`` for the entries ``q`` of each row ``t`` that it contributes: all of them
     when it has at most ``k``, else the ``k`` whose items come first in the row's own
     random order (items ranked by a hash of the row's random ``keys[t]`` and the item, so
     the ``k`` are a uniform draw from the row's items, and the same on every party that
     holds the row, whatever the other rows)."""
-    for t in numba.prange(indptr.shape[0] - 1):
+    parallel_for(_kept_entries_range, indptr.shape[0] - 1, indptr, indices, keys, k, keep)
+
+
+@numba.njit(cache=True, nogil=True)
+def _kept_entries_range(start, stop, indptr, indices, keys, k, keep):
+    """:func:`kept_entries` over ``start:stop`` of its parallel loop."""
+    for t in range(start, stop):
         q0, q1 = indptr[t], indptr[t + 1]
         if q1 - q0 <= k:
             for q in range(q0, q1):
@@ -189,7 +202,6 @@ def _term(q, vec_id, sign, r, x_fixed, v_fixed, alpha, implicit, vec, a, b):
         b[q] = sign * target
 
 
-@numba.njit(cache=True, parallel=True)
 def item_terms(compute, client_ptr, row_start, ratings, groups, one_user, X_fixed, V_fixed,
                n_rows, alpha, implicit, with_old, gram_row, terms):
     """The terms of the item-step statistics of the clients ``compute``, in parallel over
@@ -207,10 +219,19 @@ def item_terms(compute, client_ptr, row_start, ratings, groups, one_user, X_fixe
     from the user CSR ``ratings`` with one user per client (``one_user``), else from the
     item-major ``groups`` (:class:`fedmc.core.shard.ItemMajor`).
     """
+    parallel_for(_item_terms_range, compute.shape[0], compute, client_ptr, row_start, ratings,
+                 groups, one_user, X_fixed, V_fixed, n_rows, alpha, implicit, with_old, gram_row,
+                 terms)
+
+
+@numba.njit(cache=True, nogil=True)
+def _item_terms_range(start, stop, compute, client_ptr, row_start, ratings, groups, one_user,
+                      X_fixed, V_fixed, n_rows, alpha, implicit, with_old, gram_row, terms):
+    """:func:`item_terms` over ``start:stop`` of its parallel loop."""
     indptr, indices, values = ratings
     g_client, g_item, g_ptr, g_row, g_vals = groups
     ptr, index, term_ptr, vec, a, b = terms
-    for k in numba.prange(compute.shape[0]):
+    for k in range(start, stop):
         c = compute[k]
         r0 = client_ptr[c]
         g = ptr[k]
@@ -256,7 +277,6 @@ def item_terms(compute, client_ptr, row_start, ratings, groups, one_user, X_fixe
                     t += 1
 
 
-@numba.njit(cache=True, parallel=True, fastmath=True)
 def product_terms(index, term_ptr, vec, a, b, vectors, M, residual):
     """The weights ``b`` of the terms of :func:`item_terms` (each group ``g`` on item
     ``j = index[g]``, each term a user vector ``x = vectors[vec[q]]`` with the entry's ``w =
@@ -265,8 +285,15 @@ def product_terms(index, term_ptr, vec, a, b, vectors, M, residual):
     the group's share of the residual ``b_j - S_j v_j``), else ``w x . M[j]`` (``M``: the
     directions ``P``, the share of ``S_j p_j``); the row a group sends is then
     ``sum_q b[q] x_q``. In parallel over groups."""
+    parallel_for(_product_terms_range, index.shape[0], index, term_ptr, vec, a, b, vectors, M,
+                 residual)
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _product_terms_range(start, stop, index, term_ptr, vec, a, b, vectors, M, residual):
+    """:func:`product_terms` over ``start:stop`` of its parallel loop."""
     d = vectors.shape[1]
-    for g in numba.prange(index.shape[0]):  # indexed in place: no view made per group
+    for g in range(start, stop):  # indexed in place: no view made per group
         j = index[g]
         for q in range(term_ptr[g], term_ptr[g + 1]):
             v = vec[q]
@@ -276,7 +303,6 @@ def product_terms(index, term_ptr, vec, a, b, vectors, M, residual):
             b[q] = b[q] - a[q] * dot if residual else a[q] * dot
 
 
-@numba.njit(cache=True, parallel=True, fastmath=True)
 def one_user_products(compute, client_ptr, ratings, X, X_fixed, V_fixed, M, alpha, implicit,
                       residual, start, b):
     """:func:`item_terms` and :func:`product_terms` at once for one-user clients: client ``k``
@@ -284,9 +310,17 @@ def one_user_products(compute, client_ptr, ratings, X, X_fixed, V_fixed, M, alph
     writes, for its ``i``-th rating (item ``j``, value ``r``), ``b[start[k] + i]`` =
     ``y - w X[k] . M[j]`` (``residual``) or ``w X[k] . M[j]``, with the entry's ``w`` and
     ``y`` of :func:`_term`. In parallel over clients."""
+    parallel_for(_one_user_products_range, compute.shape[0], compute, client_ptr, ratings, X,
+                 X_fixed, V_fixed, M, alpha, implicit, residual, start, b)
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _one_user_products_range(k0, k1, compute, client_ptr, ratings, X, X_fixed, V_fixed, M, alpha,
+                             implicit, residual, start, b):
+    """:func:`one_user_products` of the clients at positions ``compute[k0:k1]``."""
     indptr, indices, values = ratings
     d = X.shape[1]
-    for k in numba.prange(compute.shape[0]):
+    for k in range(k0, k1):
         t = client_ptr[compute[k]]
         o = start[k]
         for q in range(indptr[t], indptr[t + 1]):
@@ -335,7 +369,6 @@ def _add_row(total, added, keep, j):
         total[j, e] = keep * total[j, e] + added[j, e]
 
 
-@numba.njit(cache=True, parallel=True)
 def item_solves(total, added, keep, n_items, gram_row, lam, s_row, s_col, divisor, steps, X):
     """The item step: ``X[j] = (unpack(S_j) + G + diag(lam))^{-1} b_j`` for every item ``j``,
     in parallel over items, where row ``j`` of ``total`` divided by ``divisor`` (entrywise)
@@ -356,17 +389,30 @@ def item_solves(total, added, keep, n_items, gram_row, lam, s_row, s_col, diviso
     projected onto the semidefinite cone, plus the ridge).
     """
     d = X.shape[1]
-    floor = lam.min()
-    n_packed = s_row.shape[0]
     G = np.zeros((d, d))
     if gram_row >= 0:
-        _add_row(total, added, keep, gram_row)
-        for e in range(n_packed):
-            G[s_row[e], s_col[e]] = total[gram_row, e] / divisor[e]
+        _unpack_gram(total, added, keep, gram_row, s_row, s_col, divisor, G)
     if steps > 0:
         _item_cg(total, added, keep, n_items, G, lam, divisor, steps, X)
         return
-    for j in numba.prange(n_items):
+    parallel_for(_item_solves_range, n_items, total, added, keep, G, lam, s_row, s_col,
+                 divisor, X)
+
+
+@numba.njit(cache=True)
+def _unpack_gram(total, added, keep, gram_row, s_row, s_col, divisor, G):
+    """Row ``gram_row`` of the sums updated (:func:`_add_row`), then unpacked into ``G``."""
+    _add_row(total, added, keep, gram_row)
+    for e in range(s_row.shape[0]):
+        G[s_row[e], s_col[e]] = total[gram_row, e] / divisor[e]
+
+
+@numba.njit(cache=True, nogil=True)
+def _item_solves_range(j0, j1, total, added, keep, G, lam, s_row, s_col, divisor, X):
+    """:func:`item_solves` by Cholesky on the items ``j0:j1`` (``G``: the unpacked Gramian)."""
+    d = X.shape[1]
+    floor = lam.min()
+    for j in range(j0, j1):
         _add_row(total, added, keep, j)
         A = np.empty((d, d))
         x = np.empty(d)
@@ -378,7 +424,6 @@ def item_solves(total, added, keep, n_items, gram_row, lam, s_row, s_col, diviso
         X[j] = x
 
 
-@numba.njit(cache=True, parallel=True)
 def _item_cg(total, added, keep, n_items, G, lam, divisor, steps, X):
     """:func:`item_solves` by ``steps`` conjugate-gradient steps per item from ``X[j]``
     (:func:`fedmc.core.ridge.cg_steps`), in parallel over :data:`SUM_BLOCKS` blocks of items.
@@ -387,6 +432,12 @@ def _item_cg(total, added, keep, n_items, G, lam, divisor, steps, X):
     the steps' products is then ``d`` whole-row multiply-adds), indexed in place: no view of
     the shared arrays is made per item (a view counts a reference to its parent atomically,
     which threads doing it per item contend for)."""
+    parallel_for(_item_cg_range, SUM_BLOCKS, total, added, keep, n_items, G, lam, divisor, steps, X)
+
+
+@numba.njit(cache=True, nogil=True)
+def _item_cg_range(start, stop, total, added, keep, n_items, G, lam, divisor, steps, X):
+    """:func:`_item_cg` over ``start:stop`` of its parallel loop."""
     d = X.shape[1]
     n_packed = d * (d + 1) // 2
     base = G.copy()  # G + diag(lam)
@@ -396,7 +447,7 @@ def _item_cg(total, added, keep, n_items, G, lam, divisor, steps, X):
     no_rows = np.zeros((0, d))
     no_cols = np.zeros(0, dtype=np.int64)
     no_weights = np.zeros(0)
-    for blk in numba.prange(SUM_BLOCKS):
+    for blk in range(start, stop):
         A = np.empty((d, d))
         b = np.empty(d)
         x = np.empty(d)
@@ -429,16 +480,24 @@ def _item_system(A, x, row, G, lam, s_row, s_col, divisor):
         x[i] = row[n_packed + i] / divisor[n_packed + i]
 
 
-@numba.njit(cache=True, parallel=True)
 def implicit_losses(indptr, indices, values, U, V, G, alpha):
     """``sum_t sum_j c_tj (p_tj - u_t . v_j)^2`` over every row ``t`` and *every* item ``j``,
     from the observed entries only: ``u^T G u + sum_q [c_q (p_q - s_q)^2 - s_q^2]`` with
     ``G = V^T V`` and ``s_q = u . v_{j_q}``; the rows are cut into :data:`SUM_BLOCKS` fixed
-    blocks, each summed in order (the result does not depend on the threads)."""
+    blocks, each summed in order, and the blocks' sums added in order (the result does not
+    depend on the threads)."""
+    part = np.zeros(SUM_BLOCKS)
+    parallel_for(_implicit_loss_blocks, SUM_BLOCKS, indptr, indices, values, U, V, G, alpha,
+                 part)
+    return float(ordered_sum(part))
+
+
+@numba.njit(cache=True, nogil=True)
+def _implicit_loss_blocks(blk0, blk1, indptr, indices, values, U, V, G, alpha, part):
+    """:func:`implicit_losses` of the blocks ``blk0:blk1``, block ``blk``'s into ``part``."""
     m = indptr.shape[0] - 1
     d = U.shape[1]
-    part = np.zeros(SUM_BLOCKS)
-    for blk in numba.prange(SUM_BLOCKS):
+    for blk in range(blk0, blk1):
         s_blk = 0.0
         for t in range(blk * m // SUM_BLOCKS, (blk + 1) * m // SUM_BLOCKS):
             u = U[t]
@@ -458,4 +517,3 @@ def implicit_losses(indptr, indices, values, U, V, G, alpha):
                 total += (1.0 + alpha * r) * (p - s) ** 2 - s * s
             s_blk += total
         part[blk] = s_blk
-    return part.sum()

@@ -10,6 +10,7 @@ import numba
 import numpy as np
 
 from fedmc.core.kernels import normal_equations, quad_gradient, scratch_matrix, scratch_vector
+from fedmc.core.parallel import parallel_for
 from fedmc.core.prox import prox_scalar
 
 
@@ -80,24 +81,38 @@ def w_gradient_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, V, n_s
     W[next_j:n] *= rho
 
 
-@numba.njit(cache=True, parallel=True)
 def u_updates(clients, client_ptr, indptr, indices, values, U, V, n_steps, c, lam, proj,
                ones_col, token):
     """:func:`u_gradient_steps` for every client of ``clients``, in parallel over clients."""
-    for s in numba.prange(clients.shape[0]):
+    parallel_for(_u_updates_range, clients.shape[0], clients, client_ptr, indptr, indices, values,
+                 U, V, n_steps, c, lam, proj, ones_col, token)
+
+
+@numba.njit(cache=True, nogil=True)
+def _u_updates_range(start, stop, clients, client_ptr, indptr, indices, values, U, V, n_steps, c,
+                     lam, proj, ones_col, token):
+    """:func:`u_updates` over ``start:stop`` of its parallel loop."""
+    for s in range(start, stop):
         i = clients[s]
         u_gradient_steps(indptr, indices, values, client_ptr[i], client_ptr[i + 1], U, V,
                           n_steps, c, lam, proj, ones_col, token)
 
 
-@numba.njit(cache=True, parallel=True)
 def w_updates(clients, client_ptr, cols, U, V, n_steps, f_scale, gamma, gamma2, shift, W_out,
                token):
     """:func:`w_gradient_steps` for every client of ``clients`` into ``W_out[s]``, in
     parallel over clients; ``cols`` is the item-major layout ``(client_ptr, item, ptr, row,
     values)`` of the training ratings."""
+    parallel_for(_w_updates_range, clients.shape[0], clients, client_ptr, cols, U, V, n_steps,
+                 f_scale, gamma, gamma2, shift, W_out, token)
+
+
+@numba.njit(cache=True, nogil=True)
+def _w_updates_range(start, stop, clients, client_ptr, cols, U, V, n_steps, f_scale, gamma, gamma2,
+                     shift, W_out, token):
+    """:func:`w_updates` over ``start:stop`` of its parallel loop."""
     g_client, g_item, g_ptr, g_row, g_vals = cols
-    for s in numba.prange(clients.shape[0]):
+    for s in range(start, stop):
         i = clients[s]
         w_gradient_steps(g_client[i], g_client[i + 1], g_item, g_ptr, g_row, g_vals,
                           client_ptr[i], client_ptr[i + 1], U, V, n_steps, f_scale, gamma,

@@ -20,6 +20,7 @@ from fedmc.core.kernels import (
     scratch_matrix,
     scratch_vector,
 )
+from fedmc.core.parallel import parallel_for
 from fedmc.core.prox import prox_scalar
 
 
@@ -157,12 +158,12 @@ def relax_unrated(Wc, Yc, V, j0, j1, c_n, beta, token):
             Wc[j, e] = c_n * Wc[j, e] + (1.0 - c_n) * (V[j, e] - Yc[j, e] / beta)
 
 
-@numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def local_updates(
     clients, client_ptr, ratings, cols, U, W, Y, V, n_inner, beta, p, reg, ones_col, per_row,
     token, delta,
 ):
-    """Steps 4(a)-(c) of Algorithm 1 for the clients at positions ``clients``, in parallel.
+    """Steps 4(a)-(c) of Algorithm 1 for the clients at positions ``clients``, in parallel
+    (:func:`fedmc.core.parallel.parallel_for`).
 
     ``ratings`` are the clients' ratings (:class:`~fedmc.core.shard.CSR`), ``cols`` their
     item-major layout ``(client_ptr, item, ptr, row, values)``
@@ -170,11 +171,21 @@ def local_updates(
     ``beta W_i + Y_i`` of client ``clients[s]``, its upload:
     ``beta (W^+ - W) + (Y^+ - Y) = beta (2 W^+ - W - V)`` by (13).
     """
+    parallel_for(_local_updates, clients.shape[0], clients, client_ptr, ratings, cols, U, W, Y,
+                 V, n_inner, beta, p, reg, ones_col, per_row, token, delta)
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
+def _local_updates(
+    lo, hi, clients, client_ptr, ratings, cols, U, W, Y, V, n_inner, beta, p, reg, ones_col,
+    per_row, token, delta,
+):
+    """:func:`local_updates` for the clients at positions ``clients[lo:hi]``."""
     indptr, indices, values = ratings
     g_client, g_item, g_ptr, g_row, g_vals = cols
     n, r = V.shape
     Vf = V.reshape(n * r)
-    for s in numba.prange(clients.shape[0]):
+    for s in range(lo, hi):
         c = clients[s]
         row0 = client_ptr[c]
         row1 = client_ptr[c + 1]
@@ -261,7 +272,6 @@ def group_rows(clients, client_ptr, indptr, indices, groups, one_user):
     return ptr, items
 
 
-@numba.njit(cache=True, parallel=True, fastmath=True, error_model="numpy")
 def rated_visits(clients, client_ptr, indptr, indices, values, groups, one_user, U, U_prev, e,
                  e_prev, V, V_seen, seen, n_inner, beta, reg, ones_col, per_row, token, out0,
                  delta):
@@ -281,9 +291,19 @@ def rated_visits(clients, client_ptr, indptr, indices, values, groups, one_user,
     ``e`` is stored; ``delta`` rows follow the groups of ``clients`` in order, from
     ``out0`` (:func:`group_rows`).
     """
+    parallel_for(_rated_visits_range, clients.shape[0], clients, client_ptr, indptr, indices,
+                 values, groups, one_user, U, U_prev, e, e_prev, V, V_seen, seen, n_inner, beta,
+                 reg, ones_col, per_row, token, out0, delta)
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
+def _rated_visits_range(start, stop, clients, client_ptr, indptr, indices, values, groups, one_user,
+                        U, U_prev, e, e_prev, V, V_seen, seen, n_inner, beta, reg, ones_col,
+                        per_row, token, out0, delta):
+    """:func:`rated_visits` over ``start:stop`` of its parallel loop."""
     g_client, g_item, g_ptr, g_row, g_vals = groups
     r = len(token)
-    for k in numba.prange(clients.shape[0]):
+    for k in range(start, stop):
         c = clients[k]
         t0, t1 = client_ptr[c], client_ptr[c + 1]
         m = t1 - t0

@@ -12,6 +12,7 @@ import numba
 import numpy as np
 
 from fedmc.core.kernels import dot
+from fedmc.core.parallel import ordered_sum, parallel_for
 
 
 @numba.njit(cache=True, inline="always")
@@ -28,7 +29,6 @@ def _descend(X, M, S, k, a, g, alpha, adam, hyper):
         X[k, a] -= alpha * g
 
 
-@numba.njit(cache=True, parallel=True)
 def gradient_step(
     clients, client_ptr, indptr, rating_slot, values, slot_ptr, slot_item, U, V_loc, V_bar,
     alpha, lam_u, lam, adam, hyper_u, hyper_v, M_u, S_u, M_v, S_v, token,
@@ -41,8 +41,18 @@ def gradient_step(
     ``grad_{v_(i)j} f_i = -2 sum_t e_tj u_t``. ``lam = 0`` gives RFRecF's main update. With
     ``adam`` the gradient feeds an Adam step instead (the notebooks' optimizer, an option).
     """
+    parallel_for(_gradient_step_range, clients.shape[0], clients, client_ptr, indptr, rating_slot,
+                 values, slot_ptr, slot_item, U, V_loc, V_bar, alpha, lam_u, lam, adam, hyper_u,
+                 hyper_v, M_u, S_u, M_v, S_v, token)
+
+
+@numba.njit(cache=True, nogil=True)
+def _gradient_step_range(start, stop, clients, client_ptr, indptr, rating_slot, values, slot_ptr,
+                         slot_item, U, V_loc, V_bar, alpha, lam_u, lam, adam, hyper_u, hyper_v, M_u,
+                         S_u, M_v, S_v, token):
+    """:func:`gradient_step` over ``start:stop`` of its parallel loop."""
     d = len(token)
-    for k in numba.prange(clients.shape[0]):
+    for k in range(start, stop):
         c = clients[k]
         row0 = client_ptr[c]
         s0 = slot_ptr[c]
@@ -68,13 +78,20 @@ def gradient_step(
                 _descend(V_loc, M_v, S_v, s, a, g, alpha, adam, hyper_v)
 
 
-@numba.njit(cache=True, parallel=True)
 def pull_slots(clients, slot_ptr, slot_item, V_loc, V_bar, step, lam, adam, hyper, M, S):
     """A step of size ``step`` on ``lam (v - V̄_j)`` for every slot of the clients at positions
     ``clients`` (the psi part of a step on rated columns): ``v <- v - step lam (v - V̄_j)``, or
     an Adam step on that gradient."""
+    parallel_for(_pull_slots_range, clients.shape[0], clients, slot_ptr, slot_item, V_loc, V_bar,
+                 step, lam, adam, hyper, M, S)
+
+
+@numba.njit(cache=True, nogil=True)
+def _pull_slots_range(start, stop, clients, slot_ptr, slot_item, V_loc, V_bar, step, lam, adam,
+                      hyper, M, S):
+    """:func:`pull_slots` over ``start:stop`` of its parallel loop."""
     d = V_loc.shape[1]
-    for k in numba.prange(clients.shape[0]):
+    for k in range(start, stop):
         c = clients[k]
         for s in range(slot_ptr[c], slot_ptr[c + 1]):
             j = slot_item[s]
@@ -107,17 +124,23 @@ def clipped_slot_rows(clients, slot_ptr, slot_item, V_loc, Zc, delta):
     return ptr, index, rows
 
 
-@numba.njit(cache=True, parallel=True)
 def slot_deviation_sums(slot_item, V_loc, Z, V_bar):
-    """``sum_s (||v_s - V̄_j||^2 - ||Z_j - V̄_j||^2)`` over all slots (the slot part of psi)."""
+    """``sum_s (||v_s - V̄_j||^2 - ||Z_j - V̄_j||^2)`` over all slots (the slot part of psi):
+    each slot's term in parallel, then added in slot order."""
+    terms = np.empty(V_loc.shape[0])
+    parallel_for(_slot_deviations, V_loc.shape[0], slot_item, V_loc, Z, V_bar, terms)
+    return float(ordered_sum(terms))
+
+
+@numba.njit(cache=True, nogil=True)
+def _slot_deviations(s0, s1, slot_item, V_loc, Z, V_bar, terms):
+    """The terms of :func:`slot_deviation_sums` of the slots ``s0:s1``, into ``terms``."""
     d = V_loc.shape[1]
-    total = 0.0
-    for s in numba.prange(V_loc.shape[0]):
+    for s in range(s0, s1):
         j = slot_item[s]
         acc = 0.0
         for a in range(d):
             x = V_loc[s, a] - V_bar[j, a]
             z = Z[j, a] - V_bar[j, a]
             acc += x * x - z * z
-        total += acc
-    return total
+        terms[s] = acc
