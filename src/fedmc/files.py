@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
-
-import numpy as np
 
 
 def write_atomic(path: Path, content: str | bytes | Callable[[IO[bytes]], Any],
@@ -55,7 +54,8 @@ def _finite(obj: Any) -> Any:
         return {k: _finite(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [_finite(v) for v in obj]
-    if isinstance(obj, np.generic):
+    numpy = sys.modules.get("numpy")  # a NumPy scalar needs NumPy loaded: this module does not
+    if numpy is not None and isinstance(obj, numpy.generic):
         obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
         return None

@@ -14,7 +14,9 @@ Importing this module imports no algorithm: the specs are read on the first look
 spec's references (``Config``, ``Algorithm``, fold-in) are loaded on first use.
 
 To add an algorithm: write its package (``spec``, ``config``, ``client``, ``server``,
-``kernels``, ``fold_in``; its ``__init__`` exports the ``Algorithm``), add the package to
+``kernels``, ``fold_in``, ``algorithm``, which builds the ``Algorithm``; its ``__init__``
+exports that lazily, :func:`fedmc._lazy.lazy_exports`, so that reading the specs, as the
+command line's help does, imports no kernel: ``tests/test_cli_startup.py``), add the package to
 :data:`PACKAGES` and cases to ``tests/test_conformance.py`` (a test fails for a registered
 algorithm without one). The drivers, the estimators (:mod:`fedmc.estimators`), the CLI and
 the outputs then work unchanged.

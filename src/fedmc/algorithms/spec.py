@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-
 from fedmc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -257,6 +255,8 @@ class AlgorithmSpec:
     def fold_in_users(self, cfg: Any, V: Any, R: CSR) -> Any:
         """Every row of ``R`` (one user's ratings each, normalized scale) folded in: the rows
         of ``U``, by the batched fold-in where there is one, else user by user."""
+        import numpy as np  # here: the command line reads the specs without NumPy
+
         if self.fold_in_rows is not None:
             return load(self.fold_in_rows)(cfg, V, R)
         one = self.load_fold_in()

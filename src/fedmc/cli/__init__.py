@@ -6,6 +6,8 @@ Errors in the user's input exit with status 2 and a one-line reason on stderr.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import sys
 from typing import Annotated
 
@@ -90,6 +92,10 @@ def _known_settings(model: str) -> str:
 
 def main() -> None:
     """Entry point: run the app; input errors exit 2, SIGINT 130 and SIGTERM 143."""
+    # The interpreter's last garbage collections would walk every object Numba and LLVM made
+    # (most of a second after a run on a loaded 2-core machine): what is alive at exit is
+    # left to the process's end instead (benchmarks/README.md, "Instant commands").
+    atexit.register(gc.freeze)
     if len(sys.argv) <= 1:  # bare ``fedmc``: its help, and success
         sys.argv.append("--help")
     try:

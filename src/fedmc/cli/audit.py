@@ -77,27 +77,29 @@ def register(app: typer.Typer) -> None:
     def audit(**typed: Any) -> None:
         """Attack the uploads as a curious server would: rated-item sets and ratings of
         one-user clients, by what the server holds (plain, SecAgg, SecAgg + DP)."""
-        from fedmc.audit.run import VIEWS, AuditSettings, pool_runs, run_audit
-        from fedmc.cli.interrupts import interrupt_marks
-        from fedmc.files import strict_json, write_atomic
-        from fedmc.privacy.accounting import UserDP
-        from fedmc.run.data import DataSettings, federate, load_ratings
-        from fedmc.run.folder import RunFolder
         from fedmc.run.options import RunOptions
-        from fedmc.run.runner import versions
         from fedmc.run.settings import resolve
 
         view, active, repeat, seed, rounds = (typed[k] for k in ("view", "active", "repeat",
                                                                  "seed", "rounds"))
         dp_epsilon, dp_delta, dp_clip = typed["dp_epsilon"], typed["dp_delta"], typed["dp_clip"]
         quiet = typed["quiet"]
-        views = VIEWS if not view or "all" in view else tuple(dict.fromkeys(view))
         if active != "all" and not active.isdigit():
             raise ConfigError(f"--active takes a number of clients or 'all', got {active!r}")
         if repeat < 1:
             raise ConfigError(f"--repeat must be >= 1, got {repeat}")
         spec = resolve(RunOptions(algorithm=typed["algorithm"], partition="user",
                                   params=parse_params(typed["param"] or [])))
+        # the audit's machinery imported once the options are accepted
+        from fedmc.audit.run import VIEWS, AuditSettings, pool_runs, run_audit
+        from fedmc.cli.interrupts import interrupt_marks
+        from fedmc.files import strict_json, write_atomic
+        from fedmc.privacy.accounting import UserDP
+        from fedmc.run.data import DataSettings, federate, load_ratings
+        from fedmc.run.folder import RunFolder
+        from fedmc.run.runner import versions
+
+        views = VIEWS if not view or "all" in view else tuple(dict.fromkeys(view))
         algorithm, params, defaulted = spec.algorithm, spec.params, spec.defaulted
         settings = AuditSettings(algorithm, params, rounds,
                                  None if active == "all" else int(active), views,

@@ -9,24 +9,17 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from fedmc.data.loaders import load_ratings_file
-from fedmc.data.ratings import Ratings
-from fedmc.data.registry import (
-    DATASETS,
-    SYNTHETIC_NAMES,
-    dataset_files,
-    download_dataset,
-    load_dataset,
-    resolve_data_dir,
-)
+from fedmc.data.catalog import DATASETS, SYNTHETIC_NAMES, dataset_files, get_spec, resolve_data_dir
 from fedmc.errors import ConfigError
+
+if TYPE_CHECKING:  # the loaders are imported where a command reads data: --help needs none
+    from fedmc.data.ratings import Ratings
 
 data_app = typer.Typer(help="List, inspect and download rating data sets.", no_args_is_help=True)
 
@@ -76,6 +69,8 @@ def describe_ratings(ratings: Ratings) -> dict[str, int | float]:
         Keys ``users``, ``items``, ``ratings``, ``density``, ``rating_min``, ``rating_max``,
         ``rating_mean`` and ``user_degree_min/median/mean/max`` and the same for items.
     """
+    import numpy as np
+
     n = ratings.n_ratings
     stats: dict[str, int | float] = {
         "users": ratings.n_users,
@@ -122,6 +117,11 @@ def info_command(
     """Show users, items, ratings, density, rating range and degree statistics."""
     if (name is None) == (ratings is None):
         raise ConfigError("give either a data-set NAME or --ratings FILE")
+    if name is not None and name not in SYNTHETIC_NAMES:
+        get_spec(name)  # an unknown name is refused before the loaders are imported
+    from fedmc.data.loaders import load_ratings_file
+    from fedmc.data.registry import load_dataset
+
     policy = duplicates.value
     if ratings is not None:
         data = load_ratings_file(ratings, duplicates=policy)
@@ -147,5 +147,7 @@ def download_command(
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Download a data set into the data folder (nothing happens when it is there)."""
+    from fedmc.data.registry import download_dataset
+
     folder = download_dataset(name, data_dir, progress=not quiet, verify=verify)
     typer.echo(str(folder))

@@ -59,11 +59,11 @@ def split(**typed: Any) -> None:
     """Write one ratings file per client (and its held-out ratings), the manifest, and
     the Flower app with a run configuration (run.toml: the run the options resolve to, as
     fedmc run and fedmc federate local resolve them): the files a real deployment hands out."""
+    run = resolved_run(typed).without_refit()  # refused before Flower is imported
     from fedmc.deploy.app import write_app, write_run_config
     from fedmc.deploy.split import write_split
     from fedmc.flower.settings import FederatedRun
 
-    run = resolved_run(typed).without_refit()
     out = typed["out"].resolve()
     manifest = write_split(run.data, out)
     write_app(out / "app")
@@ -111,13 +111,13 @@ def local(**typed: Any) -> None:
     locked, an earlier run refused or, with ``--overwrite``, removed) before anything starts;
     the deployment checks the rest against the data before its first process starts.
     """
+    spec = resolved_run(typed).without_refit()  # refused before Flower is imported
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.deploy.local import run_local
     from fedmc.flower.out_folder import CHECKPOINT, RUN_FILES
     from fedmc.flower.settings import FederatedRun
     from fedmc.run.folder import RunFolder
 
-    spec = resolved_run(typed).without_refit()
     given = {name: typed[name] for name in ("timeout", "max_upload_norm", "max_lost_rounds")
              if typed[name] is not None}
     run = FederatedRun(spec=spec, secagg=typed["secagg"], **given)

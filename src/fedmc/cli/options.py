@@ -20,9 +20,10 @@ from typing import Annotated, Any, NamedTuple
 import typer
 
 from fedmc.algorithms.registry import algorithm_names, interactions_algorithms, specs
-from fedmc.data.registry import dataset_names
+from fedmc.data.catalog import dataset_names
 from fedmc.errors import ConfigError, printable
 from fedmc.federation.settings import EarlyStopping
+from fedmc.run.data_settings import DataSettings
 from fedmc.run.options import RunOptions
 from fedmc.run.settings import DEFAULT_VALIDATION, TUNE_VALIDATION, RunSpec
 
@@ -298,13 +299,21 @@ def resolved_run(typed: Mapping[str, Any]) -> RunSpec:
     """The run the user typed (:func:`run_options`), every default chosen
     (:func:`fedmc.run.settings.resolve`; the DP defaults from the number of users of the
     data), each note on a default printed on stderr."""
-    from fedmc.run.data import enrolled_users
     from fedmc.run.settings import resolve
 
-    spec = resolve(run_options(typed), enrolled_users)
+    spec = resolve(run_options(typed), _enrolled_users)
     for note in spec.notes:
         typer.echo(note, err=True)
     return spec
+
+
+def _enrolled_users(data: DataSettings) -> int:
+    """:func:`fedmc.run.data.enrolled_users`, whose data pipeline is imported only when a
+    private run asks (every other refusal of :func:`fedmc.run.settings.resolve` comes without
+    NumPy)."""
+    from fedmc.run.data import enrolled_users
+
+    return enrolled_users(data)
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -202,6 +201,8 @@ def _check_format(fmt: str) -> None:
 
 def _plain(value: Any) -> Any:
     """A raw id as a plain Python value (for JSON)."""
+    import numpy as np  # loaded with the model already: here, the help does without it
+
     return value.item() if isinstance(value, np.generic) else value
 
 

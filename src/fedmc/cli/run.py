@@ -15,13 +15,13 @@ def run(**typed: Any) -> None:
 
     With no options: FedMC-ADMM on the embedded synthetic data, offline, in seconds.
     """
+    spec = resolved_run(typed)  # options refused before the run's machinery is imported
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.federation.history import History
     from fedmc.run.folder import RunFolder
     from fedmc.run.precompile import compile_in_background
     from fedmc.run.runner import execute, write_outputs
 
-    spec = resolved_run(typed)
     label = f"{spec.algorithm} on {spec.data.source}"
     folder = RunFolder(typed["out_dir"], f"{spec.algorithm}-{spec.data.source}",
                        typed["overwrite"])

@@ -9,12 +9,14 @@ midpoint, unit at its half-width, so every rating maps into ``[-1, 1]``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal
 
 from fedmc.errors import ConfigError
+
+if TYPE_CHECKING:  # NumPy is imported where the arrays are: run settings read this module
+    import numpy as np
 
 NormalizeKind = Literal["none", "center", "zscore", "public"]
 RatingScale = tuple[float, float]
@@ -53,6 +55,8 @@ class Normalizer:
             return cls.public(scale)
         if len(values) == 0:
             raise ConfigError("cannot normalize: there are no training ratings")
+        import numpy as np
+
         mean = float(np.mean(values))
         if kind == "center":
             return cls("center", mean, 1.0)
@@ -63,10 +67,14 @@ class Normalizer:
 
     def transform(self, values: np.ndarray) -> np.ndarray:
         """Original scale to normalized scale."""
+        import numpy as np
+
         return (np.asarray(values, dtype=np.float64) - self.mean) / self.scale
 
     def inverse(self, z: np.ndarray) -> np.ndarray:
         """Normalized scale to original scale."""
+        import numpy as np
+
         return np.asarray(z, dtype=np.float64) * self.scale + self.mean
 
     @property
@@ -81,6 +89,6 @@ def check_scale(scale: RatingScale) -> RatingScale:
         lo, hi = (float(v) for v in scale)
     except (TypeError, ValueError):
         raise ConfigError(f"a rating scale is two numbers LO,HI, got {scale!r}") from None
-    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ConfigError(f"a rating scale needs finite LO < HI, got {lo:g},{hi:g}")
     return lo, hi

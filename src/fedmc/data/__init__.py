@@ -1,16 +1,14 @@
-"""Data: the Ratings container, loaders, synthetic generators, splits and partitions."""
+"""Data: the Ratings container, loaders, synthetic generators, splits and partitions.
 
-from fedmc.core.scale import Normalizer
-from fedmc.data.federated import FederatedData
-from fedmc.data.partition import partition_users
-from fedmc.data.ratings import Ratings
-from fedmc.data.split import random_split, user_holdout_split
+The names below are imported on first use, so that the light modules of the package (the
+data sets' facts, :mod:`fedmc.data.catalog`) load without NumPy.
+"""
 
-__all__ = [
-    "FederatedData",
-    "Normalizer",
-    "Ratings",
-    "partition_users",
-    "random_split",
-    "user_holdout_split",
-]
+from __future__ import annotations
+
+from fedmc._lazy import lazy_exports
+
+__getattr__, __all__ = lazy_exports(__name__, FederatedData=".federated",
+                                    Normalizer="fedmc.core.scale", Ratings=".ratings",
+                                    partition_users=".partition", random_split=".split",
+                                    user_holdout_split=".split")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal
 
 from fedmc.errors import ConfigError
+
+if TYPE_CHECKING:  # NumPy is imported where the arrays are: run settings read this module
+    import numpy as np
 
 PartitionKind = Literal["random", "contiguous", "powerlaw", "user"]
 
@@ -40,6 +41,8 @@ def partition_users(
     numpy.ndarray
         ``int32`` array of length ``n_users``: the client of each user.
     """
+    import numpy as np
+
     if kind == "user":
         return np.arange(n_users, dtype=np.int32)
     if n_clients < 1:
@@ -66,6 +69,8 @@ def partition_users(
 
 
 def _equal_sizes(n: int, k: int) -> np.ndarray:
+    import numpy as np
+
     base, extra = divmod(n, k)
     sizes = np.full(k, base, dtype=np.int64)
     sizes[:extra] += 1
@@ -74,6 +79,8 @@ def _equal_sizes(n: int, k: int) -> np.ndarray:
 
 def _powerlaw_sizes(n: int, k: int, exponent: float) -> np.ndarray:
     """Sizes >= 1 summing to ``n``, proportional to ``rank^-exponent`` (largest first)."""
+    import numpy as np
+
     weights = np.arange(1, k + 1, dtype=float) ** (-exponent)
     spare = n - k  # every client gets one user first
     raw = weights / weights.sum() * spare

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from fedmc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fedmc.federation.settings import SamplingKind
 
 
 class Sampler(Protocol):
@@ -99,9 +102,6 @@ class DropoutSampler:
         """Sorted ids of the drawn clients that did not drop out."""
         drawn = self.base.sample(rng)
         return drawn[rng.random(len(drawn)) >= self.rate]
-
-
-SamplingKind = Literal["uniform", "bernoulli", "replacement"]
 
 
 @dataclass(frozen=True)

@@ -9,17 +9,24 @@ the algorithm, the data and what follows training) and a Flower run's configurat
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedmc.federation.sampling import Sampler, SamplingKind, make_sampler
 from fedmc.privacy.accounting import UserDP
+
+if TYPE_CHECKING:  # the samplers are NumPy's: the command line reads the settings without it
+    from fedmc.federation.sampling import Sampler
+
+SamplingKind = Literal["uniform", "bernoulli", "replacement"]
+"""How the clients of a round are drawn (:func:`fedmc.federation.sampling.make_sampler`)."""
 
 
 class EarlyStopping(BaseModel):
     """Stop when a validation column has not improved for a while, and publish the model of
     its best round (:class:`fedmc.federation.validation.EarlyStop`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     patience: int = Field(20, ge=1, description="rounds without improvement before stopping")
     min_delta: float = Field(0.0, ge=0, description="smallest change that counts as an "
@@ -35,7 +42,7 @@ class EarlyStopping(BaseModel):
 class Schedule(BaseModel):
     """How a federated run proceeds, besides the algorithm's own parameters."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     rounds: int = Field(100, ge=0, description="communication rounds K")
     active: int | None = Field(None, ge=1, description="clients per round (None: all)")
@@ -54,5 +61,7 @@ class Schedule(BaseModel):
 
     def sampler(self, n_clients: int) -> Sampler:
         """The client sampler of the run (:func:`fedmc.federation.sampling.make_sampler`)."""
+        from fedmc.federation.sampling import make_sampler
+
         return make_sampler(n_clients, self.active, self.sampling,
                             participation=self.participation, dropout=self.dropout)

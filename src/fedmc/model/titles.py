@@ -2,7 +2,7 @@
 
 MovieLens may not be redistributed, so a saved model keeps no titles: ``fedmc recommend``
 looks them up here, in the data set's own files (``u.item`` of 100K, ``movies.dat`` of 1M and
-10M, ``movies.csv`` of the others) under the data folder (:func:`fedmc.data.registry.
+10M, ``movies.csv`` of the others) under the data folder (:func:`fedmc.data.catalog.
 resolve_data_dir`). A data set without titles, or whose files are absent, gives none.
 """
 
@@ -12,7 +12,7 @@ import csv
 import io
 from pathlib import Path
 
-from fedmc.data.registry import DATASETS, resolve_data_dir
+from fedmc.data.catalog import DATASETS, resolve_data_dir
 
 # file with the titles, field separator, id field, title field
 _TITLE_FILES: dict[str, tuple[str, str, int, int]] = {

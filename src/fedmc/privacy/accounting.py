@@ -134,7 +134,7 @@ class UserDP(BaseModel):
     (``--dp-clip``, :mod:`fedmc.cli.options`).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     clip: float = Field(gt=0, allow_inf_nan=False, description="L2 bound of one upload")
     delta: float = Field(1e-6, gt=0, lt=1, description="delta of the budget")

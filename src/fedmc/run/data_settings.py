@@ -10,8 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fedmc.core.scale import NormalizeKind
+from fedmc.data.catalog import SYNTHETIC_BOOLEAN, rating_scale
 from fedmc.data.partition import PartitionKind
-from fedmc.data.registry import rating_scale
 from fedmc.errors import ConfigError
 
 DEFAULT_DATASET = "synthetic"
@@ -20,7 +20,7 @@ DEFAULT_DATASET = "synthetic"
 class DataSettings(BaseModel):
     """Where the ratings come from and how they are split over clients."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     dataset: str | None = Field(None, description="named data set (default: synthetic)")
     ratings: Path | None = Field(None, description="a CSV/TSV/Parquet file of ratings")
@@ -89,7 +89,5 @@ class DataSettings(BaseModel):
 def is_boolean(settings: DataSettings | Any) -> bool:
     """Whether ``settings`` name Boolean data (a 0/1 file, binarized ratings or synthetic
     tiles), which ``fedmc run`` loads for the Felb algorithms (:func:`load_boolean_data`)."""
-    from fedmc.data.boolean import SYNTHETIC
-
     return (settings.binary is not None or settings.binarize is not None
-            or settings.dataset == SYNTHETIC)
+            or settings.dataset == SYNTHETIC_BOOLEAN)

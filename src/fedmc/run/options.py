@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedmc.federation.sampling import SamplingKind
+from fedmc.federation.settings import SamplingKind
 
 
 class RunOptions(BaseModel):
@@ -18,7 +18,9 @@ class RunOptions(BaseModel):
     default (clients, rounds, sampling, ...) default to ``None``; the others carry their one
     default here, which the command line shows."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # its validator is built on first use (as the other settings' models'): the command line's
+    # help reads the fields alone
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     algorithm: str | None = None
     params: dict[str, Any] = Field(default_factory=dict, description="the algorithm's "

@@ -31,7 +31,7 @@ import numpy as np
 
 import fedmc
 from fedmc.algorithms.registry import AlgorithmSpec, spec
-from fedmc.data.registry import user_cache_dir
+from fedmc.data.catalog import user_cache_dir
 
 
 def kernels_of(entry: AlgorithmSpec, cfg: Any) -> tuple[str, int] | None:

@@ -65,7 +65,7 @@ class RunSpec(BaseModel):
     the option names, listed in ``config.json`` as ``run.defaulted``; ``notes``: why, where
     the choice needs saying)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     algorithm: str = DEFAULT_ALGORITHM
     params: dict[str, Any] = Field(default_factory=dict, description="the algorithm's "

@@ -28,13 +28,6 @@ of its products with the server's conjugate-gradient directions, one exchange pe
 
 from __future__ import annotations
 
-from fedmc.algorithms.fedals import client, server
-from fedmc.algorithms.fedals.config import FedALSConfig
-from fedmc.algorithms.fedals.spec import FEDALS
-from fedmc.core.protocol import Algorithm
+from fedmc._lazy import lazy_exports
 
-ALGORITHM = Algorithm.of(FEDALS.name, FedALSConfig, client, server, data_kind=FEDALS.data_kind,
-                         split_batches=True)
-
-
-__all__ = ["ALGORITHM", "FedALSConfig"]
+__getattr__, __all__ = lazy_exports(__name__, ALGORITHM=".algorithm", FedALSConfig=".config")

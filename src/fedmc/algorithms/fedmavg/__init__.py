@@ -48,19 +48,8 @@ never uploaded and ``W_p`` restarts from ``W^{s+1}``. See ``docs/fedmavg.md``.
 
 from __future__ import annotations
 
-from fedmc.algorithms.fedmavg import client, server, spec
-from fedmc.algorithms.fedmavg.config import (
-    FedMAvgConfig,
-    FedMAvgPosterConfig,
-    ModelAveragingConfig,
-)
-from fedmc.core.protocol import Algorithm
+from fedmc._lazy import lazy_exports
 
-ALGORITHM = Algorithm.of(spec.FEDMAVG.name, FedMAvgConfig, client, server,
-                         data_kind=spec.FEDMAVG.data_kind, split_batches=True)
-POSTER = Algorithm.of(spec.POSTER.name, FedMAvgPosterConfig, client, server,
-                      data_kind=spec.POSTER.data_kind, split_batches=True)
-
-
-__all__ = ["ALGORITHM", "POSTER", "FedMAvgConfig", "FedMAvgPosterConfig",
-           "ModelAveragingConfig"]
+__getattr__, __all__ = lazy_exports(__name__, ALGORITHM=".algorithm", POSTER=".algorithm",
+                                    FedMAvgConfig=".config", FedMAvgPosterConfig=".config",
+                                    ModelAveragingConfig=".config")

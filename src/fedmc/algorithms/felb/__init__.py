@@ -29,14 +29,7 @@ readings of the paper's gaps are options with the defaults of ``docs/felb.md`` (
 
 from __future__ import annotations
 
-from fedmc.algorithms.felb import client, server
-from fedmc.algorithms.felb.config import FelbConfig, FelbMUConfig
-from fedmc.algorithms.felb.spec import FELB, FELB_MU
-from fedmc.core.protocol import Algorithm
+from fedmc._lazy import lazy_exports
 
-ALGORITHM = Algorithm.of(FELB.name, FelbConfig, client, server, data_kind=FELB.data_kind)
-ALGORITHM_MU = Algorithm.of(FELB_MU.name, FelbMUConfig, client, server,
-                            data_kind=FELB_MU.data_kind)
-
-
-__all__ = ["ALGORITHM", "ALGORITHM_MU", "FelbConfig", "FelbMUConfig"]
+__getattr__, __all__ = lazy_exports(__name__, ALGORITHM=".algorithm", ALGORITHM_MU=".algorithm",
+                                    FelbConfig=".config", FelbMUConfig=".config")

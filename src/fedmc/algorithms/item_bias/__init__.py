@@ -17,13 +17,6 @@ counts are uploaded: the DP popularity list of implicit (click) data.
 
 from __future__ import annotations
 
-from fedmc.algorithms.item_bias import client, server
-from fedmc.algorithms.item_bias.config import ItemBiasConfig
-from fedmc.algorithms.item_bias.spec import ITEM_BIAS
-from fedmc.core.protocol import Algorithm
+from fedmc._lazy import lazy_exports
 
-ALGORITHM = Algorithm.of(ITEM_BIAS.name, ItemBiasConfig, client, server,
-                         data_kind=ITEM_BIAS.data_kind, split_batches=True)
-
-
-__all__ = ["ALGORITHM", "ItemBiasConfig"]
+__getattr__, __all__ = lazy_exports(__name__, ALGORITHM=".algorithm", ItemBiasConfig=".config")

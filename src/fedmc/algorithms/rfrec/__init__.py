@@ -41,13 +41,7 @@ paper's ``d x m`` matrices. Predictions use the outputs of the algorithms: ``u_t
 
 from __future__ import annotations
 
-from fedmc.algorithms.rfrec import client, server
-from fedmc.algorithms.rfrec.config import RFRecConfig, RFRecFConfig
-from fedmc.algorithms.rfrec.spec import RFREC, RFRECF
-from fedmc.core.protocol import Algorithm
+from fedmc._lazy import lazy_exports
 
-ALGORITHM = Algorithm.of(RFREC.name, RFRecConfig, client, server, data_kind=RFREC.data_kind)
-ALGORITHM_F = Algorithm.of(RFRECF.name, RFRecFConfig, client, server, data_kind=RFRECF.data_kind)
-
-
-__all__ = ["ALGORITHM", "ALGORITHM_F", "RFRecConfig", "RFRecFConfig"]
+__getattr__, __all__ = lazy_exports(__name__, ALGORITHM=".algorithm", ALGORITHM_F=".algorithm",
+                                    RFRecConfig=".config", RFRecFConfig=".config")

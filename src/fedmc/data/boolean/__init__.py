@@ -7,10 +7,10 @@ from pathlib import Path
 from fedmc.data.boolean.data import BooleanFederatedData
 from fedmc.data.boolean.io import Missing, binarize_ratings, read_binary
 from fedmc.data.boolean.synthetic import synthetic_tiles
+from fedmc.data.catalog import SYNTHETIC_BOOLEAN as SYNTHETIC
 from fedmc.data.ratings import Ratings
 from fedmc.errors import ConfigError
 
-SYNTHETIC = "synthetic-boolean"
 ROWS_PER_CLIENT = 500
 
 
