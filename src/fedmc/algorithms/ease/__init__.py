@@ -16,13 +16,6 @@ symmetrizes the noised sum; the accountant charges one set-up exchange (``docs/e
 
 from __future__ import annotations
 
-from fedmc.algorithms.ease import client, server
-from fedmc.algorithms.ease.config import EaseConfig
-from fedmc.algorithms.ease.spec import EASE
-from fedmc.core.protocol import Algorithm
+from fedmc._lazy import lazy_exports
 
-ALGORITHM = Algorithm.of(EASE.name, EaseConfig, client, server, data_kind=EASE.data_kind,
-                         split_batches=True)
-
-
-__all__ = ["ALGORITHM", "EaseConfig"]
+__getattr__, __all__ = lazy_exports(__name__, ALGORITHM=".algorithm", EaseConfig=".config")
