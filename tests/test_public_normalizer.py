@@ -60,7 +60,8 @@ def test_a_public_normalizer_reads_no_rating(ratings_csv):
 
 
 def test_ratings_outside_the_declared_scale_are_refused(ratings_csv):
-    with pytest.raises(DataError, match="outside the rating scale 1,4"):
+    with pytest.raises(DataError, match=r"r\.csv:\d+: rating 5 lies outside the rating scale "
+                                        r"\[1, 4\]"):
         federated_data(DataSettings(ratings=ratings_csv, normalize="public",
                                     rating_scale=(1, 4), clients=4))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fedmc.cli.display import err, progress, summary_table
+from fedmc.cli.display import err, progress, scale_facts, summary_table, warning_lines
 from fedmc.cli.options import OPTIONS, resolved_run, with_options
 
 
@@ -36,14 +36,14 @@ def run(**typed: Any) -> None:
 
     partial = {"history.csv": lambda: History(rows).csv_text() if rows else None}
     with interrupt_marks(folder, partial):
-        with progress(typed["quiet"], spec.schedule.rounds, label) as shown:
+        with progress(typed["quiet"], spec.schedule.rounds, label) as shown, warning_lines():
             result = execute(spec, callback=record, progress_download=not typed["quiet"],
                              kernels=os.environ.get("FEDMC_KERNELS", "auto"))
         write_outputs(target, result)
     if result.config["kernels"] == "generic":
         compile_in_background(spec.algorithm, result.config["params"])
     if not typed["quiet"]:
-        summary_table(result.summary, label)
+        summary_table(result.summary, label, scale_facts(result.config["data"]))
     model_files = ", model.npz, model.json" if result.artifact is not None else ""
     validation = ", validation_history.csv" if result.validation_history is not None else ""
     err.print(f"wrote {target}/config.json, history.csv, summary.json{validation}{model_files}",

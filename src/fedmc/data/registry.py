@@ -72,7 +72,8 @@ class DatasetSpec:
         How to obtain the files by hand (``{folder}`` is filled in) when ``url`` is ``None``.
     scale
         The public rating scale ``(lo, hi)`` the data set is documented with (MovieLens 1M:
-        1 to 5 stars): what ``--normalize public`` maps onto ``[-1, 1]``.
+        1 to 5 stars): what ``--normalize public`` maps onto ``[-1, 1]``; a rating outside it
+        is refused where the set is read (file and line).
     """
 
     name: str
@@ -178,8 +179,10 @@ DATASETS: dict[str, DatasetSpec] = {
 }
 
 _PARSERS: dict[str, Callable[[list[Path], Duplicates, str], Ratings]] = {
-    "movielens": lambda files, duplicates, name: load_movielens(files[0], duplicates, name),
-    "netflix": lambda files, duplicates, name: load_netflix(files, duplicates, name),
+    "movielens": lambda files, duplicates, name: load_movielens(
+        files[0], duplicates, name, value_range=rating_scale(name)),
+    "netflix": lambda files, duplicates, name: load_netflix(
+        files, duplicates, name, value_range=rating_scale(name)),
     "jester": lambda files, duplicates, name: load_jester(files[0], duplicates, name),
 }
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fedmc.core.scale import NormalizeKind
+from fedmc.core.scale import NormalizeKind, RatingScale, check_scale
 from fedmc.data.partition import PartitionKind
 from fedmc.data.registry import rating_scale
 from fedmc.errors import ConfigError
@@ -58,6 +58,11 @@ class DataSettings(BaseModel):
         if self.ratings is None and self.train is None and self.binary is None:
             return rating_scale(self.dataset or DEFAULT_DATASET)
         return None
+
+    @field_validator("rating_scale")
+    @classmethod
+    def _scale(cls, scale: RatingScale | None) -> RatingScale | None:
+        return None if scale is None else check_scale(scale)
 
     @model_validator(mode="after")
     def _implicit(self) -> DataSettings:
