@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from fedmc.errors import DataWarning
+from fedmc.errors import RunWarning
 
 err = Console(stderr=True)
 out = Console()
@@ -59,17 +59,20 @@ class progress:
 
 @contextmanager
 def warning_lines() -> Iterator[None]:
-    """Show every :class:`~fedmc.errors.DataWarning` of the block as one line on stderr
-    (``fedmc: warning: ...``), above a running progress bar; other warnings as Python does."""
+    """Show every :class:`~fedmc.errors.RunWarning` of the block as one line on stderr
+    (``fedmc: warning: ...``, each text once: a refit's second pass repeats none), above a
+    running progress bar; other warnings as Python does."""
     with warnings.catch_warnings():
-        shown = warnings.showwarning
+        warnings.simplefilter("always", RunWarning)
+        shown, seen = warnings.showwarning, set()
 
         def show(message: Warning | str, category: type[Warning], *where: Any,
                  **more: Any) -> None:
-            if issubclass(category, DataWarning):
-                err.print(f"fedmc: warning: {message}", markup=False, soft_wrap=True)
-            else:
+            if not issubclass(category, RunWarning):
                 shown(message, category, *where, **more)
+            elif str(message) not in seen:
+                seen.add(str(message))
+                err.print(f"fedmc: warning: {message}", markup=False, soft_wrap=True)
 
         warnings.showwarning = show
         yield

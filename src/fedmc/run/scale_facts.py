@@ -15,7 +15,7 @@ from typing import Any
 
 from fedmc.data import FederatedData
 from fedmc.data.bulk import outlying
-from fedmc.errors import DataWarning
+from fedmc.errors import RunWarning
 from fedmc.run.data_settings import DataSettings
 
 INFERRED = "training ratings"
@@ -26,7 +26,7 @@ def scale_facts(settings: DataSettings, data: FederatedData, private: bool) -> d
     """``config.json``'s facts of the scale of ``data`` (read as ``settings`` say):
     ``value_range`` (what predictions are clipped to) and ``value_range_from`` (``"rating
     scale"``: the stated or the data set's; :data:`INFERRED`), and without a known scale the
-    ratings far outside the bulk (``outlying_ratings``, warned of as a :class:`DataWarning`).
+    ratings far outside the bulk (``outlying_ratings``, warned of as a :class:`RunWarning`).
     Nothing inferred in a ``private`` run."""
     declared = settings.normalize == "public" or settings.rating_scale is not None
     if private and not declared:
@@ -36,6 +36,6 @@ def scale_facts(settings: DataSettings, data: FederatedData, private: bool) -> d
     if settings.public_scale() is None and not settings.implicit:
         far = outlying(data.normalizer.inverse(data.train.values))
         if far is not None:
-            warnings.warn(far.sentence(data.name), DataWarning, stacklevel=3)
+            warnings.warn(far.sentence(data.name), RunWarning, stacklevel=3)
             facts["outlying_ratings"] = far.record()
     return facts
