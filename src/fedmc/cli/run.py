@@ -15,7 +15,7 @@ def run(**typed: Any) -> None:
 
     With no options: FedMC-ADMM on the embedded synthetic data, offline, in seconds.
     """
-    from fedmc.cli.interrupts import interrupt_marks
+    from fedmc.cli.interrupts import in_worker, interrupt_marks
     from fedmc.federation.history import History
     from fedmc.run.folder import RunFolder
     from fedmc.run.precompile import compile_in_background
@@ -34,11 +34,13 @@ def run(**typed: Any) -> None:
         if shown is not None:
             shown(k, row)
 
-    partial = {"history.csv": lambda: History(rows).csv_text() if rows else None}
+    # the rounds done when a signal comes (the worker may still be adding one)
+    partial = {"history.csv": lambda: History(list(rows)).csv_text() if rows else None}
     with interrupt_marks(folder, partial):
         with progress(typed["quiet"], spec.schedule.rounds, label) as shown, warning_lines():
-            result = execute(spec, callback=record, progress_download=not typed["quiet"],
-                             kernels=os.environ.get("FEDMC_KERNELS", "auto"))
+            result = in_worker(lambda: execute(  # this thread hears the signals meanwhile
+                spec, callback=record, progress_download=not typed["quiet"],
+                kernels=os.environ.get("FEDMC_KERNELS", "auto")))
         write_outputs(target, result)
     if result.config["kernels"] == "generic":
         compile_in_background(spec.algorithm, result.config["params"])

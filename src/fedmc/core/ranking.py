@@ -62,7 +62,7 @@ def top_n(U: np.ndarray, V: np.ndarray, seen_ptr: np.ndarray, seen_idx: np.ndarr
     return items, scores
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def _best_of_block(block, t0, seen_ptr, seen_idx, items, scores):
     """Rows ``t0 + i`` of ``items, scores`` from ``block[i]``, the scores of every item
     (:func:`top_n`): one pass over the items, the seen ones skipped, the best kept by
@@ -97,13 +97,13 @@ def _best_of_block(block, t0, seen_ptr, seen_idx, items, scores):
             best_j[pos] = j
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _rank_weight(rank):
     """LensKit's ``LogRankWeight``: ``1 / max(1, log2 rank)`` for ranks from 1."""
     return 1.0 / max(1.0, np.log2(rank))
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def list_metrics(items, test_ptr, test_idx):
     """Per-row ``[precision, recall, ndcg, ap, hit, scored]`` of the lists ``items`` (rows of
     :func:`top_n`, cut-off ``K`` = their width) against the test items of each row.

@@ -309,7 +309,7 @@ Uploads = Mapping[str, Stacked]
 """The uploads of a batch of clients: named arrays, each stacked over the batch."""
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _scatter_rows(total, ptr, index, values, weights):
     """``total[index[q]] += weights[k] values[q]`` for the rows ``q`` of every client ``k``."""
     width = total.shape[1]
@@ -321,7 +321,7 @@ def _scatter_rows(total, ptr, index, values, weights):
                 total[row, e] += w * values[q, e]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _add_terms(row, q0, q1, vec, a, b, vectors, w, gram):
     """``row += w * (the row of the terms q0:q1)`` (:class:`OuterRows`; the packing of
     :func:`svec_pairs`: the upper triangle row by row, off the diagonal times sqrt(2))."""
@@ -343,7 +343,7 @@ def _add_terms(row, q0, q1, vec, a, b, vectors, w, gram):
             row[e + i] += wb * x[i]
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def _outer_rows(out, term_ptr, vec, a, b, vectors, gram):
     """Row ``g`` of ``out`` (zeros) becomes the row of group ``g``'s terms (:class:`OuterRows`),
     in parallel over groups."""
@@ -351,7 +351,7 @@ def _outer_rows(out, term_ptr, vec, a, b, vectors, gram):
         _add_terms(out[g], term_ptr[g], term_ptr[g + 1], vec, a, b, vectors, 1.0, gram)
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def _outer_squared_norms(out, term_ptr, vec, a, b, vectors):
     """``out[g]``: the squared norm of group ``g``'s row (:meth:`OuterRows.squared_norms`),
     in parallel over groups."""
@@ -369,7 +369,7 @@ def _outer_squared_norms(out, term_ptr, vec, a, b, vectors):
         out[g] = total
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _groups_by_row(index, n_rows):
     """The groups in order of the row they add to (stable: a row's groups stay in group
     order), and where each row's start: row ``j``'s groups are ``order[start[j]:start[j+1]]``
@@ -387,7 +387,7 @@ def _groups_by_row(index, n_rows):
     return order, start
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights):
     """``total[index[g]] += weights[k] * row of group g`` for every group ``g`` of every client
     ``k`` (:class:`OuterRows`), in parallel over the rows of ``total``. Row ``j`` gathers the
@@ -438,7 +438,7 @@ def _scatter_outer(total, ptr, index, term_ptr, vec, a, b, vectors, weights):
             row[e + i] += y[i]
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def _scatter_linear(total, ptr, index, term_ptr, vec, b, vectors, weights, blocks):
     """``total[index[g]] += weights[k] sum_q b_q x_q`` for every group ``g`` of every client
     ``k`` (:class:`OuterRows` without the Gram part): the rows of ``total`` cut into
@@ -465,7 +465,7 @@ def _scatter_linear(total, ptr, index, term_ptr, vec, b, vectors, weights, block
                     total[j, i] += wb * vectors[v, i]
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def _scatter_scaled(total, ptr, index, b, vectors, weights, blocks):
     """``total[index[q]] += weights[k] b[q] vectors[k]`` for the rows ``q`` of every client
     ``k`` (:class:`ScaledRows`), as :func:`_scatter_linear` adds: ``blocks`` ranges of rows in

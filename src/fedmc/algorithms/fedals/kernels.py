@@ -19,7 +19,7 @@ from fedmc.core.kernels import SUM_BLOCKS, cholesky_solve_upper
 from fedmc.core.ridge import cg_steps, fixed_targets, solve_row
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def implicit_weights(values, alpha, w, y):
     """``w = alpha r`` and ``y = (1 + alpha r) [r > 0]`` of interactions of strength ``r``
     (Hu et al. 2008, Eq. (1)-(2): preference ``p = [r > 0]``, confidence ``c = 1 + alpha r``)."""
@@ -29,7 +29,7 @@ def implicit_weights(values, alpha, w, y):
         y[q] = (1.0 + alpha * r) if r > 0.0 else 0.0
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def gram(F):
     """``F^T F`` of an ``(n, d)`` array, in one pass over its rows (no BLAS call: waking BLAS
     threads between Numba's parallel kernels costs more than the product)."""
@@ -47,7 +47,7 @@ def gram(F):
     return G
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, lam, alpha,
                 implicit, steps):
     """The user step of every row ``t`` in ``rows``: ``U[t, free]`` solves its ridge problem
@@ -99,7 +99,7 @@ def user_solves(rows, indptr, indices, values, U, F, free, fixed, Y_fixed, G0, l
             U[t, free[a]] = x[a]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _mix(z):
     """SplitMix64's finalizer of the ``uint64`` ``z``: a bijection whose outputs look
     independent and uniform for neighbouring inputs."""
@@ -108,7 +108,7 @@ def _mix(z):
     return z ^ (z >> np.uint64(31))
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def kept_entries(indptr, indices, keys, k, keep):
     """``keep[q]`` for the entries ``q`` of each row ``t`` that it contributes: all of them
     when it has at most ``k``, else the ``k`` whose items come first in the row's own
@@ -130,7 +130,7 @@ def kept_entries(indptr, indices, keys, k, keep):
             keep[q0 + first[i]] = True
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def group_counts(compute, client_ptr, indptr, groups, one_user, copies, gram):
     """Groups and terms of the clients ``compute`` (:func:`item_terms`): ``ptr`` (groups of
     client ``k`` at ``ptr[k]:ptr[k+1]``) and ``term_ptr`` (terms of group ``g``)."""
@@ -173,7 +173,7 @@ class Terms(NamedTuple):
     b: np.ndarray  # float64, its weight in the right-hand side
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _term(q, vec_id, sign, r, x_fixed, v_fixed, alpha, implicit, vec, a, b):
     """Term ``q``: the vector ``vec_id`` with the statistics of an entry of value ``r`` (times
     ``sign``): ``a = w``, ``b = y`` of the item step's normal equations."""
@@ -189,7 +189,7 @@ def _term(q, vec_id, sign, r, x_fixed, v_fixed, alpha, implicit, vec, a, b):
         b[q] = sign * target
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def item_terms(compute, client_ptr, row_start, ratings, groups, one_user, X_fixed, V_fixed,
                n_rows, alpha, implicit, with_old, gram_row, terms):
     """The terms of the item-step statistics of the clients ``compute``, in parallel over
@@ -256,7 +256,7 @@ def item_terms(compute, client_ptr, row_start, ratings, groups, one_user, X_fixe
                     t += 1
 
 
-@numba.njit(cache=True, parallel=True, fastmath=True)
+@numba.njit(nogil=True, cache=True, parallel=True, fastmath=True)
 def product_terms(index, term_ptr, vec, a, b, vectors, M, residual):
     """The weights ``b`` of the terms of :func:`item_terms` (each group ``g`` on item
     ``j = index[g]``, each term a user vector ``x = vectors[vec[q]]`` with the entry's ``w =
@@ -276,7 +276,7 @@ def product_terms(index, term_ptr, vec, a, b, vectors, M, residual):
             b[q] = b[q] - a[q] * dot if residual else a[q] * dot
 
 
-@numba.njit(cache=True, parallel=True, fastmath=True)
+@numba.njit(nogil=True, cache=True, parallel=True, fastmath=True)
 def one_user_products(compute, client_ptr, ratings, X, X_fixed, V_fixed, M, alpha, implicit,
                       residual, start, b):
     """:func:`item_terms` and :func:`product_terms` at once for one-user clients: client ``k``
@@ -307,7 +307,7 @@ def one_user_products(compute, client_ptr, ratings, X, X_fixed, V_fixed, M, alph
             o += 1
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _floored_solve(A, b, floor):
     """``x`` of ``A x = b`` with the eigenvalues of the symmetric ``A`` (upper triangle given)
     raised to at least ``floor``, into ``b``."""
@@ -326,7 +326,7 @@ def _floored_solve(A, b, floor):
         b[i] = x[i]
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _add_row(total, added, keep, j):
     """``total[j] = keep total[j] + added[j]`` (nothing when ``added`` has no rows)."""
     if added.shape[0] == 0:
@@ -335,7 +335,7 @@ def _add_row(total, added, keep, j):
         total[j, e] = keep * total[j, e] + added[j, e]
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def item_solves(total, added, keep, n_items, gram_row, lam, s_row, s_col, divisor, steps, X):
     """The item step: ``X[j] = (unpack(S_j) + G + diag(lam))^{-1} b_j`` for every item ``j``,
     in parallel over items, where row ``j`` of ``total`` divided by ``divisor`` (entrywise)
@@ -378,7 +378,7 @@ def item_solves(total, added, keep, n_items, gram_row, lam, s_row, s_col, diviso
         X[j] = x
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def _item_cg(total, added, keep, n_items, G, lam, divisor, steps, X):
     """:func:`item_solves` by ``steps`` conjugate-gradient steps per item from ``X[j]``
     (:func:`fedmc.core.ridge.cg_steps`), in parallel over :data:`SUM_BLOCKS` blocks of items.
@@ -417,7 +417,7 @@ def _item_cg(total, added, keep, n_items, G, lam, divisor, steps, X):
                 X[j, i] = x[i]
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _item_system(A, x, row, G, lam, s_row, s_col, divisor):
     """The upper triangle of item ``j``'s ``S_j + G + diag(lam)`` into ``A`` and its ``b_j``
     into ``x``, from its row of the sums (:func:`item_solves`)."""
@@ -429,7 +429,7 @@ def _item_system(A, x, row, G, lam, s_row, s_col, divisor):
         x[i] = row[n_packed + i] / divisor[n_packed + i]
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def implicit_losses(indptr, indices, values, U, V, G, alpha):
     """``sum_t sum_j c_tj (p_tj - u_t . v_j)^2`` over every row ``t`` and *every* item ``j``,
     from the observed entries only: ``u^T G u + sum_q [c_q (p_q - s_q)^2 - s_q^2]`` with

@@ -14,7 +14,7 @@ import numpy as np
 from fedmc.core.kernels import dot
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _descend(X, M, S, k, a, g, alpha, adam, hyper):
     """``X[k, a] -= alpha g`` (gradient descent) or one Adam step on it (moments ``M``, ``S``).
 
@@ -28,7 +28,7 @@ def _descend(X, M, S, k, a, g, alpha, adam, hyper):
         X[k, a] -= alpha * g
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def gradient_step(
     clients, client_ptr, indptr, rating_slot, values, slot_ptr, slot_item, U, V_loc, V_bar,
     alpha, lam_u, lam, adam, hyper_u, hyper_v, M_u, S_u, M_v, S_v, token,
@@ -68,7 +68,7 @@ def gradient_step(
                 _descend(V_loc, M_v, S_v, s, a, g, alpha, adam, hyper_v)
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def pull_slots(clients, slot_ptr, slot_item, V_loc, V_bar, step, lam, adam, hyper, M, S):
     """A step of size ``step`` on ``lam (v - V̄_j)`` for every slot of the clients at positions
     ``clients`` (the psi part of a step on rated columns): ``v <- v - step lam (v - V̄_j)``, or
@@ -83,7 +83,7 @@ def pull_slots(clients, slot_ptr, slot_item, V_loc, V_bar, step, lam, adam, hype
                 _descend(V_loc, M, S, s, a, g, step, adam, hyper)
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def clipped_slot_rows(clients, slot_ptr, slot_item, V_loc, Zc, delta):
     """What each client of ``clients`` adds to the shared columns ``Clip(Z)`` to make its
     upload ``Clip(V_(i), delta)``: ``Clip(v_s) - Clip(Z_j)`` on its slots, as sparse rows
@@ -107,7 +107,7 @@ def clipped_slot_rows(clients, slot_ptr, slot_item, V_loc, Zc, delta):
     return ptr, index, rows
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def slot_deviation_sums(slot_item, V_loc, Z, V_bar):
     """``sum_s (||v_s - V̄_j||^2 - ||Z_j - V̄_j||^2)`` over all slots (the slot part of psi)."""
     d = V_loc.shape[1]
