@@ -129,6 +129,7 @@ def test_a_stated_scale_is_recorded_as_such(monkeypatch, capsys, tmp_path, invok
     assert "0 to 10 (stated)" in shown and "warning" not in err
 
 
+@pytest.mark.slow  # the DP plan's accounting: about 2 s
 def test_a_private_run_releases_no_inferred_scale(monkeypatch, capsys, tmp_path, invoke):
     values = _on_scale(600)
     values[[7, 300]] = (17, 100)
