@@ -185,7 +185,9 @@ def test_too_few_users_for_the_budget_fit_the_dp_baseline_and_say_so():
         assert f"--algorithm {default}" in note and f"--dp-epsilon {epsilon:g}" in note
         settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, implicit=implicit),
                            lambda data, n=few + 1: n)
-        assert settings.algorithm == default and settings.notes == ()
+        assert settings.algorithm == default and "DP baseline" not in " ".join(settings.notes)
+        # only interactions' default is said (fedmc run --implicit names what it fits)
+        assert [f"fitting {default}" in n for n in settings.notes] == ([True] if implicit else [])
         assert settings.schedule.dp.clip == \
             specs()[default].dp_variant("user", epsilon, implicit)["dp_clip"]
 
