@@ -92,6 +92,13 @@ def test_bad_files_exit_2_and_write_nothing(monkeypatch, capsys, tmp_path, name,
         (["--sampling", "uniform", "--dp-noise", "1", "--dp-clip", "1", "--dp-unit", "client",
           "--rating-scale", "1,5", "--active", "2"],
          "--sampling bernoulli"),
+        # accepted and wrong before: an untrained model published, a model of 0.1% of the data
+        (["--rounds", "0"], "--rounds 0 trains nothing: fedmc-admm learns in rounds"),
+        (["--rounds", "0", "--early-stopping"], "--rounds 0 trains nothing"),
+        (["--rounds", "0", "--algorithm", "fedals"], "--rounds 0 trains nothing: fedals"),
+        (["--validation-fraction", "0.999"],
+         "--validation-fraction: 0.999 would keep back more than half"),
+        (["--early-stopping", "--validation-fraction", "0.6"], "give at most 0.5"),
     ],
 )
 def test_bad_settings_exit_2(monkeypatch, capsys, tmp_path, ratings_csv, args, needle, invoke):

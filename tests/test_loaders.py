@@ -134,7 +134,7 @@ def test_jester_out_of_range(tmp_path):
     path = write(tmp_path / "jester_ratings.csv", "userId,jokeId,rating\n1,5,0.2\n1,7,-10.5\n")
     with pytest.raises(DataError) as exc:
         load_jester(path)
-    assert_error(exc, path, 3, "outside [-10, 10]")
+    assert_error(exc, path, 3, "outside the rating scale [-10, 10]")
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,8 @@ def test_a_public_normalizer_reads_no_rating(ratings_csv):
 
 
 def test_ratings_outside_the_declared_scale_are_refused(ratings_csv):
-    with pytest.raises(DataError, match="outside the rating scale 1,4"):
+    with pytest.raises(DataError, match=r"r\.csv:\d+: rating 5 lies outside the rating scale "
+                                        r"\[1, 4\]"):
         federated_data(DataSettings(ratings=ratings_csv, normalize="public",
                                     rating_scale=(1, 4), clients=4))
 
@@ -184,7 +185,9 @@ def test_too_few_users_for_the_budget_fit_the_dp_baseline_and_say_so():
         assert f"--algorithm {default}" in note and f"--dp-epsilon {epsilon:g}" in note
         settings = resolve(_options(dataset="ml-1m", dp_epsilon=epsilon, implicit=implicit),
                            lambda data, n=few + 1: n)
-        assert settings.algorithm == default and settings.notes == ()
+        assert settings.algorithm == default and "DP baseline" not in " ".join(settings.notes)
+        # only interactions' default is said (fedmc run --implicit names what it fits)
+        assert [f"fitting {default}" in n for n in settings.notes] == ([True] if implicit else [])
         assert settings.schedule.dp.clip == \
             specs()[default].dp_variant("user", epsilon, implicit)["dp_clip"]
 

@@ -62,7 +62,9 @@ def test_a_trial_scores_its_best_round():
     rows = [{"round": 0, "validation_rmse": 1.2}, {"round": 1, "validation_rmse": 0.9},
             {"round": 2, "validation_rmse": 0.9}, {"round": 3, "validation_rmse": 1.0}]
     assert best_of(rows, "validation_rmse", False) == (1, 0.9)  # the earliest of a tie
-    assert best_of(rows, "validation_rmse", True) == (0, 1.2)
+    # larger is better here: round 0 scores best, but the initial model is never chosen
+    assert best_of(rows, "validation_rmse", True) == (3, 1.0)
+    assert best_of(rows[:1], "validation_rmse", True) == (0, 1.2)  # one exchange: round 0
     stopped = {"round": 3, "value": 1.0}
     assert best_of(rows, "validation_rmse", False, stopped) == (3, 1.0)
     with pytest.raises(ConfigError, match="no finite"):

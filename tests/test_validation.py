@@ -169,21 +169,23 @@ def test_a_run_without_a_cut_evaluates_as_before(tiny_federated):
 def test_early_stop_keeps_the_best_round_and_counts_patience():
     stop = EarlyStop(EarlyStopping(patience=3, min_delta=0.01), None)
     model = {"V": np.zeros(2)}
-    for k, value in enumerate([1.0, 0.9, 0.895, 0.85, 0.86, 0.849, 0.9]):
+    for k, value in enumerate([0.5, 1.0, 0.9, 0.895, 0.85, 0.86, 0.849, 0.9], start=0):
         model["V"][:] = k
         stop.observe(k, {"validation_rmse": value}, model)
-        assert stop.stopped == (k == 6)
-    assert stop.best.round == 3 and stop.best.value == 0.85
-    assert stop.best.model["V"].tolist() == [3.0, 3.0]  # a copy of that round's model
+        assert stop.stopped == (k == 7)
+    # round 0, the initial model, is never the best (even where it scores best)
+    assert stop.best.round == 4 and stop.best.value == 0.85
+    assert stop.best.model["V"].tolist() == [4.0, 4.0]  # a copy of that round's model
     larger = EarlyStop(EarlyStopping(patience=1, metric="ndcg@10"), None)
     assert larger.column == "validation_ndcg@10" and larger.larger
     with pytest.raises(ConfigError, match="validation_rmse"):
-        EarlyStop(EarlyStopping(), None).observe(0, {"test_rmse": 1.0}, model)
+        EarlyStop(EarlyStopping(), None).observe(1, {"test_rmse": 1.0}, model)
     lost = EarlyStop(EarlyStopping(patience=2), None)  # nobody answered: the round counts
-    lost.observe(0, {"validation_rmse": 1.0}, model)
-    lost.observe(1, {"round": 1}, model, answered=False)
+    lost.observe(0, {"validation_rmse": 0.5}, model)
+    lost.observe(1, {"validation_rmse": 1.0}, model)
     lost.observe(2, {"round": 2}, model, answered=False)
-    assert lost.stopped and lost.best.round == 0
+    lost.observe(3, {"round": 3}, model, answered=False)
+    assert lost.stopped and lost.best.round == 1
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""Exceptions that the command line turns into exit status 2 with a one-line reason."""
+"""Exceptions that the command line turns into exit status 2 with a one-line reason, and the
+warning it shows as one line (:class:`RunWarning`)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ class DataError(FedMCError, ValueError):
 
 class ConfigError(FedMCError, ValueError):
     """A setting is out of range or settings contradict each other."""
+
+
+class RunWarning(UserWarning):
+    """A run is accepted but something deserves a word before it trains (ratings far outside
+    the bulk of the others, a long run): the command line shows it as one line on stderr."""
 
 
 def printable(text: str, limit: int = 200) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import os
 import sys
 from typing import Annotated
 
@@ -20,7 +21,7 @@ from fedmc.cli.data import data_app
 from fedmc.cli.evaluate import register as register_evaluate_command
 from fedmc.cli.experiment import register as register_experiment_commands
 from fedmc.cli.federate import register as register_federate_commands
-from fedmc.cli.interrupts import Interrupted, catch_signals, signal_of
+from fedmc.cli.interrupts import Interrupted, catch_signals, signal_of, worker_running
 from fedmc.cli.options import flag, in_flags
 from fedmc.cli.recommend import register as register_model_commands
 from fedmc.cli.run import run
@@ -107,6 +108,10 @@ def main() -> None:
             raise
         where = f"; its partial output is in {stopped.folder}" if stopped.folder else ""
         sys.stderr.write(f"fedmc: interrupted by {stopped.name}{where}\n")
+        if worker_running():  # inside a kernel no exception reaches: the files are written
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(stopped.exit_code)
         sys.exit(stopped.exit_code)
     except FedMCError as exc:
         _fail(in_flags(str(exc)))

@@ -1,13 +1,19 @@
-"""What ``fedmc run`` and ``fedmc federate local`` show: a progress bar of the rounds and a
-table of the summary, with a sentence of the run's DP guarantee."""
+"""What ``fedmc run`` and ``fedmc federate local`` show: a progress bar of the rounds, a
+warning about the data as one line, and a table of the summary, with a sentence of the run's
+DP guarantee."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+
+from fedmc.errors import RunWarning
 
 err = Console(stderr=True)
 out = Console()
@@ -51,7 +57,66 @@ class progress:
         return False
 
 
-def summary_table(summary: dict, label: str) -> None:
+@contextmanager
+def warning_lines() -> Iterator[None]:
+    """Show every :class:`~fedmc.errors.RunWarning` of the block as one line on stderr
+    (``fedmc: warning: ...``, each text once: a refit's second pass repeats none), above a
+    running progress bar; other warnings as Python does."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", RunWarning)
+        shown, seen = warnings.showwarning, set()
+
+        def show(message: Warning | str, category: type[Warning], *where: Any,
+                 **more: Any) -> None:
+            if not issubclass(category, RunWarning):
+                shown(message, category, *where, **more)
+            elif str(message) not in seen:
+                seen.add(str(message))
+                err.print(f"fedmc: warning: {message}", markup=False, soft_wrap=True)
+
+        warnings.showwarning = show
+        yield
+
+
+BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def byte_size(count: float) -> str:
+    """``count`` bytes in the largest binary unit that keeps the number at 1 or more
+    (``320.2 GiB``)."""
+    unit = 0
+    while abs(count) >= 1024 and unit < len(BYTE_UNITS) - 1:
+        count /= 1024
+        unit += 1
+    return f"{count:,.0f} B" if unit == 0 else f"{count:,.1f} {BYTE_UNITS[unit]}"
+
+
+def stopping_text(report: Mapping[str, Any]) -> str:
+    """The early stop's report (``summary.json``'s ``early_stopping``) in words."""
+    if report["round"] is None:
+        best = f"no round scored on {report['metric']}"
+    else:
+        best = f"best round {report['round']} ({report['metric']} {report['value']:.4f})"
+    refit = report.get("refit_rounds")
+    again = "" if refit is None else f"; refit on every training rating for {refit} rounds"
+    return f"{best}, stopped at round {report['stopped_at']}: {report['reason']}{again}"
+
+
+def scale_facts(data: Mapping[str, Any]) -> dict[str, str]:
+    """The run's rating scale as its summary shows it, from ``config.json``'s ``data``
+    (:func:`fedmc.run.scale_facts.scale_facts`); nothing where none is recorded (a private
+    run without a stated scale, Boolean data)."""
+    low, high = data.get("value_range") or (None, None)
+    if low is None or high is None:
+        return {}
+    how = ("stated" if data["value_range_from"] == "rating scale" else
+           "inferred from the training ratings")
+    return {"rating scale": f"{low:g} to {high:g} ({how})"}
+
+
+def summary_table(summary: dict, label: str, facts: Mapping[str, str] | None = None) -> None:
+    """The ``summary`` of the run ``label`` as a table (and the lines of ``facts``, the
+    data's), with its DP guarantee in a sentence."""
     table = Table(title=label, show_header=True, header_style="bold")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -60,11 +125,15 @@ def summary_table(summary: dict, label: str) -> None:
         if key in skip:
             continue
         if key.startswith("bytes"):
-            text = f"{value / 2**20:,.1f} MiB"
+            text = byte_size(value)
+        elif key == "early_stopping":
+            text = stopping_text(value)
         elif isinstance(value, float):
             text = f"{value:.4f}" if abs(value) < 1e4 else f"{value:.4g}"
         else:
             text = str(value)
+        table.add_row(key, text)
+    for key, text in (facts or {}).items():
         table.add_row(key, text)
     if "privacy" in summary:
         table.add_section()

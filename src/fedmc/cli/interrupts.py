@@ -1,23 +1,37 @@
-"""SIGINT and SIGTERM as an exception, and the run folder that records them.
+"""SIGINT and SIGTERM as an exception, the run folder that records them, and a worker thread
+that keeps the main thread free to hear them.
 
 An interrupted command exits ``128 + signal`` (130 for Ctrl-C, 143 for SIGTERM) with one line
 saying so, never 0; its run folder's ``status.json`` says ``interrupted``, its
 ``history.csv`` holds the rounds done so far, and it has no ``summary.json``, so it cannot be
 taken for a finished run.
+
+Python runs a signal handler in the main thread, between bytecodes: a long compiled call in the
+main thread (a Numba kernel of a large rank: minutes) would hold it off until it returns.
+``fedmc run`` therefore trains in a worker thread (:func:`in_worker`) while the main thread
+waits; the kernels release the GIL (``nogil=True``), so the handler runs at once, the folder is
+marked, and the process ends without waiting for the kernel (:func:`worker_running`: the
+command line then exits with ``os._exit``, its output flushed).
 """
 
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import TypeVar
 
 from fedmc.files import write_atomic
 from fedmc.run.folder import RunFolder
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_WAIT = 0.1  # seconds between the main thread's looks at the worker
+_WORKING: set[threading.Event] = set()  # one unset event per worker still running
+
+T = TypeVar("T")
 
 
 class Interrupted(BaseException):
@@ -95,3 +109,38 @@ def interrupt_marks(folder: RunFolder,
             raise
         raise stopped from None
     folder.release("finished")
+
+
+def in_worker(work: Callable[[], T]) -> T:
+    """``work()`` run in a daemon worker thread while this thread waits (and handles the
+    signals: an :class:`Interrupted` raised here leaves the worker running, see
+    :func:`worker_running`); its result, or the exception it raised, raised here."""
+    outcome: list[tuple[bool, object]] = []
+    finished = threading.Event()  # not Thread.is_alive: a join that a signal interrupts
+    # marks the thread stopped while it still runs (CPython 3.11)
+
+    def target() -> None:
+        try:
+            outcome.append((True, work()))
+        except BaseException as exc:  # handed to the waiting thread, raised there
+            outcome.append((False, exc))
+        finally:
+            finished.set()
+
+    _WORKING.add(finished)
+    threading.Thread(target=target, name="fedmc-run", daemon=True).start()
+    while not finished.wait(_WAIT):
+        pass
+    _WORKING.discard(finished)
+    done, value = outcome[0]
+    if not done:
+        assert isinstance(value, BaseException)
+        raise value
+    return value  # type: ignore[return-value]  # work()'s own result
+
+
+def worker_running() -> bool:
+    """Whether a worker of :func:`in_worker` is still running (its waiting thread was
+    interrupted): the process must end with ``os._exit``, as the worker may be inside a kernel
+    that no exception reaches."""
+    return any(not finished.is_set() for finished in _WORKING)

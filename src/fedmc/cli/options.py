@@ -106,8 +106,9 @@ OPTIONS: dict[str, Declared] = {
         "scale alone); default zscore, public with DP, none with --implicit."),
     "rating_scale": Declared(
         str | None, None, DATA, (),
-        "The public rating scale LO,HI (e.g. 1,5): --normalize public maps it onto [-1,"
-        " 1]; default: the named data set's."),
+        "The public rating scale LO,HI (e.g. 1,5): a rating outside it is refused (file and"
+        " line); --normalize public maps it onto [-1, 1]; default: the named data set's, "
+        "else inferred from the training ratings (shown in the summary)."),
     "implicit": Declared(
         bool, _default("implicit"), DATA, ("--implicit",),
         "Read every rating as an interaction (a click): implicit feedback, for "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fedmc.cli.display import err, progress, summary_table
+from fedmc.cli.display import err, progress, scale_facts, summary_table, warning_lines
 from fedmc.cli.options import OPTIONS, resolved_run, with_options
 
 
@@ -16,7 +16,7 @@ def run(**typed: Any) -> None:
     With no options: FedMC-ADMM on the embedded synthetic data, offline, in seconds.
     """
     spec = resolved_run(typed)  # options refused before the run's machinery is imported
-    from fedmc.cli.interrupts import interrupt_marks
+    from fedmc.cli.interrupts import in_worker, interrupt_marks
     from fedmc.federation.history import History
     from fedmc.run.folder import RunFolder
     from fedmc.run.precompile import compile_in_background
@@ -34,16 +34,18 @@ def run(**typed: Any) -> None:
         if shown is not None:
             shown(k, row)
 
-    partial = {"history.csv": lambda: History(rows).csv_text() if rows else None}
+    # the rounds done when a signal comes (the worker may still be adding one)
+    partial = {"history.csv": lambda: History(list(rows)).csv_text() if rows else None}
     with interrupt_marks(folder, partial):
-        with progress(typed["quiet"], spec.schedule.rounds, label) as shown:
-            result = execute(spec, callback=record, progress_download=not typed["quiet"],
-                             kernels=os.environ.get("FEDMC_KERNELS", "auto"))
+        with progress(typed["quiet"], spec.schedule.rounds, label) as shown, warning_lines():
+            result = in_worker(lambda: execute(  # this thread hears the signals meanwhile
+                spec, callback=record, progress_download=not typed["quiet"],
+                kernels=os.environ.get("FEDMC_KERNELS", "auto")))
         write_outputs(target, result)
     if result.config["kernels"] == "generic":
         compile_in_background(spec.algorithm, result.config["params"])
     if not typed["quiet"]:
-        summary_table(result.summary, label)
+        summary_table(result.summary, label, scale_facts(result.config["data"]))
     model_files = ", model.npz, model.json" if result.artifact is not None else ""
     validation = ", validation_history.csv" if result.validation_history is not None else ""
     err.print(f"wrote {target}/config.json, history.csv, summary.json{validation}{model_files}",

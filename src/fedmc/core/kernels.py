@@ -3,7 +3,9 @@
 Conventions: ratings are a CSR over users (``indptr``, ``indices`` = item, ``values``), user
 factors ``U`` are ``(m, r)`` and item factors are stored item-major as ``(n, r)`` arrays — the
 transpose of the paper's ``r x n`` matrices ``V`` and ``W_i`` — so that the factor of item ``j``
-is the contiguous row ``W[j]``. All kernels are compiled with ``cache=True``.
+is the contiguous row ``W[j]``. All kernels are compiled with ``cache=True`` and
+``nogil=True``: ``fedmc run`` trains in a worker thread that holds no GIL inside them, so the
+main thread handles SIGINT and SIGTERM at once whatever kernel runs (:mod:`fedmc.cli.interrupts`).
 
 Kernels that loop over the rank take a *rank token* (:func:`rank_token`): for ``r <= 64`` a
 tuple of ``r`` zeros, whose Numba type ``UniTuple(float64, r)`` carries ``r``. Inside,
@@ -146,7 +148,7 @@ def _sift_down(a: np.ndarray, root: int, end: int) -> None:
         root = child
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def dot(a: np.ndarray, b: np.ndarray, token: RankToken) -> float:
     """Inner product of two length-``r`` arrays."""
     s = 0.0
@@ -155,7 +157,7 @@ def dot(a: np.ndarray, b: np.ndarray, token: RankToken) -> float:
     return s
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def mirror_upper(A: np.ndarray, token: RankToken) -> None:
     """Copy the upper triangle of the ``r x r`` array ``A`` onto its lower triangle."""
     for a in range(len(token)):
@@ -163,7 +165,7 @@ def mirror_upper(A: np.ndarray, token: RankToken) -> None:
             A[a, c] = A[c, a]
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def normal_equations(
     ptr: np.ndarray,
     idx: np.ndarray,
@@ -199,7 +201,7 @@ def normal_equations(
     mirror_upper(A, token)
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def gram_fro(X: np.ndarray, token: RankToken) -> float:
     """``|| X^T X ||_F`` of a ``(k, r)`` array, without forming anything larger than ``r x r``."""
     r = len(token)
@@ -220,7 +222,7 @@ def gram_fro(X: np.ndarray, token: RankToken) -> float:
     return np.sqrt(total)
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def fro_norm(A: np.ndarray, token: RankToken) -> float:
     """Frobenius norm of an ``r x r`` array."""
     total = 0.0
@@ -230,7 +232,7 @@ def fro_norm(A: np.ndarray, token: RankToken) -> float:
     return np.sqrt(total)
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def quad_gradient(
     A: np.ndarray, b: np.ndarray, x: np.ndarray, g: np.ndarray, token: RankToken
 ) -> None:
@@ -243,7 +245,7 @@ def quad_gradient(
         g[a] = s
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def cholesky_solve_upper(A: np.ndarray, b: np.ndarray) -> None:
     """Solve ``A x = b`` in place (``x`` into ``b``) for symmetric positive definite ``A``
     given by its upper triangle, which is overwritten by ``R`` with ``A = R^T R``."""
@@ -271,7 +273,7 @@ def cholesky_solve_upper(A: np.ndarray, b: np.ndarray) -> None:
         b[i] = s / A[i, i]
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _rating_blocks(indptr: np.ndarray) -> np.ndarray:
     """Row ranges ``ends[k]:ends[k+1]`` of ``SUM_BLOCKS`` blocks with about equal numbers of
     ratings (a row is never split)."""

@@ -102,7 +102,7 @@ class Regularizer:
         return out
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def prox_scalar(x: float, step: float, params: np.ndarray) -> float:
     """``prox_{step * R}`` of one coordinate; ``params`` from :attr:`Regularizer.params`."""
     code = int(params[0])
@@ -126,7 +126,7 @@ def prox_scalar(x: float, step: float, params: np.ndarray) -> float:
     return x
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def prox_inplace(x: np.ndarray, step: float, params: np.ndarray) -> None:
     """Apply ``prox_{step * R}`` to every entry of the 1-D array ``x`` in place."""
     for k in range(x.shape[0]):

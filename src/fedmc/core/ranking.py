@@ -105,7 +105,7 @@ def _best_of_block_range(start, stop, block, t0, seen_ptr, seen_idx, items, scor
             best_j[pos] = j
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _rank_weight(rank):
     """LensKit's ``LogRankWeight``: ``1 / max(1, log2 rank)`` for ranks from 1."""
     return 1.0 / max(1.0, np.log2(rank))

@@ -168,7 +168,7 @@ def item_major(train: CSR, client_ptr: np.ndarray, n_items: int) -> ItemMajor:
                                   n_items))
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _item_major(indptr, indices, values, client_ptr, n_items):
     """Counting sort of every client's ratings by item (see :class:`ItemMajor`)."""
     p = client_ptr.shape[0] - 1

@@ -326,7 +326,7 @@ Uploads = Mapping[str, Stacked]
 """The uploads of a batch of clients: named arrays, each stacked over the batch."""
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _scatter_rows(total, ptr, index, values, weights):
     """``total[index[q]] += weights[k] values[q]`` for the rows ``q`` of every client ``k``."""
     width = total.shape[1]
@@ -338,7 +338,7 @@ def _scatter_rows(total, ptr, index, values, weights):
                 total[row, e] += w * values[q, e]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _add_terms(row, q0, q1, vec, a, b, vectors, w, gram):
     """``row += w * (the row of the terms q0:q1)`` (:class:`OuterRows`; the packing of
     :func:`svec_pairs`: the upper triangle row by row, off the diagonal times sqrt(2))."""
@@ -396,7 +396,7 @@ def _outer_squared_norms_range(g0, g1, out, term_ptr, vec, a, b, vectors):
         out[g] = total
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _groups_by_row(index, n_rows):
     """The groups in order of the row they add to (stable: a row's groups stay in group
     order), and where each row's start: row ``j``'s groups are ``order[start[j]:start[j+1]]``

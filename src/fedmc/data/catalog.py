@@ -68,7 +68,8 @@ class DatasetSpec:
         How to obtain the files by hand (``{folder}`` is filled in) when ``url`` is ``None``.
     scale
         The public rating scale ``(lo, hi)`` the data set is documented with (MovieLens 1M:
-        1 to 5 stars): what ``--normalize public`` maps onto ``[-1, 1]``.
+        1 to 5 stars): what ``--normalize public`` maps onto ``[-1, 1]``; a rating outside it
+        is refused where the set is read (file and line).
     """
 
     name: str

@@ -303,7 +303,7 @@ def _csr(r: Ratings, mask: np.ndarray, want: bool, row_of_user: np.ndarray,
     return CSR(indptr=indptr, indices=indices, values=values)
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _counting_sort(users, items, values, mask, want, row_of_user, mean, scale):
     """CSR rows ``row_of_user[users]`` in one counting-sort pass (stable within a row), of the
     ratings ``q`` with ``mask[q] == want`` (all of them when ``mask`` is empty).

@@ -62,7 +62,6 @@ class _Format:
     skip_lines: int
     fields: tuple[int, int, int]
     int_ids: bool = True
-    value_range: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -142,12 +141,12 @@ def load_ratings_file(
     path = Path(path)
     check_duplicates(duplicates)
     if path.suffix.lower() in (".parquet", ".pq"):
-        raw = _read_parquet(path, columns, value_range)
+        raw = _read_parquet(path, columns)
     else:
         data = read_text_bytes(path)
-        fmt = _sniff(path, data, columns, int_ids=False, value_range=value_range)
+        fmt = _sniff(path, data, columns, int_ids=False)
         raw = _read_delimited(path, data, fmt, allow_empty)
-    return _finish(raw, duplicates, name or path.name, path)
+    return _finish(raw, duplicates, name or path.name, path, value_range)
 
 
 def ratings_from_columns(
@@ -181,7 +180,11 @@ def ratings_from_columns(
 
 
 def load_movielens(
-    path: str | Path, duplicates: Duplicates = "error", name: str | None = None
+    path: str | Path,
+    duplicates: Duplicates = "error",
+    name: str | None = None,
+    *,
+    value_range: tuple[float, float] | None = None,
 ) -> Ratings:
     """Read a MovieLens ratings file in its official layout.
 
@@ -198,16 +201,20 @@ def load_movielens(
         ``"error"``, ``"last"`` or ``"mean"``; see :func:`load_ratings_file`.
     name
         Label of the result; the file name by default.
+    value_range
+        Inclusive ``(low, high)`` bounds every rating must lie in (the set's documented
+        scale), if given.
     """
     path = Path(path)
     check_duplicates(duplicates)
     data = read_text_bytes(path)
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        fmt = _sniff(path, data, None, int_ids=True, value_range=None)
+        fmt = _sniff(path, data, None, int_ids=True)
     else:
         fmt = _Format("::" if suffix == ".dat" else "\t", 4, 0, (0, 1, 2))
-    return _finish(_read_delimited(path, data, fmt), duplicates, name or path.name, path)
+    return _finish(_read_delimited(path, data, fmt), duplicates, name or path.name, path,
+                   value_range)
 
 
 def load_jester(
@@ -227,6 +234,8 @@ def load_netflix(
     paths: str | Path | Sequence[str | Path],
     duplicates: Duplicates = "error",
     name: str = "netflix",
+    *,
+    value_range: tuple[float, float] | None = None,
 ) -> Ratings:
     """Read Netflix Prize ratings.
 
@@ -243,6 +252,8 @@ def load_netflix(
         ``"error"``, ``"last"`` or ``"mean"``; see :func:`load_ratings_file`.
     name
         Label of the result.
+    value_range
+        Inclusive ``(low, high)`` bounds every rating must lie in (1 to 5 stars), if given.
     """
     check_duplicates(duplicates)
     files = netflix_files(paths)
@@ -262,7 +273,7 @@ def load_netflix(
         values=np.concatenate([p.values for p in parts]),
         locate=locate,
     )
-    return _finish(raw, duplicates, name, files[0])
+    return _finish(raw, duplicates, name, files[0], value_range)
 
 
 def netflix_files(paths: str | Path | Sequence[str | Path]) -> list[Path]:
@@ -340,7 +351,6 @@ def _sniff(
     data: bytes,
     columns: tuple[ColumnRef, ColumnRef, ColumnRef] | None,
     int_ids: bool,
-    value_range: tuple[float, float] | None,
 ) -> _Format:
     """Work out delimiter, header and column positions from the first line."""
     number, first = _first_line(data)
@@ -361,7 +371,7 @@ def _sniff(
             )
         fields = _positions(columns or (0, 1, 2), len(tokens), path, number)
         skip = 0
-    return _Format(delimiter, len(tokens), skip, fields, int_ids, value_range)
+    return _Format(delimiter, len(tokens), skip, fields, int_ids)
 
 
 def _positions(
@@ -432,7 +442,7 @@ def _read_delimited(path: Path, data: bytes, fmt: _Format, allow_empty: bool = F
             break
         except pa.ArrowInvalid as exc:
             failure = str(exc)
-    if table is None or not _table_ok(table, fmt.value_range):
+    if table is None or not _table_ok(table):
         _raise_first_bad_line(path, text, fmt, failure)
     if table.num_rows == 0 and not allow_empty:
         raise DataError("the file holds a header but no ratings", path)
@@ -499,8 +509,8 @@ def _arrow_owned(data: bytes) -> pa.Buffer:
     return buffer
 
 
-def _table_ok(table: pa.Table, value_range: tuple[float, float] | None) -> bool:
-    """No missing ids, every rating finite and in range."""
+def _table_ok(table: pa.Table) -> bool:
+    """No missing ids, every rating finite (and not too large)."""
     for column in table.columns[:2]:
         if column.null_count or (
             pa.types.is_string(column.type) and pc.any(pc.equal(column, "")).as_py()
@@ -509,12 +519,7 @@ def _table_ok(table: pa.Table, value_range: tuple[float, float] | None) -> bool:
     values = table.column(2)
     if values.null_count:
         return False
-    array = values.to_numpy()
-    if not (np.abs(array) <= MAX_RATING).all():  # also NaN and infinities
-        return False
-    return value_range is None or bool(
-        ((array >= value_range[0]) & (array <= value_range[1])).all()
-    )
+    return bool((np.abs(values.to_numpy()) <= MAX_RATING).all())  # also NaN and infinities
 
 
 def _to_numpy(column: pa.ChunkedArray) -> np.ndarray:
@@ -548,10 +553,10 @@ def _check_tokens(tokens: list[str], fmt: _Format) -> str | None:
             return f"{role} id is empty"
         if fmt.int_ids and not re.fullmatch(r"[+-]?\d+", token):
             return f"{role} id {token!r} is not an integer"
-    return _check_rating(tokens[rating], fmt.value_range)
+    return _check_rating(tokens[rating])
 
 
-def _check_rating(token: str, value_range: tuple[float, float] | None) -> str | None:
+def _check_rating(token: str) -> str | None:
     try:
         value = float(token)
     except ValueError:
@@ -560,8 +565,6 @@ def _check_rating(token: str, value_range: tuple[float, float] | None) -> str | 
         return f"rating {token!r} is not a finite number"
     if abs(value) > MAX_RATING:
         return f"rating {token} is too large (|rating| > {MAX_RATING:g}: its square overflows)"
-    if value_range is not None and not value_range[0] <= value <= value_range[1]:
-        return f"rating {token} lies outside [{value_range[0]:g}, {value_range[1]:g}]"
     return None
 
 
@@ -646,7 +649,7 @@ def _raise_first_bad_netflix_line(path: Path, data: bytes, failure: str) -> None
         elif not re.fullmatch(r"\d+", tokens[0]):
             problem = f"user id {tokens[0]!r} is not an integer"
         else:
-            problem = _check_rating(tokens[1], None)
+            problem = _check_rating(tokens[1])
         if problem:
             raise DataError(problem, path, number)
     raise DataError(f"cannot parse the file: {failure}", path)
@@ -658,7 +661,6 @@ def _raise_first_bad_netflix_line(path: Path, data: bytes, failure: str) -> None
 def _read_parquet(
     path: Path,
     columns: tuple[ColumnRef, ColumnRef, ColumnRef] | None,
-    value_range: tuple[float, float] | None,
 ) -> _Raw:
     """Read three columns of a Parquet file; rows (not lines) locate problems."""
     import pyarrow.parquet as pq
@@ -683,11 +685,9 @@ def _read_parquet(
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise DataError(f"the rating column is not numeric: {exc}", path) from exc
     bad = ~(np.abs(values) <= MAX_RATING)
-    if value_range is not None:
-        bad |= (values < value_range[0]) | (values > value_range[1])
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        problem = _check_rating(str(values[row]), value_range) or "rating is missing"
+        problem = _check_rating(str(values[row])) or "rating is missing"
         raise DataError(f"row {row + 1}: {problem}", path)
 
     def locate(rows: np.ndarray) -> list[_Location]:
@@ -699,13 +699,16 @@ def _read_parquet(
 # --------------------------------------------------------------------------- duplicates
 
 
-def _finish(raw: _Raw, duplicates: str, name: str, source: Path) -> Ratings:
-    """Apply the duplicates policy and build the :class:`Ratings`.
+def _finish(raw: _Raw, duplicates: str, name: str, source: Path,
+            value_range: tuple[float, float] | None = None) -> Ratings:
+    """Check every rating against ``value_range`` (:func:`_check_range`), apply the duplicates
+    policy and build the :class:`Ratings`.
 
     The result equals ``Ratings.from_raw`` of the kept rows (dense indices follow the sorted
     raw ids); integer ids in a compact range are encoded with a lookup table instead of a
     sort, which matters for tens of millions of ratings.
     """
+    _check_range(raw, value_range)
     user_ids, users = _encode(raw.users)
     item_ids, items = _encode(raw.items)
     keep, values = _resolve_duplicates(raw, users, items, len(item_ids), duplicates)
@@ -722,6 +725,22 @@ def _finish(raw: _Raw, duplicates: str, name: str, source: Path) -> Ratings:
         name=name,
         meta={"source": str(source)},
     )
+
+
+def _check_range(raw: _Raw, value_range: tuple[float, float] | None) -> None:
+    """Every rating of ``raw`` lies in the inclusive ``value_range`` (None: any), else a
+    :class:`DataError` naming the first one outside it by file and line (a Parquet file's:
+    by row)."""
+    if value_range is None:
+        return
+    low, high = value_range
+    outside = np.flatnonzero((raw.values < low) | (raw.values > high))
+    if not len(outside):
+        return
+    where = raw.locate(outside[:1])[0]
+    row = f"row {where.row}: " if where.line is None else ""
+    raise DataError(f"{row}rating {raw.values[outside[0]]:g} lies outside the rating scale "
+                    f"[{low:g}, {high:g}]", where.path, where.line)
 
 
 def _encode(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

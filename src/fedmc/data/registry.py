@@ -39,8 +39,10 @@ __all__ = ["DATASETS", "SYNTHETIC_NAMES", "DatasetSpec", "dataset_files", "datas
            "resolve_data_dir", "user_cache_dir"]
 
 _PARSERS: dict[str, Callable[[list[Path], Duplicates, str], Ratings]] = {
-    "movielens": lambda files, duplicates, name: load_movielens(files[0], duplicates, name),
-    "netflix": lambda files, duplicates, name: load_netflix(files, duplicates, name),
+    "movielens": lambda files, duplicates, name: load_movielens(
+        files[0], duplicates, name, value_range=rating_scale(name)),
+    "netflix": lambda files, duplicates, name: load_netflix(
+        files, duplicates, name, value_range=rating_scale(name)),
     "jester": lambda files, duplicates, name: load_jester(files[0], duplicates, name),
 }
 

@@ -86,7 +86,7 @@ _TWO_M53 = 2.0**-53
 _TWO_M32 = 2.0**-32
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _mix64(z: np.uint64) -> np.uint64:
     """SplitMix64 finalizer: a bijective 64-bit hash with full avalanche."""
     z = (z ^ (z >> _S30)) * _MUL1
@@ -94,13 +94,13 @@ def _mix64(z: np.uint64) -> np.uint64:
     return z ^ (z >> _S31)
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _user_key(key: np.uint64, u: int) -> np.uint64:
     """The starting state of user ``u``'s random stream under ``key``."""
     return _mix64(key ^ _mix64(np.uint64(u) * _GOLDEN + _GOLDEN))
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _alias_draw(z: np.uint64, prob: np.ndarray, alias: np.ndarray) -> int:
     """An index from a Walker alias table, using the two 32-bit halves of ``z``."""
     n = np.uint64(prob.shape[0])
@@ -110,7 +110,7 @@ def _alias_draw(z: np.uint64, prob: np.ndarray, alias: np.ndarray) -> int:
     return alias[j]
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _sample_rejection(
     state: np.uint64,
     d: int,
@@ -145,7 +145,7 @@ def _sample_rejection(
         heap_sort(out)
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _sample_clocks(
     state: np.uint64, d: int, weights: np.ndarray, clocks: np.ndarray, out: np.ndarray
 ) -> None:
@@ -173,7 +173,7 @@ def _sample_clocks(
             count += 1
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _kth_smallest(a: np.ndarray, k: int) -> float:
     """The ``k``-th smallest entry (0-based) of ``a``, reordering ``a`` (quickselect).
 
@@ -204,7 +204,7 @@ def _kth_smallest(a: np.ndarray, k: int) -> float:
     return a[k]
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _std_normal(z: np.uint64) -> float:
     """A standard normal deviate from one 64-bit hash (Box-Muller on its 32-bit halves)."""
     u1 = ((z >> _S32) + np.uint64(1)) * _TWO_M32  # in (0, 1]

@@ -44,7 +44,7 @@ def load_item_ratings(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     items, values, first_line = [], [], {}
     for number, (item, rating) in _rows(path, (("item", ITEM_COLUMNS),
                                                ("rating", RATING_COLUMNS))):
-        problem = _check_rating(rating, None)
+        problem = _check_rating(rating)
         if problem:
             raise DataError(problem, path, number)
         if item in first_line:

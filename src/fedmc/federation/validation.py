@@ -17,8 +17,9 @@ number.
 :class:`EarlyStop` watches one validation column during the round loop
 (:func:`fedmc.federation.loop.run_rounds`): it keeps the model of the best evaluated round and
 says when ``patience`` rounds have passed without an improvement of more than ``min_delta``.
-Nothing here reads the test ratings to choose anything: the test columns are reported, the
-validation columns decide.
+The initial model (round 0) is never the best: a run that trains publishes a trained model, and
+a search scores what training gave. Nothing here reads the test ratings to choose anything:
+the test columns are reported, the validation columns decide.
 """
 
 from __future__ import annotations
@@ -171,9 +172,9 @@ class EarlyStop:
                 model: Mapping[str, np.ndarray], answered: bool = True) -> None:
         """Take the evaluation of ``round`` (its history row and the model it evaluated); an
         evaluation nobody ``answered`` (a federation's round where every client was lost)
-        counts towards the patience only."""
+        counts towards the patience only, as does round 0 (the initial model)."""
         self.last = round
-        if not answered:
+        if not answered or round == 0:
             return
         if self.column not in row:
             raise ConfigError(f"early stopping watches {self.column}, which the evaluation "

@@ -32,11 +32,14 @@ def load_ratings(settings: DataSettings, progress: bool = False) -> Ratings:
 
 
 def _read_file(path: Path, settings: DataSettings) -> Ratings:
+    """The ratings of the file ``path``, each checked against the stated ``rating_scale``
+    (one outside it is refused by file and line)."""
     cols = None
     if settings.columns is not None:
         user, item, rating = settings.columns
         cols = (_column_ref(user), _column_ref(item), _column_ref(rating))
-    return load_ratings_file(path, columns=cols, duplicates=settings.duplicates)
+    return load_ratings_file(path, columns=cols, duplicates=settings.duplicates,
+                             value_range=settings.rating_scale)
 
 
 def _column_ref(text: str) -> str | int:

@@ -7,14 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fedmc.core.scale import NormalizeKind
+from fedmc.core.scale import NormalizeKind, RatingScale, check_scale
 from fedmc.data.catalog import SYNTHETIC_BOOLEAN, rating_scale
 from fedmc.data.partition import PartitionKind
 from fedmc.errors import ConfigError
 
 DEFAULT_DATASET = "synthetic"
+MAX_VALIDATION = 0.5
+"""The largest validation cut: a run keeps back at most half of every client's training
+ratings (more would train the model it chooses on the smaller part)."""
 
 
 class DataSettings(BaseModel):
@@ -34,8 +37,9 @@ class DataSettings(BaseModel):
     split: Literal["random", "user"] = "random"
     test_fraction: float = Field(0.2, ge=0, lt=1)
     validation_fraction: float = Field(
-        0.0, ge=0, lt=1, description="share of every client's training ratings it keeps back "
-        "as its validation cut (0: none), split as the test split is, with its own seed")
+        0.0, ge=0, description="share of every client's training ratings it keeps back as its "
+        f"validation cut (0: none; at most {MAX_VALIDATION:g}), split as the test split is, "
+        "with its own seed")
     normalize: NormalizeKind | None = Field(None, description="zscore for ratings, none for "
                                             "interactions (the default)")
     rating_scale: tuple[float, float] | None = Field(
@@ -58,6 +62,20 @@ class DataSettings(BaseModel):
         if self.ratings is None and self.train is None and self.binary is None:
             return rating_scale(self.dataset or DEFAULT_DATASET)
         return None
+
+    @field_validator("validation_fraction")
+    @classmethod
+    def _cut(cls, fraction: float) -> float:
+        if fraction > MAX_VALIDATION:
+            raise ConfigError(f"{fraction:g} would keep back more than half of every client's "
+                              f"training ratings and train on the rest: give at most "
+                              f"{MAX_VALIDATION:g}")
+        return fraction
+
+    @field_validator("rating_scale")
+    @classmethod
+    def _scale(cls, scale: RatingScale | None) -> RatingScale | None:
+        return None if scale is None else check_scale(scale)
 
     @model_validator(mode="after")
     def _implicit(self) -> DataSettings:

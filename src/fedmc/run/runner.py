@@ -39,7 +39,9 @@ from fedmc.files import strict_json, write_atomic
 from fedmc.model import FactorModel
 from fedmc.privacy.accounting import UserDP
 from fedmc.run import precompile
+from fedmc.run.cost_note import announce_cost
 from fedmc.run.data import federated_data, load_boolean_data
+from fedmc.run.scale_facts import scale_facts
 from fedmc.run.settings import RunSpec
 
 
@@ -147,6 +149,10 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     private = dp is not None and dp.private
     if private:  # counts of the data are exact releases: only the public sizes stay
         stats = {k: v for k, v in stats.items() if k in PUBLIC_SIZES}
+    if entry.data_kind != "boolean":
+        stats.update(scale_facts(data_settings, data, private))
+        if not private:  # the bound reads the count of ratings
+            announce_cost(cfg, run.schedule, data.train.nnz, data.n_clients)
     load_seconds = time.perf_counter() - started
     model.fit_with_progress(data, callback)
     if specialized is not None and not generic:

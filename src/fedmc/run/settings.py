@@ -36,6 +36,7 @@ from fedmc.algorithms.registry import (
     dp_baseline,
     interactions_algorithms,
     spec,
+    specs,
 )
 from fedmc.errors import ConfigError
 from fedmc.federation.settings import EarlyStopping, Schedule
@@ -173,6 +174,11 @@ def resolve(options: RunOptions,
         if baseline != algorithm:
             algorithm = baseline
             o, params, paper = apply_paper_settings(algorithm, given, dict(options.params))
+    if options.algorithm is None and options.implicit and not notes:
+        others = " or ".join(n for n in interactions_algorithms() if n != algorithm)
+        notes = (f"fitting {algorithm} (--algorithm {algorithm}): the default algorithm for "
+                 f"interactions (--implicit); --algorithm {others} fits them too",)
+    check_rounds(algorithm, o["rounds"])
     defaulted += paper
     normalize = o["normalize"]
     if normalize is None:  # under DP (reproducible too: the same run but for the noise)
@@ -206,6 +212,19 @@ def resolve(options: RunOptions,
                   defaulted=tuple(sorted(set(defaulted))), notes=notes)
     run.config()  # the algorithm's parameters checked before anything starts
     return run
+
+
+def check_rounds(algorithm: str, rounds: int) -> None:
+    """Refuse ``rounds=0`` for an algorithm that learns in rounds (its model before the first
+    round is its initial one, which a run would publish as trained); an algorithm whose
+    protocol is one set-up exchange (its paper settings: ``rounds=0``) takes it."""
+    if rounds != 0 or spec(algorithm).paper_settings.get("rounds") == 0:
+        return
+    one_exchange = [name for name, entry in specs().items()
+                    if entry.paper_settings.get("rounds") == 0]
+    raise ConfigError(f"rounds=0 trains nothing: {algorithm} learns in rounds and would "
+                      f"publish its initial model; give rounds=1 or more (rounds=0 is the "
+                      f"one-exchange protocol of {', '.join(one_exchange)})")
 
 
 def early_stopping(options: RunOptions, data: DataSettings,

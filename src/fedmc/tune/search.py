@@ -238,10 +238,12 @@ def _open_study(search: Search, direction: str, sampler: Any, pruner: Any) -> An
 def best_of(rows: list[dict[str, float]], column: str, larger: bool,
             stopped: dict[str, Any] | None = None) -> tuple[int, float]:
     """A trial's best evaluated round and its value of ``column``: early stopping's, when the
-    run stopped early, else the best of its history."""
+    run stopped early, else the best of its history after round 0 (the initial model is never
+    chosen, as early stopping's is not; round 0 alone where the protocol is one exchange)."""
     if stopped is not None and stopped["round"] is not None:
         return int(stopped["round"]), float(stopped["value"])
-    scored = [(r[column], int(r["round"])) for r in rows
+    trained = [r for r in rows if int(r["round"]) > 0] or rows
+    scored = [(r[column], int(r["round"])) for r in trained
               if column in r and math.isfinite(r[column])]
     if not scored:
         raise ConfigError(f"the runs give no finite {column}")

@@ -20,7 +20,7 @@ from fedmc.core.parallel import ordered_sum, parallel_for
 from fedmc.core.ridge import cg_steps, fixed_targets, solve_row
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def implicit_weights(values, alpha, w, y):
     """``w = alpha r`` and ``y = (1 + alpha r) [r > 0]`` of interactions of strength ``r``
     (Hu et al. 2008, Eq. (1)-(2): preference ``p = [r > 0]``, confidence ``c = 1 + alpha r``)."""
@@ -30,7 +30,7 @@ def implicit_weights(values, alpha, w, y):
         y[q] = (1.0 + alpha * r) if r > 0.0 else 0.0
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def gram(F):
     """``F^T F`` of an ``(n, d)`` array, in one pass over its rows (no BLAS call: waking BLAS
     threads between Numba's parallel kernels costs more than the product)."""
@@ -107,7 +107,7 @@ def _user_solves_range(start, stop, rows, indptr, indices, values, U, F, free, f
             U[t, free[a]] = x[a]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _mix(z):
     """SplitMix64's finalizer of the ``uint64`` ``z``: a bijection whose outputs look
     independent and uniform for neighbouring inputs."""
@@ -143,7 +143,7 @@ def _kept_entries_range(start, stop, indptr, indices, keys, k, keep):
             keep[q0 + first[i]] = True
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def group_counts(compute, client_ptr, indptr, groups, one_user, copies, gram):
     """Groups and terms of the clients ``compute`` (:func:`item_terms`): ``ptr`` (groups of
     client ``k`` at ``ptr[k]:ptr[k+1]``) and ``term_ptr`` (terms of group ``g``)."""
@@ -186,7 +186,7 @@ class Terms(NamedTuple):
     b: np.ndarray  # float64, its weight in the right-hand side
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _term(q, vec_id, sign, r, x_fixed, v_fixed, alpha, implicit, vec, a, b):
     """Term ``q``: the vector ``vec_id`` with the statistics of an entry of value ``r`` (times
     ``sign``): ``a = w``, ``b = y`` of the item step's normal equations."""
@@ -341,7 +341,7 @@ def _one_user_products_range(k0, k1, compute, client_ptr, ratings, X, X_fixed, V
             o += 1
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _floored_solve(A, b, floor):
     """``x`` of ``A x = b`` with the eigenvalues of the symmetric ``A`` (upper triangle given)
     raised to at least ``floor``, into ``b``."""
@@ -360,7 +360,7 @@ def _floored_solve(A, b, floor):
         b[i] = x[i]
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _add_row(total, added, keep, j):
     """``total[j] = keep total[j] + added[j]`` (nothing when ``added`` has no rows)."""
     if added.shape[0] == 0:
@@ -399,7 +399,7 @@ def item_solves(total, added, keep, n_items, gram_row, lam, s_row, s_col, diviso
                  divisor, X)
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _unpack_gram(total, added, keep, gram_row, s_row, s_col, divisor, G):
     """Row ``gram_row`` of the sums updated (:func:`_add_row`), then unpacked into ``G``."""
     _add_row(total, added, keep, gram_row)
@@ -468,7 +468,7 @@ def _item_cg_range(start, stop, total, added, keep, n_items, G, lam, divisor, st
                 X[j, i] = x[i]
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def _item_system(A, x, row, G, lam, s_row, s_col, divisor):
     """The upper triangle of item ``j``'s ``S_j + G + diag(lam)`` into ``A`` and its ``b_j``
     into ``x``, from its row of the sums (:func:`item_solves`)."""

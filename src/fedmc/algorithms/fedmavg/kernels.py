@@ -14,13 +14,13 @@ from fedmc.core.parallel import parallel_for
 from fedmc.core.prox import prox_scalar
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def gram_lambda_max(X: np.ndarray) -> float:
     """``lambda_max(X^T X)`` of a ``(k, r)`` array (an ``r x r`` eigenvalue problem)."""
     return np.linalg.eigvalsh(X.T @ X)[-1]
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def u_gradient_steps(indptr, indices, values, row0, row1, U, V, n_steps, c, lam, proj, ones_col,
                       token):
     """``n_steps`` steps ``U_i <- P(U_i - [P_Omega_i(U_i V - M_i) V^T + lam U_i] / c)``.
@@ -45,7 +45,7 @@ def u_gradient_steps(indptr, indices, values, row0, row1, U, V, n_steps, c, lam,
                 u[ones_col] = 1.0
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def w_gradient_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, V, n_steps, f_scale,
                       gamma, gamma2, shift, W, token):
     """``W = V``, then ``n_steps`` steps ``W <- W - [f_scale U_i^T P_Omega_i(U_i W - M_i)

@@ -24,7 +24,7 @@ from fedmc.core.parallel import parallel_for
 from fedmc.core.prox import prox_scalar
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col, per_row, token):
     """(14) for every user row of one client: ``N`` prox-gradient steps with ``W_i`` fixed.
 
@@ -54,7 +54,7 @@ def u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col, 
             U[t, a] = u[a]
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_inner, beta, p,
              per_row, token):
     """(15): ``N`` linearized steps on ``W_i`` with ``U_i^{k+1}`` fixed.
@@ -110,7 +110,7 @@ def w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_in
     relax_unrated(Wc, Yc, V, next_j, n, c_n, beta, token)
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def rated_once(x, m, v, y, w, a_client, beta, p, n_inner, per_row, token):
     """``N`` steps of (15) in closed form on a column rated by one user row ``x`` (rating
     ``m``).
@@ -150,7 +150,7 @@ def rated_once(x, m, v, y, w, a_client, beta, p, n_inner, per_row, token):
             w[e] += coef * x[e]
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def relax_unrated(Wc, Yc, V, j0, j1, c_n, beta, token):
     """``N`` steps of (15) in closed form on the unrated columns ``j0:j1``."""
     for j in range(j0, j1):
@@ -204,7 +204,7 @@ def _local_updates(
             D[q] += beta * Wc[q] + step
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def initial_duals(clients, client_ptr, ratings, U, W, Y, scale, token):
     """``Y_i^0 = Y_i - scale * grad_V f_i(U_i^0, W_i^0)`` for the clients at positions
     ``clients`` (input of Algorithm 1, with ``Y_i = 0`` on entry; ``ratings``: a
@@ -227,7 +227,7 @@ def initial_duals(clients, client_ptr, ratings, U, W, Y, scale, token):
                     Yc[j, e] -= scale * res * u[e]
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def server_prox(total, scale, step, params, ones_col):
     """(16): ``V = prox_{step R}(total * scale)``, with column ``ones_col`` fixed to 1."""
     n, r = total.shape
@@ -241,7 +241,7 @@ def server_prox(total, scale, step, params, ones_col):
 # ------------------------------------------------- consensus on rated items (cross-device)
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _group(one_user, g, t0, g_ptr):
     """Ratings ``q0:q1`` of group ``g`` (one client's ratings of one item) and the row of its
     first rating: with one user per client a group is one rating of that user."""
@@ -250,7 +250,7 @@ def _group(one_user, g, t0, g_ptr):
     return g_ptr[g], g_ptr[g + 1], -1
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def group_rows(clients, client_ptr, indptr, indices, groups, one_user):
     """Where the groups of ``clients`` go in their upload: ``ptr[k]:ptr[k+1]`` for the ``k``-th
     client, and the item of every group (the rows of a
@@ -360,7 +360,7 @@ def _rated_visits_range(start, stop, clients, client_ptr, indptr, indices, value
                 delta[row, a] = y2[a] + 2.0 * y[a]
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def rated_initial_duals(clients, client_ptr, indptr, indices, values, groups, one_user, U, V,
                         scale, e, e_prev):
     """``Y_ij^0 = -scale * grad_{w_j} f_i(U_i^0, V^0)``, the input line of Algorithm 1 on the
@@ -381,7 +381,7 @@ def rated_initial_duals(clients, client_ptr, indptr, indices, values, groups, on
                 e_prev[q] = e[q]
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def rated_contributions(clients, client_ptr, indptr, groups, one_user, U, V, e, beta, items,
                         out):
     """Row per group of ``clients`` (items ``items``, :func:`group_rows`):
@@ -405,7 +405,7 @@ def rated_contributions(clients, client_ptr, indptr, groups, one_user, U, V, e, 
             row += 1
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def item_prox(total, counts, beta, params, ones_col):
     """The V-step with consensus on rated items: ``v_j = prox_{R/(beta n_j)}(T_j / (beta
     n_j))`` with ``n_j`` raters (``prox_R(0)`` for an item nobody rated), column ``ones_col``

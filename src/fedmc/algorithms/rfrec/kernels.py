@@ -15,7 +15,7 @@ from fedmc.core.kernels import dot
 from fedmc.core.parallel import ordered_sum, parallel_for
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(nogil=True, cache=True, inline="always")
 def _descend(X, M, S, k, a, g, alpha, adam, hyper):
     """``X[k, a] -= alpha g`` (gradient descent) or one Adam step on it (moments ``M``, ``S``).
 
@@ -100,7 +100,7 @@ def _pull_slots_range(start, stop, clients, slot_ptr, slot_item, V_loc, V_bar, s
                 _descend(V_loc, M, S, s, a, g, step, adam, hyper)
 
 
-@numba.njit(cache=True)
+@numba.njit(nogil=True, cache=True)
 def clipped_slot_rows(clients, slot_ptr, slot_item, V_loc, Zc, delta):
     """What each client of ``clients`` adds to the shared columns ``Clip(Z)`` to make its
     upload ``Clip(V_(i), delta)``: ``Clip(v_s) - Clip(Z_j)`` on its slots, as sparse rows
