@@ -154,20 +154,34 @@ def test_boolean_algorithms_run_from_the_command_line(monkeypatch, capsys, tmp_p
 def test_new_rank_runs_on_generic_kernels_then_on_compiled_ones(monkeypatch, capsys, tmp_path,
                                                                  ratings_csv, invoke):
     """A rank whose specialized kernels are not compiled runs on the generic ones (no
-    foreground compilation) and says so; once compiled, the same run uses the specialized ones
-    and agrees to rounding; compile time is reported apart from training time."""
+    foreground compilation) and says so; the very first run has its generic kernels compiled
+    by a child while the data load, and waits for it; once compiled, the same run uses the
+    specialized ones and agrees to rounding; compile time is reported apart from training
+    time."""
     from fedmc.run import precompile
+
+    class Child:
+        def wait(self) -> None:
+            warmed.append("waited")
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("FEDMC_KERNELS", "auto")
     monkeypatch.setattr(precompile, "compile_in_background", lambda a, p: calls.append((a, p)))
+    monkeypatch.setattr(precompile, "compile_generic_alongside",
+                        lambda a, p: warmed.append((a, p)) or Child())
     calls: list = []
+    warmed: list = []
     args = ["run", "--ratings", ratings_csv, "--clients", 4, "--rounds", 3, "--rank", 3, "-q"]
     code, _, err = invoke(monkeypatch, capsys, *args, "--out", tmp_path / "a")
     assert code == 0, err
     first = json.loads((tmp_path / "a" / "config.json").read_text())
     assert first["kernels"] == "generic"
     assert calls == [("fedmc-admm", first["params"])]
+    assert warmed == [("fedmc-admm", first["params"]), "waited"]
+    code, _, err = invoke(monkeypatch, capsys, *args[:-2], 4, "-q", "--out", tmp_path / "g")
+    assert code == 0, err  # a new rank on the generic kernels: compiled now, no child
+    assert len(warmed) == 2 and len(calls) == 2
+    calls.pop()
     precompile.compile_now(*calls[0])
     code, _, err = invoke(monkeypatch, capsys, *args, "--out", tmp_path / "b")
     assert code == 0, err

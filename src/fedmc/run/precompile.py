@@ -10,6 +10,13 @@ specialized kernels into Numba's cache on a tiny problem and leaves a marker; la
 rank use them. ``config.json`` records which kernels a run used (``kernels``); the two agree to
 rounding.
 
+The very first run of an algorithm compiles its generic kernels too. So that it does not
+compile them after the data's own (the synthetic generator's), one after the other, the runner
+starts ``python -m fedmc.run.precompile ALGORITHM PARAMS --generic`` as soon as it knows the
+run's settings (:func:`compile_generic_alongside`): the child compiles the generic kernels into
+Numba's cache on a tiny problem while the run loads its data, and the run waits for it before
+training and loads them from the cache.
+
 Markers live in ``$XDG_CACHE_HOME/fedmc/kernels/<fingerprint>/``, where the fingerprint
 covers the Python and Numba versions and the size and time of every source file of the
 kernels, so an edited or upgraded package starts afresh.
@@ -54,18 +61,23 @@ def fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-def _marker(algorithm: str, width: int) -> Path:
+GENERIC = "generic"
+"""The marker's width for the generic kernels (compiled once for every rank)."""
+
+
+def _marker(algorithm: str, width: int | str) -> Path:
     return user_cache_dir() / "kernels" / fingerprint() / f"{algorithm}-{width}"
 
 
-def is_compiled(algorithm: str, width: int) -> bool:
+def is_compiled(algorithm: str, width: int | str) -> bool:
     """Whether the kernels of the protocol algorithm named ``algorithm``, specialized for
-    ``width``, are in Numba's cache."""
+    ``width`` (or the generic ones: :data:`GENERIC`), are in Numba's cache."""
     return _marker(algorithm, width).exists()
 
 
-def mark_compiled(algorithm: str, width: int) -> None:
-    """Remember that ``algorithm``'s specialized kernels for ``width`` are compiled."""
+def mark_compiled(algorithm: str, width: int | str) -> None:
+    """Remember that ``algorithm``'s specialized kernels for ``width`` (or its generic ones:
+    :data:`GENERIC`) are compiled."""
     path = _marker(algorithm, width)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -84,6 +96,16 @@ def compile_in_background(algorithm: str, params: dict[str, Any]) -> None:
     )
 
 
+def compile_generic_alongside(algorithm: str, params: dict[str, Any]) -> subprocess.Popen:
+    """Start a child process that compiles ``algorithm``'s generic kernels for the settings
+    ``params`` (module docstring); the caller waits for it before it trains. The child is in
+    this process's group: a Ctrl-C at the terminal stops it too."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params), GENERIC],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
 def _tiny_data(width: int):
     """A small random rating set on which every kernel of a run at ``width`` compiles."""
     from fedmc.data import FederatedData, Ratings
@@ -98,16 +120,19 @@ def _tiny_data(width: int):
     return FederatedData.from_split(ratings, random_test_mask(ratings, 0.2, 0), client, "zscore")
 
 
-def compile_now(algorithm: str, params: dict[str, Any]) -> None:
-    """Compile ``algorithm``'s specialized kernels for ``params`` and mark them compiled."""
+def compile_now(algorithm: str, params: dict[str, Any], generic: bool = False) -> None:
+    """Compile ``algorithm``'s specialized kernels for ``params`` (with ``generic``, its
+    generic ones) and mark them compiled."""
+    from fedmc.core.kernels import use_generic_kernels
     from fedmc.estimators import estimator_class
 
     kernels = kernels_of(spec(algorithm), spec(algorithm).Config(**params))
     if kernels is None:
         return
+    use_generic_kernels(kernels[1], generic)
     estimator_class(algorithm)(**params, rounds=2, active=2).fit(_tiny_data(kernels[1]))
-    mark_compiled(*kernels)
+    mark_compiled(kernels[0], GENERIC if generic else kernels[1])
 
 
 if __name__ == "__main__":
-    compile_now(sys.argv[1], json.loads(sys.argv[2]))
+    compile_now(sys.argv[1], json.loads(sys.argv[2]), generic=sys.argv[3:] == [GENERIC])
