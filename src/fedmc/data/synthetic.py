@@ -212,33 +212,8 @@ def _std_normal(z: np.uint64) -> float:
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
-def _generate(
-    offsets: np.ndarray,
-    chunk_bounds: np.ndarray,
-    sample_key: np.uint64,
-    noise_key: np.uint64,
-    max_rejection_degree: int,
-    weights: np.ndarray,
-    prob: np.ndarray,
-    alias: np.ndarray,
-    user_bias: np.ndarray,
-    item_bias: np.ndarray,
-    user_factors: np.ndarray,
-    item_factors: np.ndarray,
-    mean: float,
-    noise: float,
-    users_out: np.ndarray,
-    items_out: np.ndarray,
-    values_out: np.ndarray,
-) -> None:
-    """Fill the output arrays: user ``u`` owns rows ``offsets[u]:offsets[u + 1]``."""
-    parallel_for(_generate_range, chunk_bounds.shape[0] - 1, offsets, chunk_bounds, sample_key,
-                 noise_key, max_rejection_degree, weights, prob, alias, user_bias, item_bias,
-                 user_factors, item_factors, mean, noise, users_out, items_out, values_out)
-
-
 @njit(nogil=True, cache=True)
-def _generate_range(
+def _generate(
     c0: int,
     c1: int,
     offsets: np.ndarray,
@@ -259,7 +234,9 @@ def _generate_range(
     items_out: np.ndarray,
     values_out: np.ndarray,
 ) -> None:
-    """:func:`_generate` of the chunks ``c0:c1``."""
+    """Fill the output arrays for the chunks ``c0:c1`` of users (``chunk_bounds``; run over
+    all of them by :func:`fedmc.core.parallel.parallel_for`): user ``u`` owns rows
+    ``offsets[u]:offsets[u + 1]``."""
     n_items = weights.shape[0]
     rank = user_factors.shape[1]
     for c in range(c0, c1):
@@ -475,9 +452,12 @@ def synthetic_ratings(
     users = np.empty(n_ratings, dtype=np.int32)
     items = np.empty(n_ratings, dtype=np.int32)
     values = np.empty(n_ratings, dtype=np.float64)
-    _generate(
+    chunks = _chunk_bounds(offsets, _N_CHUNKS)
+    parallel_for(
+        _generate,
+        len(chunks) - 1,
         offsets,
-        _chunk_bounds(offsets, _N_CHUNKS),
+        chunks,
         sample_key,
         noise_key,
         _max_rejection_degree(weights),
