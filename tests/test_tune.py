@@ -4,6 +4,7 @@ two processes on one study."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import shlex
@@ -162,17 +163,156 @@ def test_a_space_of_choices_is_a_grid_walked_once(invoke, monkeypatch, capsys, t
     assert combos[0][1] == own  # the defaults' lam (rank 32 is no choice: left to the grid)
 
 
+REFUSED = (
+    (["--trials", "0"], "--trials must be >= 1"),
+    (["--pruner", "random"], "--pruner takes"),
+    (["--space", "lam=5:1"], "LO must be below HI"),
+    (["--space", "rank"], "--space expects NAME=LO:HI"),
+    (["--space", "rank=0,1"], "--space rank: 0 is refused (rank must be at least 1"),
+    (["--space", "rank=0:5:int"], "--space rank: 0 is refused"),
+    (["--space", "rank=2:500:int"], "--space rank: 500 is refused (rank 500 exceeds"),
+    (["--space", "lam=-1:2"], "--space lam: -1.0 is refused"),
+    (["--space", "consensus=all,sometimes"], "--space consensus: sometimes is refused"),
+    (["--validation-fraction", "0"], "--validation-fraction 0: a search scores"),
+    (["--timeout", "0"], "--timeout must be > 0"),
+    (["--rounds", "0"], "--rounds 0: a search compares trained models"),
+    (["--storage", "notaurl"], "--storage notaurl: not a database URL"),
+    (["--storage", "postgresql://u@h/db"], "driver of that database is not installed"),
+    (["--storage", "sqlite:////no/dir/x.db"], "cannot open the database"),
+    (["--algorithm", "fedmavg"], "nothing to search"),
+    (["--dp-epsilon", "8", "--dp-clip", "1", "--implicit"], "--implicit: a private search"),
+)
+"""Search inputs refused before any trial (``--storage`` before any data are read), one line
+naming the flag, exit 2, nothing left behind."""
+
+
 def test_refused_searches(invoke, monkeypatch, capsys, tmp_path, small):
-    for args, message in ((["--trials", "0"], "--trials must be >= 1"),
-                          (["--pruner", "random"], "--pruner takes"),
-                          (["--space", "lam=5:1"], "LO must be below HI"),
-                          (["--algorithm", "fedmavg"], "nothing to search"),
-                          (["--dp-epsilon", "8", "--dp-clip", "1", "--implicit"],
-                           "--implicit: a private search")):
+    def no_trial(*args, **kwargs):
+        raise AssertionError("a trial ran")
+
+    monkeypatch.setattr("fedmc.tune.search.execute", no_trial)
+    for args, message in REFUSED:
+        if args[0] == "--storage":  # refused before the data are read
+            monkeypatch.setattr("fedmc.tune.search.federated_data", no_trial)
         code, _, err = invoke(monkeypatch, capsys, "tune", *small, *args,
                               "--out", tmp_path / "x")
-        assert code == 2 and message in err, err
+        monkeypatch.undo()
+        monkeypatch.setattr("fedmc.tune.search.execute", no_trial)
+        assert code == 2 and message in err, (args, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert not (tmp_path / "x").exists()
+
+
+def _trials_stopped_at(monkeypatch, stop: int | None) -> list[dict]:
+    """Trials that train nothing (their score is a function of their settings), the
+    ``stop``-th interrupted as Ctrl-C interrupts a command; the settings of each trial run."""
+    import signal
+    from types import SimpleNamespace
+
+    from fedmc.cli.interrupts import Interrupted
+
+    ran: list[dict] = []
+
+    def trial(run, **kwargs):
+        ran.append(dict(run.params))
+        if len(ran) == stop:
+            raise Interrupted(signal.SIGINT)
+        score = float(run.params["rank"]) + float(run.params["lam"]) / 10
+        return SimpleNamespace(history=SimpleNamespace(
+            rows=[{"round": 2, "validation_rmse": score}]), summary={})
+
+    monkeypatch.setattr("fedmc.tune.search.execute", trial)
+    return ran
+
+
+def test_a_study_interrupted_keeps_its_trials_and_continues(monkeypatch, tmp_path):
+    """The search's own steps (no command, no final run): a signal in the third trial
+    closes it as interrupted; the study opened again runs the rest of the grid."""
+    from fedmc.cli.interrupts import Interrupted
+    from fedmc.run.options import RunOptions
+    from fedmc.tune.report import trial_rows
+    from fedmc.tune.search import Search, open_study, run_study, trial_data
+    from fedmc.tune.space import search_space
+
+    search = Search(RunOptions(dataset="synthetic", algorithm="fedals", validation_fraction=0.2),
+                    search_space("fedals", False, {"rank": "2,3", "lam": "1,2"}, {}), 10,
+                    f"sqlite:///{tmp_path / 'study.db'}")
+    monkeypatch.setattr("fedmc.tune.search.federated_data", lambda data: None)
+    _trials_stopped_at(monkeypatch, 3)
+    study = open_study(search)
+    with pytest.raises(Interrupted):
+        run_study(search, study, None)
+    before = trial_rows(study)
+    assert [r["state"] for r in before] == ["complete", "complete", "interrupted"]
+    ran = _trials_stopped_at(monkeypatch, None)
+    study = run_study(search, open_study(search), trial_data(search))
+    after = trial_rows(open_study(search))
+    assert after[:3] == before and len(ran) == 2 and len(after) == 5
+    assert sorted((r["rank"], r["lam"]) for r in after if r["state"] == "complete") == [
+        (k, x) for k in ("2", "3") for x in ("1", "2")]
+
+
+@pytest.mark.slow
+def test_an_interrupted_search_continues_where_it_stopped(invoke, monkeypatch, capsys,
+                                                          tmp_path):
+    """Ctrl-C after two finished trials: ``trials.csv`` says so, the same command continues
+    the study (the two trials kept, the interrupted one's settings tried again, the rest of
+    the grid run), another command on the folder is refused and ``--overwrite`` starts
+    over."""
+    out = tmp_path / "tune"
+    args = ["tune", "--dataset", "synthetic", "--algorithm", "fedals", "--clients", "4",
+            "--rounds", "2", "--space", "rank=2,3", "--space", "lam=1,2", "--quiet",
+            "--out", out]
+    _trials_stopped_at(monkeypatch, 3)
+    code, _, err = invoke(monkeypatch, capsys, *args)
+    assert code == 130 and "interrupted by SIGINT" in err, err
+    before = list(csv.DictReader((out / "trials.csv").open()))
+    assert [r["state"] for r in before] == ["complete", "complete", "interrupted"]
+    assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
+    assert not (out / "best.json").exists()
+    code, _, err = invoke(monkeypatch, capsys, *args[:-3], "--seed", "1", "--out", out)
+    assert code == 2 and "interrupted run of another command" in err, err
+    ran = _trials_stopped_at(monkeypatch, None)
+    code, _, err = invoke(monkeypatch, capsys, *args)
+    assert code == 0, err
+    after = list(csv.DictReader((out / "trials.csv").open()))
+    assert after[:3] == before  # the finished trials back, the interrupted one marked
+    assert [r["state"] for r in after[3:]] == ["complete", "complete"] and len(ran) == 2
+    grid = {(r["rank"], r["lam"]) for r in after if r["state"] == "complete"}
+    assert grid == {(k, x) for k in ("2", "3") for x in ("1", "2")}  # each once
+    assert (after[2]["rank"], after[2]["lam"]) in {(r["rank"], r["lam"]) for r in ran}
+    assert json.loads((out / "best.json").read_text())["settings"] == {"rank": "2",
+                                                                       "lam": "1"}
+    assert json.loads((out / "status.json").read_text())["status"] == "finished"
+    code, _, err = invoke(monkeypatch, capsys, *args)  # finished: not run again
+    assert code == 2 and "--overwrite" in err, err
+    ran = _trials_stopped_at(monkeypatch, None)
+    code, _, err = invoke(monkeypatch, capsys, *args, "--overwrite")
+    assert code == 0, err
+    assert [r["state"] for r in csv.DictReader((out / "trials.csv").open())] == [
+        "complete"] * 4 and len(ran) == 4
+
+
+def test_a_trial_a_killed_process_left_running_is_closed_and_tried_again(tmp_path):
+    """In a study of its own, a trial still running when the search opens it was left by a
+    process that died without a word (SIGKILL): it is closed as interrupted, its settings
+    queued first."""
+    from fedmc.run.options import RunOptions
+    from fedmc.tune.report import trial_rows
+    from fedmc.tune.search import Search, open_study
+    from fedmc.tune.space import search_space
+
+    search = Search(RunOptions(dataset="synthetic", algorithm="fedals", validation_fraction=0.2),
+                    search_space("fedals", False, {"rank": "2:8:int"}, {}), 3,
+                    f"sqlite:///{tmp_path / 'study.db'}")
+    study = open_study(search)
+    killed = study.ask()  # the first trial (the run's own settings), then no word
+    shared = open_study(dataclasses.replace(search, exclusive=False))
+    assert [t.state.name for t in shared.trials] == ["RUNNING"]  # maybe another process's
+    study = open_study(search)
+    assert [r["state"] for r in trial_rows(study)] == ["interrupted"]
+    assert [t.state.name for t in study.trials] == ["FAIL", "WAITING"]
+    assert study.ask().params == killed.params
 
 
 @pytest.mark.slow
