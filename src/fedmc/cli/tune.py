@@ -4,8 +4,10 @@ the best settings on every training rating (:mod:`fedmc.tune`).
 ``--out DIR`` (checked and locked as a run's folder, :mod:`fedmc.run.folder`) receives the
 study (``study.db``, unless ``--storage`` names a shared database), ``trials.csv``,
 ``best.json``, ``search.png``, ``settings.png`` and the final run as an ordinary run folder,
-``DIR/best/`` (``fedmc evaluate DIR/best`` works). With ``--dp-epsilon`` the search is private
-(:mod:`fedmc.tune.private`) and ``DIR`` receives ``best.json`` and ``DIR/best/`` alone.
+``DIR/best/`` (``fedmc evaluate DIR/best`` works). An interrupted search's ``DIR`` is
+continued by the same command (the folder records it: :func:`_search_command`). With
+``--dp-epsilon`` the search is private (:mod:`fedmc.tune.private`) and ``DIR`` receives
+``best.json`` and ``DIR/best/`` alone.
 """
 
 from __future__ import annotations

@@ -25,9 +25,10 @@ DPI = 100
 
 
 def trial_rows(study: Any) -> list[dict[str, Any]]:
-    """One row per trial started (not those queued, waiting): number, state (Optuna's, ``interrupted`` for a trial a signal or a
-    killed process stopped: :func:`fedmc.tune.search.close_interrupted`), score, best round,
-    seconds (training alone), seconds spent compiling kernels, then its settings."""
+    """One row per trial started (not those queued, waiting): number, state (Optuna's,
+    ``interrupted`` for a trial a signal or a killed process stopped:
+    :func:`fedmc.tune.search.close_interrupted`), score, best round, seconds (training alone),
+    seconds spent compiling kernels, then its settings."""
     names = sorted({name for t in study.trials for name in t.params})
     return [{"trial": t.number,
              "state": "interrupted" if t.user_attrs.get("interrupted") else t.state.name.lower(),

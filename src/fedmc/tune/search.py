@@ -17,6 +17,11 @@ NDCG@K for interactions); its best round is kept. The final run (:func:`final_ru
 best trial's settings trained on every training rating for its best round's number of
 rounds: the refit of an early-stopped run (:meth:`fedmc.run.settings.RunSpec.refit`). Nothing
 reads the test ratings to choose.
+
+A study resumes (Optuna's ``create_study(load_if_exists=True)``, :func:`open_study`): a search
+stopped by a signal closes its running trial as interrupted and queues its settings again
+(:func:`close_interrupted`), and the same search opened again runs until its trials have
+finished, the finished ones kept.
 """
 
 from __future__ import annotations
