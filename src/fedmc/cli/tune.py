@@ -133,6 +133,10 @@ def tune(**typed: Any) -> None:
         return
     if typed["timeout"] is not None and not typed["timeout"] > 0:
         raise ConfigError(f"--timeout must be > 0 seconds, got {typed['timeout']}")
+    if not options.validation_fraction:  # a private search says why in its own words
+        raise ConfigError(f"--validation-fraction {options.validation_fraction:g}: a search "
+                          f"scores its trials on a validation cut; give a share above 0 "
+                          f"(default {TUNE_VALIDATION:g})")
     base = resolve(options)  # the options checked before anything starts
     space = search_space(base.algorithm, base.data.implicit, ranges, fixed)
     folder = RunFolder(typed["out_dir"], f"tune-{base.algorithm}-{base.data.source}",
@@ -180,19 +184,12 @@ def tune(**typed: Any) -> None:
 
 def _check_search_inputs(typed: dict[str, Any]) -> None:
     """Exit 2 (one line naming the flag) on a search option no search can run with, before
-    anything is read: ``--space`` items that are not ``NAME=...``, a search without a
-    validation cut or without rounds."""
-    from fedmc.run.settings import TUNE_VALIDATION
-
+    anything is read: ``--space`` items that are not ``NAME=...``, a search without rounds."""
     for item in typed["space"] or []:
         name, sep, _ = item.partition("=")
         if not sep or not name.strip():
             raise ConfigError(f"--space expects NAME=LO:HI[:log][:int], NAME=A,B[,...] or "
                               f"NAME=off, got {item!r}")
-    if typed["validation_fraction"] is not None and not typed["validation_fraction"] > 0:
-        raise ConfigError(f"--validation-fraction {typed['validation_fraction']:g}: a search "
-                          f"scores its trials on a validation cut; give a share above 0 "
-                          f"(default {TUNE_VALIDATION:g})")
     if typed["rounds"] is not None and typed["rounds"] < 1:
         raise ConfigError(f"--rounds {typed['rounds']}: a search compares trained models; "
                           "give at least 1 round")
