@@ -99,6 +99,8 @@ def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatc
     assert best["command"].endswith(f"--rounds {best['best_round']}")
     config = json.loads((out / "best" / "config.json").read_text())
     assert config["data"]["validation_fraction"] == 0.0  # trained on every training rating
+    assert (best["run"], best["data"]) == (config["run"], config["data"])  # clients too
+    assert best["validation_fraction"] == 0.2  # the cut the trials were scored on
     assert config["run"]["rounds"] == best["best_round"]
     assert config["params"]["lam"] == pytest.approx(best["settings"]["lam"])
     assert config["params"]["rank"] == 3 and "-P rank=3" in best["command"]

@@ -170,11 +170,12 @@ def tune(**typed: Any) -> None:
         if not any(t.state.name == "COMPLETE" for t in study.trials):
             raise ConfigError(f"no trial completed{_first_error(study)}")
         final = final_run(search, study)
-        write_best(target / "best.json", search, study, final, _run_words(typed), column)
         if (target / "best").exists():
             shutil.rmtree(target / "best")
         result = execute(final)
         write_outputs(target / "best", result)
+        write_best(target / "best.json", search, study, final, result.config,
+                   _run_words(typed), column)
     if not typed["quiet"]:
         summary_table(result.summary, f"best of {len(rows)} trials: {final.algorithm} "
                       f"{_shown(study.best_trial.params)}")
@@ -281,10 +282,10 @@ def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
             err.print(f"private search: {', '.join(steps)}; nothing shown until the end",
                       soft_wrap=True)
         chosen = run_private_search(search, base=base)
-        write_private_best(target / "best.json", search, chosen, _run_words(typed))
         if (target / "best").exists():
             shutil.rmtree(target / "best")
         write_outputs(target / "best", chosen.result)
+        write_private_best(target / "best.json", search, chosen, _run_words(typed))
     if not typed["quiet"]:
         summary_table(chosen.result.summary, f"private search: {base.algorithm} "
                       f"{_shown(chosen.settings)}")

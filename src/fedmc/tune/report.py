@@ -59,15 +59,17 @@ def command_line(run: RunSpec, settings: dict[str, Any], typed: list[str]) -> st
         [*params, f"--rounds {run.schedule.rounds}"])
 
 
-def write_best(path: Path, search: Search, study: Any, final: RunSpec, typed: list[str],
-               column: str) -> None:
-    """``best.json``: the best trial, its score, its settings, the run configuration of the
-    final run (``run``: the spec as ``config.json`` holds it) and its command line."""
+def write_best(path: Path, search: Search, study: Any, final: RunSpec, config: dict[str, Any],
+               typed: list[str], column: str) -> None:
+    """``best.json``: the best trial, its score, its settings, the final run's configuration
+    (``config``: its ``config.json``, whose ``run`` and ``data`` it repeats) and its command
+    line."""
     best = study.best_trial
     write_atomic(path, strict_json({
         "trial": best.number, "metric": column, "value": best.value,
         "best_round": best.user_attrs["best_round"], "settings": dict(best.params),
-        **_final_fields(search.space, final, dict(best.params), typed)}))
+        **_final_fields(search.space, search.options.validation_fraction, final, config,
+                        dict(best.params), typed)}))
 
 
 def write_private_best(path: Path, search: PrivateSearch, chosen: Chosen,
@@ -79,17 +81,21 @@ def write_private_best(path: Path, search: PrivateSearch, chosen: Chosen,
     fold-in candidate's score: they are not released."""
     write_atomic(path, strict_json({
         "metric": f"{SCORE} (noised)", "value": chosen.score, "settings": chosen.settings,
-        **_final_fields({**search.space, **search.fold_in}, chosen.spec, chosen.settings,
-                        typed),
+        **_final_fields({**search.space, **search.fold_in}, search.options.validation_fraction,
+                        chosen.spec, chosen.result.config, chosen.settings, typed),
         "privacy": chosen.guarantee}))
 
 
-def _final_fields(space: dict[str, Any], final: RunSpec, settings: dict[str, Any],
+def _final_fields(space: dict[str, Any], cut: float | None, final: RunSpec,
+                  config: dict[str, Any], settings: dict[str, Any],
                   typed: list[str]) -> dict[str, Any]:
-    """What both ``best.json`` say of the search and of the final run."""
-    return {"space": {name: vars(r) for name, r in space.items()},
+    """What both ``best.json`` say of the search (its space and ``validation_fraction``, the
+    cut its choices were scored on: the final run's ``data`` say 0, it trains on every
+    training rating) and of the final run (its ``config.json``'s ``run`` and ``data``: the
+    data's sizes as the run found them)."""
+    return {"space": {name: vars(r) for name, r in space.items()}, "validation_fraction": cut,
             "algorithm": final.algorithm, "params": final.params,
-            "run": final.settings(), "data": final.data.model_dump(mode="json"),
+            "run": config["run"], "data": config["data"],
             "command": command_line(final, settings, typed)}
 
 
