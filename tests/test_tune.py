@@ -350,3 +350,34 @@ def test_best_json_command_is_the_typed_run_options_without_the_searchs():
                                  "-P", "beta=0.5"]
     everything = command_words(typed)
     assert {"--no-refit", "--rounds", "50", "--out", "-P", "lam=1:30:log"} <= set(everything)
+
+
+def test_a_search_from_python_refuses_before_any_trial():
+    from fedmc.tune import tune
+
+    for space, options, message in (({"lam": "-1:2"}, {}, "--space lam: -1.0 is refused"),
+                                    ({}, {"validation_fraction": 0.0}, "validation cut"),
+                                    ({}, {"algorithm": "fedmavg"}, "nothing to search")):
+        with pytest.raises(ConfigError, match=message):
+            tune(space, dataset="synthetic", **{"algorithm": "fedals", **options}, trials=2)
+
+
+@pytest.mark.slow
+def test_a_search_from_python_is_the_commands(invoke, monkeypatch, capsys, tmp_path):
+    """``fedmc.tune.tune`` finds what ``fedmc tune`` finds (in memory: no folder) and trains
+    the same final run."""
+    from fedmc.tune import Tuned, tune
+
+    args = {"dataset": "synthetic", "algorithm": "fedals", "clients": 4, "rounds": 6}
+    found = tune({"lam": "1:30:log"}, trials=3, **args, params={"rank": 2})
+    assert isinstance(found, Tuned) and len(found.study.trials) == 3
+    code, _, err = invoke(monkeypatch, capsys, "tune", "--dataset", "synthetic", "--algorithm",
+                          "fedals", "--clients", "4", "--rounds", "6", "--rank", "2",
+                          "--space", "lam=1:30:log", "--trials", "3", "--quiet", "--out",
+                          tmp_path / "cli")
+    assert code == 0, err
+    best = json.loads((tmp_path / "cli" / "best.json").read_text())
+    assert found.settings == best["settings"]
+    assert found.run.schedule.rounds == best["best_round"]
+    summary = json.loads((tmp_path / "cli" / "best" / "summary.json").read_text())
+    assert found.result.summary["test_rmse"] == summary["test_rmse"]

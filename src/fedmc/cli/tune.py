@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from fedmc.cli.display import err, summary_table
 from fedmc.cli.options import OPTIONS, command_words, parse_params, run_options, with_options
 from fedmc.errors import ConfigError
+from fedmc.tune import TUNE_EVALUATIONS
 
 TUNE_FILES = ("study.db", "trials.csv", "best.json", "search.png", "settings.png",
               "status.json")
@@ -38,10 +39,6 @@ FINAL_SETS = ("rounds", "validation_fraction", "early_stopping", "patience", "mi
 SEARCH = "Search"
 TRIALS = 20
 """``--trials`` when not given."""
-TUNE_EVALUATIONS = 20
-"""Evaluations of a trial's validation curve by default (what its pruning and its best round
-read): each ranks or scores every validation rating, which at rank 128 on ML-1M costs more
-than the round it follows."""
 
 
 def _extra(name: str, annotation: Any, default: Any) -> inspect.Parameter:

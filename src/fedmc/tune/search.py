@@ -65,7 +65,8 @@ class Search:
     trials
         Trials to finish (completed or pruned), counted over every process on the study.
     storage
-        The study's database URL (``sqlite:///...`` by default, in the output folder).
+        The study's database URL (``sqlite:///...`` by default, in the output folder; None:
+        in memory, :func:`fedmc.tune.api.tune`'s default).
     study_name
         The study's name in that database.
     pruner
@@ -88,7 +89,7 @@ class Search:
     options: RunOptions
     space: dict[str, Searched]
     trials: int
-    storage: str
+    storage: str | None
     study_name: str = "fedmc"
     pruner: str = "median"
     seed: int | None = 0
