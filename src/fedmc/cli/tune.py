@@ -15,10 +15,19 @@ from __future__ import annotations
 import inspect
 import shlex
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from fedmc.cli.display import err, summary_table
 from fedmc.cli.options import OPTIONS, command_words, parse_params, run_options, with_options
@@ -276,9 +285,10 @@ def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
                      else "one run at the given settings"]
             if fold_in:
                 steps.append(f"then a choice of {', '.join(fold_in)}")
-            err.print(f"private search: {', '.join(steps)}; nothing shown until the end",
-                      soft_wrap=True)
-        chosen = run_private_search(search, base=base)
+            err.print(f"private search: {', '.join(steps)}; no trial is shown, only the time "
+                      "it has run", soft_wrap=True)
+        with _running(typed["quiet"], "private search"):
+            chosen = run_private_search(search, base=base)
         if (target / "best").exists():
             shutil.rmtree(target / "best")
         write_outputs(target / "best", chosen.result)
@@ -304,6 +314,19 @@ def _run_words(typed: dict[str, Any]) -> list[str]:
 
     return command_words(typed, (*TUNE_ONLY, *FINAL_SETS),
                          keep_param=lambda item: not is_searched(item.partition("=")[2]))
+
+
+@contextmanager
+def _running(quiet: bool, what: str) -> Iterator[None]:
+    """A spinner with the time elapsed while the block runs, or nothing when quiet: a private
+    search shows no count of its trials (their number is secret)."""
+    if quiet:
+        yield
+        return
+    with Progress(SpinnerColumn(), TextColumn(f"[bold]{what}"), TimeElapsedColumn(),
+                  console=err, transient=True) as shown:
+        shown.add_task(what, total=None)
+        yield
 
 
 class _trial_bar:
