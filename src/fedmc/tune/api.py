@@ -11,15 +11,8 @@ from fedmc.run.options import RunOptions
 from fedmc.run.runner import RunResult, execute
 from fedmc.run.settings import TUNE_VALIDATION, RunSpec, resolve
 from fedmc.tune import TUNE_EVALUATIONS
-from fedmc.tune.search import (
-    PRUNERS,
-    Search,
-    check_space,
-    final_run,
-    open_study,
-    run_study,
-    trial_data,
-)
+from fedmc.tune import search as steps
+from fedmc.tune.search import PRUNERS, Search
 from fedmc.tune.space import search_space
 
 
@@ -97,9 +90,9 @@ def tune(space: Mapping[str, str] | None = None, *, trials: int = 20,
                     trial_eval_every=None if "eval_every" in options else max(
                         1, base.schedule.rounds // TUNE_EVALUATIONS),
                     exclusive=storage is None)
-    check_space(search, None)
-    study = run_study(search, open_study(search), trial_data(search))
+    steps.check_space(search, None)
+    study = steps.run_study(search, steps.open_study(search), steps.trial_data(search))
     if not any(t.state.name == "COMPLETE" for t in study.trials):
         raise ConfigError("no trial completed")
-    final = final_run(search, study)
+    final = steps.final_run(search, study)
     return Tuned(study, dict(study.best_trial.params), final, execute(final))
