@@ -168,7 +168,8 @@ def test_a_space_of_choices_is_a_grid_walked_once(invoke, monkeypatch, capsys, t
 REFUSED = (
     (["--trials", "0"], "--trials must be >= 1"),
     (["--pruner", "random"], "--pruner takes"),
-    (["--space", "lam=5:1"], "LO must be below HI"),
+    (["--space", "lam=5:1"], "--space lam: 5:1: LO must be below HI"),
+    (["--space", "rank=2"], "--space rank: 2: expected two or more different values"),
     (["--space", "rank"], "--space expects NAME=LO:HI"),
     (["--space", "rank=0,1"], "--space rank: 0 is refused (rank must be at least 1"),
     (["--space", "rank=0:5:int"], "--space rank: 0 is refused"),
