@@ -310,12 +310,14 @@ def test_a_trial_a_killed_process_left_running_is_closed_and_tried_again(tmp_pat
                     f"sqlite:///{tmp_path / 'study.db'}")
     study = open_study(search)
     killed = study.ask()  # the first trial (the run's own settings), then no word
+    assert killed.params == {}  # killed before its first suggestion: its queued settings hold
     shared = open_study(dataclasses.replace(search, exclusive=False))
     assert [t.state.name for t in shared.trials] == ["RUNNING"]  # maybe another process's
     study = open_study(search)
     assert [r["state"] for r in trial_rows(study)] == ["interrupted"]
     assert [t.state.name for t in study.trials] == ["FAIL", "WAITING"]
-    assert study.ask().params == killed.params
+    queued = study.ask()
+    assert queued.suggest_int("rank", 2, 8) == 8  # fedals' default rank 10, into the range
 
 
 @pytest.mark.slow

@@ -251,7 +251,8 @@ def close_interrupted(study: Any, numbers: list[int]) -> None:
         if t.number in numbers:
             study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
             study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-            study.enqueue_trial(t.params)
+            # a queued trial's settings whole (a signal may come between two suggestions)
+            study.enqueue_trial({**t.params, **t.system_attrs.get("fixed_params", {})})
 
 
 def check_space(search: Search, data: FederatedData | None) -> None:
