@@ -206,23 +206,24 @@ def test_refused_searches(invoke, monkeypatch, capsys, tmp_path, small):
     assert not (tmp_path / "x").exists()
 
 
-def _trials_stopped_at(monkeypatch, stop: int | None) -> list[dict]:
-    """Trials that train nothing (their score is a function of their settings), the
-    ``stop``-th interrupted as Ctrl-C interrupts a command; the settings of each trial run."""
+def _trials_stopped_at(monkeypatch, stop: int | None) -> list[tuple[int, dict]]:
+    """Runs that train nothing (a trial's score is a function of its settings), the
+    ``stop``-th trial interrupted as Ctrl-C interrupts a command; the rounds and settings of
+    each run: the warm-up's (one round) and the trials'."""
     import signal
     from types import SimpleNamespace
 
     from fedmc.cli.interrupts import Interrupted
 
-    ran: list[dict] = []
+    ran: list[tuple[int, dict]] = []
 
     def trial(run, **kwargs):
-        ran.append(dict(run.params))
-        if len(ran) == stop:
+        ran.append((run.schedule.rounds, dict(run.params)))
+        if sum(rounds > 1 for rounds, _ in ran) == stop:
             raise Interrupted(signal.SIGINT)
-        score = float(run.params["rank"]) + float(run.params["lam"]) / 10
+        score = float(run.params.get("rank", 0)) + float(run.params.get("lam", 0)) / 10
         return SimpleNamespace(history=SimpleNamespace(
-            rows=[{"round": 2, "validation_rmse": score}]), summary={})
+            rows=[{"round": 1, "validation_rmse": score}]), summary={})
 
     monkeypatch.setattr("fedmc.tune.search.execute", trial)
     return ran
@@ -250,7 +251,8 @@ def test_a_study_interrupted_keeps_its_trials_and_continues(monkeypatch, tmp_pat
     ran = _trials_stopped_at(monkeypatch, None)
     study = run_study(search, open_study(search), trial_data(search))
     after = trial_rows(open_study(search))
-    assert after[:3] == before and len(ran) == 2 and len(after) == 5
+    assert after[:3] == before and len(after) == 5
+    assert [rounds for rounds, _ in ran] == [1, 100, 100]  # compiled first, then two trials
     assert sorted((r["rank"], r["lam"]) for r in after if r["state"] == "complete") == [
         (k, x) for k in ("2", "3") for x in ("1", "2")]
 
@@ -280,10 +282,11 @@ def test_an_interrupted_search_continues_where_it_stopped(invoke, monkeypatch, c
     assert code == 0, err
     after = list(csv.DictReader((out / "trials.csv").open()))
     assert after[:3] == before  # the finished trials back, the interrupted one marked
-    assert [r["state"] for r in after[3:]] == ["complete", "complete"] and len(ran) == 2
+    assert [r["state"] for r in after[3:]] == ["complete", "complete"] and len(ran) == 3
     grid = {(r["rank"], r["lam"]) for r in after if r["state"] == "complete"}
     assert grid == {(k, x) for k in ("2", "3") for x in ("1", "2")}  # each once
-    assert (after[2]["rank"], after[2]["lam"]) in {(r["rank"], r["lam"]) for r in ran}
+    assert ran[0][0] == 1  # the warm-up, then the trials: the interrupted one tried again
+    assert (after[2]["rank"], after[2]["lam"]) in {(p["rank"], p["lam"]) for _, p in ran[1:]}
     assert json.loads((out / "best.json").read_text())["settings"] == {"rank": "2",
                                                                        "lam": "1"}
     assert json.loads((out / "status.json").read_text())["status"] == "finished"
@@ -293,7 +296,7 @@ def test_an_interrupted_search_continues_where_it_stopped(invoke, monkeypatch, c
     code, _, err = invoke(monkeypatch, capsys, *args, "--overwrite")
     assert code == 0, err
     assert [r["state"] for r in csv.DictReader((out / "trials.csv").open())] == [
-        "complete"] * 4 and len(ran) == 4
+        "complete"] * 4 and len(ran) == 5
 
 
 def test_a_trial_a_killed_process_left_running_is_closed_and_tried_again(tmp_path):

@@ -180,9 +180,10 @@ def run_study(search: Search, study: Any,
 
     Trials run on the generic kernels at a rank whose specialized ones are not compiled
     (``kernels="auto"``, :mod:`fedmc.run.precompile`): compiled once for every rank, not once
-    per rank tried. A trial's ``seconds`` leave out the time it spent compiling (its
-    ``compile_seconds``, :func:`fedmc.core.compile_time.compile_seconds`), so the trial that
-    compiles looks no slower than the others. Whatever stops the search from outside its
+    per rank tried, before the first trial (:func:`warm_up`). A trial's ``seconds`` leave out
+    the time it spent compiling (its ``compile_seconds``,
+    :func:`fedmc.core.compile_time.compile_seconds`), so a trial that compiles looks no slower
+    than the others. Whatever stops the search from outside its
     trials (a signal) first closes this process's running trial as interrupted
     (:func:`close_interrupted`).
     """
@@ -233,12 +234,27 @@ def run_study(search: Search, study: Any,
         callbacks.append(on_trial)
     try:
         if sum(t.state in finished for t in study.trials) < wanted:
+            warm_up(search, loaded)
             study.optimize(objective, n_trials=wanted, timeout=search.timeout,
                            callbacks=callbacks, catch=(ConfigError,))
     except BaseException:
         close_interrupted(study, mine)
         raise
     return study
+
+
+def warm_up(search: Search, loaded: tuple[FederatedData, dict[str, Any]] | None) -> None:
+    """Compile the kernels the trials run before the first one: the run's own settings
+    (:func:`default_values`) for one round on ``loaded``, evaluated, the result thrown away.
+    A trial that runs other kernels (another consensus mode of FedMC-ADMM, a rank whose
+    specialized kernels are compiled) compiles them itself, which its ``compile_seconds``
+    say; settings the run refuses are left to the trials."""
+    run = search.trial_spec(default_values(search))
+    try:
+        execute(run.model_copy(update={"schedule": run.schedule.model_copy(
+            update={"rounds": 1, "eval_every": 1})}), loaded=loaded, kernels="auto")
+    except ConfigError:
+        return
 
 
 def close_interrupted(study: Any, numbers: list[int]) -> None:
