@@ -6,6 +6,7 @@ candidate it did not choose reaches the output folder."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
@@ -186,7 +187,7 @@ def test_a_private_search_without_training_settings_trains_once(invoke, monkeypa
         return execute(run, **kwargs)
 
     monkeypatch.setattr(private, "execute", spy_execute)
-    code, _, err = invoke(monkeypatch, capsys, "tune", *small, "--dp-epsilon", "8",
+    code, shown, err = invoke(monkeypatch, capsys, "tune", *small, "--dp-epsilon", "8",
                           "--out", out)
     assert code == 0, err
     assert "one run at the given settings, then a choice of fold_lam" in err
@@ -204,6 +205,13 @@ def test_a_private_search_without_training_settings_trains_once(invoke, monkeypa
     assert how["mechanism"] == "one private run at the given settings"
     assert 7.9 < best["privacy"]["epsilon"]["outsiders"] <= 8.0
     config = json.loads((out / "best" / "config.json").read_text())
+    assert (best["run"], best["data"]) == (config["run"], config["data"])  # clients too
+    assert best["validation_fraction"] == 0.2  # the cut the fold-in choice scored on
+    summary = json.loads((out / "best" / "summary.json").read_text())
+    assert summary["epsilon"] == best["privacy"]["epsilon"]["outsiders"]  # the search's
+    history = list(csv.DictReader((out / "best" / "history.csv").open()))
+    assert float(history[-1]["epsilon"]) < summary["epsilon"]  # the training's alone
+    assert f"{summary['epsilon']:.4f}" in shown  # the terminal's is the search's
     assert config["params"]["fold_lam"] == best["settings"]["fold_lam"]
     assert config["params"]["lam"] == runs[0].params["lam"]  # training's lam untouched
     model = json.loads((out / "best" / "model.json").read_text())

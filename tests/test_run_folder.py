@@ -50,6 +50,34 @@ def test_an_earlier_run_is_replaced_only_with_overwrite(tmp_path):
     assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
 
 
+def test_an_interrupted_run_of_the_same_command_is_continued_with_its_files(tmp_path):
+    out = tmp_path / "out"
+    first = RunFolder(out, "x", command="fedmc tune --rank 3")
+    first.claim()
+    write_atomic(out / "history.csv", "round\n")
+    first.release("interrupted")
+    assert json.loads((out / "status.json").read_text())["command"] == "fedmc tune --rank 3"
+    for other in (None, "fedmc tune --rank 4"):  # another command: refused, files kept
+        with pytest.raises(ConfigError, match="--overwrite") as refused:
+            RunFolder(out, "x", command=other).claim()
+        assert ("interrupted run of another command" in str(refused.value)) == bool(other)
+    again = RunFolder(out, "x", command="fedmc tune --rank 3")
+    assert again.claim() == out and again.resumed
+    assert (out / "history.csv").exists()
+    again.abandon()  # an error in the continued run: interrupted again, its files kept
+    assert (out / "history.csv").exists()
+    assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
+    last = RunFolder(out, "x", command="fedmc tune --rank 3")
+    last.claim()
+    last.release("finished")  # a finished run is not continued
+    with pytest.raises(ConfigError, match="already holds a run"):
+        RunFolder(out, "x", command="fedmc tune --rank 3").claim()
+    fresh = RunFolder(out, "x", overwrite=True, command="fedmc tune --rank 3")
+    fresh.claim()
+    assert not fresh.resumed and not (out / "history.csv").exists()
+    fresh.release("finished")
+
+
 def test_two_runs_cannot_share_a_folder_and_default_names_are_unique(tmp_path, monkeypatch):
     held = RunFolder(tmp_path / "out", "x")
     held.claim()

@@ -4,6 +4,7 @@ two processes on one study."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import shlex
@@ -100,6 +101,8 @@ def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatc
     assert best["command"].endswith(f"--rounds {best['best_round']}")
     config = json.loads((out / "best" / "config.json").read_text())
     assert config["data"]["validation_fraction"] == 0.0  # trained on every training rating
+    assert (best["run"], best["data"]) == (config["run"], config["data"])  # clients too
+    assert best["validation_fraction"] == 0.2  # the cut the trials were scored on
     assert config["run"]["rounds"] == best["best_round"]
     assert config["params"]["lam"] == pytest.approx(best["settings"]["lam"])
     assert config["params"]["rank"] == 3 and "-P rank=3" in best["command"]
@@ -164,17 +167,162 @@ def test_a_space_of_choices_is_a_grid_walked_once(invoke, monkeypatch, capsys, t
     assert combos[0][1] == own  # the defaults' lam (rank 32 is no choice: left to the grid)
 
 
+REFUSED = (
+    (["--trials", "0"], "--trials must be >= 1"),
+    (["--pruner", "random"], "--pruner takes"),
+    (["--space", "lam=5:1"], "--space lam: 5:1: LO must be below HI"),
+    (["--space", "rank=2"], "--space rank: 2: expected two or more different values"),
+    (["--space", "rank"], "--space expects NAME=LO:HI"),
+    (["--space", "rank=0,1"], "--space rank: 0 is refused (rank must be at least 1"),
+    (["--space", "rank=0:5:int"], "--space rank: 0 is refused"),
+    (["--space", "rank=2:500:int"], "--space rank: 500 is refused (rank 500 exceeds"),
+    (["--space", "lam=-1:2"], "--space lam: -1.0 is refused"),
+    (["--space", "consensus=all,sometimes"], "--space consensus: sometimes is refused"),
+    (["--validation-fraction", "0"], "--validation-fraction 0: a search scores"),
+    (["--timeout", "0"], "--timeout must be > 0"),
+    (["--rounds", "0"], "--rounds 0: a search compares trained models"),
+    (["--storage", "notaurl"], "--storage notaurl: not a database URL"),
+    (["--storage", "postgresql://u@h/db"], "driver of that database is not installed"),
+    (["--storage", "sqlite:////no/dir/x.db"], "cannot open the database"),
+    (["--algorithm", "fedmavg"], "nothing to search"),
+    (["--dp-epsilon", "8", "--dp-clip", "1", "--implicit"], "--implicit: a private search"),
+)
+"""Search inputs refused before any trial (``--storage`` before any data are read), one line
+naming the flag, exit 2, nothing left behind."""
+
+
 def test_refused_searches(invoke, monkeypatch, capsys, tmp_path, small):
-    for args, message in ((["--trials", "0"], "--trials must be >= 1"),
-                          (["--pruner", "random"], "--pruner takes"),
-                          (["--space", "lam=5:1"], "LO must be below HI"),
-                          (["--algorithm", "fedmavg"], "nothing to search"),
-                          (["--dp-epsilon", "8", "--dp-clip", "1", "--implicit"],
-                           "--implicit: a private search")):
+    def no_trial(*args, **kwargs):
+        raise AssertionError("a trial ran")
+
+    monkeypatch.setattr("fedmc.tune.search.execute", no_trial)
+    for args, message in REFUSED:
+        if args[0] == "--storage":  # refused before the data are read
+            monkeypatch.setattr("fedmc.tune.search.federated_data", no_trial)
         code, _, err = invoke(monkeypatch, capsys, "tune", *small, *args,
                               "--out", tmp_path / "x")
-        assert code == 2 and message in err, err
+        monkeypatch.undo()
+        monkeypatch.setattr("fedmc.tune.search.execute", no_trial)
+        assert code == 2 and message in err, (args, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert not (tmp_path / "x").exists()
+
+
+def _trials_stopped_at(monkeypatch, stop: int | None) -> list[tuple[int, dict]]:
+    """Runs that train nothing (a trial's score is a function of its settings), the
+    ``stop``-th trial interrupted as Ctrl-C interrupts a command; the rounds and settings of
+    each run: the warm-up's (one round) and the trials'."""
+    import signal
+    from types import SimpleNamespace
+
+    from fedmc.cli.interrupts import Interrupted
+
+    ran: list[tuple[int, dict]] = []
+
+    def trial(run, **kwargs):
+        ran.append((run.schedule.rounds, dict(run.params)))
+        if sum(rounds > 1 for rounds, _ in ran) == stop:
+            raise Interrupted(signal.SIGINT)
+        score = float(run.params.get("rank", 0)) + float(run.params.get("lam", 0)) / 10
+        return SimpleNamespace(history=SimpleNamespace(
+            rows=[{"round": 1, "validation_rmse": score}]), summary={})
+
+    monkeypatch.setattr("fedmc.tune.search.execute", trial)
+    return ran
+
+
+def test_a_study_interrupted_keeps_its_trials_and_continues(monkeypatch, tmp_path):
+    """The search's own steps (no command, no final run): a signal in the third trial
+    closes it as interrupted; the study opened again runs the rest of the grid."""
+    from fedmc.cli.interrupts import Interrupted
+    from fedmc.run.options import RunOptions
+    from fedmc.tune.report import trial_rows
+    from fedmc.tune.search import Search, open_study, run_study, trial_data
+    from fedmc.tune.space import search_space
+
+    search = Search(RunOptions(dataset="synthetic", algorithm="fedals", validation_fraction=0.2),
+                    search_space("fedals", False, {"rank": "2,3", "lam": "1,2"}, {}), 10,
+                    f"sqlite:///{tmp_path / 'study.db'}")
+    monkeypatch.setattr("fedmc.tune.search.federated_data", lambda data: None)
+    _trials_stopped_at(monkeypatch, 3)
+    study = open_study(search)
+    with pytest.raises(Interrupted):
+        run_study(search, study, None)
+    before = trial_rows(study)
+    assert [r["state"] for r in before] == ["complete", "complete", "interrupted"]
+    ran = _trials_stopped_at(monkeypatch, None)
+    study = run_study(search, open_study(search), trial_data(search))
+    after = trial_rows(open_study(search))
+    assert after[:3] == before and len(after) == 5
+    assert [rounds for rounds, _ in ran] == [1, 100, 100]  # compiled first, then two trials
+    assert sorted((r["rank"], r["lam"]) for r in after if r["state"] == "complete") == [
+        (k, x) for k in ("2", "3") for x in ("1", "2")]
+
+
+@pytest.mark.slow
+def test_an_interrupted_search_continues_where_it_stopped(invoke, monkeypatch, capsys,
+                                                          tmp_path):
+    """Ctrl-C after two finished trials: ``trials.csv`` says so, the same command continues
+    the study (the two trials kept, the interrupted one's settings tried again, the rest of
+    the grid run), another command on the folder is refused and ``--overwrite`` starts
+    over."""
+    out = tmp_path / "tune"
+    args = ["tune", "--dataset", "synthetic", "--algorithm", "fedals", "--clients", "4",
+            "--rounds", "2", "--space", "rank=2,3", "--space", "lam=1,2", "--quiet",
+            "--out", out]
+    _trials_stopped_at(monkeypatch, 3)
+    code, _, err = invoke(monkeypatch, capsys, *args)
+    assert code == 130 and "interrupted by SIGINT" in err, err
+    before = list(csv.DictReader((out / "trials.csv").open()))
+    assert [r["state"] for r in before] == ["complete", "complete", "interrupted"]
+    assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
+    assert not (out / "best.json").exists()
+    code, _, err = invoke(monkeypatch, capsys, *args[:-3], "--seed", "1", "--out", out)
+    assert code == 2 and "interrupted run of another command" in err, err
+    ran = _trials_stopped_at(monkeypatch, None)
+    code, _, err = invoke(monkeypatch, capsys, *args)
+    assert code == 0, err
+    after = list(csv.DictReader((out / "trials.csv").open()))
+    assert after[:3] == before  # the finished trials back, the interrupted one marked
+    assert [r["state"] for r in after[3:]] == ["complete", "complete"] and len(ran) == 3
+    grid = {(r["rank"], r["lam"]) for r in after if r["state"] == "complete"}
+    assert grid == {(k, x) for k in ("2", "3") for x in ("1", "2")}  # each once
+    assert ran[0][0] == 1  # the warm-up, then the trials: the interrupted one tried again
+    assert (after[2]["rank"], after[2]["lam"]) in {(p["rank"], p["lam"]) for _, p in ran[1:]}
+    assert json.loads((out / "best.json").read_text())["settings"] == {"rank": "2",
+                                                                       "lam": "1"}
+    assert json.loads((out / "status.json").read_text())["status"] == "finished"
+    code, _, err = invoke(monkeypatch, capsys, *args)  # finished: not run again
+    assert code == 2 and "--overwrite" in err, err
+    ran = _trials_stopped_at(monkeypatch, None)
+    code, _, err = invoke(monkeypatch, capsys, *args, "--overwrite")
+    assert code == 0, err
+    assert [r["state"] for r in csv.DictReader((out / "trials.csv").open())] == [
+        "complete"] * 4 and len(ran) == 5
+
+
+def test_a_trial_a_killed_process_left_running_is_closed_and_tried_again(tmp_path):
+    """In a study of its own, a trial still running when the search opens it was left by a
+    process that died without a word (SIGKILL): it is closed as interrupted, its settings
+    queued first."""
+    from fedmc.run.options import RunOptions
+    from fedmc.tune.report import trial_rows
+    from fedmc.tune.search import Search, open_study
+    from fedmc.tune.space import search_space
+
+    search = Search(RunOptions(dataset="synthetic", algorithm="fedals", validation_fraction=0.2),
+                    search_space("fedals", False, {"rank": "2:8:int"}, {}), 3,
+                    f"sqlite:///{tmp_path / 'study.db'}")
+    study = open_study(search)
+    killed = study.ask()  # the first trial (the run's own settings), then no word
+    assert killed.params == {}  # killed before its first suggestion: its queued settings hold
+    shared = open_study(dataclasses.replace(search, exclusive=False))
+    assert [t.state.name for t in shared.trials] == ["RUNNING"]  # maybe another process's
+    study = open_study(search)
+    assert [r["state"] for r in trial_rows(study)] == ["interrupted"]
+    assert [t.state.name for t in study.trials] == ["FAIL", "WAITING"]
+    queued = study.ask()
+    assert queued.suggest_int("rank", 2, 8) == 8  # fedals' default rank 10, into the range
 
 
 @pytest.mark.slow
@@ -210,3 +358,34 @@ def test_best_json_command_is_the_typed_run_options_without_the_searchs():
                                  "-P", "beta=0.5"]
     everything = command_words(typed)
     assert {"--no-refit", "--rounds", "50", "--out", "-P", "lam=1:30:log"} <= set(everything)
+
+
+def test_a_search_from_python_refuses_before_any_trial():
+    from fedmc.tune import tune
+
+    for space, options, message in (({"lam": "-1:2"}, {}, "--space lam: -1.0 is refused"),
+                                    ({}, {"validation_fraction": 0.0}, "validation cut"),
+                                    ({}, {"algorithm": "fedmavg"}, "nothing to search")):
+        with pytest.raises(ConfigError, match=message):
+            tune(space, dataset="synthetic", **{"algorithm": "fedals", **options}, trials=2)
+
+
+@pytest.mark.slow
+def test_a_search_from_python_is_the_commands(invoke, monkeypatch, capsys, tmp_path):
+    """``fedmc.tune.tune`` finds what ``fedmc tune`` finds (in memory: no folder) and trains
+    the same final run."""
+    from fedmc.tune import Tuned, tune
+
+    args = {"dataset": "synthetic", "algorithm": "fedals", "clients": 4, "rounds": 6}
+    found = tune({"lam": "1:30:log"}, trials=3, **args, params={"rank": 2})
+    assert isinstance(found, Tuned) and len(found.study.trials) == 3
+    code, _, err = invoke(monkeypatch, capsys, "tune", "--dataset", "synthetic", "--algorithm",
+                          "fedals", "--clients", "4", "--rounds", "6", "--rank", "2",
+                          "--space", "lam=1:30:log", "--trials", "3", "--quiet", "--out",
+                          tmp_path / "cli")
+    assert code == 0, err
+    best = json.loads((tmp_path / "cli" / "best.json").read_text())
+    assert found.settings == best["settings"]
+    assert found.run.schedule.rounds == best["best_round"]
+    summary = json.loads((tmp_path / "cli" / "best" / "summary.json").read_text())
+    assert found.result.summary["test_rmse"] == summary["test_rmse"]

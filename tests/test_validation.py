@@ -211,6 +211,9 @@ def test_early_stopping_publishes_the_best_rounds_model(learnable):
         r["test_rmse"] for r in stopped.history.rows if r["round"] == best)
     column = [r["validation_rmse"] for r in stopped.history.rows]
     assert min(column) == report["value"]
+    # the history describes the published model: it ends at its round; the curve goes on
+    assert stopped.history.rows[-1]["round"] == best
+    assert stopped.validation_history.rows[-1]["round"] == report["stopped_at"]
     # the published V is the one the same run without early stopping has after `best` rounds
     short = execute(resolve(RunOptions(**{**learnable, "rounds": best}, params=PARAMS)))
     np.testing.assert_array_equal(stopped.model.V_, short.model.V_)

@@ -4,22 +4,35 @@ the best settings on every training rating (:mod:`fedmc.tune`).
 ``--out DIR`` (checked and locked as a run's folder, :mod:`fedmc.run.folder`) receives the
 study (``study.db``, unless ``--storage`` names a shared database), ``trials.csv``,
 ``best.json``, ``search.png``, ``settings.png`` and the final run as an ordinary run folder,
-``DIR/best/`` (``fedmc evaluate DIR/best`` works). With ``--dp-epsilon`` the search is private
-(:mod:`fedmc.tune.private`) and ``DIR`` receives ``best.json`` and ``DIR/best/`` alone.
+``DIR/best/`` (``fedmc evaluate DIR/best`` works). An interrupted search's ``DIR`` is
+continued by the same command (the folder records it: :func:`_search_command`). With
+``--dp-epsilon`` the search is private (:mod:`fedmc.tune.private`) and ``DIR`` receives
+``best.json`` and ``DIR/best/`` alone.
 """
 
 from __future__ import annotations
 
 import inspect
+import shlex
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from fedmc.cli.display import err, summary_table
 from fedmc.cli.options import OPTIONS, command_words, parse_params, run_options, with_options
 from fedmc.errors import ConfigError
+from fedmc.tune import TUNE_EVALUATIONS
 
 TUNE_FILES = ("study.db", "trials.csv", "best.json", "search.png", "settings.png",
               "status.json")
@@ -35,10 +48,6 @@ FINAL_SETS = ("rounds", "validation_fraction", "early_stopping", "patience", "mi
 SEARCH = "Search"
 TRIALS = 20
 """``--trials`` when not given."""
-TUNE_EVALUATIONS = 20
-"""Evaluations of a trial's validation curve by default (what its pruning and its best round
-read): each ranks or scores every validation rating, which at rank 128 on ML-1M costs more
-than the round it follows."""
 
 
 def _extra(name: str, annotation: Any, default: Any) -> inspect.Parameter:
@@ -93,11 +102,20 @@ def tune(**typed: Any) -> None:
     trials, the best one published), then the fold-in's settings chosen by the exponential
     mechanism (docs/privacy.md)."""
     from fedmc.cli.interrupts import interrupt_marks
+    from fedmc.files import write_atomic
     from fedmc.run.folder import RunFolder
     from fedmc.run.runner import execute, write_outputs
     from fedmc.run.settings import TUNE_VALIDATION, resolve
-    from fedmc.tune.report import plot_search, trial_rows, write_best, write_trials
-    from fedmc.tune.search import PRUNERS, Search, final_run, run_study
+    from fedmc.tune.report import plot_search, trial_rows, trials_text, write_best
+    from fedmc.tune.search import (
+        PRUNERS,
+        Search,
+        check_space,
+        final_run,
+        open_study,
+        run_study,
+        trial_data,
+    )
     from fedmc.tune.space import OFF, is_searched, search_space
 
     trials = TRIALS if typed["trials"] is None else typed["trials"]
@@ -106,6 +124,7 @@ def tune(**typed: Any) -> None:
     pruner = typed["pruner"] or Search.pruner
     if pruner not in PRUNERS:
         raise ConfigError(f"--pruner takes {'|'.join(PRUNERS)}, got {pruner!r}")
+    _check_search_inputs(typed)
     options = run_options(typed)
     ranges = {k: v for k, v in options.params.items() if is_searched(v)}
     ranges.update(parse_params(typed["space"] or []))
@@ -118,10 +137,16 @@ def tune(**typed: Any) -> None:
     if options.private:
         _private_tune(typed, options, ranges, fixed, trials)
         return
+    if typed["timeout"] is not None and not typed["timeout"] > 0:
+        raise ConfigError(f"--timeout must be > 0 seconds, got {typed['timeout']}")
+    if not options.validation_fraction:  # a private search says why in its own words
+        raise ConfigError(f"--validation-fraction {options.validation_fraction:g}: a search "
+                          f"scores its trials on a validation cut; give a share above 0 "
+                          f"(default {TUNE_VALIDATION:g})")
     base = resolve(options)  # the options checked before anything starts
     space = search_space(base.algorithm, base.data.implicit, ranges, fixed)
     folder = RunFolder(typed["out_dir"], f"tune-{base.algorithm}-{base.data.source}",
-                       typed["overwrite"], TUNE_FILES)
+                       typed["overwrite"], TUNE_FILES, command=_search_command(typed))
     target = folder.claim()
     storage = typed["storage"] or f"sqlite:///{(target / 'study.db').resolve()}"
     search = Search(options.model_copy(update={"algorithm": base.algorithm}), space,
@@ -129,27 +154,73 @@ def tune(**typed: Any) -> None:
                     seed=options.seed if typed["storage"] is None else None,
                     timeout=typed["timeout"],
                     trial_eval_every=None if typed["eval_every"] is not None else max(
-                        1, base.schedule.rounds // TUNE_EVALUATIONS))
+                        1, base.schedule.rounds // TUNE_EVALUATIONS),
+                    exclusive=typed["storage"] is None)
     column, larger = search.column()
-    with interrupt_marks(folder):
+    opened: dict[str, Any] = {}  # the study, once open: its trials.csv on an interrupt
+    with interrupt_marks(folder, {"trials.csv": lambda: trials_text(trial_rows(
+            opened["study"])) if opened else None}):
+        check_space(search, None)
+        opened["study"] = study = open_study(search)
+        loaded = trial_data(search)
+        if folder.resumed and not typed["quiet"]:
+            done = sum(t.state.is_finished() and not t.user_attrs.get("interrupted")
+                       for t in study.trials)
+            err.print(f"continuing the interrupted search in {target}: {done} trials "
+                      "finished", soft_wrap=True)
         with _trial_bar(typed["quiet"], search.planned_trials(), column) as shown:
-            study = run_study(search, shown)
+            run_study(search, study, loaded, shown)
         rows = trial_rows(study)
-        write_trials(target / "trials.csv", rows)
+        write_atomic(target / "trials.csv", trials_text(rows))
         plot_search(target, rows, column, larger, space)
         if not any(t.state.name == "COMPLETE" for t in study.trials):
-            raise ConfigError("no trial completed: see trials.csv")
+            raise ConfigError(f"no trial completed{_first_error(study)}")
         final = final_run(search, study)
-        write_best(target / "best.json", search, study, final, _run_words(typed), column)
         if (target / "best").exists():
             shutil.rmtree(target / "best")
         result = execute(final)
         write_outputs(target / "best", result)
+        write_best(target / "best.json", search, study, final, result.config,
+                   _run_words(typed), column)
     if not typed["quiet"]:
         summary_table(result.summary, f"best of {len(rows)} trials: {final.algorithm} "
                       f"{_shown(study.best_trial.params)}")
     err.print(f"wrote {target}/trials.csv, best.json, search.png, settings.png and the final "
               f"run in {target}/best", soft_wrap=True)
+
+
+def _check_search_inputs(typed: dict[str, Any]) -> None:
+    """Exit 2 (one line naming the flag) on a search option no search can run with, before
+    anything is read: ``--space`` items that are not ``NAME=...``, a search without rounds."""
+    for item in typed["space"] or []:
+        name, sep, _ = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--space expects NAME=LO:HI[:log][:int], NAME=A,B[,...] or "
+                              f"NAME=off, got {item!r}")
+    if typed["rounds"] is not None and typed["rounds"] < 1:
+        raise ConfigError(f"--rounds {typed['rounds']}: a search compares trained models; "
+                          "give at least 1 round")
+
+
+def _search_command(typed: dict[str, Any]) -> str:
+    """The search as a command: the ``fedmc tune`` options that decide its study (every run
+    option but ``--out``, ``--overwrite`` and ``--quiet``; ``--space``, ``--storage``,
+    ``--study-name`` and ``--pruner``), what a continued search must repeat. ``--trials`` and
+    ``--timeout`` are left out: a continued search may ask for more trials or time."""
+    words = command_words(typed, ("out_dir", "overwrite", "quiet"))
+    for name in ("space", "storage", "study_name", "pruner"):
+        values = typed[name] if isinstance(typed[name], list) else [typed[name]]
+        words += [w for v in values if v is not None
+                  for w in (f"--{name.replace('_', '-')}", str(v))]
+    return shlex.join(["fedmc", "tune", *words])
+
+
+def _first_error(study: Any) -> str:
+    """``: trial N: why`` of the first trial a refused setting failed, else nothing."""
+    for t in study.trials:
+        if "error" in t.user_attrs:
+            return f": trial {t.number}: {t.user_attrs['error']}"
+    return ""
 
 
 PRIVATE_REFUSED = {
@@ -214,13 +285,14 @@ def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
                      else "one run at the given settings"]
             if fold_in:
                 steps.append(f"then a choice of {', '.join(fold_in)}")
-            err.print(f"private search: {', '.join(steps)}; nothing shown until the end",
-                      soft_wrap=True)
-        chosen = run_private_search(search, base=base)
-        write_private_best(target / "best.json", search, chosen, _run_words(typed))
+            err.print(f"private search: {', '.join(steps)}; no trial is shown, only the time "
+                      "it has run", soft_wrap=True)
+        with _running(typed["quiet"], "private search"):
+            chosen = run_private_search(search, base=base)
         if (target / "best").exists():
             shutil.rmtree(target / "best")
         write_outputs(target / "best", chosen.result)
+        write_private_best(target / "best.json", search, chosen, _run_words(typed))
     if not typed["quiet"]:
         summary_table(chosen.result.summary, f"private search: {base.algorithm} "
                       f"{_shown(chosen.settings)}")
@@ -242,6 +314,19 @@ def _run_words(typed: dict[str, Any]) -> list[str]:
 
     return command_words(typed, (*TUNE_ONLY, *FINAL_SETS),
                          keep_param=lambda item: not is_searched(item.partition("=")[2]))
+
+
+@contextmanager
+def _running(quiet: bool, what: str) -> Iterator[None]:
+    """A spinner with the time elapsed while the block runs, or nothing when quiet: a private
+    search shows no count of its trials (their number is secret)."""
+    if quiet:
+        yield
+        return
+    with Progress(SpinnerColumn(), TextColumn(f"[bold]{what}"), TimeElapsedColumn(),
+                  console=err, transient=True) as shown:
+        shown.add_task(what, total=None)
+        yield
 
 
 class _trial_bar:

@@ -6,11 +6,18 @@ it refuses a path that is a file or cannot be written, an earlier run's folder u
 for the new run's output), and a folder another process holds (an ``fcntl`` lock on
 ``DIR/.lock``). ``status.json`` says ``running``, then ``finished`` or ``interrupted``; the
 files of a finished run are written with :func:`fedmc.files.write_atomic`.
+
+A command that can continue where it stopped (``fedmc tune``: its study) names itself
+(``command``): ``status.json`` records it, and the folder of an interrupted run of the same
+command (``interrupted``, or ``running`` with no process holding its lock: one killed without a
+word) is claimed again with its files kept; an interrupted run of another command is refused
+as any earlier run is.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,14 +49,19 @@ class RunFolder:
     files
         The files a run of this kind writes (``fedmc audit`` writes others than ``fedmc run``):
         their presence marks an earlier run; an ``overwrite`` removes them first.
+    command
+        The command of a run that can continue an interrupted one (module docstring); None: a
+        run that always starts afresh.
     """
 
     def __init__(self, path: Path | None, label: str, overwrite: bool = False,
-                 files: tuple[str, ...] = RUN_FILES):
+                 files: tuple[str, ...] = RUN_FILES, command: str | None = None):
         self.path = path
         self.label = label
         self.overwrite = overwrite
         self.files = files
+        self.command = command
+        self.resumed = False  # whether claim() took up an interrupted run of this command
         self._lock: IO[str] | None = None
         self._created = False
 
@@ -71,22 +83,27 @@ class RunFolder:
             self._close()
             raise ConfigError(f"--out {path} is in use by another run") from None
         earlier = [name for name in self.files if (path / name).exists()]
-        if earlier and not self.overwrite:
+        left = _status(path) if earlier else {}
+        self.resumed = bool(earlier) and not self.overwrite and self.command is not None and (
+            left.get("status") in ("interrupted", "running")
+            and left.get("command") == self.command)
+        if earlier and not self.overwrite and not self.resumed:
             if not had_lock:  # refused: the folder stays as it was
                 (path / LOCK_FILE).unlink()
             self._close()
-            raise ConfigError(f"--out {path} already holds a run ({', '.join(earlier)}); pass "
-                              "--overwrite to replace it or choose another --out")
-        for name in earlier:
+            raise ConfigError(_refusal(path, earlier, left, self.command is not None))
+        for name in [] if self.resumed else earlier:
             (path / name).unlink()
         self.path = path
         self.set_status("running")
         return path
 
     def set_status(self, status: str) -> None:
-        """Record ``running``, ``finished`` or ``interrupted`` in ``status.json``."""
+        """Record ``running``, ``finished`` or ``interrupted`` in ``status.json`` (with the
+        command, when the run has one)."""
         assert self.path is not None
-        write_status(self.path / STATUS_FILE, status)
+        details = {} if self.command is None else {"command": self.command}
+        write_status(self.path / STATUS_FILE, status, **details)
 
     def release(self, status: str) -> None:
         """Record the final ``status`` (``finished`` or ``interrupted``) and drop the lock."""
@@ -99,8 +116,12 @@ class RunFolder:
 
     def abandon(self) -> None:
         """Undo :meth:`claim` after an error: the folder is as it was (the run's files that
-        exist now are this run's: :meth:`claim` removed or refused any earlier ones)."""
+        exist now are this run's: :meth:`claim` removed or refused any earlier ones), or, for a
+        run that continued an interrupted one, interrupted again with its files kept."""
         if self._lock is None or self.path is None:
+            return
+        if self.resumed:
+            self.release("interrupted")
             return
         for name in {*self.files, STATUS_FILE}:
             (self.path / name).unlink(missing_ok=True)
@@ -121,6 +142,26 @@ def write_status(path: Path, status: str, **details: str) -> None:
     write_atomic(path, strict_json({
         "status": status, "pid": os.getpid(),
         "time": datetime.now(UTC).isoformat(timespec="seconds"), **details}))
+
+
+def _status(path: Path) -> dict[str, object]:
+    """The ``status.json`` in ``path`` (empty when there is none or it is unreadable)."""
+    try:
+        status = json.loads((path / STATUS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def _refusal(path: Path, earlier: list[str], left: dict[str, object], resumable: bool) -> str:
+    """Why ``path`` cannot be claimed without ``--overwrite``: an earlier run's files
+    ``earlier`` (``left``: its ``status.json``); for a command that resumes, what would."""
+    if resumable and left.get("status") in ("interrupted", "running"):
+        return (f"--out {path} holds an interrupted run of another command "
+                f"({left.get('command') or 'not recorded'}); rerun that command to continue "
+                "it, pass --overwrite to replace it or choose another --out")
+    return (f"--out {path} already holds a run ({', '.join(earlier)}); pass --overwrite to "
+            "replace it or choose another --out")
 
 
 def _new_default_folder(label: str) -> Path:

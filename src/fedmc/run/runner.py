@@ -91,7 +91,7 @@ def execute(
     final.config = {**final.config, "run": run.settings(),
                     "data": {**final.config["data"],
                              "validation_fraction": run.data.validation_fraction}}
-    final.validation_history = first.history
+    final.validation_history = first.validation_history
     return final
 
 
@@ -106,7 +106,9 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
 
     A factor model's run also evaluates its top-``ranking_k`` lists once training is over (the
     columns are added to the last history row, :mod:`fedmc.core.ranking`) and builds the model
-    artifact (``RunResult.artifact``; user factors only with ``save_user_factors``).
+    artifact (``RunResult.artifact``; user factors only with ``save_user_factors``). An early
+    stop publishes its best round's model: the history ends at that round (``history.csv``
+    describes the published model) and ``validation_history`` is the whole curve that chose.
 
     ``kernels="auto"`` runs a rank whose specialized kernels are not compiled yet on the
     generic kernels instead of compiling them first (:mod:`fedmc.run.precompile`; the caller may
@@ -171,9 +173,12 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
                                  else specialized[1])
     history: History = model.history_  # type: ignore[attr-defined]  # set by fit
     stopped = getattr(model, "stopped_", None)
+    best = None if stopped is None else stopped["round"]
     if run.ranking_k is not None and run.schedule.eval_k is None \
-            and isinstance(model, FactorPredictions):
-        history.rows[-1].update(model.ranking_metrics(data, run.ranking_k))
+            and isinstance(model, FactorPredictions):  # of the published model
+        published = history.rows[-1] if best is None else next(
+            row for row in history.rows if row["round"] == best)
+        published.update(model.ranking_metrics(data, run.ranking_k))
     artifact = None
     if factor_model:
         artifact = FactorModel.from_estimator(model, data if run.save_user_factors else None)
@@ -191,7 +196,12 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
         "versions": versions(),
         "kernels": "generic" if generic else "specialized",
     }
-    return RunResult(model, data, history, summary, config, artifact)
+    if best is None:
+        return RunResult(model, data, history, summary, config, artifact)
+    # an early stop publishes its best round's model: the history ends there, the whole
+    # curve that chose is the validation history
+    return RunResult(model, data, History([row for row in history.rows if row["round"] <= best]),
+                     summary, config, artifact, validation_history=history)
 
 
 PUBLIC_SIZES = ("users", "items", "rows", "columns", "clients")

@@ -392,7 +392,11 @@ def run_private_search(search: PrivateSearch, rng: np.random.Generator | None = 
     spent = search_epsilon(plan, noise, search.score_scale, search.mean_trials, search.shape,
                            dp.delta, search.accounted_choice)
     best.guarantee = guarantee(search, plan, noise, spent, dp.delta, dp.unit)
-    best.result.summary = {**best.result.summary, "privacy": best.guarantee}
+    # the published model's epsilon is the search's (its training's alone: history.csv)
+    summary = {**best.result.summary, "privacy": best.guarantee}
+    if "epsilon" in summary:
+        summary["epsilon"] = spent
+    best.result.summary = summary
     return best
 
 

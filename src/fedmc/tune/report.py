@@ -1,8 +1,9 @@
 """What ``fedmc tune`` leaves beside its study: the trials table (``trials.csv``), the best
 settings as a run configuration (``best.json``) and the plots of the search (``search.png``:
 every trial's score and the best so far; ``settings.png``: each searched setting against the
-score). Figures are drawn on a bare :class:`matplotlib.figure.Figure` (Agg), as the
-experiments' are."""
+score, of the completed trials alone: a pruned trial's value is that of an early round).
+Figures are drawn on a bare :class:`matplotlib.figure.Figure` (Agg), as the experiments'
+are."""
 
 from __future__ import annotations
 
@@ -24,22 +25,29 @@ DPI = 100
 
 
 def trial_rows(study: Any) -> list[dict[str, Any]]:
-    """One row per trial: number, state, score, best round, seconds, then its settings."""
+    """One row per trial started (not those queued, waiting): number, state (Optuna's,
+    ``interrupted`` for a trial a signal or a killed process stopped:
+    :func:`fedmc.tune.search.close_interrupted`), score, best round, seconds (training alone),
+    seconds spent compiling kernels, then its settings."""
     names = sorted({name for t in study.trials for name in t.params})
-    return [{"trial": t.number, "state": t.state.name.lower(), "value": t.value,
+    return [{"trial": t.number,
+             "state": "interrupted" if t.user_attrs.get("interrupted") else t.state.name.lower(),
+             "value": t.value,
              "best_round": t.user_attrs.get("best_round"),
              "seconds": t.user_attrs.get("seconds"),
-             **{name: t.params.get(name) for name in names}} for t in study.trials]
+             "compile_seconds": t.user_attrs.get("compile_seconds"),
+             **{name: t.params.get(name) for name in names}} for t in study.trials
+            if t.state.name != "WAITING"]
 
 
-def write_trials(path: Path, rows: list[dict[str, Any]]) -> None:
+def trials_text(rows: list[dict[str, Any]]) -> str:
     """``trials.csv`` of :func:`trial_rows` (an empty cell where a trial has no value)."""
     text = io.StringIO()
     if rows:
         writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
         writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
-    write_atomic(path, text.getvalue())
+    return text.getvalue()
 
 
 def command_line(run: RunSpec, settings: dict[str, Any], typed: list[str]) -> str:
@@ -51,15 +59,17 @@ def command_line(run: RunSpec, settings: dict[str, Any], typed: list[str]) -> st
         [*params, f"--rounds {run.schedule.rounds}"])
 
 
-def write_best(path: Path, search: Search, study: Any, final: RunSpec, typed: list[str],
-               column: str) -> None:
-    """``best.json``: the best trial, its score, its settings, the run configuration of the
-    final run (``run``: the spec as ``config.json`` holds it) and its command line."""
+def write_best(path: Path, search: Search, study: Any, final: RunSpec, config: dict[str, Any],
+               typed: list[str], column: str) -> None:
+    """``best.json``: the best trial, its score, its settings, the final run's configuration
+    (``config``: its ``config.json``, whose ``run`` and ``data`` it repeats) and its command
+    line."""
     best = study.best_trial
     write_atomic(path, strict_json({
         "trial": best.number, "metric": column, "value": best.value,
         "best_round": best.user_attrs["best_round"], "settings": dict(best.params),
-        **_final_fields(search.space, final, dict(best.params), typed)}))
+        **_final_fields(search.space, search.options.validation_fraction, final, config,
+                        dict(best.params), typed)}))
 
 
 def write_private_best(path: Path, search: PrivateSearch, chosen: Chosen,
@@ -71,17 +81,21 @@ def write_private_best(path: Path, search: PrivateSearch, chosen: Chosen,
     fold-in candidate's score: they are not released."""
     write_atomic(path, strict_json({
         "metric": f"{SCORE} (noised)", "value": chosen.score, "settings": chosen.settings,
-        **_final_fields({**search.space, **search.fold_in}, chosen.spec, chosen.settings,
-                        typed),
+        **_final_fields({**search.space, **search.fold_in}, search.options.validation_fraction,
+                        chosen.spec, chosen.result.config, chosen.settings, typed),
         "privacy": chosen.guarantee}))
 
 
-def _final_fields(space: dict[str, Any], final: RunSpec, settings: dict[str, Any],
+def _final_fields(space: dict[str, Any], cut: float | None, final: RunSpec,
+                  config: dict[str, Any], settings: dict[str, Any],
                   typed: list[str]) -> dict[str, Any]:
-    """What both ``best.json`` say of the search and of the final run."""
-    return {"space": {name: vars(r) for name, r in space.items()},
+    """What both ``best.json`` say of the search (its space and ``validation_fraction``, the
+    cut its choices were scored on: the final run's ``data`` say 0, it trains on every
+    training rating) and of the final run (its ``config.json``'s ``run`` and ``data``: the
+    data's sizes as the run found them)."""
+    return {"space": {name: vars(r) for name, r in space.items()}, "validation_fraction": cut,
             "algorithm": final.algorithm, "params": final.params,
-            "run": final.settings(), "data": final.data.model_dump(mode="json"),
+            "run": config["run"], "data": config["data"],
             "command": command_line(final, settings, typed)}
 
 
@@ -110,11 +124,11 @@ def plot_search(folder: Path, rows: list[dict[str, Any]], column: str, larger: b
     write_atomic(folder / "search.png", lambda fh: fig.savefig(fh, format="png", dpi=DPI))
     names = list(space)
     fig = Figure(figsize=(3.4 * len(names), 3.2))
-    for i, name in enumerate(names):
+    for i, name in enumerate(names):  # a pruned trial's value is an early round's: no score
         ax = fig.add_subplot(1, len(names), i + 1)
         searched = space[name]
-        ax.scatter([str(r[name]) if isinstance(searched, Choice) else r[name] for r in done],
-                   [r["value"] for r in done], s=14)
+        ax.scatter([str(r[name]) if isinstance(searched, Choice) else r[name]
+                    for r in complete], [r["value"] for r in complete], s=14)
         if isinstance(searched, Range) and searched.log:
             ax.set_xscale("log")
         ax.set_xlabel(name)

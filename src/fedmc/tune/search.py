@@ -17,6 +17,11 @@ NDCG@K for interactions); its best round is kept. The final run (:func:`final_ru
 best trial's settings trained on every training rating for its best round's number of
 rounds: the refit of an early-stopped run (:meth:`fedmc.run.settings.RunSpec.refit`). Nothing
 reads the test ratings to choose.
+
+A study resumes (Optuna's ``create_study(load_if_exists=True)``, :func:`open_study`): a search
+stopped by a signal closes its running trial as interrupted and queues its settings again
+(:func:`close_interrupted`), and the same search opened again runs until its trials have
+finished, the finished ones kept.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from typing import Any
 
 from fedmc.algorithms.registry import spec
 from fedmc.algorithms.spec import Choice, Searched
+from fedmc.core.compile_time import compile_seconds
+from fedmc.data import FederatedData
 from fedmc.errors import ConfigError
 from fedmc.federation.settings import EarlyStopping
 from fedmc.federation.validation import stopping_column
@@ -58,7 +65,8 @@ class Search:
     trials
         Trials to finish (completed or pruned), counted over every process on the study.
     storage
-        The study's database URL (``sqlite:///...`` by default, in the output folder).
+        The study's database URL (``sqlite:///...`` by default, in the output folder; None:
+        in memory, :func:`fedmc.tune.api.tune`'s default).
     study_name
         The study's name in that database.
     pruner
@@ -73,17 +81,21 @@ class Search:
     trial_eval_every
         A trial evaluates every this many rounds (None: as ``options`` say); the final run
         evaluates as ``options`` say.
+    exclusive
+        Whether the study is this search's alone (its output folder's database, held by the
+        folder's lock): a trial found running in it was left by a process that died.
     """
 
     options: RunOptions
     space: dict[str, Searched]
     trials: int
-    storage: str
+    storage: str | None
     study_name: str = "fedmc"
     pruner: str = "median"
     seed: int | None = 0
     timeout: float | None = None
     trial_eval_every: int | None = None
+    exclusive: bool = True
 
     def trial_spec(self, values: dict[str, Any]) -> RunSpec:
         """The run of one trial: the options with the trial's ``values`` among the params,
@@ -110,24 +122,24 @@ class Search:
         return stopping_column(schedule.early_stopping or EarlyStopping(), schedule.eval_k)
 
 
-def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None) -> Any:
-    """Run the search; the Optuna study (every trial so far, this process's and others').
+def open_study(search: Search) -> Any:
+    """The search's study, created in its database when it is not there yet (with the trials
+    a new study starts from: :func:`grid_of` or :func:`default_values`), else taken up where
+    it stopped; opened before any data are read, so a storage that cannot be opened costs no
+    loading. In a study of its own (``exclusive``) a trial still marked running was left by a
+    process that died: it is closed as interrupted (:func:`close_interrupted`).
 
     Raises
     ------
     ConfigError
-        Options every trial would refuse (checked once before the study starts), or a study
-        in ``storage`` whose direction is not this search's.
+        A storage that is no database URL, whose driver is not installed or that cannot be
+        opened, or a study in it whose direction is not this search's.
     """
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    column, larger = search.column()
-    first = search.base
-    rounds = first.schedule.rounds
-    # every trial reads the same data (only the algorithm's settings differ): loaded once
-    loaded = None if spec(first.algorithm).data_kind == "boolean" else federated_data(first.data)
-    warmup = max(1, int(rounds * spec(first.algorithm).search_warmup))
+    _, larger = search.column()
+    warmup = max(1, int(search.base.schedule.rounds * spec(search.base.algorithm).search_warmup))
     pruner = {"median": lambda: optuna.pruners.MedianPruner(n_startup_trials=3,
                                                             n_warmup_steps=warmup),
               "halving": lambda: optuna.pruners.SuccessiveHalvingPruner(min_resource=warmup),
@@ -135,39 +147,160 @@ def run_study(search: Search, on_trial: Callable[[Any, Any], None] | None = None
     sampler = optuna.samplers.TPESampler(
         seed=search.seed, n_startup_trials=min(10, max(3, search.trials // 3)))
     study = _open_study(search, "maximize" if larger else "minimize", sampler, pruner)
+    if search.exclusive:
+        close_interrupted(study, [t.number for t in study.get_trials(deepcopy=False)])
+    if not study.trials:  # a new study starts from the run's own settings (or its grid)
+        for values in grid_of(search) or [default_values(search)]:
+            study.enqueue_trial(values)
+    return study
+
+
+def trial_data(search: Search) -> tuple[FederatedData, dict[str, Any]] | None:
+    """The data every trial reads (only the algorithm's settings differ between trials),
+    loaded once, the searched values checked on them (:func:`check_space`); None for Boolean
+    data, which each trial loads.
+
+    Raises
+    ------
+    ConfigError
+        Data that cannot be loaded, or a searched value the algorithm refuses.
+    """
+    first = search.base
+    loaded = None if spec(first.algorithm).data_kind == "boolean" else federated_data(first.data)
+    check_space(search, None if loaded is None else loaded[0])
+    return loaded
+
+
+def run_study(search: Search, study: Any,
+              loaded: tuple[FederatedData, dict[str, Any]] | None,
+              on_trial: Callable[[Any, Any], None] | None = None) -> Any:
+    """Run the search's trials in ``study`` (:func:`open_study`) on ``loaded``
+    (:func:`trial_data`) until :meth:`Search.planned_trials` have finished over every process
+    on it; the study (every trial so far, this process's and others').
+
+    Trials run on the generic kernels at a rank whose specialized ones are not compiled
+    (``kernels="auto"``, :mod:`fedmc.run.precompile`): compiled once for every rank, not once
+    per rank tried, before the first trial (:func:`warm_up`). A trial's ``seconds`` leave out
+    the time it spent compiling (its ``compile_seconds``,
+    :func:`fedmc.core.compile_time.compile_seconds`), so a trial that compiles looks no slower
+    than the others. Whatever stops the search from outside its
+    trials (a signal) first closes this process's running trial as interrupted
+    (:func:`close_interrupted`).
+    """
+    import optuna
+
+    compile_seconds()  # counting from here
+    column, larger = search.column()
+    first = search.base
+    # every trial reads the same data (only the algorithm's settings differ): loaded once
+    loaded = None if spec(first.algorithm).data_kind == "boolean" else federated_data(first.data)
+    check_space(search, None if loaded is None else loaded[0])
+    mine: list[int] = []
 
     def objective(trial: Any) -> float:
+        mine.append(trial.number)
         values = {name: suggest(trial, name, r) for name, r in search.space.items()}
         run = search.trial_spec(values)
+        started, compiling = time.perf_counter(), compile_seconds()
+
+        def timed() -> None:  # the trial's training seconds, its compiling apart
+            compiled = compile_seconds() - compiling
+            trial.set_user_attr("seconds", time.perf_counter() - started - compiled)
+            trial.set_user_attr("compile_seconds", compiled)
 
         def report(k: int, row: dict[str, float] | None) -> None:
             if row is None or not math.isfinite(row.get(column, math.nan)):
                 return
             trial.report(row[column], k)
             if trial.should_prune():
-                trial.set_user_attr("seconds", time.perf_counter() - started)
+                timed()
                 raise optuna.TrialPruned(f"round {k}: {column} {row[column]:.4f}")
 
-        started = time.perf_counter()
-        result = execute(run, callback=report, loaded=loaded)
-        trial.set_user_attr("seconds", time.perf_counter() - started)
+        try:
+            result = execute(run, callback=report, loaded=loaded, kernels="auto")
+        except ConfigError as exc:  # settings the run refuses: the trial fails, with why
+            trial.set_user_attr("error", str(exc))
+            raise
+        timed()
         best_round, value = best_of(result.history.rows, column, larger,
                                     result.summary.get("early_stopping"))
         trial.set_user_attr("best_round", best_round)
         return value
 
-    if not study.trials:  # a new study starts from the run's own settings (or its grid)
-        for values in grid_of(search) or [default_values(search)]:
-            study.enqueue_trial(values)
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     wanted = search.planned_trials()
     callbacks = [optuna.study.MaxTrialsCallback(wanted, states=finished)]
     if on_trial is not None:
         callbacks.append(on_trial)
-    if sum(t.state in finished for t in study.trials) < wanted:
-        study.optimize(objective, n_trials=wanted, timeout=search.timeout,
-                       callbacks=callbacks, catch=(ConfigError,))
+    try:
+        if sum(t.state in finished for t in study.trials) < wanted:
+            warm_up(search, loaded)
+            study.optimize(objective, n_trials=wanted, timeout=search.timeout,
+                           callbacks=callbacks, catch=(ConfigError,))
+    except BaseException:
+        close_interrupted(study, mine)
+        raise
     return study
+
+
+def warm_up(search: Search, loaded: tuple[FederatedData, dict[str, Any]] | None) -> None:
+    """Compile the kernels the trials run before the first one: the run's own settings
+    (:func:`default_values`) for one round on ``loaded``, evaluated, the result thrown away.
+    A trial that runs other kernels (another consensus mode of FedMC-ADMM, a rank whose
+    specialized kernels are compiled) compiles them itself, which its ``compile_seconds``
+    say; settings the run refuses are left to the trials."""
+    run = search.trial_spec(default_values(search))
+    try:
+        execute(run.model_copy(update={"schedule": run.schedule.model_copy(
+            update={"rounds": 1, "eval_every": 1})}), loaded=loaded, kernels="auto")
+    except ConfigError:
+        return
+
+
+def close_interrupted(study: Any, numbers: list[int]) -> None:
+    """Close the trials ``numbers`` of ``study`` that are still running: failed, with the user
+    attribute ``interrupted``, their settings queued again so that the search, continued,
+    tries them first."""
+    import optuna
+
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        if t.number in numbers:
+            study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            # a queued trial's settings whole (a signal may come between two suggestions)
+            study.enqueue_trial({**t.params, **t.system_attrs.get("fixed_params", {})})
+
+
+def check_space(search: Search, data: FederatedData | None) -> None:
+    """Refuse a searched value the algorithm refuses on its own: each end of a range and each
+    value of a choice, with the other settings as the run takes them, against the bounds of
+    the algorithm's ``Config`` on that setting and, with ``data``, the rank the data allow.
+    A value refused only together with another setting (a rule between two) is left to the
+    trials, which skip such settings.
+
+    Raises
+    ------
+    ConfigError
+        A value refused, named by its ``--space`` setting.
+    """
+    from pydantic import ValidationError
+
+    for name, searched in search.space.items():
+        ends = (searched.values if isinstance(searched, Choice) else
+                (int(searched.low), int(searched.high)) if searched.integer else
+                (searched.low, searched.high))
+        for value in ends:
+            try:
+                cfg = search.trial_spec({name: value}).config()
+                if data is not None and hasattr(cfg, "check_rank"):
+                    cfg.check_rank(data.n_users, data.n_items)
+            except ValidationError as exc:
+                mine = [e for e in exc.errors() if tuple(e["loc"][:1]) == (name,)]
+                if mine:
+                    raise ConfigError(f"--space {name}: {value} is refused "
+                                      f"({mine[0]['msg']})") from None
+            except ConfigError as exc:
+                raise ConfigError(f"--space {name}: {value} is refused ({exc})") from None
 
 
 def grid_of(search: Search) -> list[dict[str, Any]] | None:
@@ -219,20 +352,38 @@ def _open_study(search: Search, direction: str, sampler: Any, pruner: Any) -> An
     """The search's study, created if it is not in its database yet. Processes started
     together on a new database race to create its tables: the loser tries again."""
     import optuna
-    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.exc import ArgumentError, DBAPIError
 
+    where = f"--storage {search.storage}"
     for attempt in range(10):
         try:
             return optuna.create_study(
                 study_name=search.study_name, storage=search.storage, load_if_exists=True,
                 direction=direction, sampler=sampler, pruner=pruner)
-        except DBAPIError:  # the table, or its version row, made meanwhile by the other
-            if attempt == 9:
-                raise
+        except ArgumentError:
+            raise ConfigError(f"{where}: not a database URL (sqlite:///PATH, "
+                              "postgresql://USER@HOST/DB, ...)") from None
+        except ImportError:
+            raise ConfigError(f"{where}: the Python driver of that database is not "
+                              "installed") from None
+        except DBAPIError as exc:
+            # the table, or its version row, made meanwhile by the other process
+            if attempt == 9 or not _a_race(exc):
+                reason = " ".join(str(exc.orig).split())
+                raise ConfigError(f"{where}: cannot open the database ({reason})") from None
             time.sleep(0.2 * (attempt + 1))
         except ValueError as exc:  # another search's study under that name
-            raise ConfigError(f"--storage {search.storage}: {exc}") from None
+            raise ConfigError(f"{where}: {exc}") from None
     raise AssertionError("unreachable")
+
+
+def _a_race(exc: Exception) -> bool:
+    """Whether a database error is that of two processes creating one study's tables at
+    once (worth trying again) rather than a database that cannot be opened."""
+    from sqlalchemy.exc import IntegrityError
+
+    text = str(exc).lower()
+    return isinstance(exc, IntegrityError) or "already exists" in text or "locked" in text
 
 
 def best_of(rows: list[dict[str, float]], column: str, larger: bool,

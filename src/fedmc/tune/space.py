@@ -45,7 +45,7 @@ def parse_choice(name: str, text: str) -> Choice:
     """
     values = tuple(v.strip() for v in text.split(","))
     if not all(values) or len(set(values)) < 2:
-        raise ConfigError(f"--space {name}={text}: expected two or more different values "
+        raise ConfigError(f"--space {name}: {text}: expected two or more different values "
                           f"A,B[,...]")
     return Choice(values)
 
@@ -62,15 +62,15 @@ def parse_range(name: str, text: str) -> Range:
     parts = [p.strip() for p in text.split(":")]
     flags = set(parts[2:])
     if len(parts) < 2 or flags - {"log", "int"}:
-        raise ConfigError(f"--space {name}={text}: expected LO:HI, optionally :log and :int")
+        raise ConfigError(f"--space {name}: {text}: expected LO:HI, optionally :log and :int")
     try:
         low, high = float(parts[0]), float(parts[1])
     except ValueError:
-        raise ConfigError(f"--space {name}={text}: LO and HI must be numbers") from None
+        raise ConfigError(f"--space {name}: {text}: LO and HI must be numbers") from None
     if not low < high:
-        raise ConfigError(f"--space {name}={text}: LO must be below HI")
+        raise ConfigError(f"--space {name}: {text}: LO must be below HI")
     if "log" in flags and low <= 0:
-        raise ConfigError(f"--space {name}={text}: a log scale needs LO > 0")
+        raise ConfigError(f"--space {name}: {text}: a log scale needs LO > 0")
     return Range(low, high, log="log" in flags, integer="int" in flags)
 
 

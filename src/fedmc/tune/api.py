@@ -1,0 +1,98 @@
+"""A search from Python: :func:`tune`, what ``fedmc tune`` does without its output folder."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fedmc.errors import ConfigError
+from fedmc.run.options import RunOptions
+from fedmc.run.runner import RunResult, execute
+from fedmc.run.settings import TUNE_VALIDATION, RunSpec, resolve
+from fedmc.tune import TUNE_EVALUATIONS
+from fedmc.tune import search as steps
+from fedmc.tune.search import PRUNERS, Search
+from fedmc.tune.space import search_space
+
+
+@dataclass
+class Tuned:
+    """What a search found.
+
+    Attributes
+    ----------
+    study
+        Optuna's study: every trial (``study.trials_dataframe()`` is ``trials.csv``).
+    settings
+        The best trial's settings.
+    run
+        The final run: those settings on every training rating for the best trial's best
+        round's number of rounds.
+    result
+        Its result: ``result.model`` the fitted estimator, ``result.summary`` its test
+        metrics, ``result.artifact`` its model (:class:`fedmc.model.FactorModel`).
+    """
+
+    study: Any
+    settings: dict[str, Any]
+    run: RunSpec
+    result: RunResult
+
+
+def tune(space: Mapping[str, str] | None = None, *, trials: int = 20,
+         storage: str | None = None, study_name: str = Search.study_name,
+         pruner: str = Search.pruner, timeout: float | None = None, **options: Any) -> Tuned:
+    """Search an algorithm's settings on the clients' validation cut, then train the best ones
+    on every training rating, as ``fedmc tune`` does (``docs/tuning.md``).
+
+    Parameters
+    ----------
+    space
+        Ranges and choices searched, by setting, as ``--space`` writes them
+        (``{"rank": "8:128:log:int", "consensus": "all,rated", "beta": "off"}``), over the
+        algorithm's declared space; None: the declared space alone.
+    trials
+        Trials to finish (completed or pruned), over every process on the study.
+    storage
+        The study's database URL (several processes given one work on one search, and a
+        search stopped part way continues where it stopped); None: in memory.
+    study_name
+        The study's name in ``storage``.
+    pruner
+        ``median``, ``halving`` or ``none``.
+    timeout
+        Seconds after which no new trial starts (None: no limit).
+    **options
+        The run's options, any field of :class:`fedmc.run.options.RunOptions`
+        (``algorithm="fedals"``, ``dataset="ml-100k"``, ``implicit=True``, ``rounds=50``,
+        ``params={"rank": 16}`` to fix a setting, ``validation_fraction``: default 0.2).
+
+    Raises
+    ------
+    ConfigError
+        Options or a space the search refuses (checked before any trial), or no trial
+        completed.
+    """
+    if trials < 1:
+        raise ConfigError(f"trials must be >= 1, got {trials}")
+    if pruner not in PRUNERS:
+        raise ConfigError(f"pruner takes {'|'.join(PRUNERS)}, got {pruner!r}")
+    run_options = RunOptions(**{"validation_fraction": TUNE_VALIDATION, **options})
+    if not run_options.validation_fraction:
+        raise ConfigError("validation_fraction: a search scores its trials on a validation cut")
+    base = resolve(run_options)
+    search = Search(run_options.model_copy(update={"algorithm": base.algorithm}),
+                    search_space(base.algorithm, base.data.implicit, space or {},
+                                 run_options.params),
+                    trials, storage, study_name, pruner,
+                    seed=run_options.seed if storage is None else None, timeout=timeout,
+                    trial_eval_every=None if "eval_every" in options else max(
+                        1, base.schedule.rounds // TUNE_EVALUATIONS),
+                    exclusive=storage is None)
+    steps.check_space(search, None)
+    study = steps.run_study(search, steps.open_study(search), steps.trial_data(search))
+    if not any(t.state.name == "COMPLETE" for t in study.trials):
+        raise ConfigError("no trial completed")
+    final = steps.final_run(search, study)
+    return Tuned(study, dict(study.best_trial.params), final, execute(final))
