@@ -161,7 +161,7 @@ def test_new_rank_runs_on_generic_kernels_then_on_compiled_ones(monkeypatch, cap
     from fedmc.run import precompile
 
     class Child:
-        def wait(self) -> None:
+        def wait(self, timeout: float | None = None) -> None:
             warmed.append("waited")
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -289,3 +289,17 @@ def test_config_json_names_the_clients_that_ran(monkeypatch, capsys, tmp_path, r
     assert code == 0, err
     config = json.loads((tmp_path / "o" / "config.json").read_text())
     assert config["data"]["clients"] == config["data"]["users"] > 1
+
+
+def test_a_warm_up_child_that_hangs_is_stopped(monkeypatch):
+    """A run waits for the child compiling its generic kernels at most WARM_UP_LIMIT seconds,
+    then stops it and goes on."""
+    import subprocess
+    import sys
+
+    from fedmc.run import precompile
+
+    monkeypatch.setattr(precompile, "WARM_UP_LIMIT", 0.2)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    precompile.wait_for(child)
+    assert child.returncode is not None and child.returncode != 0

@@ -106,6 +106,22 @@ def compile_generic_alongside(algorithm: str, params: dict[str, Any]) -> subproc
     )
 
 
+WARM_UP_LIMIT = 120.0
+"""Seconds a run waits for :func:`compile_generic_alongside`'s child at most (it compiles in
+about 10 s on a 2-core machine); past them the child is stopped and the run compiles what it
+still needs itself."""
+
+
+def wait_for(child: subprocess.Popen) -> None:
+    """Wait for a child of :func:`compile_generic_alongside`, at most :data:`WARM_UP_LIMIT`
+    seconds (then stop it: a kernel it left half-compiled is compiled by the run)."""
+    try:
+        child.wait(timeout=WARM_UP_LIMIT)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
 def _tiny_data(width: int):
     """A small random rating set on which every kernel of a run at ``width`` compiles."""
     from fedmc.data import FederatedData, Ratings

@@ -165,7 +165,7 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     load_seconds = time.perf_counter() - started
     waited = 0.0
     if warming is not None:  # the kernels it compiled meanwhile, loaded from the cache
-        warming.wait()
+        precompile.wait_for(warming)
         waited = time.perf_counter() - started - load_seconds
     model.fit_with_progress(data, callback)
     if specialized is not None:
