@@ -113,9 +113,9 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     ``kernels="auto"`` runs a rank whose specialized kernels are not compiled yet on the
     generic kernels instead of compiling them first (:mod:`fedmc.run.precompile`; the caller may
     then compile them in the background: ``RunResult.config["kernels"]`` says which ran); where
-    the generic kernels are not compiled either, a child process compiles them while the data
-    load, and the run waits for it before training (its wait counted in
-    ``compile_seconds``).
+    the generic kernels are not compiled either and the data are still to be loaded, a child
+    process compiles them while the data load, and the run waits for it before training (its
+    wait counted in ``compile_seconds``; with ``loaded`` data there is nothing to overlap).
     """
     started = time.perf_counter()
     compiled_before = compile_seconds()
@@ -132,7 +132,8 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     warming = None
     if specialized is not None:
         use_generic_kernels(specialized[1], generic)
-        if generic and not precompile.is_compiled(specialized[0], precompile.GENERIC):
+        if generic and loaded is None \
+                and not precompile.is_compiled(specialized[0], precompile.GENERIC):
             warming = precompile.compile_generic_alongside(run.algorithm,
                                                            cfg.model_dump(mode="json"))
     dp = run.schedule.dp
