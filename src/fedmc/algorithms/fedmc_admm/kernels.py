@@ -78,9 +78,9 @@ def w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_in
     kv = scratch_vector(token)
     w = scratch_vector(token)
     w_new = scratch_vector(token)
-    next_j = 0
+    next_j = np.int64(0)  # int64 like j and n: relax_unrated compiles once, not four times
     for g in range(g0, g1):
-        j = g_item[g]
+        j = np.int64(g_item[g])
         relax_unrated(Wc, Yc, V, next_j, j, c_n, beta, token)
         next_j = j + 1
         if g_ptr[g + 1] - g_ptr[g] == 1:  # a third of the columns on ML-1M
