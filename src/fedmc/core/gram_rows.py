@@ -21,6 +21,7 @@ not its users' rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numba
 import numpy as np
@@ -80,8 +81,11 @@ class GramRows:
         X = sp.csr_matrix((self.x, self.items, self.entry_ptr), shape=(n_users, self.width))
         return (L @ X).toarray()
 
+    @cached_property
     def _row_stats(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every stored row's squared norm and its number of entries ``l >= j``."""
+        """Every stored row's squared norm and its number of entries ``l >= j`` (one pass,
+        kept: a private exchange reads both, the clipping the norms and the count of bytes
+        the entries)."""
         norms = np.zeros(len(self.index))
         upper = np.zeros(len(self.index), dtype=np.int64)
         _gram_row_stats(norms, upper, self.ptr, self.index, self.users, self.entry_ptr,
@@ -92,7 +96,7 @@ class GramRows:
         """Numbers the batch's clients send: the packed upper triangle of each one's Gram
         (:meth:`upper_triangle`), per stored row its index and its count of entries
         ``l >= j``, and each entry with its column."""
-        return 2 * len(self.index) + 2 * int(self._row_stats()[1].sum())
+        return 2 * len(self.index) + 2 * int(self._row_stats[1].sum())
 
     def upper_triangle(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What a client sends (Flower's wire, :mod:`fedmc.flower.wire`): per stored row its
@@ -106,7 +110,7 @@ class GramRows:
     def squared_norms(self) -> np.ndarray:
         """The squared L2 norm of every stored row ``G_k[j]`` (their sum over a client is
         ``||G_k||_F^2``)."""
-        return self._row_stats()[0]
+        return self._row_stats[0]
 
     def add_to(self, flat: np.ndarray, weights: np.ndarray) -> None:
         """``flat += sum_k weights[k] G_k`` (``flat``: the summed ``n x n`` array), user by
