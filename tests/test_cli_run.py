@@ -168,7 +168,7 @@ def test_new_rank_runs_on_generic_kernels_then_on_compiled_ones(monkeypatch, cap
     monkeypatch.setenv("FEDMC_KERNELS", "auto")
     monkeypatch.setattr(precompile, "compile_in_background", lambda a, p: calls.append((a, p)))
     monkeypatch.setattr(precompile, "compile_generic_alongside",
-                        lambda a, p: warmed.append((a, p)) or Child())
+                        lambda a, p: warmed.append((a, p)) or [Child()])
     calls: list = []
     warmed: list = []
     args = ["run", "--ratings", ratings_csv, "--clients", 4, "--rounds", 3, "--rank", 3, "-q"]
@@ -292,14 +292,15 @@ def test_config_json_names_the_clients_that_ran(monkeypatch, capsys, tmp_path, r
 
 
 def test_a_warm_up_child_that_hangs_is_stopped(monkeypatch):
-    """A run waits for the child compiling its generic kernels at most WARM_UP_LIMIT seconds,
-    then stops it and goes on."""
+    """A run waits for the children compiling its generic kernels at most WARM_UP_LIMIT
+    seconds in all, then stops them and goes on."""
     import subprocess
     import sys
 
     from fedmc.run import precompile
 
     monkeypatch.setattr(precompile, "WARM_UP_LIMIT", 0.2)
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    precompile.wait_for(child)
-    assert child.returncode is not None and child.returncode != 0
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                for _ in range(2)]
+    precompile.wait_for(children)
+    assert all(c.returncode is not None and c.returncode != 0 for c in children)

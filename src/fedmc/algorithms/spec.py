@@ -173,6 +173,11 @@ class AlgorithmSpec:
         ``rank_token(cfg)``: whether the kernels that run a validated ``Config`` take the rank
         token (:func:`fedmc.core.kernels.rank_token`), so a run compiles them for its rank
         (:mod:`fedmc.run.precompile`).
+    round_warm_up
+        ``"module:function"``, ``function(cfg)``: a call that compiles the client step of one
+        round of ``cfg`` without the data's kernels, or None where it has none; with it, the
+        first run compiles its generic kernels in two processes at once
+        (:mod:`fedmc.run.precompile`). None: no such call.
     estimator
         The name of its scikit-learn facade in :mod:`fedmc.estimators`.
     search_space
@@ -211,6 +216,7 @@ class AlgorithmSpec:
     default_for: tuple[str, ...] = ()
     dp_baseline_for: tuple[str, ...] = ()
     rank_token: Callable[[Any], bool] = never
+    round_warm_up: str | None = None
     estimator: str = ""
     search_space: Mapping[str, Searched] = field(default_factory=dict)
     fold_in_space: Mapping[str, Choice] = field(default_factory=dict)

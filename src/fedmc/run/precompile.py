@@ -12,10 +12,13 @@ rounding.
 
 The very first run of an algorithm compiles its generic kernels too. So that it does not
 compile them after the data's own (the synthetic generator's), one after the other, the runner
-starts ``python -m fedmc.run.precompile ALGORITHM PARAMS --generic`` as soon as it knows the
+starts ``python -m fedmc.run.precompile ALGORITHM PARAMS generic`` as soon as it knows the
 run's settings (:func:`compile_generic_alongside`): the child compiles the generic kernels into
 Numba's cache on a tiny problem while the run loads its data, and the run waits for it before
-training and loads them from the cache.
+training and loads them from the cache. An algorithm whose spec offers a ``round_warm_up``
+(FedMC-ADMM) has them compiled by two children at once, on a 2-core machine about a second
+sooner: one (``generic-round``) compiles a round's client step, the heaviest part, by that
+call, the other (``generic-setup``) a tiny federation's set-up exchange and evaluation.
 
 Markers live in ``$XDG_CACHE_HOME/fedmc/kernels/<fingerprint>/``, where the fingerprint
 covers the Python and Numba versions and the size and time of every source file of the
@@ -30,6 +33,8 @@ import os
 import platform
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +42,7 @@ import numba
 import numpy as np
 
 import fedmc
-from fedmc.algorithms.registry import AlgorithmSpec, spec
+from fedmc.algorithms.registry import AlgorithmSpec, load, spec
 from fedmc.data.catalog import user_cache_dir
 
 
@@ -62,7 +67,14 @@ def fingerprint() -> str:
 
 
 GENERIC = "generic"
-"""The marker's width for the generic kernels (compiled once for every rank)."""
+"""The marker's width for the generic kernels (compiled once for every rank), and the part of
+them a child compiles: all."""
+SETUP = "generic-setup"
+"""The part of the generic kernels a child compiles beside :data:`ROUND`'s: every one but a
+round's client step."""
+ROUND = "generic-round"
+"""The part of the generic kernels a child compiles beside :data:`SETUP`'s: a round's client
+step (the spec's ``round_warm_up``)."""
 
 
 def _marker(algorithm: str, width: int | str) -> Path:
@@ -96,30 +108,49 @@ def compile_in_background(algorithm: str, params: dict[str, Any]) -> None:
     )
 
 
-def compile_generic_alongside(algorithm: str, params: dict[str, Any]) -> subprocess.Popen:
-    """Start a child process that compiles ``algorithm``'s generic kernels for the settings
-    ``params`` (module docstring); the caller waits for it before it trains. The child is in
-    this process's group: a Ctrl-C at the terminal stops it too."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params), GENERIC],
+def round_warm_up(entry: AlgorithmSpec, cfg: Any) -> Callable[[], None] | None:
+    """The spec's call that compiles a round's client step of ``cfg`` on its own, if any."""
+    return None if entry.round_warm_up is None else load(entry.round_warm_up)(cfg)
+
+
+def compile_generic_alongside(algorithm: str, params: dict[str, Any]) -> list[subprocess.Popen]:
+    """Start the child processes that compile ``algorithm``'s generic kernels for the settings
+    ``params`` (module docstring: one, or :data:`SETUP` and :data:`ROUND` at once); the caller
+    waits for them before it trains. They are in this process's group: a Ctrl-C at the
+    terminal stops them too."""
+    entry = spec(algorithm)
+    split = round_warm_up(entry, entry.Config(**params)) is not None
+    return [subprocess.Popen(
+        [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params), part],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+        preexec_fn=_yielding if part == SETUP else None,
+    ) for part in ((SETUP, ROUND) if split else (GENERIC,))]
+
+
+def _yielding() -> None:
+    """Lower the priority of :data:`SETUP`'s child: it has time to spare (it ends seconds
+    before :data:`ROUND`'s), so the run's loading and :data:`ROUND`'s child go first on a
+    machine of two cores."""
+    os.nice(10)
 
 
 WARM_UP_LIMIT = 120.0
-"""Seconds a run waits for :func:`compile_generic_alongside`'s child at most (it compiles in
-about 10 s on a 2-core machine); past them the child is stopped and the run compiles what it
+"""Seconds a run waits for :func:`compile_generic_alongside`'s children at most (they compile
+in about 10 s on a 2-core machine); past them they are stopped and the run compiles what it
 still needs itself."""
 
 
-def wait_for(child: subprocess.Popen) -> None:
-    """Wait for a child of :func:`compile_generic_alongside`, at most :data:`WARM_UP_LIMIT`
-    seconds (then stop it: a kernel it left half-compiled is compiled by the run)."""
-    try:
-        child.wait(timeout=WARM_UP_LIMIT)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
+def wait_for(children: list[subprocess.Popen]) -> None:
+    """Wait for the children of :func:`compile_generic_alongside`, at most
+    :data:`WARM_UP_LIMIT` seconds in all (then stop them: a kernel one left half-compiled is
+    compiled by the run)."""
+    deadline = time.monotonic() + WARM_UP_LIMIT
+    for child in children:
+        try:
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
 
 
 def _tiny_data(width: int):
@@ -136,19 +167,32 @@ def _tiny_data(width: int):
     return FederatedData.from_split(ratings, random_test_mask(ratings, 0.2, 0), client, "zscore")
 
 
-def compile_now(algorithm: str, params: dict[str, Any], generic: bool = False) -> None:
-    """Compile ``algorithm``'s specialized kernels for ``params`` (with ``generic``, its
-    generic ones) and mark them compiled."""
+def compile_now(algorithm: str, params: dict[str, Any], part: str | None = None) -> None:
+    """Compile ``algorithm``'s specialized kernels for ``params`` and mark them compiled; with
+    ``part`` (:data:`GENERIC`, :data:`SETUP` or :data:`ROUND`) that part of its generic ones
+    instead (marked compiled when it is all of them)."""
     from fedmc.core.kernels import use_generic_kernels
-    from fedmc.estimators import estimator_class
 
-    kernels = kernels_of(spec(algorithm), spec(algorithm).Config(**params))
+    entry = spec(algorithm)
+    cfg = entry.Config(**params)
+    kernels = kernels_of(entry, cfg)
     if kernels is None:
         return
-    use_generic_kernels(kernels[1], generic)
-    estimator_class(algorithm)(**params, rounds=2, active=2).fit(_tiny_data(kernels[1]))
-    mark_compiled(kernels[0], GENERIC if generic else kernels[1])
+    use_generic_kernels(kernels[1], part is not None)
+    warm_up = round_warm_up(entry, cfg)
+    if part == ROUND and warm_up is not None:
+        warm_up()
+        return
+    from fedmc.estimators import estimator_class  # not for ROUND's: 0.1 s on its critical path
+
+    data = _tiny_data(kernels[1])
+    if part == SETUP:  # the rounds' own kernels are ROUND's; their layout is compiled here
+        data.item_major  # noqa: B018  # computed on first access
+    rounds = 0 if part == SETUP else 2
+    estimator_class(algorithm)(**params, rounds=rounds, active=2).fit(data)
+    if part in (None, GENERIC):
+        mark_compiled(kernels[0], GENERIC if part else kernels[1])
 
 
 if __name__ == "__main__":
-    compile_now(sys.argv[1], json.loads(sys.argv[2]), generic=sys.argv[3:] == [GENERIC])
+    compile_now(sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:4])

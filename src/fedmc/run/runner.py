@@ -113,8 +113,8 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     ``kernels="auto"`` runs a rank whose specialized kernels are not compiled yet on the
     generic kernels instead of compiling them first (:mod:`fedmc.run.precompile`; the caller may
     then compile them in the background: ``RunResult.config["kernels"]`` says which ran); where
-    the generic kernels are not compiled either and the data are still to be loaded, a child
-    process compiles them while the data load, and the run waits for it before training (its
+    the generic kernels are not compiled either and the data are still to be loaded, child
+    processes compile them while the data load, and the run waits for them before training (its
     wait counted in ``compile_seconds``; with ``loaded`` data there is nothing to overlap).
     """
     started = time.perf_counter()
@@ -165,7 +165,7 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
             announce_cost(cfg, run.schedule, data.train.nnz, data.n_clients)
     load_seconds = time.perf_counter() - started
     waited = 0.0
-    if warming is not None:  # the kernels it compiled meanwhile, loaded from the cache
+    if warming is not None:  # the kernels they compiled meanwhile, loaded from the cache
         precompile.wait_for(warming)
         waited = time.perf_counter() - started - load_seconds
     model.fit_with_progress(data, callback)

@@ -36,6 +36,7 @@ FEDMC_ADMM = AlgorithmSpec(
     # every validation draw did (docs/privacy.md, "DP defaults that know the population").
     dp_least_users={"user": {1.0: 3600, 2.0: 300, 8.0: 2400}},
     audited=True, default_for=("ratings",), rank_token=always, estimator="FedMCADMM",
+    round_warm_up=f"{_PKG}.warm_up:round_step",
     # consensus=rated (with zero duals) is the cross-device mode, and the better one on
     # cross-silo ML-100K too (benchmarks/README.md, "Settings chosen on the clients'
     # validation cut").
