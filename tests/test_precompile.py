@@ -19,15 +19,18 @@ def _params(algorithm: str, **changed: object) -> dict:
     return spec(algorithm).Config(**changed).model_dump(mode="json")
 
 
-@pytest.mark.parametrize(("algorithm", "changed", "parts"), [
-    ("fedmc-admm", {}, [precompile.SETUP, precompile.ROUND]),
-    ("fedmc-admm", {"consensus": "rated"}, [precompile.GENERIC]),
-    ("fedmavg", {}, [precompile.GENERIC]),
+@pytest.mark.parametrize(("algorithm", "changed", "cores", "parts"), [
+    ("fedmc-admm", {}, 2, [precompile.SETUP, precompile.ROUND]),
+    ("fedmc-admm", {}, 1, [precompile.GENERIC]),
+    ("fedmc-admm", {"consensus": "rated"}, 2, [precompile.GENERIC]),
+    ("fedmavg", {}, 2, [precompile.GENERIC]),
 ])
 def test_fedmc_admm_compiles_its_round_in_a_child_of_its_own(monkeypatch, algorithm, changed,
-                                                              parts):
+                                                              cores, parts):
     """An algorithm with a round warm-up (FedMC-ADMM, consensus on every item) has its generic
-    kernels compiled by two children at once; any other, by one."""
+    kernels compiled by two children at once where the run may use two cores; any other, and
+    any run on one core, by one."""
+    monkeypatch.setenv("NUMBA_NUM_THREADS", str(cores))
     started = []
 
     class Child:

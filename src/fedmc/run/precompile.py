@@ -43,6 +43,7 @@ import numpy as np
 
 import fedmc
 from fedmc.algorithms.registry import AlgorithmSpec, load, spec
+from fedmc.core.parallel import threads
 from fedmc.data.catalog import user_cache_dir
 
 
@@ -115,11 +116,12 @@ def round_warm_up(entry: AlgorithmSpec, cfg: Any) -> Callable[[], None] | None:
 
 def compile_generic_alongside(algorithm: str, params: dict[str, Any]) -> list[subprocess.Popen]:
     """Start the child processes that compile ``algorithm``'s generic kernels for the settings
-    ``params`` (module docstring: one, or :data:`SETUP` and :data:`ROUND` at once); the caller
+    ``params`` (module docstring: one, or :data:`SETUP` and :data:`ROUND` at once where the
+    process may use more than one core: split, they spend a few CPU seconds more); the caller
     waits for them before it trains. They are in this process's group: a Ctrl-C at the
     terminal stops them too."""
     entry = spec(algorithm)
-    split = round_warm_up(entry, entry.Config(**params)) is not None
+    split = threads() > 1 and round_warm_up(entry, entry.Config(**params)) is not None
     return [subprocess.Popen(
         [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params), part],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
