@@ -25,7 +25,6 @@ from functools import cached_property
 
 import numba
 import numpy as np
-import scipy.sparse as sp
 
 from fedmc.core.parallel import parallel_for, threads
 
@@ -72,6 +71,8 @@ class GramRows:
         """The stored rows themselves, ``(rows, n)``: what a server that checks one client's
         upload reads (formed anew on every access, as the sparse product ``L X``, where ``L``
         puts entry ``x_tj`` of user ``t`` on its client's row of item ``j``)."""
+        import scipy.sparse as sp  # here: every upload module loads this one, few read rows
+
         n_users = len(self.entry_ptr) - 1
         user = np.repeat(np.arange(n_users), np.diff(self.entry_ptr))
         owner = np.repeat(np.arange(self.n_clients), np.diff(self.users))[user]
