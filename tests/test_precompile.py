@@ -31,18 +31,22 @@ def test_fedmc_admm_compiles_its_round_in_a_child_of_its_own(monkeypatch, algori
     kernels compiled by two children at once where the run may use two cores; any other, and
     any run on one core, by one."""
     monkeypatch.setenv("NUMBA_NUM_THREADS", str(cores))
-    started = []
+    started, lowered = [], []
 
     class Child:
         def __init__(self, argv, **kwargs):
             started.append(argv)
+            self.pid = 1000 + len(started)
 
     monkeypatch.setattr(subprocess, "Popen", Child)
+    monkeypatch.setattr(os, "setpriority", lambda which, pid, nice: lowered.append((pid, nice)))
     params = _params(algorithm, **changed)
     children = precompile.compile_generic_alongside(algorithm, params)
     assert len(children) == len(parts)
     assert [argv[-3:] for argv in started] == [[algorithm, json.dumps(params), p]
                                                for p in parts]
+    # the set-up's child yields to the round's and to the run's loading
+    assert lowered == ([(children[0].pid, 10)] if precompile.SETUP in parts else [])
 
 
 _COUNT_COMPILES = textwrap.dedent("""

@@ -27,6 +27,7 @@ kernels, so an edited or upgraded package starts afresh.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -122,18 +123,18 @@ def compile_generic_alongside(algorithm: str, params: dict[str, Any]) -> list[su
     terminal stops them too."""
     entry = spec(algorithm)
     split = threads() > 1 and round_warm_up(entry, entry.Config(**params)) is not None
-    return [subprocess.Popen(
-        [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params), part],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        preexec_fn=_yielding if part == SETUP else None,
-    ) for part in ((SETUP, ROUND) if split else (GENERIC,))]
-
-
-def _yielding() -> None:
-    """Lower the priority of :data:`SETUP`'s child: it has time to spare (it ends seconds
-    before :data:`ROUND`'s), so the run's loading and :data:`ROUND`'s child go first on a
-    machine of two cores."""
-    os.nice(10)
+    children = []
+    for part in (SETUP, ROUND) if split else (GENERIC,):
+        children.append(subprocess.Popen(
+            [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params), part],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        if part == SETUP and hasattr(os, "setpriority"):
+            # it has time to spare (it ends seconds before ROUND's child): the run's loading
+            # and ROUND's child go first on a machine of two cores (set after the start: a
+            # preexec_fn is not safe in this process, whose run trains in a worker thread)
+            with contextlib.suppress(OSError):  # gone already: nothing to lower
+                os.setpriority(os.PRIO_PROCESS, children[-1].pid, 10)
+    return children
 
 
 WARM_UP_LIMIT = 120.0
