@@ -103,11 +103,19 @@ def mark_compiled(algorithm: str, width: int | str) -> None:
 def compile_in_background(algorithm: str, params: dict[str, Any]) -> None:
     """Start a detached, low-priority process that compiles ``algorithm``'s specialized
     kernels for the settings ``params`` (it outlives this process and prints nothing)."""
-    subprocess.Popen(
+    _yielding(subprocess.Popen(
         [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True, preexec_fn=lambda: os.nice(10),
-    )
+        start_new_session=True,
+    ))
+
+
+def _yielding(child: subprocess.Popen) -> None:
+    """Lower ``child``'s priority (nice 10), after its start: a ``preexec_fn`` is not safe in
+    a process with threads (a run trains in a worker thread, its kernels on a pool)."""
+    if hasattr(os, "setpriority"):
+        with contextlib.suppress(OSError):  # gone already: nothing to lower
+            os.setpriority(os.PRIO_PROCESS, child.pid, 10)
 
 
 def round_warm_up(entry: AlgorithmSpec, cfg: Any) -> Callable[[], None] | None:
@@ -128,12 +136,8 @@ def compile_generic_alongside(algorithm: str, params: dict[str, Any]) -> list[su
         children.append(subprocess.Popen(
             [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params), part],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        if part == SETUP and hasattr(os, "setpriority"):
-            # it has time to spare (it ends seconds before ROUND's child): the run's loading
-            # and ROUND's child go first on a machine of two cores (set after the start: a
-            # preexec_fn is not safe in this process, whose run trains in a worker thread)
-            with contextlib.suppress(OSError):  # gone already: nothing to lower
-                os.setpriority(os.PRIO_PROCESS, children[-1].pid, 10)
+        if part == SETUP:  # time to spare (it ends seconds before ROUND's child): the run's
+            _yielding(children[-1])  # loading and ROUND's child go first on two cores
     return children
 
 
