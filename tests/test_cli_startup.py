@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[list[str], int, str]] = {
     "experiment help": (["experiment", "--help"], 0, "Usage"),
     "data info help": (["data", "info", "--help"], 0, "--ratings"),
     "data info, unknown set": (["data", "info", "nope"], 2, "unknown data set 'nope'"),
+    "data info, absent set": (["data", "info", "ml-100k"], 2, "ml-100k is not in"),
     "negative rounds": (["run", "--rounds", "-1"], 2, "--rounds"),
     "unknown algorithm": (["run", "--algorithm", "nope"], 2, "unknown algorithm 'nope'"),
     "unknown option": (["run", "--nope"], 2, "No such option '--nope'"),

@@ -15,7 +15,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fedmc.data.catalog import DATASETS, SYNTHETIC_NAMES, dataset_files, get_spec, resolve_data_dir
+from fedmc.data.catalog import (
+    DATASETS,
+    SYNTHETIC_NAMES,
+    dataset_files,
+    get_spec,
+    present_files,
+    resolve_data_dir,
+)
 from fedmc.errors import ConfigError
 
 if TYPE_CHECKING:  # the loaders are imported where a command reads data: --help needs none
@@ -117,8 +124,10 @@ def info_command(
     """Show users, items, ratings, density, rating range and degree statistics."""
     if (name is None) == (ratings is None):
         raise ConfigError("give either a data-set NAME or --ratings FILE")
-    if name is not None and name not in SYNTHETIC_NAMES:
-        get_spec(name)  # an unknown name is refused before the loaders are imported
+    if name is not None and name not in SYNTHETIC_NAMES:  # refused before the loaders load:
+        get_spec(name)  # an unknown name
+        if not download:
+            present_files(name, data_dir)  # a set not in the data folder
     from fedmc.data.loaders import load_ratings_file
     from fedmc.data.registry import load_dataset
 

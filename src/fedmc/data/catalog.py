@@ -226,3 +226,20 @@ def dataset_files(name: str, data_dir: str | Path | None = None) -> list[Path]:
         if found:
             return found
     return []
+
+
+def present_files(name: str, data_dir: str | Path | None = None) -> list[Path]:
+    """:func:`dataset_files` of a set that must be there: its rating files.
+
+    Raises
+    ------
+    DataError
+        When the data folder does not hold them (asked before anything is imported to read
+        them: ``fedmc data info`` of an absent set answers at once).
+    """
+    files = dataset_files(name, data_dir)
+    if not files:
+        folder = resolve_data_dir(data_dir) / get_spec(name).folder
+        raise DataError(f"{name} is not in {folder}; run `fedmc data download {name}` or add "
+                        "--download (from Python: download=True)")
+    return files

@@ -19,6 +19,7 @@ from fedmc.data.catalog import (
     dataset_names,
     get_spec,
     parsed_cache_dir,
+    present_files,
     rating_scale,
     resolve_data_dir,
     user_cache_dir,
@@ -156,14 +157,9 @@ def load_dataset(
     check_duplicates(duplicates)
     root = resolve_data_dir(data_dir)
     files = dataset_files(name, root)
-    if not files:
-        if not download:
-            raise DataError(
-                f"{name} is not in {root / spec.folder}; run `fedmc data download {name}` "
-                "or add --download (download=True)"
-            )
+    if not files and download:
         download_dataset(name, root, progress=progress, verify=verify)
-        files = dataset_files(name, root)
+    files = present_files(name, root)
     return _load_cached(spec, files, duplicates,
                         Path(cache_dir) if cache_dir is not None else parsed_cache_dir())
 
