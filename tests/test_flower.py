@@ -19,6 +19,7 @@ from fedmc.core.uploads import (  # noqa: E402
 )
 from fedmc.deploy.node import Poller  # noqa: E402
 from fedmc.deploy.split import client_files, write_split  # noqa: E402
+from fedmc.errors import ConfigError
 from fedmc.federation.settings import Schedule
 from fedmc.flower.client_state import StateStore  # noqa: E402
 from fedmc.flower.compact import pack, unpack  # noqa: E402
@@ -335,6 +336,19 @@ def test_user_level_dp_travels_in_the_run_configuration():
     assert back.privacy() == run.schedule.dp != None  # noqa: E711
     assert FederatedRun.from_run_config(FederatedRun().run_config()
                                         ).privacy() is None
+
+
+@pytest.mark.parametrize(("key", "value", "named"), [
+    ("run", "{not json", "key run: Invalid JSON"),
+    ("run", '{"schedule": {"rounds": -1}}', "key run.schedule.rounds:"),
+    ("max-upload-norm", "x", "key max-upload-norm:"),
+])
+def test_a_bad_run_configuration_names_its_key(key, value, named):
+    """What ``run.toml`` gets wrong is named by its key (and, inside the ``run`` JSON object,
+    by the field): one line the ServerApp's log shows."""
+    with pytest.raises(ConfigError, match=r"^bad run configuration: ") as refused:
+        FederatedRun.from_run_config({**FederatedRun().run_config(), key: value})
+    assert named in str(refused.value) and "\n" not in str(refused.value)
 
 
 @pytest.mark.federation

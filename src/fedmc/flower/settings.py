@@ -133,12 +133,22 @@ class FederatedRun(BaseModel):
             raise ConfigError(f"unknown run configuration key(s): {', '.join(unknown)} (the "
                               f"keys are {', '.join(RUN_CONFIG_DEFAULTS)})")
         try:
-            return cls(spec=RunSpec.model_validate_json(c[RUN]),
-                       **{name: c[_key(name)] for name in OPTIONS})
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first["loc"])
-            raise ConfigError(f"bad run configuration: {where}: {first['msg']}") from None
+            spec = RunSpec.model_validate_json(c[RUN])
+        except ValidationError as exc:  # the key `run`, a field inside its JSON, or its syntax
+            raise ConfigError(_refusal(exc, [RUN])) from None
+        try:
+            return cls(spec=spec, **{name: c[_key(name)] for name in OPTIONS})
+        except ValidationError as exc:  # one of the federation's own keys
+            raise ConfigError(_refusal(exc, [])) from None
+
+
+def _refusal(exc: ValidationError, key: list[str]) -> str:
+    """The first error of ``exc`` as a line naming the run configuration's key (with dashes,
+    as ``run.toml`` spells it) and, within the ``run`` JSON object, the field."""
+    first = exc.errors()[0]
+    where = [*key, *(str(x) for x in first["loc"])]
+    where[0] = _key(where[0])
+    return f"bad run configuration: key {'.'.join(where)}: {first['msg']}"
 
 
 def _key(name: str) -> str:
