@@ -89,6 +89,9 @@ def download_dataset(
     if not root.parent.is_dir() and root != user_cache_dir():
         raise DataError(f"the data folder {root} does not exist, nor its parent; create it "
                         "or point --data-dir (or $FEDMC_DATA) elsewhere")
+    if root.exists() and not root.is_dir():
+        raise DataError(f"the data folder {root} is a file; point --data-dir (or "
+                        "$FEDMC_DATA) at a folder")
     if spec.checksum is None and verify:
         raise DataError(
             f"no checksum is pinned for {name} (it changes upstream), so its download cannot "
