@@ -60,11 +60,13 @@ def split(**typed: Any) -> None:
     the Flower app with a run configuration (run.toml: the run the options resolve to, as
     fedmc run and fedmc federate local resolve them): the files a real deployment hands out."""
     run = resolved_run(typed).without_refit()  # refused before Flower is imported
+    out = typed["out"].resolve()
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file: give the folder to write the files in")
     from fedmc.deploy.app import write_app, write_run_config
     from fedmc.deploy.split import write_split
     from fedmc.flower.settings import FederatedRun
 
-    out = typed["out"].resolve()
     manifest = write_split(run.data, out)
     write_app(out / "app")
     federated = FederatedRun(spec=run, manifest=out / "manifest.json")
