@@ -64,6 +64,9 @@ def experiment(
             raise ConfigError("--show prints a preset; your --config file is already yours")
         typer.echo(cfg.preset_text(name), nl=False)
         return
+    if out_root is not None and out_root.exists() and not out_root.is_dir():
+        raise ConfigError(f"--out {out_root} is a file: give the folder the experiment "
+                          "folders go in")
     base = cfg.load_preset(name) if name is not None else cfg.load_experiment(config)
     experiment_config = cfg.with_overrides(base, dataset, seeds)
     if dry_run:
