@@ -48,6 +48,11 @@ COMMANDS: dict[str, tuple[list[str], int, str]] = {
     "bad --param": (["run", "-P", "rank"], 2, "--param expects KEY=VALUE"),
     "federate, unknown algorithm": (["federate", "local", "-a", "nope"], 2, "unknown algorithm"),
     "audit, bad --repeat": (["audit", "--repeat", "0"], 2, "--repeat must be >= 1"),
+    "tune, no trials": (["tune", "--trials", "0"], 2, "--trials must be >= 1"),
+    "tune, unknown pruner": (["tune", "--pruner", "best"], 2, "--pruner takes"),
+    "tune, --space without =": (["tune", "--space", "rank"], 2, "--space expects"),
+    "tune, no time": (["tune", "--timeout", "0"], 2, "--timeout must be > 0"),
+    "tune, no rounds": (["tune", "--rounds", "0"], 2, "--rounds 0"),
 }
 """Each case: the arguments, the exit status, a text its output (stdout and stderr) holds."""
 

@@ -32,7 +32,7 @@ from rich.progress import (
 from fedmc.cli.display import err, summary_table
 from fedmc.cli.options import OPTIONS, command_words, parse_params, run_options, with_options
 from fedmc.errors import ConfigError
-from fedmc.tune import TUNE_EVALUATIONS
+from fedmc.tune import PRUNER, PRUNERS, TUNE_EVALUATIONS
 
 TUNE_FILES = ("study.db", "trials.csv", "best.json", "search.png", "settings.png",
               "status.json")
@@ -101,6 +101,14 @@ def tune(**typed: Any) -> None:
     training settings named with --space, a random search of a random number of private
     trials, the best one published), then the fold-in's settings chosen by the exponential
     mechanism (docs/privacy.md)."""
+    trials = TRIALS if typed["trials"] is None else typed["trials"]
+    if trials < 1:
+        raise ConfigError(f"--trials must be >= 1, got {trials}")
+    pruner = typed["pruner"] or PRUNER
+    if pruner not in PRUNERS:
+        raise ConfigError(f"--pruner takes {'|'.join(PRUNERS)}, got {pruner!r}")
+    _check_search_inputs(typed)  # these refusals before the search's machinery is imported
+    options = run_options(typed)
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.files import write_atomic
     from fedmc.run.folder import RunFolder
@@ -108,7 +116,6 @@ def tune(**typed: Any) -> None:
     from fedmc.run.settings import TUNE_VALIDATION, resolve
     from fedmc.tune.report import plot_search, trial_rows, trials_text, write_best
     from fedmc.tune.search import (
-        PRUNERS,
         Search,
         check_space,
         final_run,
@@ -118,14 +125,6 @@ def tune(**typed: Any) -> None:
     )
     from fedmc.tune.space import OFF, is_searched, search_space
 
-    trials = TRIALS if typed["trials"] is None else typed["trials"]
-    if trials < 1:
-        raise ConfigError(f"--trials must be >= 1, got {trials}")
-    pruner = typed["pruner"] or Search.pruner
-    if pruner not in PRUNERS:
-        raise ConfigError(f"--pruner takes {'|'.join(PRUNERS)}, got {pruner!r}")
-    _check_search_inputs(typed)
-    options = run_options(typed)
     ranges = {k: v for k, v in options.params.items() if is_searched(v)}
     ranges.update(parse_params(typed["space"] or []))
     # a value typed with -P stays fixed when --space NAME=off takes NAME out of the search
@@ -137,8 +136,6 @@ def tune(**typed: Any) -> None:
     if options.private:
         _private_tune(typed, options, ranges, fixed, trials)
         return
-    if typed["timeout"] is not None and not typed["timeout"] > 0:
-        raise ConfigError(f"--timeout must be > 0 seconds, got {typed['timeout']}")
     if not options.validation_fraction:  # a private search says why in its own words
         raise ConfigError(f"--validation-fraction {options.validation_fraction:g}: a search "
                           f"scores its trials on a validation cut; give a share above 0 "
@@ -191,7 +188,8 @@ def tune(**typed: Any) -> None:
 
 def _check_search_inputs(typed: dict[str, Any]) -> None:
     """Exit 2 (one line naming the flag) on a search option no search can run with, before
-    anything is read: ``--space`` items that are not ``NAME=...``, a search without rounds."""
+    anything is read or the search's machinery imported: ``--space`` items that are not
+    ``NAME=...``, a search without rounds, a time limit that is no time."""
     for item in typed["space"] or []:
         name, sep, _ = item.partition("=")
         if not sep or not name.strip():
@@ -200,6 +198,8 @@ def _check_search_inputs(typed: dict[str, Any]) -> None:
     if typed["rounds"] is not None and typed["rounds"] < 1:
         raise ConfigError(f"--rounds {typed['rounds']}: a search compares trained models; "
                           "give at least 1 round")
+    if typed["timeout"] is not None and not typed["timeout"] > 0:
+        raise ConfigError(f"--timeout must be > 0 seconds, got {typed['timeout']}")
 
 
 def _search_command(typed: dict[str, Any]) -> str:

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+PRUNERS = ("median", "halving", "none")
+"""What stops a trial early: the median of the others' curves, successive halving, nothing."""
+PRUNER = "median"
+"""The pruner of a search that names none."""
 TUNE_EVALUATIONS = 20
 """Evaluations of a trial's validation curve by default (what its pruning and its best round
 read): each ranks or scores every validation rating, which at rank 128 on ML-1M costs more

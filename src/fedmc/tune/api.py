@@ -10,9 +10,9 @@ from fedmc.errors import ConfigError
 from fedmc.run.options import RunOptions
 from fedmc.run.runner import RunResult, execute
 from fedmc.run.settings import TUNE_VALIDATION, RunSpec, resolve
-from fedmc.tune import TUNE_EVALUATIONS
+from fedmc.tune import PRUNERS, TUNE_EVALUATIONS
 from fedmc.tune import search as steps
-from fedmc.tune.search import PRUNERS, Search
+from fedmc.tune.search import Search
 from fedmc.tune.space import search_space
 
 

@@ -46,9 +46,8 @@ from fedmc.run.data import federated_data
 from fedmc.run.options import RunOptions
 from fedmc.run.runner import execute
 from fedmc.run.settings import RunSpec, resolve
+from fedmc.tune import PRUNER
 from fedmc.tune.space import suggest
-
-PRUNERS = ("median", "halving", "none")
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ class Search:
     trials: int
     storage: str | None
     study_name: str = "fedmc"
-    pruner: str = "median"
+    pruner: str = PRUNER
     seed: int | None = 0
     timeout: float | None = None
     trial_eval_every: int | None = None
