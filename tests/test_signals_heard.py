@@ -105,3 +105,27 @@ def test_sigterm_inside_the_longest_kernel_exits_143_within_3_s(tmp_path):
     assert lines[-1].strip() == f"fedmc: interrupted by SIGTERM; its partial output is in {out}"
     assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
     assert not (out / "summary.json").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_search_exits_143_within_3_s_with_its_trials(tmp_path):
+    """A search's trials run in this process's main thread, their parallel kernels on the
+    pool: a SIGTERM while trials run ends it within moments, ``trials.csv`` written."""
+    out = tmp_path / "search"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fedmc", "tune", "--trials", "50", "--out", str(out), "-q"],
+        env={**os.environ, "PYTHONPATH": SRC}, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (out / "study.db").exists():  # the study opened: its data and trials follow
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(8.0)  # inside the trials (the data loaded, the kernels compiled)
+    assert proc.poll() is None
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=60)
+    took = time.monotonic() - sent
+    assert code == 143, proc.stderr.read() if proc.stderr else ""
+    assert took < 3.0, f"{took:.1f} s"
+    assert (out / "trials.csv").exists()
+    assert json.loads((out / "status.json").read_text())["status"] == "interrupted"
