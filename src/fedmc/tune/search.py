@@ -190,10 +190,6 @@ def run_study(search: Search, study: Any,
 
     compile_seconds()  # counting from here
     column, larger = search.column()
-    first = search.base
-    # every trial reads the same data (only the algorithm's settings differ): loaded once
-    loaded = None if spec(first.algorithm).data_kind == "boolean" else federated_data(first.data)
-    check_space(search, None if loaded is None else loaded[0])
     mine: list[int] = []
 
     def objective(trial: Any) -> float:
