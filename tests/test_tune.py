@@ -389,3 +389,53 @@ def test_a_search_from_python_is_the_commands(invoke, monkeypatch, capsys, tmp_p
     assert found.run.schedule.rounds == best["best_round"]
     summary = json.loads((tmp_path / "cli" / "best" / "summary.json").read_text())
     assert found.result.summary["test_rmse"] == summary["test_rmse"]
+
+
+def _hundred_items(tmp_path, users: int = 60):
+    """A ratings file of ``users`` users over 100 items (every user rates about a third)."""
+    path = tmp_path / "hundred.csv"
+    path.write_text("user,item,rating\n" + "".join(
+        f"{u},{i},{1 + (u * i) % 5}\n" for u in range(users) for i in range(100)
+        if (u + 2 * i) % 3 == 0))
+    return path
+
+
+def test_a_declared_range_is_clipped_to_the_data_a_given_one_is_refused(tmp_path):
+    """fedals declares ranks 8 to 128: on 60 users and 100 items they are searched up to 60,
+    said in a line; the same range given with --space is refused, a range wholly above the
+    data too."""
+    from fedmc.run.options import RunOptions
+    from fedmc.tune.search import Search, check_space, fit_to_data, trial_data
+
+    options = RunOptions(ratings=_hundred_items(tmp_path), clients=4, algorithm="fedals",
+                         validation_fraction=0.2)
+    declared = Search(options, search_space("fedals", False, {}, {}), 4, None)
+    loaded = trial_data(declared)
+    assert loaded is not None
+    data = loaded[0]
+    assert (data.n_users, data.n_items) == (60, 100)
+    clipped, notes = fit_to_data(declared, data)
+    assert clipped.space["rank"] == dataclasses.replace(declared.space["rank"], high=60.0)
+    assert clipped.space["lam"] == declared.space["lam"]
+    assert notes == ["rank searched from 8 to 60 (what the data allow), not to 128"]
+    check_space(clipped, data)
+    given = dataclasses.replace(declared, given=("rank",))
+    assert fit_to_data(given, data)[0].space == given.space
+    with pytest.raises(ConfigError, match="--space rank: 128 is refused"):
+        check_space(given, data)
+    above = dataclasses.replace(declared, space={"rank": Range(70, 90, integer=True)})
+    with pytest.raises(ConfigError, match="the data allow rank <= 60"):
+        fit_to_data(above, data)
+
+
+@pytest.mark.parametrize("algorithm", ["fedals", "fedmc-admm"])
+def test_no_trial_fails_for_a_range_the_data_cannot_take(tmp_path, algorithm):
+    """Issue 41, acceptance 4: the declared spaces searched on a 100-item set (60 users)."""
+    from fedmc.tune import tune
+
+    found = tune(trials=4, pruner="none", algorithm=algorithm, ratings=_hundred_items(tmp_path),
+                 clients=4, rounds=3, seed=0)
+    states = [t.state.name for t in found.study.trials]
+    assert states.count("COMPLETE") == 4 and "FAIL" not in states, states
+    if algorithm == "fedals":
+        assert all(t.params["rank"] <= 60 for t in found.study.trials)

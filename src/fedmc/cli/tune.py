@@ -119,6 +119,7 @@ def tune(**typed: Any) -> None:
         Search,
         check_space,
         final_run,
+        fit_to_data,
         open_study,
         run_study,
         trial_data,
@@ -152,7 +153,7 @@ def tune(**typed: Any) -> None:
                     timeout=typed["timeout"],
                     trial_eval_every=None if typed["eval_every"] is not None else max(
                         1, base.schedule.rounds // TUNE_EVALUATIONS),
-                    exclusive=typed["storage"] is None)
+                    exclusive=typed["storage"] is None, given=tuple(ranges))
     column, larger = search.column()
     opened: dict[str, Any] = {}  # the study, once open: its trials.csv on an interrupt
     with interrupt_marks(folder, {"trials.csv": lambda: trials_text(trial_rows(
@@ -160,6 +161,9 @@ def tune(**typed: Any) -> None:
         check_space(search, None)
         opened["study"] = study = open_study(search)
         loaded = trial_data(search)
+        search, clipped = fit_to_data(search, None if loaded is None else loaded[0])
+        for line in [] if typed["quiet"] else clipped:
+            err.print(f"note: {line}", soft_wrap=True)
         if folder.resumed and not typed["quiet"]:
             done = sum(t.state.is_finished() and not t.user_attrs.get("interrupted")
                        for t in study.trials)

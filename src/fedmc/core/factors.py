@@ -111,11 +111,18 @@ class FactorConfig(AlgorithmConfig):
         """The column layout of the factors."""
         return FactorLayout(self.rank, self.biases)
 
+    @staticmethod
+    def data_bounds(n_users: int, n_items: int) -> dict[str, int]:
+        """The largest value of each setting that data of ``n_users`` users and ``n_items``
+        items allow (what :meth:`check_rank` refuses beyond; a search clips its declared
+        ranges to them, :func:`fedmc.tune.search.fit_to_data`): the rank, min(users, items)."""
+        return {"rank": min(n_users, n_items)}
+
     def check_rank(self, n_users: int, n_items: int) -> None:
-        """Refuse a rank larger than the data allows."""
+        """Refuse a rank larger than the data allow (:meth:`data_bounds`)."""
         if self.rank < 1:
             raise ConfigError(f"rank must be at least 1, got {self.rank}")
-        limit = min(n_users, n_items)
+        limit = self.data_bounds(n_users, n_items)["rank"]
         if self.rank > limit:
             raise ConfigError(
                 f"rank {self.rank} exceeds min(users, items) = {limit} of the training data"

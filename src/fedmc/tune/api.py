@@ -89,9 +89,12 @@ def tune(space: Mapping[str, str] | None = None, *, trials: int = 20,
                     seed=run_options.seed if storage is None else None, timeout=timeout,
                     trial_eval_every=None if "eval_every" in options else max(
                         1, base.schedule.rounds // TUNE_EVALUATIONS),
-                    exclusive=storage is None)
+                    exclusive=storage is None, given=tuple(space or {}))
     steps.check_space(search, None)
-    study = steps.run_study(search, steps.open_study(search), steps.trial_data(search))
+    study = steps.open_study(search)
+    loaded = steps.trial_data(search)
+    search = steps.fit_to_data(search, None if loaded is None else loaded[0])[0]
+    study = steps.run_study(search, study, loaded)
     if not any(t.state.name == "COMPLETE" for t in study.trials):
         raise ConfigError("no trial completed")
     final = steps.final_run(search, study)

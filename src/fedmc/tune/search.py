@@ -26,6 +26,7 @@ finished, the finished ones kept.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -36,7 +37,7 @@ from functools import cached_property
 from typing import Any
 
 from fedmc.algorithms.registry import spec
-from fedmc.algorithms.spec import Choice, Searched
+from fedmc.algorithms.spec import Choice, Range, Searched
 from fedmc.core.compile_time import compile_seconds
 from fedmc.data import FederatedData
 from fedmc.errors import ConfigError
@@ -95,6 +96,7 @@ class Search:
     timeout: float | None = None
     trial_eval_every: int | None = None
     exclusive: bool = True
+    given: tuple[str, ...] = ()
 
     def trial_spec(self, values: dict[str, Any]) -> RunSpec:
         """The run of one trial: the options with the trial's ``values`` among the params,
@@ -166,8 +168,38 @@ def trial_data(search: Search) -> tuple[FederatedData, dict[str, Any]] | None:
     """
     first = search.base
     loaded = None if spec(first.algorithm).data_kind == "boolean" else federated_data(first.data)
-    check_space(search, None if loaded is None else loaded[0])
+    data = None if loaded is None else loaded[0]
+    check_space(fit_to_data(search, data)[0], data)
     return loaded
+
+
+def fit_to_data(search: Search, data: FederatedData | None) -> tuple[Search, list[str]]:
+    """``search`` with each declared range clipped to what ``data`` allow (the ``Config``'s
+    ``data_bounds``: the rank, at most min(users, items)), and a line for each range
+    clipped. A range the user gave (``given``) is left as typed: :func:`check_space` refuses
+    it where the data cannot take it.
+
+    Raises
+    ------
+    ConfigError
+        A declared range that lies wholly above what the data allow.
+    """
+    cfg = search.base.config()
+    if data is None or not hasattr(cfg, "data_bounds"):
+        return search, []
+    space, notes = dict(search.space), []
+    for name, top in cfg.data_bounds(data.n_users, data.n_items).items():
+        declared = space.get(name)
+        if not isinstance(declared, Range) or name in search.given or declared.high <= top:
+            continue
+        if declared.low > top:
+            raise ConfigError(f"the data allow {name} <= {top}, below its searched range "
+                              f"{declared.low:g} to {declared.high:g}: give one with "
+                              f"--space {name}=LO:HI")
+        space[name] = dataclasses.replace(declared, high=float(top))
+        notes.append(f"{name} searched from {declared.low:g} to {top} (what the data allow), "
+                     f"not to {declared.high:g}")
+    return dataclasses.replace(search, space=space), notes
 
 
 def run_study(search: Search, study: Any,
