@@ -447,13 +447,20 @@ def fault(fed: Deployment, kind: str, client: int, out: Path, after: int) -> Non
         fed.until(lambda: f'"round": {k}, "phase": "round"' in read(out / "progress.jsonl"),
                   f"round {k} is under way")
 
+    def restart() -> None:  # and wait until the new process holds the state folder: a
+        # duplicate started before it would take the folder and the restarted node refuse
+        lock = fed.root / "state" / name / "node.lock"
+        before = read(lock).strip()
+        fed.start_node(name, client, key)
+        fed.until(lambda: read(lock).strip() not in ("", before), f"{name} holds its state")
+
     if kind == "kill":
         fed.kill(name)
-        fed.start_node(name, client, key)
+        restart()
     elif kind == "sign off":
         fed.kill(name, signal.SIGTERM)
         under_way(after)
-        fed.start_node(name, client, key)
+        restart()
     elif kind == "duplicate":
         duplicate = fed.start_node("duplicate", client, key, state=name)
         assert duplicate.wait(60) == 2, fed.log("duplicate")
