@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
                                   params=parse_params(typed["param"] or [])))
         # the audit's machinery imported once the options are accepted
         from fedmc.audit.run import VIEWS, AuditSettings, pool_runs, run_audit
-        from fedmc.cli.interrupts import interrupt_marks
+        from fedmc.cli.interrupts import in_worker, interrupt_marks
         from fedmc.files import strict_json, write_atomic
         from fedmc.privacy.accounting import UserDP
         from fedmc.run.data import DataSettings, federate, load_ratings
@@ -113,16 +113,19 @@ def register(app: typer.Typer) -> None:
         target = folder.claim()
         seeds = range(seed, seed + repeat)
         label = str(seed) if repeat == 1 else f"{seed}-{seeds[-1]}"
+        def audited(s: int, bars: Callable[[str, int], RoundCallback] | None,
+                    ) -> list[dict[str, Any]]:
+            """The rows of the audit with seed ``s``."""
+            run_data = data_settings.model_copy(update={"seed": s})
+            data = federate(load_ratings(run_data, progress=not quiet and s == seed), run_data)
+            step = f", seed {s} ({s - seed + 1} of {repeat})" if repeat > 1 else ""
+            return [{"seeds": str(s), **r} for r in run_audit(
+                data, dataclasses.replace(settings, seed=s), None if bars is None else
+                lambda v: bars(f"{algorithm}, {v} view{step}", rounds))]
+
         with interrupt_marks(folder), _bars(quiet) as bars:
-            runs = []
-            for s in seeds:
-                run_data = data_settings.model_copy(update={"seed": s})
-                data = federate(load_ratings(run_data, progress=not quiet and s == seed),
-                                run_data)
-                step = f", seed {s} ({s - seed + 1} of {repeat})" if repeat > 1 else ""
-                runs.append([{"seeds": str(s), **r} for r in run_audit(
-                    data, dataclasses.replace(settings, seed=s), None if bars is None else
-                    lambda v, step=step: bars(f"{algorithm}, {v} view{step}", rounds))])
+            # the runs in a worker thread: this one hears the signals meanwhile
+            runs = in_worker(lambda: [audited(s, bars) for s in seeds])
             shown = runs[0] if repeat == 1 else [{**r, "seeds": label} for r in pool_runs(runs)]
             rows = [r for run in runs for r in run] + (shown if repeat > 1 else [])
             config = {"algorithm": algorithm, "params": resolved,

@@ -109,7 +109,7 @@ def tune(**typed: Any) -> None:
         raise ConfigError(f"--pruner takes {'|'.join(PRUNERS)}, got {pruner!r}")
     _check_search_inputs(typed)  # these refusals before the search's machinery is imported
     options = run_options(typed)
-    from fedmc.cli.interrupts import interrupt_marks
+    from fedmc.cli.interrupts import in_worker, interrupt_marks
     from fedmc.files import write_atomic
     from fedmc.run.folder import RunFolder
     from fedmc.run.runner import execute, write_outputs
@@ -118,6 +118,7 @@ def tune(**typed: Any) -> None:
     from fedmc.tune.search import (
         Search,
         check_space,
+        close_interrupted,
         final_run,
         fit_to_data,
         open_study,
@@ -156,12 +157,24 @@ def tune(**typed: Any) -> None:
                     exclusive=typed["storage"] is None, given=tuple(ranges))
     column, larger = search.column()
     opened: dict[str, Any] = {}  # the study, once open: its trials.csv on an interrupt
-    with interrupt_marks(folder, {"trials.csv": lambda: trials_text(trial_rows(
-            opened["study"])) if opened else None}):
+    mine: list[int] = []  # this process's trials, closed here when a signal stops the worker
+
+    def trials_so_far() -> str | None:
+        if not opened:
+            return None
+        close_interrupted(opened["study"], mine)
+        return trials_text(trial_rows(opened["study"]))
+
+    def prepared() -> tuple[Any, Any, Search, list[str]]:
         check_space(search, None)
-        opened["study"] = study = open_study(search)
+        opened["study"] = open_study(search)
         loaded = trial_data(search)
-        search, clipped = fit_to_data(search, None if loaded is None else loaded[0])
+        return (opened["study"], loaded,
+                *fit_to_data(search, None if loaded is None else loaded[0]))
+
+    # the work in a worker thread: this one hears the signals meanwhile (fedmc.cli.interrupts)
+    with interrupt_marks(folder, {"trials.csv": trials_so_far}):
+        study, loaded, search, clipped = in_worker(prepared)
         for line in [] if typed["quiet"] else clipped:
             err.print(f"note: {line}", soft_wrap=True)
         if folder.resumed and not typed["quiet"]:
@@ -170,7 +183,7 @@ def tune(**typed: Any) -> None:
             err.print(f"continuing the interrupted search in {target}: {done} trials "
                       "finished", soft_wrap=True)
         with _trial_bar(typed["quiet"], search.planned_trials(), column) as shown:
-            run_study(search, study, loaded, shown)
+            in_worker(lambda: run_study(search, study, loaded, shown, mine))
         rows = trial_rows(study)
         write_atomic(target / "trials.csv", trials_text(rows))
         plot_search(target, rows, column, larger, space)
@@ -179,7 +192,7 @@ def tune(**typed: Any) -> None:
         final = final_run(search, study)
         if (target / "best").exists():
             shutil.rmtree(target / "best")
-        result = execute(final)
+        result = in_worker(lambda: execute(final))
         write_outputs(target / "best", result)
         write_best(target / "best.json", search, study, final, result.config,
                    _run_words(typed), column)
@@ -260,7 +273,7 @@ def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
     """``fedmc tune --dp-epsilon E`` (:mod:`fedmc.tune.private`; ``trials``: the mean number
     of trials): ``best.json`` and the chosen trial's run in ``DIR/best``; no study, trials
     table, plot or progress of the trials."""
-    from fedmc.cli.interrupts import interrupt_marks
+    from fedmc.cli.interrupts import in_worker, interrupt_marks
     from fedmc.run.folder import RunFolder
     from fedmc.run.runner import write_outputs
     from fedmc.tune.private import PrivateSearch, run_private_search
@@ -292,7 +305,7 @@ def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
             err.print(f"private search: {', '.join(steps)}; no trial is shown, only the time "
                       "it has run", soft_wrap=True)
         with _running(typed["quiet"], "private search"):
-            chosen = run_private_search(search, base=base)
+            chosen = in_worker(lambda: run_private_search(search, base=base))
         if (target / "best").exists():
             shutil.rmtree(target / "best")
         write_outputs(target / "best", chosen.result)

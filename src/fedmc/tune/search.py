@@ -204,7 +204,8 @@ def fit_to_data(search: Search, data: FederatedData | None) -> tuple[Search, lis
 
 def run_study(search: Search, study: Any,
               loaded: tuple[FederatedData, dict[str, Any]] | None,
-              on_trial: Callable[[Any, Any], None] | None = None) -> Any:
+              on_trial: Callable[[Any, Any], None] | None = None,
+              mine: list[int] | None = None) -> Any:
     """Run the search's trials in ``study`` (:func:`open_study`) on ``loaded``
     (:func:`trial_data`) until :meth:`Search.planned_trials` have finished over every process
     on it; the study (every trial so far, this process's and others').
@@ -216,13 +217,14 @@ def run_study(search: Search, study: Any,
     :func:`fedmc.core.compile_time.compile_seconds`), so a trial that compiles looks no slower
     than the others. Whatever stops the search from outside its
     trials (a signal) first closes this process's running trial as interrupted
-    (:func:`close_interrupted`).
+    (:func:`close_interrupted`). ``mine`` receives the number of each trial as it starts:
+    a thread that hears the signal while the search runs in another closes them itself.
     """
     import optuna
 
     compile_seconds()  # counting from here
     column, larger = search.column()
-    mine: list[int] = []
+    mine = [] if mine is None else mine
 
     def objective(trial: Any) -> float:
         mine.append(trial.number)
