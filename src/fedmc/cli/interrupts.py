@@ -9,12 +9,13 @@ taken for a finished run.
 Python runs a signal handler in the main thread, between bytecodes: a long compiled call in the
 main thread (a Numba kernel of a large rank: minutes) would hold it off until it returns.
 ``fedmc run``, ``fedmc tune`` (both searches) and ``fedmc audit`` therefore do their work in
-a worker thread (:func:`in_worker`) while the main thread waits; the kernels release the GIL (``nogil=True``), so the handler runs at once, the folder is
-marked, and the process ends without waiting for the kernel (:func:`worker_running`: the
-command line then exits with ``os._exit``, its output flushed). ``fedmc federate local``
-needs no worker: its kernels run in the deployment's processes, and its main thread, once the
-data are split, only starts, polls and stops them (it must: only the main thread can hold the
-signals back while a process starts, :func:`fedmc.deploy.local.signals_deferred`).
+a worker thread (:func:`in_worker`) while the main thread waits; the kernels release the GIL
+(``nogil=True``), so the handler runs at once, the folder is marked, and the process ends
+without waiting for the kernel (:func:`worker_running`: the command line then exits with
+``os._exit``, its output flushed). ``fedmc federate local`` needs no worker: its kernels run
+in the deployment's processes, and its main thread, once the data are split, only starts,
+polls and stops them (it must: only the main thread can hold the signals back while a
+process starts, :func:`fedmc.deploy.local.signals_deferred`).
 """
 
 from __future__ import annotations
