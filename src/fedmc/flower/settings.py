@@ -147,8 +147,10 @@ def _refusal(exc: ValidationError, key: list[str]) -> str:
     as ``run.toml`` spells it) and, within the ``run`` JSON object, the field."""
     first = exc.errors()[0]
     where = [*key, *(str(x) for x in first["loc"])]
-    where[0] = _key(where[0])
-    return f"bad run configuration: key {'.'.join(where)}: {first['msg']}"
+    if not where:  # a rule between the federation's keys: no one key to name
+        return f"bad run configuration: {first['msg']}"
+    return f"bad run configuration: key {'.'.join([_key(where[0]), *where[1:]])}: " \
+           f"{first['msg']}"
 
 
 def _key(name: str) -> str:
