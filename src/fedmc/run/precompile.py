@@ -186,8 +186,8 @@ def compile_now(algorithm: str, params: dict[str, Any], part: str | None = None)
     if kernels is None:
         return
     use_generic_kernels(kernels[1], part is not None)
-    warm_up = round_warm_up(entry, cfg)
-    if part == ROUND and warm_up is not None:
+    warm_up = round_warm_up(entry, cfg) if part == ROUND else None
+    if warm_up is not None:
         warm_up()
         return
     from fedmc.estimators import estimator_class  # not for ROUND's: 0.1 s on its critical path
