@@ -176,7 +176,7 @@ class AlgorithmSpec:
     round_warm_up
         ``"module:function"``, ``function(cfg)``: a call that compiles the client step of one
         round of ``cfg`` without the data's kernels, or None where it has none; with it, the
-        first run compiles its generic kernels in two processes at once
+        first run has a child compile its round while the run compiles the rest
         (:mod:`fedmc.run.precompile`). None: no such call.
     estimator
         The name of its scikit-learn facade in :mod:`fedmc.estimators`.

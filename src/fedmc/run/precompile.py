@@ -15,10 +15,13 @@ compile them after the data's own (the synthetic generator's), one after the oth
 starts ``python -m fedmc.run.precompile ALGORITHM PARAMS generic`` as soon as it knows the
 run's settings (:func:`compile_generic_alongside`): the child compiles the generic kernels into
 Numba's cache on a tiny problem while the run loads its data, and the run waits for it before
-training and loads them from the cache. An algorithm whose spec offers a ``round_warm_up``
-(FedMC-ADMM) has them compiled by two children at once, on a 2-core machine about a second
-sooner: one (``generic-round``) compiles a round's client step, the heaviest part, by that
-call, the other (``generic-setup``) a tiny federation's set-up exchange and evaluation.
+training (:func:`finish_warming`) and loads them from the cache. An algorithm whose spec offers
+a ``round_warm_up`` (FedMC-ADMM) splits them where the run may use more than one core: the
+child (``generic-round``) compiles a round's client step, the heaviest part, by that call,
+while the run, its data loaded, compiles the rest itself (``generic-setup``: a tiny
+federation's set-up exchange and evaluation) in the time it would otherwise wait. A second child
+for that part would cost more than it saves on two cores: another process's imports and
+Numba's start-up (about 1 s of CPU), and the data's layout kernel compiled twice.
 
 Markers live in ``$XDG_CACHE_HOME/fedmc/kernels/<fingerprint>/``, where the fingerprint
 covers the Python and Numba versions and the size and time of every source file of the
@@ -36,6 +39,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +76,8 @@ GENERIC = "generic"
 """The marker's width for the generic kernels (compiled once for every rank), and the part of
 them a child compiles: all."""
 SETUP = "generic-setup"
-"""The part of the generic kernels a child compiles beside :data:`ROUND`'s: every one but a
-round's client step."""
+"""The part of the generic kernels the run compiles itself beside :data:`ROUND`'s child: every
+one but a round's client step."""
 ROUND = "generic-round"
 """The part of the generic kernels a child compiles beside :data:`SETUP`'s: a round's client
 step (the spec's ``round_warm_up``)."""
@@ -123,36 +127,47 @@ def round_warm_up(entry: AlgorithmSpec, cfg: Any) -> Callable[[], None] | None:
     return None if entry.round_warm_up is None else load(entry.round_warm_up)(cfg)
 
 
-def compile_generic_alongside(algorithm: str, params: dict[str, Any]) -> list[subprocess.Popen]:
-    """Start the child processes that compile ``algorithm``'s generic kernels for the settings
-    ``params`` (module docstring: one, or :data:`SETUP` and :data:`ROUND` at once where the
-    process may use more than one core: split, they spend a few CPU seconds more); the caller
-    waits for them before it trains. They are in this process's group: a Ctrl-C at the
-    terminal stops them too."""
+@dataclass(frozen=True)
+class Warming:
+    """The generic kernels being compiled beside a run's loading
+    (:func:`compile_generic_alongside`): its ``children``, and the part the run compiles
+    itself once its data are loaded (:data:`SETUP`, or None)."""
+
+    algorithm: str
+    params: dict[str, Any]
+    children: list[subprocess.Popen]
+    own_part: str | None
+
+
+def compile_generic_alongside(algorithm: str, params: dict[str, Any]) -> Warming:
+    """Start the child process that compiles ``algorithm``'s generic kernels for the settings
+    ``params`` (module docstring: all of them, or :data:`ROUND`'s part where the process may
+    use more than one core, :data:`SETUP`'s being left to the run); the caller calls
+    :func:`finish_warming` before it trains. The child is in this process's group: a Ctrl-C at
+    the terminal stops it too."""
     entry = spec(algorithm)
     split = threads() > 1 and round_warm_up(entry, entry.Config(**params)) is not None
-    children = []
-    for part in (SETUP, ROUND) if split else (GENERIC,):
-        children.append(subprocess.Popen(
-            [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params), part],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        if part == SETUP:  # time to spare (it ends seconds before ROUND's child): the run's
-            _yielding(children[-1])  # loading and ROUND's child go first on two cores
-    return children
+    child = subprocess.Popen(
+        [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params),
+         ROUND if split else GENERIC],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return Warming(algorithm, params, [child], SETUP if split else None)
 
 
 WARM_UP_LIMIT = 120.0
-"""Seconds a run waits for :func:`compile_generic_alongside`'s children at most (they compile
-in about 10 s on a 2-core machine); past them they are stopped and the run compiles what it
-still needs itself."""
+"""Seconds a run waits for :func:`compile_generic_alongside`'s child at most (it compiles in
+about 10 s on a 2-core machine); past them it is stopped and the run compiles what it still
+needs itself."""
 
 
-def wait_for(children: list[subprocess.Popen]) -> None:
-    """Wait for the children of :func:`compile_generic_alongside`, at most
-    :data:`WARM_UP_LIMIT` seconds in all (then stop them: a kernel one left half-compiled is
-    compiled by the run)."""
+def finish_warming(warming: Warming) -> None:
+    """Compile the run's own part of :func:`compile_generic_alongside`'s kernels, then wait for
+    its child, at most :data:`WARM_UP_LIMIT` seconds in all (then stop it: a kernel it left
+    half-compiled is compiled by the run)."""
     deadline = time.monotonic() + WARM_UP_LIMIT
-    for child in children:
+    if warming.own_part is not None:
+        compile_now(warming.algorithm, warming.params, warming.own_part)
+    for child in warming.children:
         try:
             child.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:

@@ -165,9 +165,12 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
             announce_cost(cfg, run.schedule, data.train.nnz, data.n_clients)
     load_seconds = time.perf_counter() - started
     waited = 0.0
-    if warming is not None:  # the kernels they compiled meanwhile, loaded from the cache
-        precompile.wait_for(warming)
-        waited = time.perf_counter() - started - load_seconds
+    if warming is not None:  # the run's part, then the child's, loaded from the cache
+        compiled_loading = compile_seconds()
+        precompile.finish_warming(warming)
+        # its own part's compiling is in compile_seconds() already
+        waited = (time.perf_counter() - started - load_seconds
+                  - (compile_seconds() - compiled_loading))
     model.fit_with_progress(data, callback)
     if specialized is not None:
         precompile.mark_compiled(specialized[0], precompile.GENERIC if generic

@@ -1,15 +1,15 @@
 """FedMC-ADMM's round compiled on a client made by hand (:mod:`fedmc.run.precompile`).
 
 The first run of FedMC-ADMM compiles its generic kernels in two processes at once, beside the
-run loading its data: one runs a tiny federation's set-up exchange and evaluation, the other
-compiles a round: the client step, steps 4(a)-(c) of Algorithm 1 (``fedmc-admm.md``), with the
-steps (14) and (15) it calls (more than half of the compiling, which would otherwise come after
-the set-up's kernels in one process), and the server's prox (16). To reach it without
-compiling the data's layout kernels first, :func:`round_step` runs
-:func:`fedmc.algorithms.fedmc_admm.client.client_step` on a client of one rating whose arrays
-are built here, of the types a real shard holds (:class:`~fedmc.core.shard.CSR`,
-:class:`~fedmc.core.shard.ItemMajor`).
-``tests/test_precompile.py`` checks that the two processes leave nothing for a run to compile.
+run loading its data: the run itself, once its data are loaded, runs a tiny federation's set-up
+exchange and evaluation; a child compiles a round: the client step, steps 4(a)-(c) of
+Algorithm 1 (``fedmc-admm.md``), with the steps (14) and (15) it calls (more than half of the
+compiling, which would otherwise come after the set-up's kernels in one process), and the
+server's prox (16). To reach it without compiling the data's layout kernels first,
+:func:`round_step` runs :func:`fedmc.algorithms.fedmc_admm.client.client_step` on a client of
+one rating whose arrays are built here, of the types a real shard holds
+(:class:`~fedmc.core.shard.CSR`, :class:`~fedmc.core.shard.ItemMajor`).
+``tests/test_precompile.py`` checks that the two leave nothing for a run to compile.
 """
 
 from __future__ import annotations
