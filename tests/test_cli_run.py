@@ -168,7 +168,8 @@ def test_new_rank_runs_on_generic_kernels_then_on_compiled_ones(monkeypatch, cap
     monkeypatch.setenv("FEDMC_KERNELS", "auto")
     monkeypatch.setattr(precompile, "compile_in_background", lambda a, p: calls.append((a, p)))
     monkeypatch.setattr(precompile, "compile_generic_alongside",
-                        lambda a, p: warmed.append((a, p)) or [Child()])
+                        lambda a, p: warmed.append((a, p))
+                        or precompile.Warming(a, p, [Child()], None))
     calls: list = []
     warmed: list = []
     args = ["run", "--ratings", ratings_csv, "--clients", 4, "--rounds", 3, "--rank", 3, "-q"]
