@@ -1,5 +1,5 @@
 """``fedmc tune``: the search space, the scoring of a trial, a tiny search end to end, and
-two processes on one study."""
+several processes on one study (``--storage``, ``--jobs``)."""
 
 from __future__ import annotations
 
@@ -180,6 +180,8 @@ REFUSED = (
     (["--space", "consensus=all,sometimes"], "--space consensus: sometimes is refused"),
     (["--validation-fraction", "0"], "--validation-fraction 0: a search scores"),
     (["--timeout", "0"], "--timeout must be > 0"),
+    (["--jobs", "0"], "--jobs must be >= 1"),
+    (["--dp-epsilon", "8", "--dp-clip", "1", "--jobs", "2"], "--jobs: a private search runs"),
     (["--rounds", "0"], "--rounds 0: a search compares trained models"),
     (["--storage", "notaurl"], "--storage notaurl: not a database URL"),
     (["--storage", "postgresql://u@h/db"], "driver of that database is not installed"),
@@ -439,3 +441,98 @@ def test_no_trial_fails_for_a_range_the_data_cannot_take(tmp_path, algorithm):
     assert states.count("COMPLETE") == 4 and "FAIL" not in states, states
     if algorithm == "fedals":
         assert all(t.params["rank"] <= 60 for t in found.study.trials)
+
+
+def test_a_trial_drawn_past_a_grid_is_not_run(monkeypatch, tmp_path):
+    """Where other processes took a grid's last points, a process's next trial is drawn by
+    the sampler: it is not run, the search stops, and ``trials.csv`` leaves it out."""
+    from fedmc.run.options import RunOptions
+    from fedmc.tune.report import trial_rows
+    from fedmc.tune.search import SURPLUS, Search, open_study, run_study
+    from fedmc.tune.space import search_space
+
+    search = Search(RunOptions(dataset="synthetic", algorithm="fedals", validation_fraction=0.2),
+                    search_space("fedals", False, {"rank": "2,3", "lam": "1,2"}, {}), 10,
+                    f"sqlite:///{tmp_path / 'study.db'}", exclusive=False)
+    monkeypatch.setattr("fedmc.tune.search.warm_up", lambda search, loaded: None)
+    ran = _trials_stopped_at(monkeypatch, None)
+    study = open_study(search)
+    taken = [study.ask() for _ in range(4)]  # every point taken by "other processes"
+    study.tell(taken[0], 1.0)  # one of them finished, three running
+    study = run_study(search, study, None)
+    assert ran == []  # a drawn trial, not run
+    assert len(study.trials) == 5 and study.trials[-1].user_attrs == {SURPLUS: True}
+    assert [r["trial"] for r in trial_rows(study)] == [0, 1, 2, 3]
+
+
+def _grid_search(out, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "fedmc", "tune", "--rounds", "4", "--space", "rank=2,4,8",
+            "--space", "lam=1,4", "--space", "inner=5,10", "--space", "beta=off", "--space",
+            "gamma=off", "--space", "consensus=off", "--space", "dual_init=off", "--pruner",
+            "none", "--quiet", "--out", str(out), *extra]
+
+
+def _by_settings(out) -> dict[tuple[str, str, str], tuple[str, float, str]]:
+    return {(r["rank"], r["lam"], r["inner"]): (r["state"], float(r["value"]), r["best_round"])
+            for r in csv.DictReader((out / "trials.csv").open())}
+
+
+@pytest.mark.slow
+def test_a_grid_in_two_processes_equals_the_sequential_grid(tmp_path):
+    """``--jobs 2``: the twelve points of a grid, each run once over the two processes, with
+    the sequential search's scores and best settings."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for name, extra in (("one", ()), ("two", ("--jobs", "2"))):
+        subprocess.run(_grid_search(tmp_path / name, *extra), env=env, check=True,
+                       timeout=600, capture_output=True)
+    one, two = _by_settings(tmp_path / "one"), _by_settings(tmp_path / "two")
+    assert len(one) == 12 and one.keys() == two.keys()
+    for key, (state, value, best_round) in one.items():
+        assert two[key][0] == state == "complete" and two[key][2] == best_round
+        assert two[key][1] == pytest.approx(value, rel=1e-12, abs=0)
+    best = [json.loads((tmp_path / n / "best.json").read_text())["settings"]
+            for n in ("one", "two")]
+    assert best[0] == best[1]
+
+
+@pytest.mark.slow
+def test_a_search_in_two_processes_stops_whole_and_continues(tmp_path):
+    """SIGTERM to ``fedmc tune --jobs 2`` after two finished trials: the command exits 143
+    within seconds, its other process too, no trial is left running; the same command then
+    finishes the grid, each point once."""
+    import signal
+    import time
+
+    import optuna
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = tmp_path / "tune"
+    command = _grid_search(out, "--jobs", "2", "--rounds", "40")
+    search = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    storage = f"sqlite:///{out / 'study.db'}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        try:
+            trials = optuna.load_study(study_name="fedmc", storage=storage).trials
+        except Exception:  # not created yet
+            continue
+        if sum(t.state.is_finished() for t in trials) >= 2:
+            break
+    others = subprocess.run(["pgrep", "-f", "fedmc.cli.tune_jobs"], capture_output=True,
+                            text=True).stdout.split()
+    assert others, "no second process"
+    search.send_signal(signal.SIGTERM)
+    _, err = search.communicate(timeout=15)
+    assert search.returncode == 143, err
+    left = subprocess.run(["pgrep", "-f", "fedmc.cli.tune_jobs"], capture_output=True,
+                          text=True).stdout.split()
+    assert not set(left) & set(others)
+    rows = list(csv.DictReader((out / "trials.csv").open()))
+    assert "running" not in {r["state"] for r in rows}
+    assert sum(r["state"] == "complete" for r in rows) >= 2
+    subprocess.run(command, env=env, check=True, timeout=600, capture_output=True)
+    finished = [r for r in csv.DictReader((out / "trials.csv").open())
+                if r["state"] == "complete"]
+    assert sorted((r["rank"], r["lam"], r["inner"]) for r in finished) == sorted(
+        (k, x, n) for k in ("2", "4", "8") for x in ("1", "4") for n in ("5", "10"))

@@ -36,7 +36,7 @@ from fedmc.tune import PRUNER, PRUNERS, TUNE_EVALUATIONS
 
 TUNE_FILES = ("study.db", "trials.csv", "best.json", "search.png", "settings.png",
               "status.json")
-TUNE_ONLY = ("trials", "space", "storage", "study_name", "pruner", "timeout", "out_dir",
+TUNE_ONLY = ("trials", "space", "storage", "study_name", "pruner", "timeout", "jobs", "out_dir",
              "overwrite", "quiet")
 """Options of ``fedmc tune`` that are no run options (left out of ``best.json``'s
 command)."""
@@ -79,6 +79,9 @@ _EXTRAS = (
         "others') | halving (successive halving) | none.")], None),
     _extra("timeout", Annotated[float | None, _search(
         "Seconds after which no new trial starts.")], None),
+    _extra("jobs", Annotated[int | None, _search(
+        "Trials at once, in this many processes on this machine, over one study (default 1; "
+        "each loads the data).")], None),
 )
 _HELPS = {"eval_every": "Evaluate every this many rounds (default: a search's trials "
                         f"every rounds/{TUNE_EVALUATIONS}, at least 1; a private search "
@@ -110,6 +113,7 @@ def tune(**typed: Any) -> None:
     _check_search_inputs(typed)  # these refusals before the search's machinery is imported
     options = run_options(typed)
     from fedmc.cli.interrupts import in_worker, interrupt_marks
+    from fedmc.cli.tune_jobs import finish_jobs, start_jobs, stop_jobs
     from fedmc.files import write_atomic
     from fedmc.run.folder import RunFolder
     from fedmc.run.runner import execute, write_outputs
@@ -158,12 +162,16 @@ def tune(**typed: Any) -> None:
     column, larger = search.column()
     opened: dict[str, Any] = {}  # the study, once open: its trials.csv on an interrupt
     mine: list[int] = []  # this process's trials, closed here when a signal stops the worker
+    jobs: list[Any] = []  # the other processes running trials (--jobs)
 
     def trials_so_far() -> str | None:
+        stop_jobs(jobs)  # each closes its own running trial
         if not opened:
             return None
-        close_interrupted(opened["study"], mine)
-        return trials_text(trial_rows(opened["study"]))
+        study = opened["study"]
+        close_interrupted(study, [t.number for t in study.get_trials(deepcopy=False)]
+                          if search.exclusive else mine)  # in a study of its own: all left
+        return trials_text(trial_rows(study))
 
     def prepared() -> tuple[Any, Any, Search, list[str]]:
         check_space(search, None)
@@ -182,8 +190,11 @@ def tune(**typed: Any) -> None:
                        for t in study.trials)
             err.print(f"continuing the interrupted search in {target}: {done} trials "
                       "finished", soft_wrap=True)
+        jobs.extend(start_jobs(search, (typed["jobs"] or 1) - 1))
         with _trial_bar(typed["quiet"], search.planned_trials(), column) as shown:
             in_worker(lambda: run_study(search, study, loaded, shown, mine))
+        for line in in_worker(lambda: finish_jobs(jobs)):
+            err.print(f"warning: {line}", soft_wrap=True)
         rows = trial_rows(study)
         write_atomic(target / "trials.csv", trials_text(rows))
         plot_search(target, rows, column, larger, space)
@@ -206,7 +217,7 @@ def tune(**typed: Any) -> None:
 def _check_search_inputs(typed: dict[str, Any]) -> None:
     """Exit 2 (one line naming the flag) on a search option no search can run with, before
     anything is read or the search's machinery imported: ``--space`` items that are not
-    ``NAME=...``, a search without rounds, a time limit that is no time."""
+    ``NAME=...``, a search without rounds, a time limit that is no time, no process."""
     for item in typed["space"] or []:
         name, sep, _ = item.partition("=")
         if not sep or not name.strip():
@@ -217,6 +228,8 @@ def _check_search_inputs(typed: dict[str, Any]) -> None:
                           "give at least 1 round")
     if typed["timeout"] is not None and not typed["timeout"] > 0:
         raise ConfigError(f"--timeout must be > 0 seconds, got {typed['timeout']}")
+    if typed["jobs"] is not None and typed["jobs"] < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {typed['jobs']}")
 
 
 def _search_command(typed: dict[str, Any]) -> str:
@@ -247,6 +260,7 @@ PRIVATE_REFUSED = {
               "would release that curve)",
     "timeout": "a private search runs its secret number of trials (one stopped by time stops "
                "at a time that depends on the data)",
+    "jobs": "a private search runs its trials in one process",
 }
 """Search options a private search refuses when given, and why."""
 

@@ -19,13 +19,14 @@ from fedmc.algorithms.spec import Choice, Range
 from fedmc.files import strict_json, write_atomic
 from fedmc.run.settings import RunSpec
 from fedmc.tune.private import SCORE, Chosen, PrivateSearch
-from fedmc.tune.search import Search
+from fedmc.tune.search import SURPLUS, Search
 
 DPI = 100
 
 
 def trial_rows(study: Any) -> list[dict[str, Any]]:
-    """One row per trial started (not those queued, waiting): number, state (Optuna's,
+    """One row per trial started (not those queued, waiting, nor a process's surplus past a
+    grid: :data:`fedmc.tune.search.SURPLUS`): number, state (Optuna's,
     ``interrupted`` for a trial a signal or a killed process stopped:
     :func:`fedmc.tune.search.close_interrupted`), score, best round, seconds (training alone),
     seconds spent compiling kernels, then its settings."""
@@ -37,7 +38,7 @@ def trial_rows(study: Any) -> list[dict[str, Any]]:
              "seconds": t.user_attrs.get("seconds"),
              "compile_seconds": t.user_attrs.get("compile_seconds"),
              **{name: t.params.get(name) for name in names}} for t in study.trials
-            if t.state.name != "WAITING"]
+            if t.state.name != "WAITING" and not t.user_attrs.get(SURPLUS)]
 
 
 def trials_text(rows: list[dict[str, Any]]) -> str:

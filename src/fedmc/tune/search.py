@@ -208,7 +208,9 @@ def run_study(search: Search, study: Any,
               mine: list[int] | None = None) -> Any:
     """Run the search's trials in ``study`` (:func:`open_study`) on ``loaded``
     (:func:`trial_data`) until :meth:`Search.planned_trials` have finished over every process
-    on it; the study (every trial so far, this process's and others').
+    on it (a process starts no trial once the trials finished or running in every process are
+    enough; a trial drawn past a grid's last point is not run: :data:`SURPLUS`); the study
+    (every trial so far, this process's and others').
 
     Trials run on the generic kernels at a rank whose specialized ones are not compiled
     (``kernels="auto"``, :mod:`fedmc.run.precompile`): compiled once for every rank, not once
@@ -224,10 +226,16 @@ def run_study(search: Search, study: Any,
 
     compile_seconds()  # counting from here
     column, larger = search.column()
+    grid = grid_of(search) is not None
     mine = [] if mine is None else mine
 
     def objective(trial: Any) -> float:
         mine.append(trial.number)
+        queued = study._storage.get_trial(trial._trial_id).system_attrs.get("fixed_params")
+        if grid and not queued:  # drawn, not a queued point
+            trial.study.stop()  # the grid's points were all taken by other processes
+            trial.set_user_attr(SURPLUS, True)
+            raise _Surplus
         values = {name: suggest(trial, name, r) for name, r in search.space.items()}
         run = search.trial_spec(values)
         started, compiling = time.perf_counter(), compile_seconds()
@@ -258,18 +266,30 @@ def run_study(search: Search, study: Any,
 
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     wanted = search.planned_trials()
-    callbacks = [optuna.study.MaxTrialsCallback(wanted, states=finished)]
+    # after each trial: stop once the trials finished or running in any process are enough
+    # (a process does not start a trial past a grid's last point while another runs it)
+    callbacks = [optuna.study.MaxTrialsCallback(
+        wanted, states=(*finished, optuna.trial.TrialState.RUNNING))]
     if on_trial is not None:
         callbacks.append(on_trial)
     try:
         if sum(t.state in finished for t in study.trials) < wanted:
             warm_up(search, loaded)
             study.optimize(objective, n_trials=wanted, timeout=search.timeout,
-                           callbacks=callbacks, catch=(ConfigError,))
+                           callbacks=callbacks, catch=(ConfigError, _Surplus))
     except BaseException:
         close_interrupted(study, mine)
         raise
     return study
+
+
+SURPLUS = "surplus"
+"""The user attribute of a trial a process began past a grid's last point (two processes took
+the last points at once): failed before it ran, left out of ``trials.csv``."""
+
+
+class _Surplus(Exception):
+    """A trial drawn where a grid's points are all taken: not run."""
 
 
 def warm_up(search: Search, loaded: tuple[FederatedData, dict[str, Any]] | None) -> None:
