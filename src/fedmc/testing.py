@@ -2,7 +2,8 @@
 
 An algorithm written against :mod:`fedmc.core.protocol` must give the same history whichever
 driver runs it: the batched simulation (all clients stacked), the per-client reference loop
-(one client at a time, each with its own shard and state) and, where it is installed, a real
+(one client at a time, each with its own shard and state), the sharded simulation (stacks of
+clients that sum their own uploads, :mod:`fedmc.sim.sharded`) and, where it is installed, a real
 federation (``fedmc.flower``, whose history adds the columns :data:`FEDERATION_COLUMNS`). A
 federation that lost clients must equal a :func:`replay` of the run with the clients each
 exchange included. And its server step must be handed cohort sums only. The functions below
@@ -37,7 +38,7 @@ from fedmc.federation.history import History
 from fedmc.federation.loop import Outcome, Rounds
 from fedmc.federation.population import Exchange, carried_out
 from fedmc.privacy.accounting import UserDP
-from fedmc.sim import simulate
+from fedmc.sim import Driver, PopulationFactory, simulate
 from fedmc.sim.clients import PerClientClients
 
 IGNORED_COLUMNS = ("seconds",)
@@ -182,7 +183,9 @@ def run_driver(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable
 
 
 def assert_drivers_agree(algorithm: Algorithm, cfg: Any, data: Any, *, rounds: Rounds,
-                         seed: int = 0, drivers: Iterable[str] = ("batched", "per-client"),
+                         seed: int = 0,
+                         drivers: Iterable[Driver | PopulationFactory] = (
+                             "batched", "per-client", "sharded"),
                          rtol: float = 1e-10, atol: float = 1e-10) -> list[Outcome]:
     """Run ``algorithm`` under every driver, each with a copy of ``rounds`` (its sampler as
     it is now), and require the same history (``seconds`` aside) and the same final published

@@ -580,6 +580,20 @@ def sum_uploads(
     return Summed(total, count, _SUMMED_BY_DRIVER)
 
 
+def add_sums(parts: Iterable[tuple[Mapping[str, np.ndarray], int]],
+             shapes: Mapping[str, tuple[int, ...]]) -> Summed:
+    """The cohort sum of a cohort summed in parts: ``(arrays, count)`` of each part, each
+    made by :func:`sum_uploads` where its clients live (a shard of a sharded simulation,
+    :mod:`fedmc.sim.sharded`), added in the order given."""
+    total = {name: np.zeros(shape) for name, shape in shapes.items()}
+    count = 0
+    for arrays, part_count in parts:
+        for name in total:
+            total[name] += arrays[name]
+        count += int(part_count)
+    return Summed(total, count, _SUMMED_BY_DRIVER)
+
+
 def secure_sum(arrays: Mapping[str, np.ndarray], count: int) -> Summed:
     """The cohort sum as a secure aggregation protocol returns it: the protocol, not the
     driver, added up the ``count`` uploads (``fedmc.flower.secagg``)."""

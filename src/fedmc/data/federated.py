@@ -99,11 +99,16 @@ class FederatedData:
         The item indices and raw item ids, the normalizer and the rating range are shared
         set-up information.
         """
-        rows = self.client_rows(client)
+        return self.clients_shard(client, client + 1)
+
+    def clients_shard(self, first: int, stop: int) -> FederatedData:
+        """What the clients ``first`` to ``stop - 1`` hold, as a federation of those clients
+        (:meth:`client_shard` of each, together: a shard of a sharded simulation)."""
+        rows = slice(int(self.client_ptr[first]), int(self.client_ptr[stop]))
         return FederatedData(
             train=self.train.row_block(rows),
             test=self.test.row_block(rows),
-            client_ptr=np.array([0, rows.stop - rows.start], dtype=np.int64),
+            client_ptr=self.client_ptr[first:stop + 1] - self.client_ptr[first],
             n_items=self.n_items,
             user_index=self.user_index[rows],
             user_ids=self.user_ids[rows],

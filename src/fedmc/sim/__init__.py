@@ -23,8 +23,9 @@ from fedmc.federation.loop import (
 )
 from fedmc.federation.population import ClientPopulation
 from fedmc.sim.clients import BatchedClients, PerClientClients
+from fedmc.sim.sharded import ShardedClients
 
-Driver = Literal["batched", "per-client"]
+Driver = Literal["batched", "per-client", "sharded"]
 PopulationFactory = Callable[[Algorithm, Any, Any, InitialDraws, FederationInfo],
                              ClientPopulation]
 """Builds the clients of a run from ``(algorithm, cfg, data, draws, info)``, as the classes of
@@ -56,7 +57,8 @@ def simulate(
         (:func:`fedmc.federation.loop.streams`).
     driver
         ``"batched"`` (all clients stacked, the fast path), ``"per-client"`` (the reference
-        loop over clients), or a factory of another population.
+        loop over clients), ``"sharded"`` (two stacks of clients in this process, each summing
+        its uploads: :mod:`fedmc.sim.sharded`), or a factory of another population.
     callback
         Called after each round with ``(round, row or None)``; for progress display.
 
@@ -67,7 +69,8 @@ def simulate(
         (:func:`fedmc.federation.loop.run_rounds` for the history's columns).
     """
     population = (driver if callable(driver)
-                  else {"batched": BatchedClients, "per-client": PerClientClients}[driver])
+                  else {"batched": BatchedClients, "per-client": PerClientClients,
+                        "sharded": ShardedClients}[driver])
     clock = TrainingClock()
     init_rng, server_rng = streams(seed, secret=rounds.dp is not None and rounds.dp.private)
     info = data.federation_info()

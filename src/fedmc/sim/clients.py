@@ -33,10 +33,19 @@ from fedmc.federation.population import SIMULATED, Exchange
 CHUNK_RATINGS = 2**22  # ratings per client step of a large message (see BatchedClients.run)
 
 
-def _multiplicities(msg: Message) -> tuple[np.ndarray, np.ndarray]:
+def multiplicities(msg: Message) -> tuple[np.ndarray, np.ndarray]:
     """Distinct uploading clients and how many times each counts."""
     ids, counts = np.unique(msg.upload, return_counts=True)
     return ids.astype(np.int64), counts
+
+
+def add_up(parts: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Evaluation sums of several groups of clients, added up in the order given."""
+    total: dict[str, float] = {}
+    for part in parts:
+        for key, value in part.items():
+            total[key] = total.get(key, 0.0) + value
+    return total
 
 
 class SimulatedClients:
@@ -89,8 +98,14 @@ class BatchedClients(SimulatedClients):
         (``Algorithm.split_batches``), one per chunk of at most :data:`CHUNK_RATINGS` ratings,
         so that a message to every client of a large federation (a set-up exchange) never
         holds all their uploads at once."""
-        uploaders, counts = _multiplicities(msg)
-        for chunk in self._chunks(msg.compute.astype(np.int64)):
+        uploaders, counts = multiplicities(msg)
+        yield from self.step(msg, aggregator, msg.compute.astype(np.int64), uploaders, counts)
+
+    def step(self, msg: Message, aggregator: Aggregator, compute: np.ndarray,
+             uploaders: np.ndarray, counts: np.ndarray) -> Iterator[Batch]:
+        """:meth:`run` of the clients at positions ``compute`` of the stack, of which
+        ``uploaders`` upload, each counted ``counts`` times."""
+        for chunk in self._chunks(compute):
             mine = np.isin(uploaders, chunk)
             self.state, uploads = self.algorithm.client_step(
                 self.cfg, self.shard, self.state, msg, chunk, uploaders[mine]
@@ -147,7 +162,7 @@ class PerClientClients(SimulatedClients):
 
     def run(self, msg: Message, aggregator: Aggregator) -> list[Batch]:
         """The client step of each client of ``msg.compute``, one at a time."""
-        uploaders, counts = _multiplicities(msg)
+        uploaders, counts = multiplicities(msg)
         weight = dict(zip(uploaders.tolist(), counts.tolist(), strict=True))
         me = np.zeros(1, dtype=np.int64)
         out = []
@@ -162,11 +177,8 @@ class PerClientClients(SimulatedClients):
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
         """Each client's sums, added up in client order."""
-        total: dict[str, float] = {}
-        for shard, state in zip(self.shards, self.states, strict=True):
-            for key, value in self.algorithm.evaluate(self.cfg, shard, state, model).items():
-                total[key] = total.get(key, 0.0) + value
-        return total
+        return add_up(self.algorithm.evaluate(self.cfg, shard, state, model)
+                      for shard, state in zip(self.shards, self.states, strict=True))
 
     def snapshot(self) -> Any:
         """Every client's state."""

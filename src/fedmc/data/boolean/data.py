@@ -77,10 +77,15 @@ class BooleanFederatedData:
     def client_shard(self, client: int) -> BooleanFederatedData:
         """What ``client`` holds itself: its rows (and their signal), as a federation of one
         client."""
-        rows = self.client_rows(client)
+        return self.clients_shard(client, client + 1)
+
+    def clients_shard(self, first: int, stop: int) -> BooleanFederatedData:
+        """What the clients ``first`` to ``stop - 1`` hold, as a federation of those clients
+        (:meth:`client_shard` of each, together)."""
+        rows = slice(int(self.client_ptr[first]), int(self.client_ptr[stop]))
         return BooleanFederatedData(
             A=self.A[rows],
-            client_ptr=np.array([0, rows.stop - rows.start], dtype=np.int64),
+            client_ptr=self.client_ptr[first:stop + 1] - self.client_ptr[first],
             row_index=self.row_index[rows],
             signal=None if self.signal is None else self.signal[rows],
             name=self.name,
