@@ -4,6 +4,7 @@ handed cohort sums only (``fedmc.testing``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import UserDP
 from fedmc.sim import simulate
 from fedmc.sim.clients import PerClientClients
+from fedmc.sim.sharded import ShardedClients
 from fedmc.testing import (
     assert_drivers_agree,
     assert_same_history,
@@ -173,6 +175,27 @@ def test_batched_driver_equals_per_client_driver(case, data):
     cfg = algorithm.Config(**params)
     assert_drivers_agree(algorithm, cfg, data,
                          rounds=Rounds(make_sampler(data.n_clients, **{"active": 4, **run}), 6))
+
+
+@pytest.fixture(scope="module")
+def ray_actors():
+    """Ray started on this machine once for the module (skipped where it is not installed)."""
+    ray = pytest.importorskip("ray")
+    from fedmc.sim.ray_shards import RayActors
+
+    yield RayActors()
+    ray.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_ray_actors_equal_the_batched_driver(case, data, ray_actors):
+    """Every algorithm with its clients in two Ray actors (``--backend ray``)."""
+    algorithm, params, run = case.algorithm, case.params, case.run
+    assert_drivers_agree(algorithm, algorithm.Config(**params), data,
+                         rounds=Rounds(make_sampler(data.n_clients, **{"active": 4, **run}), 6),
+                         drivers=("batched",
+                                  partial(ShardedClients, shards=2, workers=ray_actors)))
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)

@@ -49,7 +49,7 @@ from fedmc.federation.history import History
 from fedmc.federation.loop import Outcome, RoundCallback, Rounds
 from fedmc.federation.settings import Schedule
 from fedmc.federation.validation import with_validation
-from fedmc.sim import simulate
+from fedmc.sim import PopulationFactory, simulate
 
 SEED = "random_state"  # the scikit-learn name of Schedule.seed
 RUN_PARAMS: dict[str, Any] = {(SEED if name == "seed" else name): field.default
@@ -154,7 +154,7 @@ class FederatedEstimator(Estimator):
                            for name in RUN_PARAMS})
 
     def fit_with_progress(self, data: Any, callback: RoundCallback | None = None,
-                          ) -> FederatedEstimator:
+                          population: PopulationFactory | None = None) -> FederatedEstimator:
         """Train on ``data`` (a :class:`fedmc.data.FederatedData`, or Boolean data for the
         Boolean algorithms) with the batched simulation, calling ``callback(round, row or
         None)`` after every round; returns ``self``.
@@ -163,13 +163,15 @@ class FederatedEstimator(Estimator):
         ``data``; with its ``refit`` (the default) a second pass then trains on every training
         rating, the cut put back (:meth:`fedmc.data.FederatedData.every_training_rating`), for
         the best round's number of rounds, and its model is the result (the callback hears
-        both passes, the second counting from round 1 again)."""
+        both passes, the second counting from round 1 again). ``population``: where the
+        clients live (:func:`fedmc.sim.simulate`'s ``driver``; None: stacked in this
+        process)."""
         if self.spec.data_kind == "ratings" and not hasattr(data, "train"):
             raise ConfigError(f"{self.name} needs rating data (fedmc.load_federated)")
         cfg = self.make_config()
         schedule = self.schedule()
         self.config_ = cfg
-        sim = self._simulate(schedule, data, callback)
+        sim = self._simulate(schedule, data, callback, population)
         stopping = schedule.early_stopping
         if stopping is None or not stopping.refit or sim.stop is None or sim.stop.best is None:
             self._learn(sim, data)
@@ -178,17 +180,19 @@ class FederatedEstimator(Estimator):
         every = data.every_training_rating()
         again = schedule.model_copy(update={"rounds": sim.stop.best.round,
                                             "early_stopping": None, "eval_k": None})
-        self._learn(self._simulate(again, every, callback), every)
+        self._learn(self._simulate(again, every, callback, population), every)
         self.stopped_ = report
         self.validation_history_: History = sim.history
         return self
 
     def _simulate(self, schedule: Schedule, data: Any, callback: RoundCallback | None,
-                  ) -> Outcome:
-        """One batched simulation of ``config_`` on ``data`` under ``schedule``."""
+                  population: PopulationFactory | None = None) -> Outcome:
+        """One simulation of ``config_`` on ``data`` under ``schedule`` (batched, or on
+        ``population``)."""
         algorithm = with_validation(self.spec.algorithm_for(self.config_), schedule.eval_k)
         return simulate(algorithm, self.config_, data,
                         rounds=Rounds.of(schedule, data.n_clients), seed=schedule.seed,
+                        driver="batched" if population is None else population,
                         callback=callback)
 
     def _learn(self, sim: Outcome, data: Any) -> None:

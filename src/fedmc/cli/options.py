@@ -157,6 +157,17 @@ OPTIONS: dict[str, Declared] = {
     "seed": Declared(
         int, _default("seed"), PROTO, (),
         "Seed of split, partition, init and sampling."),
+    "backend": Declared(
+        str, _default("backend"), PROTO, (),
+        "Where a simulation's clients live: batched (this process) | ray (--workers shards, "
+        "each a Ray actor; pip install 'fedmc[ray]'; docs/ray.md)."),
+    "workers": Declared(
+        int | None, None, PROTO, (),
+        "Shards of the clients with --backend ray, one Ray actor each (default 2)."),
+    "ray_address": Declared(
+        str | None, None, PROTO, (),
+        "The Ray cluster to join with --backend ray (auto, or the head's HOST:PORT; default: "
+        "start Ray on this machine)."),
     "rank": Declared(
         int | None, None, ALGO, (),
         "Rank r."),

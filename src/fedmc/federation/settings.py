@@ -22,6 +22,24 @@ SamplingKind = Literal["uniform", "bernoulli", "replacement"]
 """How the clients of a round are drawn (:func:`fedmc.federation.sampling.make_sampler`)."""
 
 
+BackendKind = Literal["batched", "ray"]
+"""Where a simulation's clients live (:class:`Backend`)."""
+
+
+class Backend(BaseModel):
+    """Where a simulation's clients live: stacked in this process (``batched``, the default)
+    or in ``workers`` shards, each a Ray actor (``ray``: :mod:`fedmc.sim.ray_shards`), on this
+    machine or the cluster at ``address``. The history is the same either way (to the order
+    of floating-point additions)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    kind: BackendKind = Field("batched", description="batched|ray")
+    workers: int = Field(2, ge=1, description="shards of the clients, one Ray actor each")
+    address: str | None = Field(None, description="the Ray cluster to join (None: start Ray "
+                                "on this machine)")
+
+
 class EarlyStopping(BaseModel):
     """Stop when a validation column has not improved for a while, and publish the model of
     its best round (:class:`fedmc.federation.validation.EarlyStop`)."""

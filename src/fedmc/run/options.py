@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedmc.federation.settings import SamplingKind
+from fedmc.federation.settings import BackendKind, SamplingKind
 
 
 class RunOptions(BaseModel):
@@ -53,6 +53,9 @@ class RunOptions(BaseModel):
     rounds: int | None = None
     eval_every: int = 1
     seed: int = 0
+    backend: BackendKind = "batched"
+    workers: int | None = None
+    ray_address: str | None = None
     # user-level DP
     dp_epsilon: float | None = None
     dp_delta: float = 1e-6

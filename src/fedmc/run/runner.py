@@ -30,6 +30,7 @@ from fedmc.errors import ConfigError
 from fedmc.estimators import (
     Estimator,
     FactorPredictions,
+    FederatedEstimator,
     estimator_class,
     estimator_run_params,
 )
@@ -43,6 +44,7 @@ from fedmc.run.cost_note import announce_cost
 from fedmc.run.data import federated_data, load_boolean_data
 from fedmc.run.scale_facts import scale_facts
 from fedmc.run.settings import RunSpec
+from fedmc.sim.sharded import population
 
 
 @dataclass
@@ -122,6 +124,10 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     entry = spec(run.algorithm)
     algo_cls = estimator_class(run.algorithm)
     cfg = run.config()  # validate parameters before any loading
+    if run.backend.kind == "ray" and not issubclass(algo_cls, FederatedEstimator):
+        raise ConfigError(f"backend=ray shards a federation's clients; {run.algorithm} trains "
+                          "in one process")
+    placed = population(run.backend)  # Ray started (or joined) before any loading
     factor_model = issubclass(algo_cls, FactorPredictions)
     if not factor_model and (run.ranking_k is not None or run.save_user_factors):
         raise ConfigError(f"ranking_k and save_user_factors need a factor model; "
@@ -171,7 +177,10 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
         # its own part's compiling is in compile_seconds() already
         waited = (time.perf_counter() - started - load_seconds
                   - (compile_seconds() - compiled_loading))
-    model.fit_with_progress(data, callback)
+    if isinstance(model, FederatedEstimator):
+        model.fit_with_progress(data, callback, population=placed)
+    else:
+        model.fit_with_progress(data, callback)
     if specialized is not None:
         precompile.mark_compiled(specialized[0], precompile.GENERIC if generic
                                  else specialized[1])

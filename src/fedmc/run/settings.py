@@ -39,7 +39,7 @@ from fedmc.algorithms.registry import (
     specs,
 )
 from fedmc.errors import ConfigError
-from fedmc.federation.settings import EarlyStopping, Schedule
+from fedmc.federation.settings import Backend, EarlyStopping, Schedule
 from fedmc.privacy.accounting import UserDP
 from fedmc.run.data_settings import DataSettings, is_boolean
 from fedmc.run.options import RunOptions
@@ -77,6 +77,8 @@ class RunSpec(BaseModel):
                                   "added after training")
     save_user_factors: bool = Field(False, description="save U, raw user ids and rated items "
                                     "with the model (simulation)")
+    backend: Backend = Field(default_factory=Backend, description="where a simulation's "
+                             "clients live")
     defaulted: tuple[str, ...] = ()
     notes: tuple[str, ...] = Field((), description="why a default was chosen, in the command "
                                    "line's words (config.json's run.notes; fedmc run prints "
@@ -123,8 +125,10 @@ class RunSpec(BaseModel):
 
     def settings(self) -> dict[str, Any]:
         """``config.json``'s ``run``: the schedule, the algorithm and what follows training."""
+        ray = self.backend.kind != Backend().kind  # the default is not written
         return {"algorithm": self.algorithm, **self.schedule.model_dump(mode="json"),
                 "ranking_k": self.ranking_k, "save_user_factors": self.save_user_factors,
+                **({"backend": self.backend.model_dump(mode="json")} if ray else {}),
                 "defaulted": list(self.defaulted), "notes": list(self.notes)}
 
 
@@ -208,10 +212,24 @@ def resolve(options: RunOptions,
                         else None)
     run = RunSpec(algorithm=algorithm, params=implicit_params(spec(algorithm), params, data),
                   data=data, schedule=schedule, ranking_k=ranking_k,
-                  save_user_factors=o["save_user_factors"],
+                  save_user_factors=o["save_user_factors"], backend=backend(options),
                   defaulted=tuple(sorted(set(defaulted))), notes=notes)
     run.config()  # the algorithm's parameters checked before anything starts
     return run
+
+
+def backend(options: RunOptions) -> Backend:
+    """Where the run's clients live: ``options.backend``, its ``workers`` (default 2) and
+    ``ray_address``, which only the Ray backend takes."""
+    if options.backend == "ray":
+        return Backend(kind="ray", workers=options.workers or Backend().workers,
+                       address=options.ray_address)
+    for name in ("workers", "ray_address"):
+        value = getattr(options, name)
+        if value is not None:
+            raise ConfigError(f"{name}={value} places the clients in Ray's workers: give "
+                              f"backend=ray")
+    return Backend(kind=options.backend)
 
 
 def check_rounds(algorithm: str, rounds: int) -> None:

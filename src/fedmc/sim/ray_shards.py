@@ -1,0 +1,101 @@
+"""The shards of a sharded simulation (:mod:`fedmc.sim.sharded`) as Ray actors: ``--backend
+ray``.
+
+Each shard is an actor (:class:`fedmc.sim.sharded.Shard`) holding its clients' data and state,
+built once from what the driver sends it; a message and the aggregator are put in Ray's object
+store once per exchange and read by every actor, and each actor returns one sum of its
+clients' uploads. Ray is an optional dependency (``pip install 'fedmc[ray]'``): nothing else
+imports this module.
+
+Without an address Ray starts on this machine (its workers are processes of this machine);
+with one (``--ray-address``: ``auto``, or the head's ``HOST:PORT``) the run joins that cluster
+(``docs/ray.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from fedmc.errors import ConfigError
+from fedmc.sim.sharded import Shard
+
+
+def _ray() -> Any:
+    """The ``ray`` module, or exit 2 with how to install it."""
+    # a signal is fedmc's to report (exit 130/143), not Ray's to answer with a stack dump
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--backend ray needs Ray: pip install 'fedmc[ray]'") from None
+    return ray
+
+
+_RAY_HELD = threading.Event()  # never set: the thread that started Ray waits on it
+
+
+def _start_ray(ray: Any, address: str | None) -> None:
+    """``ray.init`` in a thread that lives as long as this process: the processes of a Ray
+    that ``ray.init`` starts on this machine end when the thread that started them ends
+    (Linux's parent-death signal is a thread's), and a command runs each stage of its work in
+    a worker thread of its own (:func:`fedmc.cli.interrupts.in_worker`)."""
+    outcome: list[BaseException | None] = []
+    started = threading.Event()
+
+    def hold() -> None:
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller
+            outcome.append(exc)
+        started.set()
+        _RAY_HELD.wait()
+
+    threading.Thread(target=hold, name="fedmc-ray", daemon=True).start()
+    started.wait()
+    if isinstance(outcome[0], (ConnectionError, ValueError, RuntimeError)):
+        where = f"--ray-address {address}" if address else "a local Ray"
+        raise ConfigError(f"{where}: Ray did not start ({outcome[0]})") from None
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
+class RayActors:
+    """Shards as Ray actors, one CPU each (:class:`fedmc.sim.sharded.Workers`).
+
+    Parameters
+    ----------
+    address
+        The cluster to join (None: start Ray on this machine).
+    """
+
+    def __init__(self, address: str | None = None) -> None:
+        ray = self.ray = _ray()
+        if not ray.is_initialized():
+            # its notes (the run's signals are heard by fedmc's main thread; token
+            # authentication is on) would interleave with the run's output
+            logging.getLogger("ray").setLevel(logging.ERROR)
+            _start_ray(ray, address)
+        self.actor = ray.remote(num_cpus=1)(Shard)
+
+    def start(self, *args: Any) -> Any:
+        return self.actor.remote(*args)
+
+    def call(self, shards: Sequence[Any], method: str, args: Sequence[tuple[Any, ...]],
+             ) -> list[Any]:
+        put: dict[int, Any] = {}  # an argument all the shards receive: in the store once
+
+        def stored(value: Any) -> Any:
+            if id(value) not in put:
+                put[id(value)] = self.ray.put(value)
+            return put[id(value)]
+
+        shared = len(args) > 1 and all(a is args[0] for a in args)
+        return self.ray.get([
+            getattr(shard, method).remote(*(stored(v) for v in a) if shared else a)
+            for shard, a in zip(shards, args, strict=True)])
