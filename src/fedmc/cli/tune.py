@@ -81,7 +81,7 @@ _EXTRAS = (
         "Seconds after which no new trial starts.")], None),
     _extra("jobs", Annotated[int | None, _search(
         "Trials at once, in this many processes on this machine, over one study (default 1; "
-        "each loads the data).")], None),
+        "each loads the data; pays where one trial leaves cores idle).")], None),
 )
 _HELPS = {"eval_every": "Evaluate every this many rounds (default: a search's trials "
                         f"every rounds/{TUNE_EVALUATIONS}, at least 1; a private search "
