@@ -273,7 +273,8 @@ class LoopbackGrid:
     contexts
         Each node's Flower context (its node configuration names its client).
     mods
-        Per client id, a mod wrapped around the ClientApp for that client's messages.
+        Per client id, a mod wrapped around the ClientApp for that client's messages (one
+        that returns None sends no reply).
     """
 
     def __init__(self, contexts: dict[int, Context], mods: dict[int, Mod] | None = None):
@@ -309,7 +310,8 @@ class LoopbackGrid:
                          else mod(delivered, context, app))
             except Exception as exc:  # a ClientApp's exception reaches the server as an error
                 reply = Message(Error(0, repr(exc)), reply_to=delivered)
-            self.replies[message_id] = copy.deepcopy(reply)
+            if reply is not None:  # a mod's None: no reply comes (as one lost to the timeout)
+                self.replies[message_id] = copy.deepcopy(reply)
         return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> list[Message]:

@@ -351,6 +351,25 @@ def test_a_bad_run_configuration_names_its_key(key, value, named):
     assert named in str(refused.value) and "\n" not in str(refused.value)
 
 
+def test_a_bad_run_configuration_leaves_its_refusal_in_a_new_out_folder(tmp_path):
+    """The ServerApp's refusal of a run configuration is ``status.json`` "failed" naming the
+    key, where the configuration names a new out folder; an earlier run's status stays."""
+    import json
+
+    from fedmc.flower.server_app import configured
+
+    bad = {**FederatedRun().run_config(), "max-upload-norm": "x", "out": str(tmp_path / "new")}
+    with pytest.raises(ConfigError, match="key max-upload-norm"):
+        configured(bad)
+    status = json.loads((tmp_path / "new" / "status.json").read_text())
+    assert status["status"] == "failed" and "key max-upload-norm" in status["reason"]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "status.json").write_text('{"status": "finished"}')
+    with pytest.raises(ConfigError):
+        configured({**bad, "out": str(tmp_path / "old")})
+    assert json.loads((tmp_path / "old" / "status.json").read_text()) == {"status": "finished"}
+
+
 @pytest.mark.federation
 def test_three_nodes_with_user_level_dp_give_the_simulations_history(tmp_path, data_settings,
                                                                      federated, ratings_file,

@@ -200,6 +200,33 @@ def test_a_client_that_uploads_nan_is_left_out_and_the_model_stays_finite(tmp_pa
         e["clients"] == [1] and "not finite" in e["reason"] for e in refused)
 
 
+def test_a_reply_lost_to_the_timeout_is_a_progress_line(tmp_path, loopback_federation,
+                                                        out_files, settings_for):
+    """Client 1 stops replying to its steps after round 1: each round it was asked in writes a
+    ``timed out`` line naming it, and the history counts it lost there."""
+
+    def silent(msg: Message, context: Context,
+               call_next: Callable[[Message, Context], Message]) -> Message | None:
+        if msg.metadata.message_type == "train.step" and int(msg.metadata.group_id) >= 2:
+            return None
+        return call_next(msg, context)
+
+    settings = settings_for("fedmc-admm", tmp_path)
+    run = RunSpec(schedule=Schedule(rounds=4, active=3, seed=0))
+    history = loopback_federation(tmp_path, settings,
+                                  FederatedRun(spec=run.model_copy(update={"params": PARAMS}),
+                                               out=Path("out"), timeout=0.3),
+                                  mods={1: silent})
+    lost = client_ids(history, "lost")
+    asked = [k for k in range(2, 5) if 1 in lost[k]]
+    assert asked
+    _, events = out_files(tmp_path / "out")
+    timed_out = [e for e in events if e["event"] == "timed out"]
+    assert {e["round"] for e in timed_out} == set(asked)
+    assert all(e["clients"] == [1] and "no reply within 0.3 s" in e["reason"]
+               for e in timed_out)
+
+
 def test_a_private_run_logs_a_refusal_without_naming_the_client(tmp_path, loopback_federation,
                                                                 out_files, settings_for):
     """Central user-level DP in plain mode: client 1's NaN upload is refused as above, but

@@ -390,7 +390,12 @@ class GridClients:
         out = [FlowerMessage(content, dst_node_id=node, group_id=str(msg.round),
                              message_type="train.step" if c in compute else "evaluate")
                for c, node in nodes.items()]
-        replies = replies_by_node(self.grid, out, self.timeout_for(nodes.values(), msg.phase))
+        wait = self.timeout_for(nodes.values(), msg.phase)
+        replies = replies_by_node(self.grid, out, wait)
+        silent = sorted(c for c, node in nodes.items() if node not in replies)
+        if silent:
+            self.note(number, msg.round, "timed out", silent,
+                      f"no reply within {wait:g} s (clients {silent})")
         self.warm.update((node, msg.phase) for node in replies)
         for node, m in replies.items():
             if m.has_error():  # the node's, or Flower's on its behalf: the client is lost

@@ -9,15 +9,17 @@ absolute ones (:func:`resolved`). A new run refuses an ``out`` that holds a run 
 resumed run continues the one there (:func:`claim`). While the run lasts ``status.json`` says
 ``running`` (with the run's key and the ServerApp's pid; one left saying so by a process that
 is gone is a crash), then ``finished``, ``stopped`` (``flwr stop``, a signal) or ``failed``
-with its reason in one line (:func:`recorded`).
+with its reason in one line (:func:`recorded`); a run configuration that does not parse
+leaves ``failed`` with the key it got wrong, in a new out folder (:func:`refused`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from fedmc.errors import ConfigError
 from fedmc.flower.compat import RunNotRunningException
@@ -53,6 +55,25 @@ def resolved(run: FederatedRun) -> FederatedRun:
                               f"server): give an absolute path")
         paths[name] = (Path(base or "/") / path).resolve()
     return run.model_copy(update=paths)
+
+
+def refused(config: Mapping[str, Any], exc: ConfigError) -> None:
+    """Leave ``status.json`` saying ``failed``, with ``exc`` as its reason, in the out folder
+    of a run configuration that did not parse: where its ``out`` can be read (a path, taken as
+    :func:`resolved` takes it) and that folder holds no run (an earlier run's status is not
+    replaced; the ServerApp's log has the line either way)."""
+    out = config.get("out")
+    base = os.environ.get(RUNS_ENV)
+    if not isinstance(out, str) or not out or (not Path(out).is_absolute() and not base):
+        return
+    folder = (Path(base or "/") / out).resolve()
+    if any((folder / name).exists() for name in RUN_FILES):
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_status(folder / STATUS_FILE, "failed", reason=_reason(exc))
+    except OSError:  # a folder it may not write: the log says it
+        return
 
 
 def claim(run: FederatedRun) -> None:

@@ -291,6 +291,11 @@ class SecureSum:
             mean, results = (None, []) if len(nodes) < 2 else secure_mean(
                 PromptGrid(clients.grid), instructions,
                 clients.timeout_for(nodes.values(), msg.phase), uploaders=uploaders)
+            silent = sorted(client_of[node] for node in
+                            set(client_of) - {node for node, _ in results})
+            if silent:  # lost in one of SecAgg+'s stages (a timeout, a node gone)
+                clients.note(number, msg.round, "timed out", silent, "no part in the secure "
+                             f"sum within its stages (clients {silent})")
             if mean is None:
                 return {}, [], 0
             clients.warm.update((node, msg.phase) for node, _ in results)

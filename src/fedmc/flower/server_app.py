@@ -47,7 +47,7 @@ from fedmc.federation.loop import (
 from fedmc.files import write_atomic
 from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record, Refusal
 from fedmc.flower.manifest import Manifest
-from fedmc.flower.out_folder import CHECKPOINT, claim, recorded, resolved
+from fedmc.flower.out_folder import CHECKPOINT, claim, recorded, refused, resolved
 from fedmc.flower.roster import ROSTER_ENV, read_roster
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.settings import FederatedRun
@@ -60,7 +60,17 @@ app = ServerApp()
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     """Run the federation described by the run configuration."""
-    serve(grid, FederatedRun.from_run_config(dict(context.run_config)))
+    serve(grid, configured(dict(context.run_config)))
+
+
+def configured(config: dict[str, Any]) -> FederatedRun:
+    """The run a run configuration describes; one that does not parse leaves its refusal in
+    the out folder it names (:func:`fedmc.flower.out_folder.refused`) before it is raised."""
+    try:
+        return FederatedRun.from_run_config(config)
+    except ConfigError as exc:
+        refused(config, exc)
+        raise
 
 
 def serve(grid: Grid, run: FederatedRun) -> History:
