@@ -191,8 +191,12 @@ def tune(**typed: Any) -> None:
             err.print(f"continuing the interrupted search in {target}: {done} trials "
                       "finished", soft_wrap=True)
         jobs.extend(start_jobs(search, (typed["jobs"] or 1) - 1))
-        with _trial_bar(typed["quiet"], search.planned_trials(), column) as shown:
-            in_worker(lambda: run_study(search, study, loaded, shown, mine))
+        try:
+            with _trial_bar(typed["quiet"], search.planned_trials(), column) as shown:
+                in_worker(lambda: run_study(search, study, loaded, shown, mine))
+        except Exception:  # this process failed: the others stop with it (a signal: above)
+            stop_jobs(jobs)
+            raise
         for line in in_worker(lambda: finish_jobs(jobs)):
             err.print(f"warning: {line}", soft_wrap=True)
         rows = trial_rows(study)

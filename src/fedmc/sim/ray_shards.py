@@ -81,7 +81,9 @@ class RayActors:
             # authentication is on) would interleave with the run's output
             logging.getLogger("ray").setLevel(logging.ERROR)
             _start_ray(ray, address)
-        self.actor = ray.remote(num_cpus=1)(Shard)
+        # one CPU each, and one kernel thread (fedmc.core.parallel.threads): not the machine's
+        self.actor = ray.remote(num_cpus=1, runtime_env={
+            "env_vars": {"NUMBA_NUM_THREADS": "1"}})(Shard)
 
     def start(self, *args: Any) -> Any:
         return self.actor.remote(*args)
