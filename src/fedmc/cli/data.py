@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal, cast
 
 import typer
 from rich.console import Console
@@ -131,13 +131,13 @@ def info_command(
     from fedmc.data.loaders import load_ratings_file
     from fedmc.data.registry import load_dataset
 
-    policy = duplicates.value
+    policy = cast(Literal["error", "last", "mean"], duplicates.value)
     if ratings is not None:
         data = load_ratings_file(ratings, duplicates=policy)
     else:
-        data = load_dataset(
-            name, data_dir, duplicates=policy, download=download, progress=True, seed=seed
-        )
+        data = load_dataset(  # a name is given where --ratings is not
+            cast(str, name), data_dir, duplicates=policy, download=download, progress=True,
+            seed=seed)
     table = Table(title=f"{data.name}")
     table.add_column("statistic")
     table.add_column("value", justify="right")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.console import Console
@@ -67,7 +67,8 @@ def experiment(
     if out_root is not None and out_root.exists() and not out_root.is_dir():
         raise ConfigError(f"--out {out_root} is a file: give the folder the experiment "
                           "folders go in")
-    base = cfg.load_preset(name) if name is not None else cfg.load_experiment(config)
+    base = (cfg.load_preset(name) if name is not None  # else a --config is given
+            else cfg.load_experiment(cast(Path, config)))
     experiment_config = cfg.with_overrides(base, dataset, seeds)
     if dry_run:
         _dry_run(experiment_config)

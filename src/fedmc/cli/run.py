@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal, cast
 
 from fedmc.cli.display import err, progress, scale_facts, summary_table, warning_lines
 from fedmc.cli.options import OPTIONS, resolved_run, with_options
@@ -40,7 +40,8 @@ def run(**typed: Any) -> None:
         with progress(typed["quiet"], spec.schedule.rounds, label) as shown, warning_lines():
             result = in_worker(lambda: execute(  # this thread hears the signals meanwhile
                 spec, callback=record, progress_download=not typed["quiet"],
-                kernels=os.environ.get("FEDMC_KERNELS", "auto")))
+                kernels=cast(Literal["specialized", "auto"],
+                             os.environ.get("FEDMC_KERNELS", "auto"))))
         write_outputs(target, result)
     if result.config["kernels"] == "generic":
         compile_in_background(spec.algorithm, result.config["params"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
@@ -63,7 +63,8 @@ def held_out_users(model: FactorModel, run_dir: Path, train: Path | None, test: 
     if train is None or test is None:
         return held_out_split(model, run_data(run_dir)), {"source": "split"}
     names = parse_columns(columns) if columns else ()
-    cols = tuple(int(c) if c.isdigit() else c for c in names) or None
+    cols = cast(tuple[str | int, str | int, str | int] | None,  # three names, or none
+                tuple(int(c) if c.isdigit() else c for c in names) or None)
     data = run_data(run_dir) if (run_dir / "config.json").exists() else {}
     held = held_out_files(model, load_ratings_file(train, columns=cols),
                           load_ratings_file(test, columns=cols),

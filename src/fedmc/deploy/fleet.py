@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -305,18 +305,22 @@ class FleetConnection:
         return fab_from_proto(self.call(self.client.GetFab, GetFabRequest(
             node=self.node, hash_str=fab_hash, run_id=run_id)).fab)
 
+    def _joined(self) -> NodeProto:
+        """This node, as the SuperLink knows it: objects move only while it is joined."""
+        return cast(NodeProto, self.node)
+
     def pull_object(self, run_id: int, object_id: str) -> bytes:
         """One object of a message to this node."""
         return make_pull_object_fn_protobuf(lambda r: self.call(self.client.PullObject, r),
-                                            self.node, run_id)(object_id)
+                                            self._joined(), run_id)(object_id)
 
     def push_object(self, run_id: int, session: str, object_id: str, content: bytes) -> None:
         """One object of a reply."""
         make_push_object_fn_protobuf(lambda r: self.call(self.client.PushObject, r),
-                                     self.node, run_id, session)(object_id, content)
+                                     self._joined(), run_id, session)(object_id, content)
 
     def confirm(self, run_id: int, object_id: str) -> None:
         """Confirm that a message arrived whole."""
         make_confirm_message_received_fn_protobuf(
             lambda r: self.call(self.client.ConfirmMessageReceived, r),
-            self.node, run_id)(object_id)
+            self._joined(), run_id)(object_id)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -174,7 +174,8 @@ class UserDP(BaseModel):
             When ``noise`` spends more than ``epsilon`` over the plan.
         """
         if self.noise is None:
-            return calibrate(plan, self.epsilon, self.delta)
+            # one of epsilon and noise is set (validated when made)
+            return calibrate(plan, cast(float, self.epsilon), self.delta)
         if self.epsilon is not None:
             spent = epsilon(plan, self.noise, self.delta)
             if spent > self.epsilon:

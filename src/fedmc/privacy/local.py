@@ -96,7 +96,7 @@ class UploadPrivacy:
     @property
     def sensitivity(self) -> float:
         """Replace-one sensitivity of one upload (L2 for Gaussian, L1 for Laplace)."""
-        norm = 2 if self.mechanism == "gaussian" else 1
+        norm: Literal[1, 2] = 2 if self.mechanism == "gaussian" else 1
         return sensitivity(norm, self.clip, self.theta, self.shape[0] * self.shape[1])
 
     @property

@@ -68,9 +68,9 @@ def simulate(
         The history, the server's final state and the clients
         (:func:`fedmc.federation.loop.run_rounds` for the history's columns).
     """
-    population = (driver if callable(driver)
-                  else {"batched": BatchedClients, "per-client": PerClientClients,
-                        "sharded": ShardedClients}[driver])
+    named: dict[str, PopulationFactory] = {
+        "batched": BatchedClients, "per-client": PerClientClients, "sharded": ShardedClients}
+    population = driver if callable(driver) else named[driver]
     clock = TrainingClock()
     init_rng, server_rng = streams(seed, secret=rounds.dp is not None and rounds.dp.private)
     info = data.federation_info()

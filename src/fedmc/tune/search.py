@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from fedmc.algorithms.registry import spec
 from fedmc.algorithms.spec import Choice, Range, Searched
@@ -268,7 +268,7 @@ def run_study(search: Search, study: Any,
     wanted = search.planned_trials()
     # after each trial: stop once the trials finished or running in any process are enough
     # (a process does not start a trial past a grid's last point while another runs it)
-    callbacks = [optuna.study.MaxTrialsCallback(
+    callbacks: list[Callable[[Any, Any], None]] = [optuna.study.MaxTrialsCallback(
         wanted, states=(*finished, optuna.trial.TrialState.RUNNING))]
     if on_trial is not None:
         callbacks.append(on_trial)
@@ -397,7 +397,8 @@ def _same(offered: Any, value: Any) -> bool:
         return str(offered) == str(value)
 
 
-def _open_study(search: Search, direction: str, sampler: Any, pruner: Any) -> Any:
+def _open_study(search: Search, direction: Literal["minimize", "maximize"], sampler: Any,
+                pruner: Any) -> Any:
     """The search's study, created if it is not in its database yet. Processes started
     together on a new database race to create its tables: the loser tries again."""
     import optuna
