@@ -296,3 +296,13 @@ def test_no_module_outside_an_algorithms_package_names_it_or_branches_on_its_set
             if field is not None:
                 found.append(f"{rel}:{node.lineno}: branches on {field!r}")
     assert found == [], "\n".join(found)
+
+
+def test_one_class_is_named_runspec():
+    """What a run is has one name (``fedmc.run.settings.RunSpec``): an experiment's planned
+    run is a ``PlannedRun``."""
+    import re
+
+    named = [path.relative_to(SRC).as_posix() for path in SRC.rglob("*.py")
+             if re.search(r"^class RunSpec\b", path.read_text(), re.MULTILINE)]
+    assert named == ["run/settings.py"]

@@ -15,13 +15,13 @@ from fedmc.experiments.config import (
     load_preset,
     preset_names,
 )
-from fedmc.experiments.expand import RunSpec, expand
+from fedmc.experiments.expand import PlannedRun, expand
 from fedmc.experiments.session import ExperimentRun, run_experiment
 
 __all__ = [
     "ExperimentConfig",
     "ExperimentRun",
-    "RunSpec",
+    "PlannedRun",
     "expand",
     "load_experiment",
     "load_preset",

@@ -29,7 +29,7 @@ FILE_FIELDS = ("ratings", "binary")
 
 
 @dataclass(frozen=True)
-class RunSpec:
+class PlannedRun:
     """One run of an experiment.
 
     Attributes
@@ -61,7 +61,7 @@ class RunSpec:
 class Expansion:
     """The runs of an experiment, notes about substituted or skipped data sets, and the hash."""
 
-    runs: list[RunSpec]
+    runs: list[PlannedRun]
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -126,7 +126,7 @@ def expand(config: ExperimentConfig, data_dir: str | Path | None = None) -> Expa
             data.setdefault("data_dir", str(root))
         facets = {"dataset": label, "method": method.label, "setting": setting.label,
                   **grid_facets, "seed": seed}
-        runs.append(RunSpec(
+        runs.append(PlannedRun(
             run_id=_run_id(label, method.label, setting.label, seed),
             algorithm=method.algorithm,
             params={**method.params, **entry.params, **setting.params},
@@ -228,8 +228,8 @@ def _run_id(dataset: str, method: str, setting: str, seed: int) -> str:
     return "__".join(slug(p) for p in parts) + f"__s{seed}"
 
 
-def _check_unique(runs: list[RunSpec]) -> None:
-    seen: dict[str, RunSpec] = {}
+def _check_unique(runs: list[PlannedRun]) -> None:
+    seen: dict[str, PlannedRun] = {}
     for r in runs:
         if r.run_id in seen:
             raise ConfigError(
@@ -239,7 +239,7 @@ def _check_unique(runs: list[RunSpec]) -> None:
         seen[r.run_id] = r
 
 
-def validate(runs: list[RunSpec], name: str) -> None:
+def validate(runs: list[PlannedRun], name: str) -> None:
     """Build every run's settings and algorithm configuration; report every distinct error.
 
     Nothing is loaded or run: this checks algorithm names, parameter names and values, run

@@ -31,7 +31,7 @@ from rich.progress import (
 )
 
 from fedmc.errors import FedMCError
-from fedmc.experiments.expand import RunSpec
+from fedmc.experiments.expand import PlannedRun
 from fedmc.experiments.store import run_dir
 from fedmc.federation.loop import RoundCallback
 
@@ -47,7 +47,7 @@ class Outcome:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-def run_one(spec: RunSpec, out: Path, callback: RoundCallback | None = None) -> str | None:
+def run_one(spec: PlannedRun, out: Path, callback: RoundCallback | None = None) -> str | None:
     """Run ``spec`` into the folder ``out`` (emptied first); the error text, or ``None``.
 
     An error in the user's settings or data gives its one-line message; anything else the
@@ -87,7 +87,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _timed(spec: RunSpec, out: Path) -> tuple[str | None, float]:
+def _timed(spec: PlannedRun, out: Path) -> tuple[str | None, float]:
     """:func:`run_one` in a worker process, with its wall-clock seconds."""
     t0 = time.perf_counter()
     error = run_one(spec, out)
@@ -96,7 +96,7 @@ def _timed(spec: RunSpec, out: Path) -> tuple[str | None, float]:
 
 def run_all(
     folder: Path,
-    pending: list[RunSpec],
+    pending: list[PlannedRun],
     total: int,
     jobs: int = 1,
     console: Console | None = None,
@@ -136,12 +136,12 @@ def run_all(
     return outcome
 
 
-def _serial(folder: Path, pending: list[RunSpec], progress: Progress, task: TaskID,
+def _serial(folder: Path, pending: list[PlannedRun], progress: Progress, task: TaskID,
             outcome: Outcome) -> None:
     for spec in pending:
         rounds = spec.run.get("rounds", 100)
 
-        def callback(k: int, row: dict | None, spec: RunSpec = spec, rounds: int = rounds):
+        def callback(k: int, row: dict | None, spec: PlannedRun = spec, rounds: int = rounds):
             progress.update(task, note=f"{spec.run_id}: round {k}/{rounds}")
 
         t0 = time.perf_counter()
@@ -150,12 +150,12 @@ def _serial(folder: Path, pending: list[RunSpec], progress: Progress, task: Task
         progress.update(task, advance=1, note="")
 
 
-def _parallel(folder: Path, pending: list[RunSpec], jobs: int, progress: Progress,
+def _parallel(folder: Path, pending: list[PlannedRun], jobs: int, progress: Progress,
               task: TaskID, outcome: Outcome) -> None:
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context,
                              initializer=_die_with_parent) as pool:
-        futures: dict[Future, RunSpec] = {
+        futures: dict[Future, PlannedRun] = {
             pool.submit(_timed, spec, run_dir(folder, spec.run_id)): spec for spec in pending
         }
         try:

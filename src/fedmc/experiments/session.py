@@ -19,7 +19,7 @@ from rich.console import Console
 
 from fedmc.errors import FedMCError
 from fedmc.experiments.config import ExperimentConfig
-from fedmc.experiments.expand import Expansion, RunSpec, expand
+from fedmc.experiments.expand import Expansion, PlannedRun, expand
 from fedmc.experiments.launch import ERROR_FILE, Outcome, run_all
 from fedmc.experiments.report import write_report
 from fedmc.experiments.store import (
@@ -103,7 +103,7 @@ def run_experiment(
                              write_report(folder, config, expansion))
 
 
-def fetch_data(runs: list[RunSpec], progress: bool = False) -> None:
+def fetch_data(runs: list[PlannedRun], progress: bool = False) -> None:
     """Download the named data sets of ``runs`` that are missing, once, before any run starts.
 
     Parallel runs would otherwise download the same archive at the same time; a set without an
