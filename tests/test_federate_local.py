@@ -77,6 +77,26 @@ def test_an_out_folder_in_use_or_holding_a_run_is_refused_before_anything_starts
     assert not (tmp_path / "work" / "logs").exists()
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    ([], "receives every client's upload; it must be trusted with them"),
+    (["--partition", "user", "--dp-epsilon", "8"], "upload (clipped, before any noise); the "
+     "DP guarantee holds against those who read the published run, not against the server"),
+    (["--secagg"], None),
+])
+def test_a_plain_federation_says_the_server_sees_the_uploads(monkeypatch, capsys, tmp_path,
+                                                              invoke, args, said):
+    """Without SecAgg+ the command says, as it starts, that the server process receives each
+    upload (under DP: clipped, unnoised); with it nothing is said. (Here the start is refused
+    at once: the folder holds a run.)"""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")
+    code, _, err = invoke(monkeypatch, capsys, "federate", "local", "--out", out, *args,
+                          "--work", tmp_path / "work")
+    assert code == 2 and "already holds a run" in err, err
+    assert (said in err) if said else "plain mode" not in err, err
+
+
 def test_a_signal_waits_for_the_end_of_a_deferred_block_then_is_handled_as_usual():
     """How no node escapes: a signal while a process starts (or the deployment stops) is
     handled once it is recorded (or all are gone)."""

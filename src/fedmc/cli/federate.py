@@ -37,7 +37,11 @@ FLOWER = "Federation"
 RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors", "refit")
 SPLIT_OPTIONS = tuple(name for name in OPTIONS if name not in (*RUN_ONLY, "overwrite", "quiet"))
 """``split`` takes the run's options too: ``run.toml`` holds the run they resolve to."""
-NOTED = ("refused", "failed", "skipped", "claim refused")  # told on stderr
+NOTED = ("refused", "failed", "timed out", "skipped", "claim refused")  # told on stderr
+PLAIN_MODE = ("note: plain mode (no --secagg): the server process receives every client's "
+              "upload{clipped}; {guarantee} --secagg has the server see only sums "
+              "(docs/privacy.md)")
+"""What ``fedmc federate local`` says when it starts a federation without SecAgg+."""
 
 
 def register(app: typer.Typer) -> None:
@@ -124,6 +128,13 @@ def local(**typed: Any) -> None:
              if typed[name] is not None}
     run = FederatedRun(spec=spec, secagg=typed["secagg"], **given)
     run.config()  # the settings that need no data, before anything is written
+    if not run.secagg and not typed["quiet"]:
+        dp = spec.schedule.dp is not None
+        typer.echo(PLAIN_MODE.format(
+            clipped=" (clipped, before any noise)" if dp else "",
+            guarantee="the DP guarantee holds against those who read the published run, "
+                      "not against the server, which must be trusted;" if dp else
+                      "it must be trusted with them;"), err=True)
     name = f"{spec.algorithm}-{spec.data.source}-federated"
     folder = RunFolder(typed["out_dir"], name, typed["overwrite"], RUN_FILES)
     out = folder.claim()
