@@ -72,6 +72,8 @@ def test_the_ray_backend_options(invoke, monkeypatch, capsys, tmp_path, ratings_
         (["--workers", "2"], "--workers 2 places the clients in Ray's workers: give "
                              "--backend ray"),
         (["--ray-address", "auto"], "--ray-address auto places the clients"),
+        (["--backend", "ray", "--workers", "0"], "--workers 0: the clients need at least one "
+                                                 "shard"),
         (["--backend", "ray", "-a", "als"], "--backend ray shards a federation's clients; "
                                            "als trains in one process"),
     ]

@@ -160,7 +160,7 @@ OPTIONS: dict[str, Declared] = {
     "backend": Declared(
         str, _default("backend"), PROTO, (),
         "Where a simulation's clients live: batched (this process) | ray (--workers shards, "
-        "each a Ray actor; pip install 'fedmc[ray]'; docs/ray.md)."),
+        "each a Ray actor; pip install 'fedmc\\[ray]'; docs/ray.md)."),
     "workers": Declared(
         int | None, None, PROTO, (),
         "Shards of the clients with --backend ray, one Ray actor each (default 2)."),

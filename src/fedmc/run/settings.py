@@ -221,6 +221,8 @@ def resolve(options: RunOptions,
 def backend(options: RunOptions) -> Backend:
     """Where the run's clients live: ``options.backend``, its ``workers`` (default 2) and
     ``ray_address``, which only the Ray backend takes."""
+    if options.workers is not None and options.workers < 1:
+        raise ConfigError(f"workers={options.workers}: the clients need at least one shard")
     if options.backend == "ray":
         return Backend(kind="ray", workers=options.workers or Backend().workers,
                        address=options.ray_address)
