@@ -77,6 +77,9 @@ def test_the_ray_backend_options(invoke, monkeypatch, capsys, tmp_path, ratings_
         (["--backend", "ray", "-a", "als"], "--backend ray shards a federation's clients; "
                                            "als trains in one process"),
     ]
+    for command in ("local", "split"):  # a federation's clients live on their nodes
+        code, _, err = invoke(monkeypatch, capsys, "federate", command, "--backend", "ray")
+        assert code == 2 and "No such option" in err, err
     monkeypatch.setitem(sys.modules, "ray", None)  # as where Ray is not installed
     cases.append((["--backend", "ray"], "--backend ray needs Ray: pip install 'fedmc[ray]'"))
     for args, message in cases:

@@ -181,6 +181,8 @@ REFUSED = (
     (["--validation-fraction", "0"], "--validation-fraction 0: a search scores"),
     (["--timeout", "0"], "--timeout must be > 0"),
     (["--jobs", "0"], "--jobs must be >= 1"),
+    (["--jobs", "2", "--backend", "ray"], "--jobs 2 with --backend ray would start a Ray in "
+                                          "each process"),
     (["--dp-epsilon", "8", "--dp-clip", "1", "--jobs", "2"], "--jobs: a private search runs"),
     (["--rounds", "0"], "--rounds 0: a search compares trained models"),
     (["--storage", "notaurl"], "--storage notaurl: not a database URL"),

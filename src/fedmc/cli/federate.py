@@ -34,7 +34,8 @@ FLOWER = "Federation"
 # the ranking evaluation and saving the user factors (they stay on the nodes; fedmc evaluate
 # ranks with the published model); refit (a federation that stops early publishes its best
 # round's model: RunSpec.without_refit)
-RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors", "refit")
+RUN_ONLY = ("out_dir", "train", "test", "ranking_k", "save_user_factors", "refit", "backend",
+            "workers", "ray_address")  # where a simulation's clients live: not a federation's
 SPLIT_OPTIONS = tuple(name for name in OPTIONS if name not in (*RUN_ONLY, "overwrite", "quiet"))
 """``split`` takes the run's options too: ``run.toml`` holds the run they resolve to."""
 NOTED = ("refused", "failed", "timed out", "skipped", "claim refused")  # told on stderr

@@ -234,6 +234,10 @@ def _check_search_inputs(typed: dict[str, Any]) -> None:
         raise ConfigError(f"--timeout must be > 0 seconds, got {typed['timeout']}")
     if typed["jobs"] is not None and typed["jobs"] < 1:
         raise ConfigError(f"--jobs must be >= 1, got {typed['jobs']}")
+    if (typed["jobs"] or 1) > 1 and typed["backend"] == "ray" and not typed["ray_address"]:
+        raise ConfigError(f"--jobs {typed['jobs']} with --backend ray would start a Ray in "
+                          "each process: start one (ray start --head) and give --ray-address "
+                          "auto")
 
 
 def _search_command(typed: dict[str, Any]) -> str:
