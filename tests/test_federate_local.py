@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedmc.errors import ConfigError
+
 pytest.importorskip("flwr")
 
 from fedmc.deploy.local import complete_lines, marked_processes, signals_deferred  # noqa: E402
@@ -85,15 +87,16 @@ def test_an_out_folder_in_use_or_holding_a_run_is_refused_before_anything_starts
 ])
 def test_a_plain_federation_says_the_server_sees_the_uploads(monkeypatch, capsys, tmp_path,
                                                               invoke, args, said):
-    """Without SecAgg+ the command says, as it starts, that the server process receives each
-    upload (under DP: clipped, unnoised); with it nothing is said. (Here the start is refused
-    at once: the folder holds a run.)"""
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "summary.json").write_text("{}")
-    code, _, err = invoke(monkeypatch, capsys, "federate", "local", "--out", out, *args,
-                          "--work", tmp_path / "work")
-    assert code == 2 and "already holds a run" in err, err
+    """Without SecAgg+ the command says, as the federation starts, that the server process
+    receives each upload (under DP: clipped, unnoised); with it nothing is said. (Here the
+    deployment is a stand-in that refuses at once.)"""
+    def no_deployment(*args, **kwargs):
+        raise ConfigError("no deployment here")
+
+    monkeypatch.setattr("fedmc.deploy.local.run_local", no_deployment)
+    code, _, err = invoke(monkeypatch, capsys, "federate", "local", "--out", tmp_path / "out",
+                          *args, "--work", tmp_path / "work")
+    assert code == 2 and "no deployment here" in err, err
     assert (said in err) if said else "plain mode" not in err, err
 
 

@@ -129,16 +129,16 @@ def local(**typed: Any) -> None:
              if typed[name] is not None}
     run = FederatedRun(spec=spec, secagg=typed["secagg"], **given)
     run.config()  # the settings that need no data, before anything is written
-    if not run.secagg and not typed["quiet"]:
+    name = f"{spec.algorithm}-{spec.data.source}-federated"
+    folder = RunFolder(typed["out_dir"], name, typed["overwrite"], RUN_FILES)
+    out = folder.claim()
+    if not run.secagg and not typed["quiet"]:  # said as the federation starts
         dp = spec.schedule.dp is not None
         typer.echo(PLAIN_MODE.format(
             clipped=" (clipped, before any noise)" if dp else "",
             guarantee="the DP guarantee holds against those who read the published run, "
                       "not against the server, which must be trusted;" if dp else
                       "it must be trusted with them;"), err=True)
-    name = f"{spec.algorithm}-{spec.data.source}-federated"
-    folder = RunFolder(typed["out_dir"], name, typed["overwrite"], RUN_FILES)
-    out = folder.claim()
     run = run.model_copy(update={"out": out})
     label = f"{spec.algorithm} on {spec.data.source}, federated"
     work = typed["work"] or Path(tempfile.mkdtemp(prefix="fedmc-federate-"))
