@@ -85,6 +85,30 @@ def test_a_signal_is_heard_while_a_kernel_runs():
     assert heard < 2.0
 
 
+def test_a_signal_a_worker_thread_takes_is_heard_too():
+    """The kernel hands a signal sent to the process to any thread that does not block it;
+    one a worker thread takes (inside the kernel) is heard all the same within a moment."""
+    from fedmc.core import parallel
+
+    flag = np.zeros(1)
+    _wait(0, 1, np.ones(1), 1)
+    parallel_for(_wait, 1, np.ones(1), 1)  # the workers started
+
+    def interrupt() -> None:
+        time.sleep(0.3)
+        signal.pthread_kill(parallel._workers[0].ident, signal.SIGINT)
+
+    started = time.perf_counter()
+    threading.Thread(target=interrupt, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            parallel_for(_wait, 1, flag, 60_000)
+        heard = time.perf_counter() - started
+    finally:
+        flag[0] = 1  # let the worker go
+    assert heard < 2.0
+
+
 def test_ordered_sum_adds_rows_in_order():
     rng = np.random.default_rng(0)
     part = rng.normal(size=(64, 3)) * 10.0 ** rng.integers(-8, 8, size=(64, 1))

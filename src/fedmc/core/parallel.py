@@ -96,6 +96,10 @@ def _ensure_workers(n: int) -> None:
             _workers.append(worker)
 
 
+SIGNAL_LOOK = 0.1
+"""Seconds between the calling thread's looks for a signal while a kernel runs."""
+
+
 def parallel_for(kernel: Callable[..., Any], n: int, *args: Any) -> None:
     """``kernel(lo, hi, *args)`` over ranges that cover ``0:n``, on the worker threads.
 
@@ -114,7 +118,10 @@ def parallel_for(kernel: Callable[..., Any], n: int, *args: Any) -> None:
     for k in range(parts):
         _tasks.put((call, bounds[k], bounds[k + 1]))
     try:
-        call.done.wait()
+        # in steps: a signal that the kernel delivers to a worker thread (any thread may take
+        # a signal sent to the process) is run by this thread only when it next runs Python
+        while not call.done.wait(SIGNAL_LOOK):
+            pass
     except BaseException as exc:  # a signal: the ranges not started yet are skipped
         call.error = exc
         raise
