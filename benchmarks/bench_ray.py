@@ -1,8 +1,9 @@
 """The batched simulation against its clients in Ray actors (``--backend ray``, issue 42).
 
 For each protocol it trains the same run twice in this process, batched and with ``--workers``
-shards as Ray actors started on this machine, and prints: the seconds per round (training
-alone, the history's ``seconds``), the largest history difference, this (the driver's)
+shards as Ray actors started on this machine, and prints: the seconds per round (the
+history's ``seconds``: training alone batched; on Ray also the evaluation each round's message
+carries), the wall time of the whole run, the largest history difference, this (the driver's)
 process's peak resident memory and the actors' (polled from ``/proc`` while they run), and the
 bytes that cross to and from the actors per round (the pickled arguments and results of the
 shards' calls: the message and the aggregator down, one partial sum up per shard).
@@ -73,7 +74,7 @@ def main() -> None:
     args = parser.parse_args()
     traffic = Traffic()
     for name, options in PROTOCOLS.items():
-        histories, seconds = {}, {}
+        histories, seconds, walls = {}, {}, {}
         peaks: dict[int, int] = {}
         for backend in ("batched", "ray"):
             extra = {"backend": "ray", "workers": args.workers} if backend == "ray" else {}
@@ -83,7 +84,9 @@ def main() -> None:
             poll.start()
             calls_before = traffic.calls
             down_before, up_before = traffic.down, traffic.up
+            began = time.perf_counter()
             result = execute(spec)
+            walls[backend] = time.perf_counter() - began
             stop.set()
             poll.join()
             rows = result.history.rows
@@ -98,7 +101,10 @@ def main() -> None:
                     for k in a if k != "seconds" and isinstance(a[k], float))
         driver = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"{name}, {args.rounds} rounds, {args.workers} workers: "
-              f"{seconds['batched']:.3f} s a round batched, {seconds['ray']:.3f} s on Ray; "
+              f"{seconds['batched']:.3f} s a round batched, {seconds['ray']:.3f} s on Ray "
+              f"(the history's seconds; Ray's include the evaluation it carries); the whole "
+              f"run {walls['batched']:.1f} s batched, {walls['ray']:.1f} s on Ray (its start "
+              f"and actors included); "
               f"largest relative history difference {worst:.1e}; peak memory: this process "
               f"{driver:.0f} MB (both runs), each actor "
               f"{', '.join(f'{kb / 1024:.0f}' for kb in sorted(peaks.values()))} MB; "

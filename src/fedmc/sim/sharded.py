@@ -53,11 +53,14 @@ class Shard(BatchedClients):
                              counts[held])
 
     def partial(self, msg: Message, aggregator: Aggregator,
-                ) -> tuple[dict[str, np.ndarray], int, int]:
+                evaluate: Mapping[str, np.ndarray] | None = None,
+                ) -> tuple[dict[str, np.ndarray], int, int, dict[str, float] | None]:
         """This shard's share of an exchange: the sum of its clients' prepared uploads, their
-        number (with multiplicity) and the bytes they uploaded."""
-        exchange = self.exchange(msg, aggregator)
-        return dict(exchange.summed.arrays), exchange.summed.count, exchange.bytes_up
+        number (with multiplicity), the bytes they uploaded and, with ``evaluate``, its
+        clients' evaluation sums of that model (on their states before the step)."""
+        exchange = self.exchange(msg, aggregator, evaluate)
+        return (dict(exchange.summed.arrays), exchange.summed.count, exchange.bytes_up,
+                exchange.sums)
 
 
 class Workers(Protocol):
@@ -101,7 +104,11 @@ def shard_bounds(data: Any, shards: int) -> np.ndarray:
 
 
 class ShardedClients(SimulatedClients):
-    """The population in ``shards`` shards on ``workers`` (module docstring)."""
+    """The population in ``shards`` shards on ``workers`` (module docstring). A round's
+    evaluation goes with the next round's message (``folds_evaluation``): one call of each
+    shard a round, not two; the history is the same."""
+
+    folds_evaluation = True
 
     def __init__(self, algorithm: Algorithm, cfg: Any, data: Any, draws: InitialDraws,
                  info: FederationInfo, *, shards: int = 2,
@@ -120,13 +127,13 @@ class ShardedClients(SimulatedClients):
 
     def exchange(self, msg: Message, aggregator: Aggregator,
                  evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
-        """Every shard's sum of its clients' uploads, added up (after :meth:`evaluate` of
-        ``evaluate``)."""
-        sums = None if evaluate is None else self.evaluate(evaluate)
-        parts = self._each("partial", msg, aggregator)
-        return Exchange(add_sums(((arrays, count) for arrays, count, _ in parts),
+        """Every shard's sum of its clients' uploads, added up, and with ``evaluate`` its
+        clients' evaluation sums of that model, added up in the shards' order."""
+        parts = self._each("partial", msg, aggregator, evaluate)
+        return Exchange(add_sums(((arrays, count) for arrays, count, _, _ in parts),
                                  aggregator.shapes),
-                        sum(nbytes for *_, nbytes in parts), msg, sums=sums)
+                        sum(nbytes for _, _, nbytes, _ in parts), msg,
+                        sums=None if evaluate is None else add_up(p[3] for p in parts))
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
         """Every shard's evaluation sums, added up in the shards' order."""
