@@ -22,7 +22,7 @@ import typer
 from fedmc.algorithms.registry import algorithm_names, interactions_algorithms, specs
 from fedmc.data.catalog import dataset_names
 from fedmc.errors import ConfigError, printable
-from fedmc.federation.settings import EarlyStopping
+from fedmc.federation.settings import Backend, EarlyStopping
 from fedmc.run.data_settings import DataSettings
 from fedmc.run.options import RunOptions
 from fedmc.run.settings import DEFAULT_VALIDATION, TUNE_VALIDATION, RunSpec
@@ -163,7 +163,8 @@ OPTIONS: dict[str, Declared] = {
         "each a Ray actor; pip install 'fedmc\\[ray]'; docs/ray.md)."),
     "workers": Declared(
         int | None, None, PROTO, (),
-        "Shards of the clients with --backend ray, one Ray actor each (default 2)."),
+        f"Shards of the clients with --backend ray, one Ray actor each (default "
+        f"{Backend.model_fields['workers'].default})."),
     "ray_address": Declared(
         str | None, None, PROTO, (),
         "The Ray cluster to join with --backend ray (auto, or the head's HOST:PORT; default: "

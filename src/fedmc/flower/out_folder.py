@@ -45,16 +45,25 @@ def resolved(run: FederatedRun) -> FederatedRun:
     ConfigError
         A relative path without :data:`RUNS_ENV`.
     """
-    base = os.environ.get(RUNS_ENV)
     paths = {}
     for name in ("out", "manifest"):
         path = getattr(run, name)
-        if not path.is_absolute() and not base:
+        located = _located(path)
+        if located is None:
             raise ConfigError(f"{name} = {str(path)!r} is relative, and this SuperLink names "
                               f"no folder to take it in ({RUNS_ENV}, set by fedmc federate "
                               f"server): give an absolute path")
-        paths[name] = (Path(base or "/") / path).resolve()
+        paths[name] = located
     return run.model_copy(update=paths)
+
+
+def _located(path: Path) -> Path | None:
+    """``path`` absolute: as it is, or taken in the folder :data:`RUNS_ENV` names; None for a
+    relative path where it names none."""
+    base = os.environ.get(RUNS_ENV)
+    if not path.is_absolute() and not base:
+        return None
+    return (Path(base or "/") / path).resolve()
 
 
 def refused(config: Mapping[str, Any], exc: ConfigError) -> None:
@@ -63,11 +72,8 @@ def refused(config: Mapping[str, Any], exc: ConfigError) -> None:
     :func:`resolved` takes it) and that folder holds no run (an earlier run's status is not
     replaced; the ServerApp's log has the line either way)."""
     out = config.get("out")
-    base = os.environ.get(RUNS_ENV)
-    if not isinstance(out, str) or not out or (not Path(out).is_absolute() and not base):
-        return
-    folder = (Path(base or "/") / out).resolve()
-    if any((folder / name).exists() for name in RUN_FILES):
+    folder = _located(Path(out)) if isinstance(out, str) and out else None
+    if folder is None or any((folder / name).exists() for name in RUN_FILES):
         return
     try:
         folder.mkdir(parents=True, exist_ok=True)

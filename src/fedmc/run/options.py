@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedmc.federation.settings import BackendKind, SamplingKind
+from fedmc.federation.settings import Backend, BackendKind, SamplingKind
 
 
 class RunOptions(BaseModel):
@@ -53,7 +53,7 @@ class RunOptions(BaseModel):
     rounds: int | None = None
     eval_every: int = 1
     seed: int = 0
-    backend: BackendKind = "batched"
+    backend: BackendKind = Backend.model_fields["kind"].default
     workers: int | None = None
     ray_address: str | None = None
     # user-level DP
