@@ -65,17 +65,23 @@ def test_split_files_rebuild_the_simulation_shards_bit_for_bit(tmp_path, data_se
 
 
 def test_pending_state_is_committed_only_when_the_server_included_it(tmp_path):
+    """... and the folder's latest exchange (what a claim names, never behind the server's
+    record of the client's last included exchange) follows the states on disk."""
     store = StateStore(tmp_path, run="r1")
     store.start({"x": 0})
+    assert store.held_exchange == NO_EXCHANGE
     store.propose(3, {"x": 1})
+    assert store.held_exchange == 3  # on disk before the reply leaves
     store.decide(NO_EXCHANGE)  # the server did not include exchange 3: dropped
     assert store.committed == {"x": 0} and store.pending_exchange == NO_EXCHANGE
+    assert store.held_exchange == NO_EXCHANGE
     store.propose(5, {"x": 2})
     resumed = StateStore(tmp_path, run="r1")  # a node restarted before the decision
-    assert resumed.pending_exchange == 5
+    assert resumed.pending_exchange == 5 == resumed.held_exchange
     resumed.decide(5)
     assert resumed.committed == {"x": 2}
-    assert StateStore(tmp_path, run="r1").committed == {"x": 2}
+    again = StateStore(tmp_path, run="r1")
+    assert again.committed == {"x": 2} and again.held_exchange == 5
     assert StateStore(tmp_path, run="another run").committed is None
 
 
@@ -369,6 +375,45 @@ def test_a_bad_run_configuration_leaves_its_refusal_in_a_new_out_folder(tmp_path
         configured({**bad, "out": str(tmp_path / "old")})
     assert json.loads((tmp_path / "old" / "status.json").read_text()) == {"status": "finished"}
 
+
+
+def test_a_killed_serverapp_leaves_failed_within_seconds_zombie_or_not(tmp_path):
+    """Issue 40's item 3: a process that wrote ``running`` and started its watch, then was
+    SIGKILLed and left unreaped (a zombie, as ``flower-superexec`` leaves its ServerApp):
+    ``status.json`` says ``failed`` within 10 s, naming the pid. A status that recorded its
+    end, or belongs to another run (key), is left as it is."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from fedmc.flower.sentinel import settle
+
+    status = tmp_path / "status.json"
+    serverapp = subprocess.Popen([sys.executable, "-c", f"""
+import time
+from pathlib import Path
+from fedmc.flower.sentinel import watch
+from fedmc.run.folder import write_status
+write_status(Path({str(status)!r}), "running", key="k")
+watch(Path({str(status)!r}), "k")
+print("watched", flush=True)
+time.sleep(120)
+"""], stdout=subprocess.PIPE, text=True)
+    assert serverapp.stdout.readline().strip() == "watched"
+    serverapp.send_signal(signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while json.loads(status.read_text())["status"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with open(f"/proc/{serverapp.pid}/stat") as fh:  # not reaped yet: a zombie
+        assert fh.read().split(") ")[1].startswith("Z")
+    left = json.loads(status.read_text())
+    assert left["status"] == "failed" and f"(pid {serverapp.pid}) ended" in left["reason"]
+    serverapp.wait()
+    for recorded in ({"status": "finished", "key": "k"}, {"status": "running", "key": "x"}):
+        status.write_text(json.dumps(recorded))
+        assert not settle(status, "k") and json.loads(status.read_text()) == recorded
 
 @pytest.mark.federation
 def test_three_nodes_with_user_level_dp_give_the_simulations_history(tmp_path, data_settings,

@@ -21,7 +21,7 @@ pytest.importorskip("flwr")
 from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
-from flwr.app import ConfigRecord, Error, Message, RecordDict  # noqa: E402
+from flwr.app import ConfigRecord, Context, Error, Message, RecordDict  # noqa: E402
 from flwr.proto.node_pb2 import NodeInfo  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
@@ -43,6 +43,7 @@ from fedmc.flower.compact import packed  # noqa: E402
 from fedmc.flower.grid_clients import GridClients, Record, Refusal  # noqa: E402
 from fedmc.flower.roster import pem_public, read_roster  # noqa: E402
 from fedmc.flower.server_app import _mark_participants  # noqa: E402
+from fedmc.flower.wire import process_tag  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -331,6 +332,103 @@ def test_a_node_busy_when_first_asked_is_asked_again_while_its_client_is_missing
     assert clients.nodes(np.arange(1)) == {}
     grid.busy.clear()
     assert clients.nodes(np.arange(1)) == {0: 1}
+
+
+class SharedNodeGrid:
+    """Node 1, whose key two processes hold (a node and a copy of its key and state folder):
+    each message goes to the first of ``order`` that lives and does not keep off the
+    SuperLink, the order turning after every message. Probes are answered by fedmc's
+    ClientApp as that process (:func:`fedmc.flower.client_app.probe`)."""
+
+    def __init__(self, monkeypatch, order: list[str], alive: set[str]):
+        from fedmc.flower import client_app
+
+        self.client_app, self.monkeypatch = client_app, monkeypatch
+        self.order, self.alive = order, alive
+        self.quiet: dict[str, float] = {}
+        self.replies: dict[str, Message] = {}
+        self.served: list[tuple[str, str]] = []  # (process, message type)
+        self.context = Context(1, 1, {"client": 1, "manifest": "m", "ratings": "r",
+                                      "state": "s"}, RecordDict(), {})
+
+    def push_messages(self, messages):
+        import time
+
+        ids = []
+        for m in messages:
+            mid = m.metadata.__dict__["_message_id"] = m.object_id
+            ids.append(mid)
+            now = time.monotonic()
+            takers = [p for p in self.order if p in self.alive and self.quiet.get(p, 0) <= now]
+            self.order = self.order[1:] + self.order[:1]
+            if not takers:
+                continue
+            process = takers[0]
+            self.monkeypatch.setenv(self.client_app.NODE_PROCESS_ENV, process)
+            self.monkeypatch.setattr(self.client_app, "_quiet_until", 0.0)
+            self.replies[mid] = self.client_app.app(m, self.context)
+            self.quiet[process] = self.client_app.quiet_until()
+            self.served.append((process, m.metadata.message_type))
+        return ids
+
+    def pull_messages(self, ids):
+        return [self.replies.pop(i) for i in list(ids) if i in self.replies]
+
+
+def admitted_to(grid) -> GridClients:
+    """Clients whose client 1 was admitted from process ``P`` on node 1 and last included in
+    exchange 5."""
+    clients = GridClients(grid, 2, timeout=1.0, roster={1: b"key-1"})
+    clients.node_of[1], clients.process_of[1], clients.last_included[1] = 1, "P", 5
+    return clients
+
+
+def test_a_copy_of_an_earlier_state_folder_is_refused_without_a_probe(server_identity,
+                                                                      monkeypatch):
+    grid = SharedNodeGrid(monkeypatch, ["Q", "P"], {"P", "Q"})
+    clients = admitted_to(grid)
+    assert not clients.admit(1, 1, "", b"key-1", "Q", exchange=3)
+    assert "older than the server's record" in clients.refusals[-1].reason
+    assert clients.process_of[1] == "P" and grid.served == []
+    assert clients.refused_processes == {process_tag("Q")}
+
+
+def test_a_copy_is_refused_while_the_admitted_process_answers_a_probe(server_identity,
+                                                                     monkeypatch):
+    """The copy holds the current state, so only the probe tells it from a restart: the
+    copy takes the first probe and keeps off; the admitted process takes the next."""
+    grid = SharedNodeGrid(monkeypatch, ["Q", "P"], {"P", "Q"})
+    clients = admitted_to(grid)
+    assert not clients.admit(1, 1, "", b"key-1", "Q", exchange=5)
+    assert grid.served == [("Q", "query.probe"), ("P", "query.probe")]
+    assert "still answers" in clients.refusals[-1].reason
+    assert clients.process_of[1] == "P" and process_tag("Q") in clients.refused_processes
+    # the copy stops at its next message: the envelope names it
+    import numpy as np
+
+    from fedmc.core.protocol import Message as Step
+
+    one = np.array([1])
+    envelope = clients.envelope(6, Step(1, "round", one, one, {}), [1])
+    monkeypatch.setenv(grid.client_app.NODE_PROCESS_ENV, "Q")
+    with pytest.raises(grid.client_app.ProcessRefused, match="refused this node process"):
+        grid.client_app._unless_refused(envelope.extra["refused"], 1)
+    monkeypatch.setenv(grid.client_app.NODE_PROCESS_ENV, "P")
+    grid.client_app._unless_refused(envelope.extra["refused"], 1)  # the admitted one goes on
+
+
+def test_a_restarted_node_takes_its_client_over_once_the_old_process_is_silent(
+        server_identity, monkeypatch):
+    """The admitted process is gone (killed): the new one, from the same folder, answers the
+    probes but is not the one probed; after the window it is admitted."""
+    from fedmc.flower import grid_clients
+
+    monkeypatch.setattr(grid_clients, "PROBE_WINDOW", 0.3)
+    grid = SharedNodeGrid(monkeypatch, ["P", "Q"], {"Q"})
+    clients = admitted_to(grid)
+    assert clients.admit(1, 1, "", b"key-1", "Q", exchange=6)
+    assert grid.served == [("Q", "query.probe")] and not clients.refusals
+    assert clients.process_of[1] == "Q" and not clients.refused_processes
 
 
 def test_a_second_live_node_process_on_a_state_folder_is_refused(node_files, monkeypatch,

@@ -390,6 +390,8 @@ def test_a_run_resumed_after_a_superlink_crash_equals_the_uninterrupted_one(depl
     fed.kill("server")
     for pid in flower_processes(f"127.0.0.1:{fed.control_port}"):  # its ServerApp dies too
         os.kill(pid, signal.SIGKILL)
+    fed.until(lambda: '"status": "failed"' in read(out / "status.json"),
+              "status.json says the run failed", wait=10)
     fed.until(lambda: all("cannot be reached" in fed.log(f"node-{c}") for c in range(3)),
               "every node noticed")
     fed.start_server()
@@ -421,15 +423,16 @@ honest = client_app.Party.step
 
 def poisoned(self, envelope):
     uploads, weight = honest(self, envelope)
-    return {k: s.scaled(np.array([1e300])) for k, s in uploads.items()}, weight
+    return {k: s.scaled(np.array([1e3])) for k, s in uploads.items()}, weight
 
 
 client_app.Party.step = poisoned
 sys.argv = ["fedmc", *sys.argv[1:]]
 main()
 """
-"""A node process whose every upload is multiplied by 1e300 (a malicious client)."""
-FAULTS = ("kill", "sign off", "duplicate", "poison", "server")
+"""A node process whose every upload is multiplied by 1000 (a malicious client): the run
+configuration's default bound (``max-upload-norm = "auto"``) refuses it."""
+FAULTS = ("kill", "sign off", "duplicate", "copy", "poison", "server")
 
 
 def current_round(out: Path) -> int:
@@ -465,6 +468,12 @@ def fault(fed: Deployment, kind: str, client: int, out: Path, after: int) -> Non
         duplicate = fed.start_node("duplicate", client, key, state=name)
         assert duplicate.wait(60) == 2, fed.log("duplicate")
         fed.processes.pop("duplicate")
+    elif kind == "copy":  # a copy of the key and folder started elsewhere: refused, stops
+        shutil.rmtree(fed.root / "state" / f"copy-{client}", ignore_errors=True)
+        shutil.copytree(fed.root / "state" / name, fed.root / "state" / f"copy-{client}")
+        copy = fed.start_node("copy", client, key, state=f"copy-{client}")
+        assert copy.wait(WAIT) == 2, fed.log("copy")
+        fed.processes.pop("copy")
     elif kind == "poison":
         fed.kill(name, signal.SIGTERM)
         seen = fed.log(f"poisoned-{client}").count("connected")
@@ -479,8 +488,8 @@ def fault(fed: Deployment, kind: str, client: int, out: Path, after: int) -> Non
         log.close()
         fed.until(lambda: fed.log(f"poisoned-{client}").count("connected") > seen,
                   "the poisoner is on")
-        refused = read(out / "progress.jsonl").count("norm is not a finite number")
-        fed.until(lambda: read(out / "progress.jsonl").count("norm is not a finite number")
+        refused = read(out / "progress.jsonl").count("exceeds the bound")
+        fed.until(lambda: read(out / "progress.jsonl").count("exceeds the bound")
                   > refused or current_round(out) >= 36, "a poisoned upload is refused")
         fed.kill("poisoned", signal.SIGTERM)
         fed.start_node(name, client, key)
@@ -505,14 +514,6 @@ def test_a_run_with_random_faults_finishes_as_the_replay_of_its_participants(dep
     the replay of the clients the history says each round included."""
     import random
 
-    import numpy as np
-
-    from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
-    from fedmc.federation.loop import Rounds
-    from fedmc.federation.sampling import make_sampler
-    from fedmc.run.data import federate, load_ratings
-    from fedmc.testing import replay
-
     fed, draw = deployment, random.Random(seed)
     run, out = RunSpec(schedule=Schedule(rounds=40, active=2, seed=seed)), fed.root / f"f{seed}"
     fed.submit(run, out, timeout=10.0)
@@ -527,11 +528,62 @@ def test_a_run_with_random_faults_finishes_as_the_replay_of_its_participants(dep
     assert len(history.rows) == 41, "the run finished"
     events = [json.loads(line) for line in read(out / "progress.jsonl").splitlines()]
     assert [e for e in events if e["event"] == "failed"], "the nodes gone are recorded"
-    assert [e for e in events if e["event"] == "refused" and "norm" in e["reason"]]
+    assert [e for e in events if e["event"] == "refused" and "exceeds the bound" in e["reason"]]
+    assert [e for e in events if e["event"] == "uploads" and e["over_bound"]]
+    assert [e for e in events if e["event"] == "claim refused"], "the copy is recorded"
     assert any(client_ids(history, "lost").values())
+    assert_replayed(fed, out, history, run)
+
+
+def assert_replayed(fed: Deployment, out: Path, history: History, run: RunSpec) -> None:
+    """The published model equals the replay of the clients the history says each round
+    included (1e-12)."""
+    import numpy as np
+
+    from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
+    from fedmc.federation.loop import Rounds
+    from fedmc.federation.sampling import make_sampler
+    from fedmc.run.data import federate, load_ratings
+    from fedmc.testing import replay
+
+    schedule = run.schedule
     data = federate(load_ratings(fed.settings), fed.settings)
     again = replay(FEDMC_ADMM, FEDMC_ADMM.Config(**PARAMS), data,
-                   rounds=Rounds(make_sampler(3, 2), 40), seed=seed,
-                   included=client_ids(history))
+                   rounds=Rounds(make_sampler(3, schedule.active), schedule.rounds),
+                   seed=schedule.seed, included=client_ids(history))
     with np.load(out / "model.npz") as model:
-        np.testing.assert_allclose(model["V"], again.server.V, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(model["V"], again.server.V, rtol=0, atol=1e-12)
+
+
+def test_copies_of_a_nodes_key_and_state_folder_are_refused_and_the_node_keeps_serving(
+        deployment):
+    """Issue 40's item 1: two copies of client 1's key and state folder, each started
+    elsewhere (a folder of its own) while node 1 serves: one copied at round 3 and started at
+    round 8 (its folder older than the server's record), one copied and started at round 5
+    (current: only a probe of the process admitted tells it from a restart). Each is refused
+    and recorded, and stops (exit 2); node 1 keeps serving; the model equals the replay of
+    the recorded participants."""
+    fed = deployment
+    run, out = RunSpec(schedule=Schedule(rounds=14, active=2, seed=3)), fed.root / "copied"
+    fed.submit(run, out, timeout=10.0)
+    state, key = fed.root / "state", fed.root / "certs" / "client-1"
+    for k, copy, start in ((3, "stale-1", False), (5, "copy-1", True), (8, "stale-1", True)):
+        fed.until(lambda k=k: f'"round": {k}, "phase": "round"' in read(out / "progress.jsonl"),
+                  f"round {k} is under way")
+        if copy == "copy-1" or not start:
+            shutil.copytree(state / "node-1", state / copy)
+        if start:
+            before = read(out / "progress.jsonl").count('"claim refused"')
+            proc = fed.start_node(copy, 1, key, state=copy)
+            assert proc.wait(WAIT) == 2, fed.log(copy)
+            fed.processes.pop(copy)
+            assert "refused this node process" in fed.log(copy)
+            assert read(out / "progress.jsonl").count('"claim refused"') > before
+    history = fed.history(out)
+    assert len(history.rows) == 15, "the run finished"
+    refused = [r for r in client_ids(history, "claims_refused").values() if r]
+    assert refused and all(r == [1] for r in refused)
+    late = [k for k, clients in client_ids(history).items() if k > 10 and 1 in clients]
+    assert late, "node 1 keeps serving"
+    assert fed.processes["node-1"].poll() is None
+    assert_replayed(fed, out, history, run)

@@ -21,7 +21,7 @@ from fedmc.federation.history import History  # noqa: E402
 from fedmc.federation.settings import Schedule  # noqa: E402
 from fedmc.flower.settings import FederatedRun  # noqa: E402
 from fedmc.run.settings import RunSpec  # noqa: E402
-from fedmc.testing import assert_same_history  # noqa: E402
+from fedmc.testing import assert_same_history, client_ids  # noqa: E402
 
 LOCAL = ("seconds", "participants", "lost", "claims_refused")
 
@@ -234,6 +234,40 @@ def test_an_upload_over_max_upload_norm_is_refused_and_honest_ones_are_clipped(
     assert not [e for e in events if e["event"] == "refused"]
     assert clipped.rows[-1]["test_rmse"] != free.rows[-1]["test_rmse"]
 
+
+def test_by_default_a_scaled_upload_is_refused_and_every_exchanges_norms_are_reported(
+        tmp_path, small, loopback_federation, out_files):
+    """Issue 40's item 2: under the run configuration's defaults (``max-upload-norm =
+    "auto"``) an honest run equals one without any bound (0); client 1's uploads times 1000
+    are refused every time, recorded (``refused`` lines, the history's
+    ``uploads_over_bound``, the summary), and every plain exchange's norms are in
+    ``progress.jsonl``."""
+    import json
+
+    settings, run = small
+    assert run.auto_bound
+    auto = loopback_federation(tmp_path / "auto", settings, run)
+    free = loopback_federation(tmp_path / "free", settings,
+                               run.model_copy(update={"max_upload_norm": 0.0}))
+    assert_same_history(free, auto, rtol=0, atol=0, ignore=LOCAL)
+    _, events = out_files(tmp_path / "auto" / "out")
+    norms = [e for e in events if e["event"] == "uploads"]
+    assert len(norms) == len([e for e in events if e["event"] == "exchange"
+                              and e["phase"] != "evaluate"])
+    assert all(e["norm_median"] <= e["norm_max"] < e["bound_per_root_user"] and
+               not e["over_bound"] for e in norms)
+    scaled = loopback_federation(tmp_path / "x1000", settings, run,
+                                 mods={1: tampered(1, scale_uploads(1000.0))})
+    _, events = out_files(tmp_path / "x1000" / "out")
+    asked = [e for e in events if e["event"] == "exchange" and 1 in e["clients"]
+             and e["phase"] != "evaluate"]
+    assert len(refusals(events, 1)) == len(asked) > 0
+    assert all("exceeds the bound" in r for r in refusals(events, 1))
+    assert sum(scaled.column("uploads_over_bound")) == len(asked)
+    assert all(1 not in included for included in client_ids(scaled).values())
+    summary = json.loads((tmp_path / "x1000" / "out" / "summary.json").read_text())
+    assert summary["uploads"]["bound"].startswith("auto")
+    assert sum(p["over_bound"] for p in summary["uploads"]["phases"].values()) == len(asked)
 
 def test_impossible_evaluation_sums_are_refused(tmp_path, small, loopback_federation,
                                                 out_files):

@@ -328,3 +328,25 @@ def test_the_cuts_sums_obey_the_bounds_of_the_test_sums():
                  {"validation.rank_users": 3.0}):
         with pytest.raises(OutOfBounds):
             bounds.check_sums(0, sums)
+
+
+def test_the_default_upload_bound_follows_the_phases_lower_median_and_cannot_be_raised():
+    """``max-upload-norm = "auto"`` (:class:`fedmc.federation.bounds.NormReference`): in a
+    phase's first exchange, 100 times the lower median of its norms (of two, the smaller, so
+    one x1000 upload beside an honest one is over it); then the lower median of each
+    client's largest norm taken, which one client of three cannot raise by uploading just
+    under its bound round after round; each phase has its own scale."""
+    from fedmc.federation.bounds import GROWTH, NormReference, lower_median
+
+    assert lower_median([3.0, 1.0]) == 1.0 and lower_median([5.0, 1.0, 2.0]) == 2.0
+    ref = NormReference()
+    assert ref.bound("round", {0: 1.0, 1: 1000.0}) == GROWTH * 1.0
+    assert ref.bound("round", {0: 2.0}) == GROWTH * 2.0 and ref.bound("x", {}) == float("inf")
+    ref.take("round", {0: 1.0, 2: 1.5})
+    for _ in range(10):  # client 1 uploads just under the bound every round
+        bound = ref.bound("round", {0: 1.0, 1: 1.0, 2: 1.0})
+        ref.take("round", {0: 1.0, 1: bound * 0.99, 2: 1.5})
+    assert ref.bound("round", {}) == GROWTH * 1.5
+    assert ref.bound("setup", {0: 0.01, 1: 0.02}) == GROWTH * 0.01  # a phase of its own
+    assert ref.bound("round", {0: 0.0}) == GROWTH * 1.5
+    assert NormReference().bound("cg", {0: 0.0, 1: float("nan")}) == float("inf")

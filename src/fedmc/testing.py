@@ -42,9 +42,12 @@ from fedmc.sim import Driver, PopulationFactory, simulate
 from fedmc.sim.clients import PerClientClients
 
 IGNORED_COLUMNS = ("seconds",)
-FEDERATION_COLUMNS = ("participants", "lost", "claims_refused")
+FEDERATION_COLUMNS = ("participants", "lost", "claims_refused", "upload_norm_median",
+                      "upload_norm_max", "uploads_over_bound")
 """Columns a federation's history adds: the clients each round's sum included, the clients
-lost in the round, and the clients whose id a node claimed without the right to it."""
+lost in the round, the clients whose id a node claimed without the right to it, and the
+norms of the plain uploads the round took (their median and largest) with the number above
+the bound."""
 
 
 def tiny_federated(

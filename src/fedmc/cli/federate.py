@@ -93,7 +93,9 @@ _LOCAL_EXTRAS = (
         rich_help_panel=FLOWER)], None),
     _option("max_upload_norm", Annotated[float | None, typer.Option(
         min=0.0, help="A bound on the L2 norm of one client's whole upload: clients clip to it "
-        "(as to --dp-clip), the server refuses a plain upload above it (default: none).",
+        "(as to --dp-clip), the server refuses a plain upload above it; 0: none (default: "
+        "auto, the server refuses a plain upload above 100 times its phase's typical norm; "
+        "docs/federation.md).",
         rich_help_panel=FLOWER)], None),
     _option("max_lost_rounds", Annotated[int | None, typer.Option(
         min=1, help="Stop the run after this many exchanges in a row that lose every client "

@@ -199,6 +199,13 @@ class FleetConnection:
                     self.client.UnregisterNode(UnregisterNodeFleetRequest(node_id=node_id))
         self.client.close()
 
+    def abandon(self) -> None:
+        """Stop the heartbeats and close without signing off: the node id stays online for
+        another process that holds the same key (the one the server admitted)."""
+        if self._heartbeats is not None and self._heartbeats.is_running:
+            self._heartbeats.stop()
+        self.node = None
+
     def __enter__(self) -> FleetConnection:
         return self
 

@@ -142,12 +142,12 @@ def run_node(superlink: str, node_config: str, *, root_certificates: Path | None
     at most a minute). A node with ``auth_key`` keeps its node id in its state folder
     (``node-id``) to sign off an earlier process's session (:mod:`fedmc.deploy.fleet`).
     """
-    from fedmc.flower.client_app import NODE_PROCESS_ENV, NodeSettings
+    from fedmc.flower.client_app import NODE_PROCESS_ENV, NodeSettings, ProcessRefused
 
     _log_to_stderr()
     settings = NodeSettings.parse(node_config)
     held = hold_state(settings.state)  # noqa: F841 (held while the process lives)
-    os.environ[NODE_PROCESS_ENV] = secrets.token_hex(8)  # this process, for the server
+    os.environ[NODE_PROCESS_ENV] = secrets.token_hex(16)  # this process, for the server
     config = parse_config_args([node_config])
     keys = load_auth_key(auth_key) if auth_key is not None else None
     backoff = Backoff(1.0, 60.0)
@@ -160,6 +160,9 @@ def run_node(superlink: str, node_config: str, *, root_certificates: Path | None
                          superlink)
                 backoff.reset()
                 _serve(conn, node_id, config, poll, longest_poll)
+            except ProcessRefused:
+                conn.abandon()  # the node id is the admitted process's too: keep it online
+                raise
             except (Dropped, httpx.HTTPStatusError) as exc:
                 why = describe(exc) if isinstance(exc, httpx.HTTPStatusError) else exc
                 log.warning("client %s: %s; connecting again in %.0f s", settings.client, why,
@@ -170,11 +173,13 @@ def run_node(superlink: str, node_config: str, *, root_certificates: Path | None
 def _serve(conn: FleetConnection, node_id: int, config: dict, poll: float,
            longest_poll: float) -> None:
     """Answer messages until the connection drops (:class:`~fedmc.deploy.fleet.Dropped`)."""
-    from fedmc.flower.client_app import app, forget_run
+    from fedmc.flower.client_app import app, forget_run, quiet_until
 
     contexts: dict[int, Context] = {}
     poller = Poller(poll, longest_poll)
     while True:
+        if (quiet := quiet_until() - time.monotonic()) > 0:  # a probe for another process
+            time.sleep(quiet)
         got = conn.receive()
         if got is None:
             time.sleep(poller.pause(time.monotonic()))
@@ -207,13 +212,19 @@ def _answer(conn: FleetConnection, app, message: Message, tree, context: Context
         tree, partial(conn.pull_object, run_id), partial(conn.confirm, run_id),
         return_type=Message, initial_backoff=OBJECT_RETRY, backoff_cap=LONGEST_OBJECT_RETRY)
     message.metadata.__dict__["_message_id"] = tree.object_id
+    from fedmc.flower.client_app import ProcessRefused
+
     started = time.perf_counter()
+    refused = None
     try:
         reply = app(message, context)
     except Exception as exc:  # the server learns of it as an error reply
+        refused = exc if isinstance(exc, ProcessRefused) else None
         reply = Message(Error(ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
                               f"{type(exc).__name__}: {exc}"), reply_to=message)
     _send(reply, time.perf_counter() - started, conn.send, partial(conn.push_object, run_id))
+    if refused is not None:  # said (the server need not wait for the message it took): stop
+        raise refused
 
 
 def _log_to_stderr() -> None:

@@ -33,6 +33,11 @@ WHOLE: frozenset[str] = frozenset({"count", "cells", "users"})
 SLACK = 1e-9  # relative: an upload clipped to the bound may exceed it by its rounding
 
 
+GROWTH = 100.0
+"""Under the default bound (``max-upload-norm = "auto"``, :class:`NormReference`), how many
+times the reference norm of its phase an upload may reach."""
+
+
 class OutOfBounds(ValueError):
     """A reply outside what its algorithm can send."""
 
@@ -41,6 +46,49 @@ def upload_norm(uploads: Uploads) -> float:
     """The L2 norm of one client's upload over all its arrays (a batch of one)."""
     with np.errstate(over="ignore", invalid="ignore"):
         return math.sqrt(float(sum(squared_norms(s)[0] for s in uploads.values())))
+
+
+def lower_median(values: Sequence[float]) -> float:
+    """The lower median of ``values`` (of two, the smaller): a value one of three or more
+    cannot move, nor one of two raise."""
+    return sorted(values)[(len(values) - 1) // 2]
+
+
+@dataclass
+class NormReference:
+    """The default bound on a plain upload's norm, where the operator sets none and no DP clip
+    binds (``max-upload-norm = "auto"``): :data:`GROWTH` times the phase's reference norm.
+
+    The reference of a phase (a set-up, a round, a conjugate-gradient step: each has a scale
+    of its own) is the lower median, over the clients whose uploads of that phase the server
+    has taken, of each one's largest norm; in the phase's first exchange, the lower median of
+    that exchange's norms. An honest client's norm varies with its data and shrinks as
+    training converges, far less than a hundredfold, while a scaled upload (x1000) lies far
+    outside; one client cannot move a lower median of three or more, nor raise one of two, so
+    it cannot raise its own bound round by round. An upload in the first exchange of a phase
+    that takes only one is not bounded (nothing to compare it with).
+
+    Attributes
+    ----------
+    largest
+        Per phase, each client's largest norm taken.
+    """
+
+    growth: float = GROWTH
+    largest: dict[str, dict[int, float]] = field(default_factory=dict)
+
+    def bound(self, phase: str, norms: Mapping[int, float]) -> float:
+        """The bound on the uploads of an exchange of ``phase`` whose norms are ``norms``."""
+        seen = self.largest.get(phase)
+        values = [v for v in (seen.values() if seen else norms.values())
+                  if math.isfinite(v) and v > 0]
+        return self.growth * lower_median(values) if values else math.inf
+
+    def take(self, phase: str, norms: Mapping[int, float]) -> None:
+        """The norms of the uploads of an exchange of ``phase`` that the server took."""
+        seen = self.largest.setdefault(phase, {})
+        for client, norm in norms.items():
+            seen[client] = max(seen.get(client, 0.0), norm)
 
 
 @dataclass(frozen=True)
@@ -67,6 +115,12 @@ class ReplyBounds:
     cells: Sequence[int] = ()
     users: Sequence[int] = ()
     max_norm: float = math.inf
+
+    def size(self, client: int) -> float:
+        """The square root of ``client``'s users (1 where unknown): how the norm of a sum over
+        its users grows with their number, for uploads that are no larger per user than
+        another client's."""
+        return math.sqrt(max(self.users[client], 1)) if client < len(self.users) else 1.0
 
     def check_uploads(self, uploads: Uploads, clip: float = math.inf) -> None:
         """Refuse ``uploads`` (one client's) when its norm is not finite or exceeds the bound

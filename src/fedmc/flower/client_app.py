@@ -16,7 +16,9 @@ Message types: ``query`` (the client's id, and a token naming its state folder: 
 knows clients by this id, not by Flower's node id, which changes when a node restarts, and
 admits a client's id only from the node its roster names or, without a roster, from nodes
 with the first token it saw, :mod:`fedmc.flower.grid_clients`; a node that has already
-finished the run the query names says so instead), ``query.done`` (the run has ended: the
+finished the run the query names says so instead; the claim also names the node process and
+the latest exchange its state folder holds), ``query.probe`` (is the process the server
+admitted for this client still there? :func:`probe`), ``query.done`` (the run has ended: the
 client removes its states and records the run's key as finished), ``train.step`` (the
 algorithm's client step on the message; the reply is the client's uploads, and, when the
 message also carries the previous round's model, first the client's evaluation sums under
@@ -24,13 +26,15 @@ it), ``evaluate`` (the client's evaluation sums under the published model) and `
 (the same two inside SecAgg+, :mod:`fedmc.flower.secagg`). Every step and evaluation first
 settles the pending state of the client's previous exchange
 (:mod:`fedmc.flower.client_state`). Every message names the run's key, which the server makes
-afresh for every submitted run: the client keeps its states under it.
+afresh for every submitted run: the client keeps its states under it, and the processes the
+server has refused (:class:`ProcessRefused`: such a process stops).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +57,15 @@ from fedmc.flower.compact import compact_mod
 from fedmc.flower.manifest import Manifest
 from fedmc.flower.settings import FederatedRun
 from fedmc.flower.shard import load_boolean_shard, load_shard
-from fedmc.flower.wire import Envelope, pack_reply, run_key, unpack_message
+from fedmc.flower.wire import (
+    Envelope,
+    pack_reply,
+    probed_tag,
+    process_tag,
+    refused_tags,
+    run_key,
+    unpack_message,
+)
 
 app = ClientApp(mods=[compact_mod, secaggplus_mod])
 NODE_PROCESS_ENV = "FEDMC_NODE_PROCESS"
@@ -62,11 +74,40 @@ sets it): named in a client's claims and plain replies, so the server takes a cl
 from the one process it admitted (a duplicate of a live node is refused)."""
 
 
+PROBE_PAUSE = 3.0
+"""Seconds a node process stays off the SuperLink after answering a probe for another
+process (:func:`probe`), so that the process probed, if it lives, pulls the next one."""
+_quiet_until = 0.0
+
+
+class ProcessRefused(ConfigError):
+    """The server refused this node process: another live process serves its client (a copy
+    of the node's key and state folder), or its state is older than the server's record. The
+    node stops (``fedmc federate node`` exits 2, without signing off the node id it shares
+    with the process the server admitted)."""
+
+
 def process_nonce() -> str:
     """The nonce of the node process this ClientApp serves in; empty under a stock
     ``flower-supernode``, whose ClientApp is a new process for every message (its replies
     are then not told apart)."""
     return os.environ.get(NODE_PROCESS_ENV, "")
+
+
+def quiet_until() -> float:
+    """Until when (``time.monotonic()``) the node should not poll: after it answered a probe
+    for another process (:data:`PROBE_PAUSE`)."""
+    return _quiet_until
+
+
+def _unless_refused(tags: list[str], client: int) -> None:
+    """Stop this process if the server names it among the processes it refused."""
+    nonce = process_nonce()
+    if nonce and process_tag(nonce) in tags:
+        raise ProcessRefused(f"the server refused this node process for client {client}: "
+                             f"another live process serves this client, or this state folder "
+                             f"is older than the server's record (a copy of the node's key and "
+                             f"state folder?); its progress.jsonl names the reason")
 
 
 @dataclass
@@ -256,14 +297,31 @@ def hello(msg: Message, context: Context) -> Message:
     (:func:`fedmc.flower.client_state.identity`), or, when the node has already finished the
     run the message names (its key), the client's id and why it refuses."""
     client = NodeSettings.from_config(context.node_config).client
+    _unless_refused(refused_tags(msg.content), client)
     try:
         me = party(context, run_key(msg.content))
     except RunFinished as exc:
         return Message(RecordDict({"client": ConfigRecord({
             "id": client, "refuses": str(exc)})}), reply_to=msg)
     return Message(RecordDict({"client": ConfigRecord({
-        "id": me.client, "token": identity(me.store.folder), "process": process_nonce()})}),
-        reply_to=msg)
+        "id": me.client, "token": identity(me.store.folder), "process": process_nonce(),
+        "exchange": me.store.held_exchange})}), reply_to=msg)
+
+
+@app.query("probe")
+def probe(msg: Message, context: Context) -> Message:
+    """The server asks whether the process it admitted for this client still lives (another
+    process claimed the client, :meth:`fedmc.flower.grid_clients.GridClients.admit`): the
+    answer names this process. A process that is not the one probed stays off the SuperLink
+    for :data:`PROBE_PAUSE` seconds, so that the probed one, if it lives, gets the next
+    probe (both pull the messages of the node id their key shares)."""
+    global _quiet_until
+    _unless_refused(refused_tags(msg.content),
+                    NodeSettings.from_config(context.node_config).client)
+    nonce = process_nonce()
+    if process_tag(nonce) != probed_tag(msg.content):
+        _quiet_until = time.monotonic() + PROBE_PAUSE
+    return Message(pack_reply(process=nonce), reply_to=msg)
 
 
 @app.query("done")
@@ -280,6 +338,7 @@ def step(msg: Message, context: Context) -> Message:
     """The client step of a plain exchange, after the evaluation it carries, if any."""
     envelope = unpack_message(msg.content)
     me = party(context, envelope.key)
+    _unless_refused(envelope.extra.get("refused", []), me.client)
     sums = None if envelope.model is None else me.evaluate(envelope)
     uploads, _ = me.step(envelope)
     return Message(pack_reply(uploads, sums, process_nonce()), reply_to=msg)
@@ -289,12 +348,16 @@ def step(msg: Message, context: Context) -> Message:
 def evaluate(msg: Message, context: Context) -> Message:
     """The evaluation sums of a plain exchange."""
     envelope = unpack_message(msg.content)
-    return Message(pack_reply(sums=party(context, envelope.key).evaluate(envelope),
-                              process=process_nonce()), reply_to=msg)
+    me = party(context, envelope.key)
+    _unless_refused(envelope.extra.get("refused", []), me.client)
+    return Message(pack_reply(sums=me.evaluate(envelope), process=process_nonce()),
+                   reply_to=msg)
 
 
 @app.train()
 def secure(msg: Message, context: Context) -> Message:
     """A client step or an evaluation inside SecAgg+ (its masked-vector stage)."""
     envelope = secagg.unpack_secure(msg)
-    return secagg.contribute(msg, envelope, party(context, envelope.key))
+    me = party(context, envelope.key)
+    _unless_refused(envelope.extra.get("refused", []), me.client)
+    return secagg.contribute(msg, envelope, me)

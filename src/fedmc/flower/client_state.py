@@ -62,7 +62,7 @@ class StateStore:
         if run in finished_runs(folder):
             raise RunFinished(f"{folder}: run {run} has already finished here; a finished run "
                               f"is never continued (submit a new run)")
-        self._committed = self._read("committed")
+        self._committed_at, self._committed = self._read("committed") or (NO_EXCHANGE, None)
         pending = self._read("pending")
         self._pending: tuple[int, Any] | None = pending
         self._secret: int | None = None
@@ -71,6 +71,15 @@ class StateStore:
     def committed(self) -> Any:
         """The committed state (None before the first commit)."""
         return self._committed
+
+    @property
+    def held_exchange(self) -> int:
+        """The latest exchange this folder holds a state of (pending or committed;
+        :data:`NO_EXCHANGE` for the initial state). It never lags behind the last exchange
+        whose reply the server included (the pending state is on disk before the reply
+        leaves), so a node claiming a client with a smaller one holds a copy of an earlier
+        folder (:meth:`fedmc.flower.grid_clients.GridClients.admit`)."""
+        return self._committed_at if self._pending is None else self._pending[0]
 
     @property
     def pending_exchange(self) -> int:
@@ -95,7 +104,7 @@ class StateStore:
         """Commit the initial state (when there is none yet)."""
         if self._committed is None:
             self._committed = state
-            self._write("committed", state)
+            self._write("committed", (NO_EXCHANGE, state))
 
     def working_copy(self) -> Any:
         """A copy of the committed state for a client step to change."""
@@ -115,8 +124,8 @@ class StateStore:
         if self._pending is None:
             return
         if self._pending[0] == included:
-            self._committed = self._pending[1]
-            self._write("committed", self._committed)
+            self._committed_at, self._committed = self._pending
+            self._write("committed", self._pending)
         self._pending = None
         (self.folder / "pending.pkl").unlink(missing_ok=True)
 
@@ -129,6 +138,7 @@ class StateStore:
         for name in ("committed", "pending", "secret"):
             (self.folder / f"{name}.pkl").unlink(missing_ok=True)
         self._committed = self._pending = self._secret = None
+        self._committed_at = NO_EXCHANGE
 
     def _read(self, name: str) -> Any:
         path = self.folder / f"{name}.pkl"

@@ -18,7 +18,10 @@ with a roster (``fedmc federate server``) the node's public key, which the Super
 verified on every request the node signed, must be the key the roster names for that client;
 without one, the node must present the token of the state folder that first claimed the
 client (a node restarted on its folder does; a second node with client 1's configuration
-and a folder of its own does not). A refused claim is recorded (:class:`Refusal`: the
+and a folder of its own does not). A claim by another process than the one admitted for the
+client (a restart, or a copy of the node's key and state folder) must also hold a state folder
+no older than the server's record and find the admitted process gone (:meth:`GridClients.
+admit`). A refused claim is recorded (:class:`Refusal`: the
 ``claims_refused`` column of the history and a line of ``progress.jsonl``) and its node is never
 sent a message: which node speaks for a client never depends on the order of replies.
 """
@@ -29,7 +32,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from flwr.app import Message as FlowerMessage
@@ -40,16 +43,18 @@ from fedmc.core.protocol import Message
 from fedmc.core.uploads import Uploads, upload_nbytes
 from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
-from fedmc.federation.bounds import OutOfBounds, ReplyBounds
+from fedmc.federation.bounds import NormReference, OutOfBounds, ReplyBounds, upload_norm
 from fedmc.federation.population import Exchange, Placement, carried_out
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.settings import MAX_LOST_ROUNDS
 from fedmc.flower.transport import good_replies, replies_by_node
 from fedmc.flower.wire import (
+    NO_EXCHANGE,
     Envelope,
     RefusedReply,
     pack_key,
     pack_message,
+    process_tag,
     reply_process,
     unpack_sums,
     unpack_uploads,
@@ -58,6 +63,11 @@ from fedmc.flower.wire import (
 Shapes = Mapping[str, tuple[int, ...]]
 Reply = tuple[Uploads, dict[str, float] | None]  # what the server took of a reply
 COLD_TIMEOUT = 300.0  # the least wait for a node's first message of a phase (compilation)
+PROBE_WINDOW = 6.0
+"""Seconds the server probes for the process it admitted for a client when another process
+claims the client (:meth:`GridClients.admit`); one that does not answer in that time is taken
+for gone. More than :data:`fedmc.flower.client_app.PROBE_PAUSE` plus a node's longest pause
+between polls, so that a live admitted process gets a probe the claimant does not take."""
 
 
 @dataclass
@@ -75,6 +85,38 @@ class Record:
     def lost(self) -> list[int]:
         """Clients asked whose replies were not included."""
         return sorted(set(self.asked) - set(self.included))
+
+
+@dataclass(frozen=True)
+class UploadNorms:
+    """The norms of one plain exchange's uploads as the server judged them: those it took,
+    the clients whose uploads lay above the bound (refused), the bound (inf: none) and
+    whether it is the default's, per square root of a client's users (``auto``,
+    :class:`fedmc.federation.bounds.NormReference`)."""
+
+    exchange: int
+    round: int
+    phase: str
+    taken: list[float]
+    over: list[int]
+    bound: float
+    auto: bool = False
+
+    def event(self) -> dict[str, Any]:
+        """Its line of ``progress.jsonl`` (``uploads``): how many uploads were taken, their
+        norms' median, 90th percentile and largest, the bound (``bound``, with ``at_bound``,
+        the uploads clipped to it, or under the default ``bound_per_root_user``) and the
+        clients above it."""
+        taken = np.array(self.taken)
+        quantiles = ({} if not len(taken) else {
+            "norm_median": float(np.median(taken)), "norm_p90": float(np.quantile(taken, 0.9)),
+            "norm_max": float(taken.max())})
+        bound = self.bound if np.isfinite(self.bound) else None
+        limit = ({"bound_per_root_user": bound} if self.auto else
+                 {"bound": bound, "at_bound": int(np.sum(taken >= self.bound * (1 - 1e-9)))})
+        return {"event": "uploads", "exchange": self.exchange, "round": self.round,
+                "phase": self.phase, "taken": len(taken), **quantiles, **limit,
+                "over_bound": self.over}
 
 
 @dataclass(frozen=True)
@@ -135,7 +177,12 @@ class GridClients:
     private
         A run under user-level DP, whose sample is secret: a reply of a second process is
         refused but not recorded as a claim refused (only the sampled clients are asked, so
-        its client id would tell who was sampled).
+        its client id would tell who was sampled), and the uploads' norms are not reported.
+    reference
+        The default bound on a plain upload's norm where no DP clip binds
+        (:class:`fedmc.federation.bounds.NormReference`; None: only :attr:`bounds`'). Every
+        plain exchange's norms are kept in :attr:`norms` and, outside a private run, noted
+        (``uploads``).
     """
 
     grid: Grid
@@ -150,12 +197,15 @@ class GridClients:
     max_lost: int = MAX_LOST_ROUNDS
     bounds: ReplyBounds = field(default_factory=ReplyBounds)
     private: bool = False
+    reference: NormReference | None = None
     log: list[Record] = field(default_factory=list, init=False)
+    norms: list[UploadNorms] = field(default_factory=list, init=False)
     refusals: list[Refusal] = field(default_factory=list, init=False)
     warm: set[tuple[int, str]] = field(default_factory=set, init=False)
     node_of: dict[int, int] = field(default_factory=dict, init=False)
     token_of: dict[int, str] = field(default_factory=dict, init=False)
     process_of: dict[int, str] = field(default_factory=dict, init=False)
+    refused_processes: set[str] = field(default_factory=set, init=False)
     failed: dict[int, str] = field(default_factory=dict, init=False)
     last_included: dict[int, int] = field(default_factory=dict, init=False)
     _asked: dict[int, str] = field(default_factory=dict, init=False)
@@ -273,28 +323,61 @@ class GridClients:
         lies outside :attr:`bounds` (its uploads' norm also within ``clip``, the clip every
         client applied when no noise is added after it) is refused: its client is left out
         of the exchange (lost) and the reason noted."""
-        taken = {}
+        taken, norms = {}, {}
         for c, content in sorted(replies.items()):
             try:
                 shapes = uploads.get(c, {})
                 mine = unpack_uploads(content, shapes) if shapes else {}
                 if set(mine) != set(shapes):
                     raise RefusedReply(f"uploads {sorted(mine)}, expected {sorted(shapes)}")
-                if not self._from_admitted(c, reply_process(content)):
+                process = reply_process(content)
+                if not self._from_admitted(c, process):
+                    self.refused_processes.add(process_tag(process))  # it stops when told
                     if not self.private:  # a claim of a sampled client names the sample
                         self._refuse(self.node_of[c], c, "its reply comes from another "
                                      "process than the one admitted (a duplicate of a live "
                                      "node)")
                     raise RefusedReply(f"client {c}: a reply of a second process")
-                if shapes:
-                    self.bounds.check_uploads(mine, clip)
                 evaluation = unpack_sums(content) if sums else None
                 if evaluation is not None:
                     self.bounds.check_sums(c, evaluation)
                 taken[c] = (mine, evaluation)
+                if shapes:
+                    norms[c] = upload_norm(mine)
             except (RefusedReply, OutOfBounds) as exc:
                 self.note(number, msg.round, "refused", [c], f"client {c}: {exc}")
+        if uploads:
+            self._judge_norms(number, msg, taken, norms, clip)
         return taken
+
+    def _judge_norms(self, number: int, msg: Message, taken: dict[int, Reply],
+                     norms: Mapping[int, float], clip: float) -> None:
+        """Refuse the uploads in ``taken`` outside :attr:`bounds` (their norms ``norms``), and
+        above ``clip`` or else the :attr:`reference`'s bound; keep the exchange's norms
+        (:attr:`norms`) and note them (``uploads``) outside a private run."""
+        bound = min(clip, self.bounds.max_norm)
+        auto = self.reference is not None and np.isinf(bound)
+        size = {c: self.bounds.size(c) for c in norms}
+        per_user = {c: norms[c] / size[c] for c in norms}
+        if auto:
+            bound = cast(NormReference, self.reference).bound(msg.phase, per_user)
+        over = []
+        for c in sorted(norms):
+            try:
+                self.bounds.check_uploads(taken[c][0], bound * size[c] if auto else bound)
+            except OutOfBounds as exc:
+                self.note(number, msg.round, "refused", [c], f"client {c}: {exc}")
+                del taken[c]
+                if np.isfinite(norms[c]):
+                    over.append(c)
+        kept = [c for c in norms if c in taken]
+        if self.reference is not None:
+            self.reference.take(msg.phase, {c: per_user[c] for c in kept})
+        record = UploadNorms(number, msg.round, msg.phase, [norms[c] for c in kept], over,
+                             bound, auto)
+        self.norms.append(record)
+        if not self.private and self.on_event is not None:
+            self.on_event(record.event())
 
     def _from_admitted(self, client: int, process: str) -> bool:
         """Whether ``process`` is the process admitted for ``client`` (any, where its node
@@ -350,6 +433,8 @@ class GridClients:
         return {"key": self.key, "exchanges": self._exchanges, "round": self._round,
                 "last_included": self.last_included, "log": self.log,
                 "refusals": self.refusals, "token_of": self.token_of,
+                "refused_processes": self.refused_processes, "norms": self.norms,
+                "reference": self.reference,
                 "exponents": None if self.secure is None else self.secure.exponents}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
@@ -363,12 +448,19 @@ class GridClients:
         self.refusals = [*snapshot["refusals"],
                          *(r for r in self.refusals if r not in snapshot["refusals"])]
         self.token_of = {**self.token_of, **snapshot["token_of"]}
+        self.refused_processes |= set(snapshot.get("refused_processes", ()))
+        self.norms = [*snapshot.get("norms", ()), *(n for n in self.norms
+                                                     if n not in snapshot.get("norms", ()))]
+        if snapshot.get("reference") is not None:
+            self.reference = snapshot["reference"]
         if self.secure is not None and snapshot["exponents"] is not None:
             self.secure.exponents = snapshot["exponents"]
 
     def envelope(self, number: int, msg: Message, clients: Iterable[int],
                  model: Mapping[str, np.ndarray] | None = None, **extra: object) -> Envelope:
         """The exchange as ``clients`` receive it (with ``model`` to evaluate, if any)."""
+        if self.refused_processes:  # a refused process that gets the message stops
+            extra = {**extra, "refused": sorted(self.refused_processes)}
         return Envelope(number, msg, {c: self.last_included[c] for c in clients
                                       if c in self.last_included}, extra, model, self.key)
 
@@ -416,8 +508,8 @@ class GridClients:
         if not new:
             return
         self._asked.update({n: activated[n] for n in new})
-        ask = [FlowerMessage(pack_key(self.key), dst_node_id=n, message_type="query")
-               for n in new]
+        ask = [FlowerMessage(pack_key(self.key, self.refused_processes), dst_node_id=n,
+                             message_type="query") for n in new]
         replies = replies_by_node(self.grid, ask, self.timeout)
         self.failed.update({node: m.error.reason for node, m in replies.items()
                             if m.has_error()})
@@ -433,8 +525,10 @@ class GridClients:
                 self.failed[node] = why
                 self.note(max(self._exchanges - 1, 0), self._round, "failed",
                           [int(claim["id"])], why)
-            elif self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node]):
-                self.process_of[int(claim["id"])] = str(claim.get("process", ""))
+            else:
+                self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node],
+                           str(claim.get("process", "")),
+                           int(claim.get("exchange", NO_EXCHANGE)))
         if len(self.node_of) < self.n_clients:  # a node still busy (with a stopped run's
             for node in set(new) - set(replies):  # message, say) is asked again
                 del self._asked[node]
@@ -447,10 +541,20 @@ class GridClients:
                 for node in self.node_of.values()]
         replies_by_node(self.grid, done, self.timeout)
 
-    def admit(self, node: int, client: int, token: str, key: bytes) -> bool:
+    def admit(self, node: int, client: int, token: str, key: bytes, process: str = "",
+              exchange: int = NO_EXCHANGE) -> bool:
         """Let ``node`` speak for ``client`` if its claim holds (module docstring); a refused
         claim is recorded. ``token`` names the node's state folder, ``key`` is the public key
-        the SuperLink knows the node by."""
+        the SuperLink knows the node by, ``process`` the nonce of the node process that
+        claims and ``exchange`` the latest exchange its state folder holds a state of
+        (:attr:`fedmc.flower.client_state.StateStore.held_exchange`).
+
+        A claim by another process than the one admitted for ``client`` is a restart or a
+        copy of the node's key and state folder, which no key or token tells apart. It is
+        refused when its folder is older than the server's record (the client's last
+        included exchange: a copy made before it), and when the process admitted still
+        answers (:meth:`_alive`); otherwise (the admitted process is gone) it takes the
+        client over. A refused process is told so in every message it may pull, and stops."""
         if not 0 <= client < self.n_clients:
             return self._refuse(node, client, f"client {client} is not in 0..{self.n_clients - 1}")
         if self.roster is not None:
@@ -460,10 +564,45 @@ class GridClients:
         elif self.token_of.setdefault(client, token) != token:
             return self._refuse(node, client, f"client {client} is held by another node (a "
                                               f"state folder of its own)")
+        admitted = self.process_of.get(client, "")
+        if admitted and process != admitted:
+            latest = self.last_included.get(client, NO_EXCHANGE)
+            if exchange < latest:
+                return self._refuse(node, client, f"its state folder is older than the "
+                                    f"server's record (it holds exchange {exchange}, the "
+                                    f"server included client {client} in exchange {latest}): "
+                                    f"a copy of an earlier folder", process)
+            if self._alive(client):
+                return self._refuse(node, client, f"the process admitted for client {client} "
+                                    f"still answers: a second live process (a copy of the "
+                                    f"node's key and state folder?)", process)
         self.node_of[client] = node  # the same identity on a new node: a restarted client
+        self.process_of[client] = process
         return True
 
-    def _refuse(self, node: int, client: int, reason: str) -> bool:
+    def _alive(self, client: int) -> bool:
+        """Whether the process admitted for ``client`` answers a probe (``query.probe``,
+        naming the process by its tag) within :data:`PROBE_WINDOW` seconds. Processes that
+        share a node id (one key) pull its messages in turn; one that is not the process
+        probed answers and keeps off the SuperLink for a while
+        (:func:`fedmc.flower.client_app.probe`), so the probes go on until the admitted one
+        answers or the window ends."""
+        node, process = self.node_of[client], self.process_of[client]
+        deadline = time.monotonic() + PROBE_WINDOW
+        while (left := deadline - time.monotonic()) > 0:
+            probe = FlowerMessage(pack_key(self.key, self.refused_processes,
+                                           probe=process_tag(process)),
+                                  dst_node_id=node, message_type="query.probe")
+            replies = good_replies(replies_by_node(self.grid, [probe], left))
+            if node in replies and reply_process(replies[node].content) == process:
+                return True
+            if node not in replies:  # an error (the node offline, say): ask again shortly
+                time.sleep(min(0.2, max(deadline - time.monotonic(), 0.0)))
+        return False
+
+    def _refuse(self, node: int, client: int, reason: str, process: str = "") -> bool:
+        if process:  # the process is told in the next message it pulls, and stops
+            self.refused_processes.add(process_tag(process))
         self.refusals.append(Refusal(self._round, node, client, reason))
         self.note(max(self._exchanges - 1, 0), self._round, "claim refused", [client],
                    f"node {node} claims client {client}: {reason}")

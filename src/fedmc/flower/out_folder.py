@@ -7,9 +7,10 @@ default the folder it was started in); a ServerApp beside another SuperLink take
 absolute ones (:func:`resolved`). A new run refuses an ``out`` that holds a run (any of
 :data:`RUN_FILES`) unless ``overwrite`` is set, which removes that run's files first; a
 resumed run continues the one there (:func:`claim`). While the run lasts ``status.json`` says
-``running`` (with the run's key and the ServerApp's pid; one left saying so by a process that
-is gone is a crash), then ``finished``, ``stopped`` (``flwr stop``, a signal) or ``failed``
-with its reason in one line (:func:`recorded`); a run configuration that does not parse
+``running`` (with the run's key and the ServerApp's pid), then ``finished``, ``stopped``
+(``flwr stop``, a signal) or ``failed`` with its reason in one line (:func:`recorded`); a
+process killed before it could record the end gets ``failed`` from its watch
+(:mod:`fedmc.flower.sentinel`) within a second; a run configuration that does not parse
 leaves ``failed`` with the key it got wrong, in a new out folder (:func:`refused`).
 """
 
@@ -19,10 +20,11 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from fedmc.errors import ConfigError
 from fedmc.flower.compat import RunNotRunningException
+from fedmc.flower.sentinel import watch
 from fedmc.flower.settings import FederatedRun
 from fedmc.run.folder import RUN_FILES as SIMULATION_FILES
 from fedmc.run.folder import STATUS_FILE, write_status
@@ -104,8 +106,10 @@ def claim(run: FederatedRun) -> None:
 
 @contextmanager
 def recorded(run: FederatedRun, key: str) -> Iterator[None]:
-    """``status.json`` of the run in ``run.out`` while the block runs (module docstring)."""
+    """``status.json`` of the run in ``run.out`` while the block runs (module docstring),
+    watched by :mod:`fedmc.flower.sentinel` for the process's death."""
     write_status(run.out / STATUS_FILE, "running", key=key)
+    sentinel = watch(run.out / STATUS_FILE, key)
     try:
         yield
     except (RunNotRunningException, KeyboardInterrupt, SystemExit) as exc:
@@ -114,7 +118,11 @@ def recorded(run: FederatedRun, key: str) -> Iterator[None]:
     except BaseException as exc:
         write_status(run.out / STATUS_FILE, "failed", reason=_reason(exc))
         raise
-    write_status(run.out / STATUS_FILE, "finished", key=key)
+    else:
+        write_status(run.out / STATUS_FILE, "finished", key=key)
+    finally:
+        cast(IO[bytes], sentinel.stdin).close()  # the end is recorded: the watch ends
+        sentinel.wait()
 
 
 def _reason(exc: BaseException) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import pickle
 import secrets
@@ -33,7 +34,7 @@ import fedmc
 from fedmc.algorithms.registry import spec
 from fedmc.core.protocol import Algorithm
 from fedmc.errors import ConfigError
-from fedmc.federation.bounds import ReplyBounds
+from fedmc.federation.bounds import NormReference, ReplyBounds
 from fedmc.federation.history import History
 from fedmc.federation.loop import (
     Checkpoint,
@@ -45,7 +46,7 @@ from fedmc.federation.loop import (
     streams,
 )
 from fedmc.files import write_atomic
-from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record, Refusal
+from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record, Refusal, UploadNorms
 from fedmc.flower.manifest import Manifest
 from fedmc.flower.out_folder import CHECKPOINT, claim, recorded, refused, resolved
 from fedmc.flower.roster import ROSTER_ENV, read_roster
@@ -100,7 +101,8 @@ def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -
                           on_exchange=progress.exchange, on_event=progress.write,
                           roster=_roster(manifest.n_clients), key=key,
                           max_lost=run.max_lost_rounds, bounds=reply_bounds(run, manifest),
-                          private=private)
+                          private=private,
+                          reference=NormReference() if run.auto_bound else None)
     if resume is not None:  # who holds which client, before anyone is admitted
         clients.restore(resume.population)
     clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
@@ -117,6 +119,9 @@ def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -
     summary = summarize(sim.history, sim.guarantee,
                         {"total_seconds": time.perf_counter() - started},
                         None if sim.stop is None else sim.stop.report(rounds.count))
+    if not private:  # the norms are the clients' data's: a private run publishes none
+        _mark_norms(sim.history, clients.norms)
+        summary["uploads"] = _norm_summary(clients.norms, run)
     write_outputs(run.out, RunResult(None, None, sim.history, summary,
                                      {"private": private, **_config(run, manifest)}))
     _save_model(run, run.algorithm_name, cfg, sim.model(algorithm, cfg), manifest, private)
@@ -243,6 +248,37 @@ def _mark_participants(history: History, log: list[Record], refusals: list[Refus
             r.client for r in refusals if after < r.round and (r.round <= row["round"] or last)
         })))
         after = row["round"]
+
+
+def _mark_norms(history: History, norms: list[UploadNorms]) -> None:
+    """Add the median and largest norm of the plain uploads each round's exchanges took, and
+    how many lay above the bound (refused), to every row (no column under secure
+    aggregation, where the server sees no upload)."""
+    if not norms:
+        return
+    for row in history.rows:
+        mine = [n for n in norms if n.round == row["round"]]
+        taken = [x for n in mine for x in n.taken]
+        row["upload_norm_median"] = float(np.median(taken)) if taken else math.nan
+        row["upload_norm_max"] = max(taken, default=math.nan)
+        row["uploads_over_bound"] = sum(len(n.over) for n in mine)
+
+
+def _norm_summary(norms: list[UploadNorms], run: FederatedRun) -> dict[str, Any]:
+    """The plain uploads' norms over the run, per phase, and the rule that bounded them."""
+    rule = ("auto: 100 times the phase's reference norm (fedmc.federation.bounds."
+            "NormReference)" if run.auto_bound else
+            "none" if math.isinf(run.upload_bound) else f"max-upload-norm = {run.upload_bound:g}")
+    phases: dict[str, Any] = {}
+    for phase in dict.fromkeys(n.phase for n in norms):
+        mine = [n for n in norms if n.phase == phase]
+        taken = np.array([x for n in mine for x in n.taken])
+        phases[phase] = {"taken": len(taken), "over_bound": sum(len(n.over) for n in mine),
+                         **({} if not len(taken) else {
+                             "norm_median": float(np.median(taken)),
+                             "norm_p90": float(np.quantile(taken, 0.9)),
+                             "norm_max": float(taken.max())})}
+    return {"bound": rule, "phases": phases}
 
 
 def _roster(n_clients: int) -> dict[int, bytes] | None:

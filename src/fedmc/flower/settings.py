@@ -14,9 +14,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from fedmc.algorithms.registry import spec
 from fedmc.core.protocol import Algorithm
@@ -52,9 +59,11 @@ class FederatedRun(BaseModel):
     out: Path = Field(Path("runs/federated"), description="where the server writes "
                       "config.json, history.csv and summary.json, and its checkpoint while the "
                       "run is in progress")
-    max_upload_norm: float = Field(0.0, ge=0, description="a bound on the L2 norm of one "
-                                   "client's whole upload: clients clip to it as to DP's clip, "
-                                   "the server refuses a plain upload above it; 0: none")
+    max_upload_norm: float | Literal["auto"] = Field(
+        "auto", description="a bound on the L2 norm of one client's whole upload: clients clip "
+        "to it as to DP's clip, the server refuses a plain upload above it; 0: none; auto: "
+        "the server refuses a plain upload above 100 times its phase's typical norm "
+        "(fedmc.federation.bounds.NormReference) where no DP clip binds")
     max_lost_rounds: int = Field(
         MAX_LOST_ROUNDS, ge=1, description="how many exchanges in a row (one per round) may "
         "lose every client before the run stops (each is recorded and the run goes on until "
@@ -65,10 +74,30 @@ class FederatedRun(BaseModel):
                          "key kept there (fedmc federate resume sets it; every other "
                          "submission is a new run with a fresh key)")
 
+    @field_validator("max_upload_norm", mode="before")
+    @classmethod
+    def _norm_or_auto(cls, value: Any) -> Any:
+        if value == "auto":
+            return value
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if isinstance(value, bool) or not number >= 0:
+            raise ValueError(f"expected a number >= 0 (0: none) or \"auto\", not {value!r}")
+        return number
+
     @property
     def upload_bound(self) -> float:
-        """``max_upload_norm`` as a bound: infinite where it is 0 (none)."""
-        return self.max_upload_norm or math.inf
+        """``max_upload_norm`` as the bound clients clip to: infinite where it is 0 (none) or
+        ``auto`` (only the server applies it, :attr:`auto_bound`)."""
+        return math.inf if self.max_upload_norm == "auto" else self.max_upload_norm or math.inf
+
+    @property
+    def auto_bound(self) -> bool:
+        """Whether the server bounds plain uploads by their phase's typical norm
+        (``max-upload-norm = "auto"``, :class:`fedmc.federation.bounds.NormReference`)."""
+        return self.max_upload_norm == "auto"
 
     @model_validator(mode="after")
     def _no_refit(self) -> FederatedRun:

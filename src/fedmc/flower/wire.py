@@ -21,8 +21,9 @@ content is packed into one record (:mod:`fedmc.flower.compact`).
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -129,9 +130,36 @@ class Envelope:
                    h["extra"], model, h["key"])
 
 
-def pack_key(key: str) -> RecordDict:
-    """The record of a message that carries only the run's key (``query``, ``query.done``)."""
-    return RecordDict({HEADER: ConfigRecord({"key": key})})
+def pack_key(key: str, refused: Collection[str] = (), probe: str = "") -> RecordDict:
+    """The record of a query (``query``, ``query.done``, ``query.probe``): the run's key, the
+    tags of the processes the server has refused (:func:`refused_tags`) and, for a probe, the
+    tag of the process it looks for."""
+    record = ConfigRecord({"key": key})
+    if refused:
+        record["refused"] = sorted(refused)
+    if probe:
+        record["probe"] = probe
+    return RecordDict({HEADER: record})
+
+
+def process_tag(process: str) -> str:
+    """What the server may show of a node process's nonce: a hash of it. The nonce itself
+    goes only from the process to the server (TLS), so whoever sees a tag (a copy of the node
+    pulling a message meant for another process) cannot present the nonce."""
+    return hashlib.sha256(process.encode()).hexdigest()[:32]
+
+
+def refused_tags(content: RecordDict) -> list[str]:
+    """The tags of the processes the server refused, as a query names them (an exchange
+    names them in :attr:`Envelope.extra`, ``refused``)."""
+    record = content.config_records.get(HEADER)
+    return [] if record is None else [str(t) for t in record.get("refused", [])]  # type: ignore[union-attr]
+
+
+def probed_tag(content: RecordDict) -> str:
+    """The tag of the process a ``query.probe`` looks for."""
+    record = content.config_records.get(HEADER)
+    return "" if record is None else str(record.get("probe", ""))
 
 
 def run_key(content: RecordDict) -> str:
