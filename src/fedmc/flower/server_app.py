@@ -102,7 +102,8 @@ def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -
                           roster=_roster(manifest.n_clients), key=key,
                           max_lost=run.max_lost_rounds, bounds=reply_bounds(run, manifest),
                           private=private,
-                          reference=NormReference() if run.auto_bound else None)
+                          reference=NormReference() if run.auto_bound and not private
+                          else None)  # a private run's bound is its clip: nothing data-made
     if resume is not None:  # who holds which client, before anyone is admitted
         clients.restore(resume.population)
     clients.connect(max(run.timeout, COLD_TIMEOUT))  # nodes may still be starting
