@@ -35,7 +35,7 @@ from fedmc.federation.sampling import make_sampler
 from fedmc.federation.settings import Schedule
 from fedmc.flower.settings import FederatedRun
 from fedmc.run.data import DataSettings, federate, load_ratings
-from fedmc.run.settings import RunSpec
+from fedmc.run.spec import RunSpec
 from fedmc.sim import simulate
 
 

@@ -31,7 +31,7 @@ from fedmc.federation import bounds  # noqa: E402
 from fedmc.federation.settings import Schedule  # noqa: E402
 from fedmc.flower.settings import FederatedRun  # noqa: E402
 from fedmc.run.data import DataSettings  # noqa: E402
-from fedmc.run.settings import RunSpec  # noqa: E402
+from fedmc.run.spec import RunSpec  # noqa: E402
 
 worst: dict[str, float] = {}
 _bound = bounds.NormReference.bound

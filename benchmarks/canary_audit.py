@@ -30,7 +30,8 @@ from fedmc.audit.canary import audit_runs, epsilon_lower_bound, neighbours, pick
 from fedmc.data.registry import load_dataset, rating_scale
 from fedmc.run.options import RunOptions
 from fedmc.run.runner import execute, write_outputs
-from fedmc.run.settings import RunSpec, apply_paper_settings, resolve
+from fedmc.run.settings import apply_paper_settings, resolve
+from fedmc.run.spec import RunSpec
 from fedmc.tune.private import PrivateSearch, run_private_search
 from fedmc.tune.report import write_private_best
 from fedmc.tune.space import private_space, search_space

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from fedmc.federation.loop import Outcome
     from fedmc.flower.settings import FederatedRun
     from fedmc.run.data import DataSettings
-    from fedmc.run.settings import RunSpec
+    from fedmc.run.spec import RunSpec
 
 # The command line runs a rank without compiled specialized kernels on the generic ones and
 # compiles the others in a background process (fedmc.run.precompile): tests compile in the

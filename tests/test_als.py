@@ -12,7 +12,7 @@ from fedmc.estimators import ALS
 from fedmc.federation.settings import Schedule
 from fedmc.run.data import DataSettings
 from fedmc.run.runner import execute
-from fedmc.run.settings import RunSpec
+from fedmc.run.spec import RunSpec
 
 
 def dense_sweep(M, mask, U0, V0, lam, weighted, free_u, free_v):

@@ -57,12 +57,14 @@ def test_algorithms_import_only_core_privacy_errors_and_algorithms():
 
 
 def test_the_client_app_loads_no_run_machinery():
+    """The client side of a federation reads what a run is (``fedmc.run.spec``) without the
+    command line's option model (``fedmc.run.options``) or the rule that resolves it."""
     pytest.importorskip("flwr")
     loaded = loaded_after_import("fedmc.flower.client_app")
-    assert "fedmc.flower.client_app" in loaded
+    assert "fedmc.flower.client_app" in loaded and "fedmc.run.spec" in loaded
     machinery = ("fedmc.run.runner", "fedmc.run.data", "fedmc.run.precompile",
-                 "fedmc.experiments", "fedmc.estimators", "fedmc.cli", "fedmc.sim", "fedmc.model",
-                 "fedmc.deploy")
+                 "fedmc.run.options", "fedmc.run.settings", "fedmc.experiments",
+                 "fedmc.estimators", "fedmc.cli", "fedmc.sim", "fedmc.model", "fedmc.deploy")
     forbidden = [m for m in loaded if m in machinery or m.startswith(
         tuple(name + "." for name in machinery))]
     assert forbidden == [], forbidden
@@ -299,10 +301,10 @@ def test_no_module_outside_an_algorithms_package_names_it_or_branches_on_its_set
 
 
 def test_one_class_is_named_runspec():
-    """What a run is has one name (``fedmc.run.settings.RunSpec``): an experiment's planned
+    """What a run is has one name (``fedmc.run.spec.RunSpec``): an experiment's planned
     run is a ``PlannedRun``."""
     import re
 
     named = [path.relative_to(SRC).as_posix() for path in SRC.rglob("*.py")
              if re.search(r"^class RunSpec\b", path.read_text(), re.MULTILINE)]
-    assert named == ["run/settings.py"]
+    assert named == ["run/spec.py"]

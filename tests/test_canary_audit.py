@@ -25,7 +25,7 @@ from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import DataSettings
 from fedmc.run.options import RunOptions
 from fedmc.run.runner import execute, write_outputs
-from fedmc.run.settings import RunSpec
+from fedmc.run.spec import RunSpec
 from fedmc.tune import private
 from fedmc.tune.report import write_private_best
 

@@ -17,7 +17,7 @@ from fedmc.federation.sampling import WithReplacementSampler
 from fedmc.federation.settings import Schedule
 from fedmc.run.data import DataSettings
 from fedmc.run.runner import execute
-from fedmc.run.settings import RunSpec
+from fedmc.run.spec import RunSpec
 from fedmc.sim import simulate
 from fedmc.testing import ScheduledSampler
 

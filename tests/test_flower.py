@@ -40,7 +40,7 @@ from fedmc.flower.wire import (  # noqa: E402
 )
 from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import federate, load_ratings  # noqa: E402
-from fedmc.run.settings import RunSpec  # noqa: E402
+from fedmc.run.spec import RunSpec  # noqa: E402
 from fedmc.testing import assert_same_history  # noqa: E402
 
 PARAMS = {"rank": 3}

@@ -17,7 +17,7 @@ from fedmc.federation.settings import Schedule
 from fedmc.flower.manifest import Manifest  # noqa: E402
 from fedmc.flower.shard import load_boolean_shard  # noqa: E402
 from fedmc.run.data import DataSettings, load_boolean_data  # noqa: E402
-from fedmc.run.settings import RunSpec  # noqa: E402
+from fedmc.run.spec import RunSpec  # noqa: E402
 from fedmc.sim import simulate  # noqa: E402
 from fedmc.testing import assert_same_history  # noqa: E402
 

@@ -41,7 +41,7 @@ from fedmc.federation.history import History  # noqa: E402
 from fedmc.federation.settings import Schedule
 from fedmc.flower.settings import FederatedRun  # noqa: E402
 from fedmc.run.data import DataSettings  # noqa: E402
-from fedmc.run.settings import RunSpec  # noqa: E402
+from fedmc.run.spec import RunSpec  # noqa: E402
 from fedmc.testing import assert_same_history, client_ids  # noqa: E402
 
 PARAMS = {"rank": 3}

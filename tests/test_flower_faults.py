@@ -20,7 +20,7 @@ from fedmc.errors import ConfigError  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
 from fedmc.federation.settings import Schedule  # noqa: E402
 from fedmc.flower.settings import FederatedRun  # noqa: E402
-from fedmc.run.settings import RunSpec  # noqa: E402
+from fedmc.run.spec import RunSpec  # noqa: E402
 from fedmc.testing import assert_same_history, client_ids  # noqa: E402
 
 LOCAL = ("seconds", "participants", "lost", "claims_refused")

@@ -36,7 +36,7 @@ from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import DataSettings  # noqa: E402
 from fedmc.run.evaluation import evaluate_model, held_out_split  # noqa: E402
 from fedmc.run.runner import RunResult, execute  # noqa: E402
-from fedmc.run.settings import RunSpec  # noqa: E402
+from fedmc.run.spec import RunSpec  # noqa: E402
 from fedmc.testing import FEDERATION_COLUMNS, assert_same_history, client_ids  # noqa: E402
 
 PARAMS = {"rank": 3}

@@ -14,7 +14,7 @@ from fedmc.federation.sampling import make_sampler  # noqa: E402
 from fedmc.federation.settings import Schedule
 from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import DataSettings, federate, load_ratings  # noqa: E402
-from fedmc.run.settings import RunSpec  # noqa: E402
+from fedmc.run.spec import RunSpec  # noqa: E402
 from fedmc.testing import assert_same_history, client_ids, replay  # noqa: E402
 
 PARAMS = {"rank": 3}

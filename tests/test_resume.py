@@ -76,7 +76,7 @@ def test_a_federation_resumed_from_the_servers_checkpoint_ends_as_the_uninterrup
     from fedmc.federation.history import History
     from fedmc.federation.settings import Schedule
     from fedmc.flower.settings import FederatedRun
-    from fedmc.run.settings import RunSpec
+    from fedmc.run.spec import RunSpec
 
     settings = data_settings(ratings_file(tmp_path, users=30), clients=4)
     run = FederatedRun(spec=RunSpec(params={"rank": 3},

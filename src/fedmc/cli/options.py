@@ -25,7 +25,8 @@ from fedmc.errors import ConfigError, printable
 from fedmc.federation.settings import Backend, EarlyStopping
 from fedmc.run.data_settings import DataSettings
 from fedmc.run.options import RunOptions
-from fedmc.run.settings import DEFAULT_VALIDATION, TUNE_VALIDATION, RunSpec
+from fedmc.run.settings import DEFAULT_VALIDATION, TUNE_VALIDATION
+from fedmc.run.spec import RunSpec
 
 ALGO = "Algorithm parameters"
 DATA = "Data"

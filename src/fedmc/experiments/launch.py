@@ -53,12 +53,12 @@ def run_one(spec: PlannedRun, out: Path, callback: RoundCallback | None = None) 
     An error in the user's settings or data gives its one-line message; anything else the
     traceback. Either is also written to ``out/error.txt``.
     """
-    from fedmc.run import settings
     from fedmc.run.runner import execute, write_outputs
+    from fedmc.run.spec import RunSpec
 
     shutil.rmtree(out, ignore_errors=True)
     try:
-        run = settings.RunSpec.of(spec.algorithm, spec.params, spec.data, spec.run)
+        run = RunSpec.of(spec.algorithm, spec.params, spec.data, spec.run)
         result = execute(run, callback=callback)
         write_outputs(out, result)
     except (FedMCError, ValueError) as exc:

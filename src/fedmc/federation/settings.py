@@ -2,7 +2,7 @@
 
 One pydantic model, :class:`Schedule`, that every entry point parses into: the estimators' run
 parameters (:mod:`fedmc.estimators`, ``seed`` under its scikit-learn name ``random_state``,
-user-level DP as ``dp=UserDP(...)``), a run's :class:`fedmc.run.settings.RunSpec` (which adds
+user-level DP as ``dp=UserDP(...)``), a run's :class:`fedmc.run.spec.RunSpec` (which adds
 the algorithm, the data and what follows training) and a Flower run's configuration
 (:mod:`fedmc.flower.settings`, which carries the spec as one JSON value).
 """

@@ -1,7 +1,7 @@
 """The run configuration of a federated run: what ``flwr run --run-config`` carries to the
 ServerApp and to every ClientApp (``context.run_config``).
 
-A federated run is a :class:`fedmc.run.settings.RunSpec` (the algorithm, its parameters and the
+A federated run is a :class:`fedmc.run.spec.RunSpec` (the algorithm, its parameters and the
 schedule, as :func:`fedmc.run.settings.resolve` chose them) plus the federation's own options
 (every other field of :class:`FederatedRun`). Flower's run configuration is flat (TOML scalars):
 the spec travels as one JSON value under ``run``, each federation option as a key of its own
@@ -31,14 +31,14 @@ from fedmc.errors import ConfigError
 from fedmc.federation.settings import Schedule
 from fedmc.federation.validation import with_validation
 from fedmc.privacy.accounting import UserDP
-from fedmc.run.settings import RunSpec
+from fedmc.run.spec import RunSpec
 
 MAX_LOST_ROUNDS = 3
 """How many exchanges in a row may lose every client before a run stops, unless the operator
 says (``--max-lost-rounds``)."""
 
 RUN = "run"
-"""The run configuration's key of the :class:`~fedmc.run.settings.RunSpec` (one JSON value)."""
+"""The run configuration's key of the :class:`~fedmc.run.spec.RunSpec` (one JSON value)."""
 
 
 class FederatedRun(BaseModel):
@@ -192,5 +192,5 @@ RUN_CONFIG_DEFAULTS: dict[str, Any] = {RUN: "{}", **{
     _key(name): str(default) if isinstance(default, Path) else default
     for name, default in ((n, FederatedRun.model_fields[n].default) for n in OPTIONS)}}
 """Every key of the run configuration with its default: ``run``, the JSON object of a
-:class:`~fedmc.run.settings.RunSpec` (an empty object takes every default), and the
+:class:`~fedmc.run.spec.RunSpec` (an empty object takes every default), and the
 federation's options (:data:`OPTIONS`, their names with dashes)."""

@@ -43,7 +43,7 @@ from fedmc.run import precompile
 from fedmc.run.cost_note import announce_cost
 from fedmc.run.data import federated_data, load_boolean_data
 from fedmc.run.scale_facts import scale_facts
-from fedmc.run.settings import RunSpec
+from fedmc.run.spec import RunSpec
 from fedmc.sim.sharded import population
 
 

@@ -9,7 +9,8 @@ from typing import Any
 from fedmc.errors import ConfigError
 from fedmc.run.options import RunOptions
 from fedmc.run.runner import RunResult, execute
-from fedmc.run.settings import TUNE_VALIDATION, RunSpec, resolve
+from fedmc.run.settings import TUNE_VALIDATION, resolve
+from fedmc.run.spec import RunSpec
 from fedmc.tune import PRUNERS, TUNE_EVALUATIONS
 from fedmc.tune import search as steps
 from fedmc.tune.search import Search

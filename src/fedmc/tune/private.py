@@ -63,7 +63,8 @@ from fedmc.privacy.selection import (
 from fedmc.run.data import enrolled_users, federated_data
 from fedmc.run.options import RunOptions
 from fedmc.run.runner import RunResult, execute
-from fedmc.run.settings import RunSpec, resolve
+from fedmc.run.settings import resolve
+from fedmc.run.spec import RunSpec
 
 SHAPE = 0.0
 """The shape ``eta`` of the distribution of the number of trials: 0, the logarithmic

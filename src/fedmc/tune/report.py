@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from fedmc.algorithms.spec import Choice, Range
 from fedmc.files import strict_json, write_atomic
-from fedmc.run.settings import RunSpec
+from fedmc.run.spec import RunSpec
 from fedmc.tune.private import SCORE, Chosen, PrivateSearch
 from fedmc.tune.search import SURPLUS, Search
 

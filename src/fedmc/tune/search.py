@@ -15,7 +15,7 @@ trains once on the training ratings without the validation cut
 validation column (the column early stopping watches: validation RMSE for ratings, validation
 NDCG@K for interactions); its best round is kept. The final run (:func:`final_run`) is the
 best trial's settings trained on every training rating for its best round's number of
-rounds: the refit of an early-stopped run (:meth:`fedmc.run.settings.RunSpec.refit`). Nothing
+rounds: the refit of an early-stopped run (:meth:`fedmc.run.spec.RunSpec.refit`). Nothing
 reads the test ratings to choose.
 
 A study resumes (Optuna's ``create_study(load_if_exists=True)``, :func:`open_study`): a search
@@ -46,7 +46,8 @@ from fedmc.federation.validation import stopping_column
 from fedmc.run.data import federated_data
 from fedmc.run.options import RunOptions
 from fedmc.run.runner import execute
-from fedmc.run.settings import RunSpec, resolve
+from fedmc.run.settings import resolve
+from fedmc.run.spec import RunSpec
 from fedmc.tune import PRUNER
 from fedmc.tune.space import suggest
 
