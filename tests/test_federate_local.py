@@ -48,6 +48,9 @@ def test_the_progress_is_read_by_whole_lines(tmp_path):
     (["--seed", "-1"], "seed"),
     (["--clients", "2", "--active", "1", "--secagg"], "at least 2 clients"),
     (["--algorithm", "rfrec", "--partition", "user"], "conflicts with --partition user"),
+    (["--simulation", "--stock-nodes"], "give one of them"),
+    (["--node-cpus", "0.5"], "--node-cpus sets Ray's CPUs of a virtual SuperNode: it needs "
+                             "--simulation"),
 ])
 def test_settings_fedmc_run_refuses_exit_2_at_once_and_write_nothing(
         monkeypatch, capsys, tmp_path, args, needle, invoke, ratings_file):

@@ -114,6 +114,16 @@ def scale_facts(data: Mapping[str, Any]) -> dict[str, str]:
     return {"rating scale": f"{low:g} to {high:g} ({how})"}
 
 
+def uploads_text(uploads: dict) -> str:
+    """A federation's plain uploads in a line: per phase, how many the server took, their
+    largest norm and how many lay above the bound."""
+    phases = "; ".join(f"{phase}: {p['taken']} taken" + (
+        f", norm <= {p['norm_max']:.4g}" if "norm_max" in p else "") + (
+        f", {p['over_bound']} over the bound" if p["over_bound"] else "")
+        for phase, p in uploads["phases"].items())
+    return f"{phases} (bound: {uploads['bound'].split(' (')[0]})"
+
+
 def summary_table(summary: dict, label: str, facts: Mapping[str, str] | None = None) -> None:
     """The ``summary`` of the run ``label`` as a table (and the lines of ``facts``, the
     data's), with its DP guarantee in a sentence."""
@@ -128,6 +138,8 @@ def summary_table(summary: dict, label: str, facts: Mapping[str, str] | None = N
             text = byte_size(value)
         elif key == "early_stopping":
             text = stopping_text(value)
+        elif key == "uploads":  # a federation's plain uploads (docs/federation.md)
+            text = uploads_text(value)
         elif isinstance(value, float):
             text = f"{value:.4f}" if abs(value) < 1e4 else f"{value:.4g}"
         else:

@@ -103,6 +103,13 @@ _LOCAL_EXTRAS = (
     _option("stock_nodes", Annotated[bool, typer.Option(
         "--stock-nodes", help="Flower's flower-supernode (a ClientApp process per message) "
         "instead of fedmc federate node.", rich_help_panel=FLOWER)], False),
+    _option("simulation", Annotated[bool, typer.Option(
+        "--simulation", help="Flower's simulation engine instead of processes: one virtual "
+        "SuperNode per client, their ClientApps in Ray actors (needs fedmc[ray]; "
+        "docs/federation.md).", rich_help_panel=FLOWER)], False),
+    _option("node_cpus", Annotated[float | None, typer.Option(
+        min=0.01, help="With --simulation: Ray's CPUs a virtual SuperNode takes while it "
+        "answers (default 1: as many nodes at once as CPUs).", rich_help_panel=FLOWER)], None),
     _option("work", Annotated[Path | None, typer.Option(
         help="Keep the deployment's files (split, logs, node state) here; default: a "
         "temporary folder, removed.", rich_help_panel=FLOWER)], None),
@@ -113,7 +120,8 @@ _LOCAL_EXTRAS = (
 @with_options(*(name for name in OPTIONS if name not in RUN_ONLY), extra=_LOCAL_EXTRAS)
 def local(**typed: Any) -> None:
     """Train with a real deployment on this machine: a SuperLink and one SuperNode per
-    client as separate processes; writes config.json, history.csv, summary.json,
+    client as separate processes (or, with ``--simulation``, Flower's simulation engine: one
+    virtual SuperNode per client); writes config.json, history.csv, summary.json,
     model.npz and progress.jsonl.
 
     As ``fedmc run``, the settings are checked and the output folder claimed (checked,
@@ -121,6 +129,12 @@ def local(**typed: Any) -> None:
     the deployment checks the rest against the data before its first process starts.
     """
     spec = resolved_run(typed).without_refit()  # refused before Flower is imported
+    if typed["simulation"] and typed["stock_nodes"]:
+        raise ConfigError("--stock-nodes starts node processes; --simulation has none: "
+                          "give one of them")
+    if typed["node_cpus"] is not None and not typed["simulation"]:
+        raise ConfigError("--node-cpus sets Ray's CPUs of a virtual SuperNode: it needs "
+                          "--simulation")
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.deploy.local import run_local
     from fedmc.flower.out_folder import CHECKPOINT, RUN_FILES
@@ -149,8 +163,14 @@ def local(**typed: Any) -> None:
             work.mkdir(parents=True, exist_ok=True)
             try:
                 with progress(typed["quiet"], spec.schedule.rounds, label) as callback:
-                    run_local(run, spec.data, work, typed["stock_nodes"],
-                              lambda event, _: _report(event, callback))
+                    if typed["simulation"]:
+                        from fedmc.deploy.simulation import run_simulated
+
+                        run_simulated(run, spec.data, work, typed["node_cpus"] or 1.0,
+                                      lambda event: _report(event, callback))
+                    else:
+                        run_local(run, spec.data, work, typed["stock_nodes"],
+                                  lambda event, _: _report(event, callback))
             finally:  # its deployment is gone: nothing could resume from it
                 (out / CHECKPOINT).unlink(missing_ok=True)
     finally:

@@ -32,6 +32,7 @@ from typing import Any
 from fedmc.deploy.app import write_app, write_run_config
 from fedmc.deploy.split import client_files, validation_file, write_split
 from fedmc.errors import FedMCError
+from fedmc.flower.manifest import Manifest
 from fedmc.flower.server_app import preflight
 from fedmc.flower.settings import FederatedRun
 from fedmc.run.data import DataSettings
@@ -281,17 +282,28 @@ def run_local(run: FederatedRun, data: DataSettings, work: Path, stock_nodes: bo
     ``progress.jsonl`` with the federation (to report progress, or to kill and restart nodes
     in a test)."""
     split = work / "split"
-    run = run.model_copy(update={"manifest": (split / "manifest.json").resolve(),
-                                 "out": run.out.resolve(), "overwrite": True})  # claimed
-    run.config()  # bad parameters fail before anything starts
-    run.privacy()
-    preflight(run, write_split(data, split, boolean=run.algorithm.data_kind == "boolean"))
+    run, _ = prepared(run, data, split)
     run_config = write_run_config(work / "run.toml", run.run_config())
     with LocalFederation(work, split, stock_nodes) as fed:
         fed.start()
         run_id = fed.submit(write_app(work / "app"), run_config)
         fed.wait(run_id, run.out / "progress.jsonl",
                  None if on_event is None else (lambda event: on_event(event, fed)))
+
+
+def prepared(run: FederatedRun, data: DataSettings, split: Path,
+             ) -> tuple[FederatedRun, Manifest]:
+    """``run`` on ``data`` split into ``split`` (its manifest there, its out claimed by the
+    caller), its settings checked against the split as the server will
+    (:func:`fedmc.flower.server_app.preflight`) before anything starts; the split's
+    manifest."""
+    run = run.model_copy(update={"manifest": (split / "manifest.json").resolve(),
+                                 "out": run.out.resolve(), "overwrite": True})  # claimed
+    run.config()  # bad parameters fail before anything starts
+    run.privacy()
+    manifest = write_split(data, split, boolean=run.algorithm.data_kind == "boolean")
+    preflight(run, manifest)
+    return run, manifest
 
 
 @contextmanager

@@ -1,0 +1,121 @@
+"""``fedmc federate local --simulation``: fedmc's ServerApp and ClientApp on Flower's
+simulation engine.
+
+Flower's simulation runs a ServerApp in this process and the ClientApp of every *virtual*
+SuperNode in a few Ray actors (``flwr[simulation]``, here the ``fedmc[ray]`` extra), with no
+SuperLink and no node processes: one virtual node per client, whatever their number.
+:class:`VirtualNodes` gives virtual node ``i`` (Flower's ``partition-id``) the node
+configuration of client ``i`` of the split (:func:`fedmc.deploy.local.node_config`: its files,
+its state folder) and the run's configuration, then hands every message to fedmc's ClientApp
+unchanged (:mod:`fedmc.flower.client_app`). An actor serves the virtual nodes in turn, so it
+keeps nothing of a client between messages: each message reads the client's files and
+committed state anew (a node process keeps them loaded). The ServerApp is fedmc's round loop
+(:func:`fedmc.flower.server_app.serve`). So the run exchanges the same Flower messages, plain
+or under SecAgg+, as a real deployment, and gives ``fedmc run``'s history
+(``tests/test_federate_simulation.py``).
+
+Flower 1.42 marks :func:`flwr.simulation.run_simulation` deprecated in favour of ``flwr run``
+with a simulation federation; it is the call that takes a ServerApp and a ClientApp as
+objects, which this driver needs (the run's settings travel with them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from flwr.app import Context, Message
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+from fedmc.deploy.local import PROGRESS_POLL, complete_lines, node_config, prepared
+from fedmc.errors import ConfigError
+from fedmc.flower.compat import parse_config_args
+from fedmc.flower.settings import FederatedRun
+from fedmc.run.data import DataSettings
+
+
+class VirtualNodes(ClientApp):
+    """The ClientApp of every virtual node (module docstring): node ``partition-id`` is
+    client ``partition-id`` of the split in ``split``, its state in ``state/client-ID``."""
+
+    def __init__(self, split: Path, state: Path, run_config: dict[str, Any]) -> None:
+        super().__init__()
+        self.split, self.state, self.run_config = split, state, run_config
+
+    def __call__(self, message: Message, context: Context) -> Message:
+        from fedmc.flower.client_app import app, forget_run
+
+        client = int(context.node_config["partition-id"])
+        node = parse_config_args([node_config(self.split, client,
+                                              self.state / f"client-{client}")])
+        try:  # Flower refuses a context whose run configuration changed: the client gets its own
+            return app(message, Context(context.run_id, context.node_id, node, context.state,
+                                        self.run_config))
+        finally:  # the actors take virtual nodes in turn: a client's next message may go to
+            forget_run(context.run_id)  # another, so its state is read from its folder anew
+
+
+def run_simulated(run: FederatedRun, data: DataSettings, work: Path, node_cpus: float = 1.0,
+                  on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Split ``data`` into ``work/split`` and run ``run`` on Flower's simulation engine, one
+    virtual node per client, each taking ``node_cpus`` of Ray's CPUs while it answers;
+    ``on_event`` gets every line of the server's ``progress.jsonl`` as it is written.
+
+    Raises
+    ------
+    ConfigError
+        Ray (Flower's simulation engine) is not installed.
+    """
+    try:
+        from flwr.simulation import run_simulation
+    except ImportError:
+        raise ConfigError("--simulation runs on Flower's simulation engine, which needs Ray: "
+                          "pip install 'fedmc[ray]'") from None
+    split = work / "split"
+    run, manifest = prepared(run, data, split)
+    server = ServerApp()
+
+    @server.main()
+    def main(grid: Grid, context: Context) -> None:
+        from fedmc.flower.server_app import serve
+
+        serve(grid, run)
+
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    logging.getLogger("flwr").setLevel(logging.ERROR)  # its deprecation notice: in the docs
+    done = threading.Event()
+    follower = threading.Thread(target=_follow, args=(run.out / "progress.jsonl", done,
+                                                      on_event), daemon=True)
+    follower.start()
+    try:
+        run_simulation(server, VirtualNodes(split, work / "state", run.run_config()),
+                       manifest.n_clients,
+                       backend_config={"client_resources": {"num_cpus": node_cpus}})
+    finally:
+        done.set()
+        follower.join()
+    if '"done"' not in (run.out / "progress.jsonl").read_text():
+        raise ConfigError(f"the simulated federation did not finish: {run.out}/status.json "
+                          f"says why")
+
+
+def _follow(progress: Path, done: threading.Event,
+            on_event: Callable[[dict[str, Any]], None] | None) -> None:
+    """Hand every new line of ``progress`` to ``on_event`` until ``done`` (then the rest)."""
+    seen = 0
+    while True:
+        finished = done.is_set()
+        lines = complete_lines(progress) if progress.exists() else []
+        for line in lines[seen:]:
+            if on_event is not None:
+                on_event(json.loads(line))
+        seen = len(lines)
+        if finished:
+            return
+        done.wait(PROGRESS_POLL)
