@@ -5,7 +5,6 @@ ClientApps in Ray actors. Marked slow (Ray starts in about 3 s); skipped without
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
