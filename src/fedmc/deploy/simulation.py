@@ -7,9 +7,9 @@ SuperLink and no node processes: one virtual node per client, whatever their num
 :class:`VirtualNodes` gives virtual node ``i`` (Flower's ``partition-id``) the node
 configuration of client ``i`` of the split (:func:`fedmc.deploy.local.node_config`: its files,
 its state folder) and the run's configuration, then hands every message to fedmc's ClientApp
-unchanged (:mod:`fedmc.flower.client_app`). An actor serves the virtual nodes in turn, so it
-keeps nothing of a client between messages: each message reads the client's files and
-committed state anew (a node process keeps them loaded). The ServerApp is fedmc's round loop
+unchanged (:mod:`fedmc.flower.client_app`). An actor serves the virtual nodes in turn: it
+keeps a client's data loaded, but reads its states from its folder again for every message
+(another actor may have served the client since). The ServerApp is fedmc's round loop
 (:func:`fedmc.flower.server_app.serve`). So the run exchanges the same Flower messages, plain
 or under SecAgg+, as a real deployment, and gives ``fedmc run``'s history
 (``tests/test_federate_simulation.py``).
@@ -49,16 +49,16 @@ class VirtualNodes(ClientApp):
         self.split, self.state, self.run_config = split, state, run_config
 
     def __call__(self, message: Message, context: Context) -> Message:
-        from fedmc.flower.client_app import app, forget_run
+        from fedmc.flower.client_app import app, reread_states
 
         client = int(context.node_config["partition-id"])
         node = parse_config_args([node_config(self.split, client,
                                               self.state / f"client-{client}")])
-        try:  # Flower refuses a context whose run configuration changed: the client gets its own
-            return app(message, Context(context.run_id, context.node_id, node, context.state,
-                                        self.run_config))
-        finally:  # the actors take virtual nodes in turn: a client's next message may go to
-            forget_run(context.run_id)  # another, so its state is read from its folder anew
+        # the actors take the virtual nodes in turn: another may have served this client since
+        reread_states(context.run_id, client)
+        # Flower refuses a context whose run configuration changed: the client gets its own
+        return app(message, Context(context.run_id, context.node_id, node, context.state,
+                                    self.run_config))
 
 
 def run_simulated(run: FederatedRun, data: DataSettings, work: Path, node_cpus: float = 1.0,

@@ -269,6 +269,15 @@ def party(context: Context, key: str) -> Party:
     return _PARTIES[which]
 
 
+def reread_states(run_id: int, client: int) -> None:
+    """Read ``client``'s states in run ``run_id`` from its folder again, where this process
+    keeps its party: another process may have served it since (Flower's simulation engine
+    hands a virtual node's messages to any of its actors, :mod:`fedmc.deploy.simulation`)."""
+    for (run, which, _), me in _PARTIES.items():
+        if run == run_id and which == client:
+            me.store = StateStore(me.store.folder, me.store.run)
+
+
 def forget_run(run_id: int) -> None:
     """Drop what this process holds for run ``run_id`` (it was stopped or has ended)."""
     for which in [k for k in _PARTIES if k[0] == run_id]:
