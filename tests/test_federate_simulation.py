@@ -44,3 +44,52 @@ def test_virtual_supernodes_give_fedmc_runs_history(tmp_path, secagg, data_setti
     assert sorted(p.name for p in (tmp_path / "work" / "state").iterdir()) == [
         f"client-{c}" for c in range(4)]
     assert json.loads((tmp_path / "out" / "status.json").read_text())["status"] == "finished"
+
+
+def test_a_signal_stops_the_simulation_and_its_ray_at_once(tmp_path):
+    """SIGTERM while the virtual nodes train: exit 143 within seconds, ``status.json`` says
+    the run did not finish, and no Ray process of the run is left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "fedmc", "federate", "local", "--simulation",
+                             "--clients", "3", "--rounds", "500", "--out", str(out), "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 240
+    while '"round": 2' not in _read(out / "progress.jsonl"):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.2)
+    children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                              text=True).stdout.split()
+    assert children, "Ray's processes and the status watch are the command's children"
+    proc.send_signal(signal.SIGTERM)
+    stopped = time.monotonic()
+    assert proc.wait(60) == 143
+    assert time.monotonic() - stopped < 20
+    assert json.loads((out / "status.json").read_text())["status"] != "finished"
+    deadline = time.monotonic() + 30
+    while [c for c in children if _alive(int(c))] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert [c for c in children if _alive(int(c))] == []
+    assert "Traceback" not in proc.stderr.read()
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _read(path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""

@@ -27,7 +27,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
@@ -35,7 +35,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedmc.deploy.local import PROGRESS_POLL, complete_lines, node_config, prepared
 from fedmc.errors import ConfigError
-from fedmc.flower.compat import parse_config_args
+from fedmc.flower.compat import RunNotRunningException, parse_config_args
 from fedmc.flower.settings import FederatedRun
 from fedmc.run.data import DataSettings
 
@@ -73,22 +73,32 @@ def run_simulated(run: FederatedRun, data: DataSettings, work: Path, node_cpus: 
         Ray (Flower's simulation engine) is not installed.
     """
     try:
+        import ray
         from flwr.simulation import run_simulation
     except ImportError:
         raise ConfigError("--simulation runs on Flower's simulation engine, which needs Ray: "
                           "pip install 'fedmc[ray]'") from None
+    from fedmc.sim.ray_shards import start_ray
     split = work / "split"
     run, manifest = prepared(run, data, split)
     server = ServerApp()
+
+    stopped = threading.Event()
 
     @server.main()
     def main(grid: Grid, context: Context) -> None:
         from fedmc.flower.server_app import serve
 
-        serve(grid, run)
+        try:
+            serve(cast(Grid, _Stoppable(grid, stopped)), run)
+        except RunNotRunningException:  # interrupted: said by the command, recorded in
+            if not stopped.is_set():   # status.json
+                raise
 
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     logging.getLogger("flwr").setLevel(logging.ERROR)  # its deprecation notice: in the docs
+    if not ray.is_initialized():  # started here, Ray leaves this process's signal handlers
+        start_ray(ray, None)  # as they are (Flower's start would make SIGTERM an exit 15)
     done = threading.Event()
     follower = threading.Thread(target=_follow, args=(run.out / "progress.jsonl", done,
                                                       on_event), daemon=True)
@@ -97,12 +107,34 @@ def run_simulated(run: FederatedRun, data: DataSettings, work: Path, node_cpus: 
         run_simulation(server, VirtualNodes(split, work / "state", run.run_config()),
                        manifest.n_clients,
                        backend_config={"client_resources": {"num_cpus": node_cpus}})
-    finally:
+    finally:  # ended, failed or interrupted (Flower handles the signals): the ServerApp's
+        stopped.set()  # thread, which Flower does not wait for then, stops at its next call
         done.set()
         follower.join()
     if '"done"' not in (run.out / "progress.jsonl").read_text():
         raise ConfigError(f"the simulated federation did not finish: {run.out}/status.json "
                           f"says why")
+
+
+class _Stoppable:
+    """The simulation's grid, refusing every call once ``stopped`` is set: the ServerApp's
+    thread then ends as a stopped run does (``status.json`` says ``stopped``) instead of
+    waiting for nodes that are gone, and the process can exit."""
+
+    def __init__(self, grid: Grid, stopped: threading.Event) -> None:
+        self._grid, self._stopped = grid, stopped
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._grid, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._stopped.is_set():
+                raise RunNotRunningException("the simulation was interrupted")
+            return attribute(*args, **kwargs)
+
+        return call
 
 
 def _follow(progress: Path, done: threading.Event,

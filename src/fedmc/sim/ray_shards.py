@@ -38,7 +38,7 @@ def _ray() -> Any:
 _RAY_HELD = threading.Event()  # never set: the thread that started Ray waits on it
 
 
-def _start_ray(ray: Any, address: str | None) -> None:
+def start_ray(ray: Any, address: str | None) -> None:
     """``ray.init`` in a thread that lives as long as this process: the processes of a Ray
     that ``ray.init`` starts on this machine end when the thread that started them ends
     (Linux's parent-death signal is a thread's), and a command runs each stage of its work in
@@ -80,7 +80,7 @@ class RayActors:
             # its notes (the run's signals are heard by fedmc's main thread; token
             # authentication is on) would interleave with the run's output
             logging.getLogger("ray").setLevel(logging.ERROR)
-            _start_ray(ray, address)
+            start_ray(ray, address)
         # one CPU each, and one kernel thread (fedmc.core.parallel.threads): not the machine's
         self.actor = ray.remote(num_cpus=1, runtime_env={
             "env_vars": {"NUMBA_NUM_THREADS": "1"}})(Shard)
