@@ -144,7 +144,8 @@ def test_the_protocol_imports_nothing_of_its_deployment_tooling():
 
 
 FLOWER_PUBLIC = {"flwr", "flwr.app", "flwr.serverapp", "flwr.clientapp", "flwr.common",
-                 "flwr.server", "flwr.client", "flwr.server.workflow", "flwr.client.mod"}
+                 "flwr.server", "flwr.client", "flwr.server.workflow", "flwr.client.mod",
+                 "flwr.simulation"}
 """Flower's public API: the modules whose documented names (their ``__all__``) fedmc may import
 anywhere; everything else of ``flwr`` only through ``fedmc.flower.compat``."""
 FLOWER_DOOR = "fedmc.flower.compat"
