@@ -43,6 +43,9 @@ def start_ray(ray: Any, address: str | None) -> None:
     that ``ray.init`` starts on this machine end when the thread that started them ends
     (Linux's parent-death signal is a thread's), and a command runs each stage of its work in
     a worker thread of its own (:func:`fedmc.cli.interrupts.in_worker`)."""
+    # its notes (the run's signals are heard by fedmc's main thread; token authentication is
+    # on) would interleave with the run's output
+    logging.getLogger("ray").setLevel(logging.ERROR)
     outcome: list[BaseException | None] = []
     started = threading.Event()
 
@@ -77,9 +80,6 @@ class RayActors:
     def __init__(self, address: str | None = None) -> None:
         ray = self.ray = _ray()
         if not ray.is_initialized():
-            # its notes (the run's signals are heard by fedmc's main thread; token
-            # authentication is on) would interleave with the run's output
-            logging.getLogger("ray").setLevel(logging.ERROR)
             start_ray(ray, address)
         # one CPU each, and one kernel thread (fedmc.core.parallel.threads): not the machine's
         self.actor = ray.remote(num_cpus=1, runtime_env={
