@@ -135,6 +135,10 @@ def local(**typed: Any) -> None:
     if typed["node_cpus"] is not None and not typed["simulation"]:
         raise ConfigError("--node-cpus sets Ray's CPUs of a virtual SuperNode: it needs "
                           "--simulation")
+    if typed["simulation"]:  # before the out folder is claimed
+        from fedmc.sim.ray_shards import require_ray
+
+        require_ray("--simulation")
     from fedmc.cli.interrupts import interrupt_marks
     from fedmc.deploy.local import run_local
     from fedmc.flower.out_folder import CHECKPOINT, RUN_FILES

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -34,10 +33,11 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fedmc.deploy.local import PROGRESS_POLL, complete_lines, node_config, prepared
-from fedmc.errors import ConfigError
+from fedmc.errors import ConfigError, FedMCError
 from fedmc.flower.compat import RunNotRunningException, parse_config_args
 from fedmc.flower.settings import FederatedRun
 from fedmc.run.data import DataSettings
+from fedmc.sim.ray_shards import require_ray, start_ray
 
 
 class VirtualNodes(ClientApp):
@@ -71,19 +71,17 @@ def run_simulated(run: FederatedRun, data: DataSettings, work: Path, node_cpus: 
     ------
     ConfigError
         Ray (Flower's simulation engine) is not installed.
+    FedMCError
+        The run failed (what the ServerApp raised, also in ``status.json``).
     """
-    try:
-        import ray
-        from flwr.simulation import run_simulation
-    except ImportError:
-        raise ConfigError("--simulation runs on Flower's simulation engine, which needs Ray: "
-                          "pip install 'fedmc[ray]'") from None
-    from fedmc.sim.ray_shards import start_ray
+    ray = require_ray("--simulation")
+    from flwr.simulation import run_simulation
+
     split = work / "split"
     run, manifest = prepared(run, data, split)
     server = ServerApp()
-
     stopped = threading.Event()
+    failures: list[FedMCError] = []
 
     @server.main()
     def main(grid: Grid, context: Context) -> None:
@@ -94,8 +92,9 @@ def run_simulated(run: FederatedRun, data: DataSettings, work: Path, node_cpus: 
         except RunNotRunningException:  # interrupted: said by the command, recorded in
             if not stopped.is_set():   # status.json
                 raise
+        except FedMCError as exc:  # said in one line by the caller, not by Flower's log
+            failures.append(exc)
 
-    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     logging.getLogger("flwr").setLevel(logging.ERROR)  # its deprecation notice: in the docs
     if not ray.is_initialized():  # started here, Ray leaves this process's signal handlers
         start_ray(ray, None)  # as they are (Flower's start would make SIGTERM an exit 15)
@@ -111,7 +110,10 @@ def run_simulated(run: FederatedRun, data: DataSettings, work: Path, node_cpus: 
         stopped.set()  # thread, which Flower does not wait for then, stops at its next call
         done.set()
         follower.join()
-    if '"done"' not in (run.out / "progress.jsonl").read_text():
+    if failures:
+        raise failures[0]
+    progress = run.out / "progress.jsonl"
+    if not progress.exists() or '"done"' not in progress.read_text():
         raise ConfigError(f"the simulated federation did not finish: {run.out}/status.json "
                           f"says why")
 

@@ -122,11 +122,15 @@ class ReplyBounds:
         another client's."""
         return math.sqrt(max(self.users[client], 1)) if client < len(self.users) else 1.0
 
-    def check_uploads(self, uploads: Uploads, clip: float = math.inf) -> None:
-        """Refuse ``uploads`` (one client's) when its norm is not finite or exceeds the bound
-        (the smaller of :attr:`max_norm` and ``clip``, the exchange's DP clip where it binds),
-        or an upload declared nonnegative has a negative entry."""
-        norm, bound = upload_norm(uploads), min(self.max_norm, clip)
+    def check_uploads(self, uploads: Uploads, clip: float = math.inf,
+                      norm: float | None = None) -> None:
+        """Refuse ``uploads`` (one client's) when its norm (``norm``, if the caller has it
+        already) is not finite or exceeds the bound (the smaller of :attr:`max_norm` and
+        ``clip``, the exchange's DP clip where it binds), or an upload declared nonnegative
+        has a negative entry."""
+        bound = min(self.max_norm, clip)
+        if norm is None:
+            norm = upload_norm(uploads)
         if not math.isfinite(norm):
             raise OutOfBounds("its norm is not a finite number")
         if norm > bound * (1 + SLACK):

@@ -269,6 +269,14 @@ def party(context: Context, key: str) -> Party:
     return _PARTIES[which]
 
 
+def _admitted_party(context: Context, envelope: Envelope) -> Party:
+    """This node's client in the exchange's run, unless the exchange names this process
+    among the refused (then it stops, :class:`ProcessRefused`)."""
+    me = party(context, envelope.key)
+    _unless_refused(envelope.extra.get("refused", []), me.client)
+    return me
+
+
 def reread_states(run_id: int, client: int) -> None:
     """Read ``client``'s states in run ``run_id`` from its folder again, where this process
     keeps its party: another process may have served it since (Flower's simulation engine
@@ -346,8 +354,7 @@ def done(msg: Message, context: Context) -> Message:
 def step(msg: Message, context: Context) -> Message:
     """The client step of a plain exchange, after the evaluation it carries, if any."""
     envelope = unpack_message(msg.content)
-    me = party(context, envelope.key)
-    _unless_refused(envelope.extra.get("refused", []), me.client)
+    me = _admitted_party(context, envelope)
     sums = None if envelope.model is None else me.evaluate(envelope)
     uploads, _ = me.step(envelope)
     return Message(pack_reply(uploads, sums, process_nonce()), reply_to=msg)
@@ -357,16 +364,12 @@ def step(msg: Message, context: Context) -> Message:
 def evaluate(msg: Message, context: Context) -> Message:
     """The evaluation sums of a plain exchange."""
     envelope = unpack_message(msg.content)
-    me = party(context, envelope.key)
-    _unless_refused(envelope.extra.get("refused", []), me.client)
-    return Message(pack_reply(sums=me.evaluate(envelope), process=process_nonce()),
-                   reply_to=msg)
+    return Message(pack_reply(sums=_admitted_party(context, envelope).evaluate(envelope),
+                              process=process_nonce()), reply_to=msg)
 
 
 @app.train()
 def secure(msg: Message, context: Context) -> Message:
     """A client step or an evaluation inside SecAgg+ (its masked-vector stage)."""
     envelope = secagg.unpack_secure(msg)
-    me = party(context, envelope.key)
-    _unless_refused(envelope.extra.get("refused", []), me.client)
-    return secagg.contribute(msg, envelope, me)
+    return secagg.contribute(msg, envelope, _admitted_party(context, envelope))

@@ -331,12 +331,10 @@ class GridClients:
                 if set(mine) != set(shapes):
                     raise RefusedReply(f"uploads {sorted(mine)}, expected {sorted(shapes)}")
                 process = reply_process(content)
-                if not self._from_admitted(c, process):
-                    self.refused_processes.add(process_tag(process))  # it stops when told
-                    if not self.private:  # a claim of a sampled client names the sample
-                        self._refuse(self.node_of[c], c, "its reply comes from another "
-                                     "process than the one admitted (a duplicate of a live "
-                                     "node)")
+                if not self._from_admitted(c, process):  # a sampled client names the sample
+                    self._refuse(self.node_of[c], c, "its reply comes from another process "
+                                 "than the one admitted (a duplicate of a live node)",
+                                 process, listed=not self.private)
                     raise RefusedReply(f"client {c}: a reply of a second process")
                 evaluation = unpack_sums(content) if sums else None
                 if evaluation is not None:
@@ -363,12 +361,13 @@ class GridClients:
             bound = cast(NormReference, self.reference).bound(msg.phase, per_user)
         over = []
         for c in sorted(norms):
+            limit = bound * size[c] if auto else bound
             try:
-                self.bounds.check_uploads(taken[c][0], bound * size[c] if auto else bound)
+                self.bounds.check_uploads(taken[c][0], limit, norms[c])
             except OutOfBounds as exc:
                 self.note(number, msg.round, "refused", [c], f"client {c}: {exc}")
                 del taken[c]
-                if np.isfinite(norms[c]):
+                if np.isfinite(norms[c]) and norms[c] > limit:  # not a negative count's
                     over.append(c)
         kept = [c for c in norms if c in taken]
         if self.reference is not None:
@@ -567,11 +566,12 @@ class GridClients:
         admitted = self.process_of.get(client, "")
         if admitted and process != admitted:
             latest = self.last_included.get(client, NO_EXCHANGE)
-            if exchange < latest:
+            if exchange < latest:  # whether it is depends on the client's (secret) sampling
                 return self._refuse(node, client, f"its state folder is older than the "
                                     f"server's record (it holds exchange {exchange}, the "
                                     f"server included client {client} in exchange {latest}): "
-                                    f"a copy of an earlier folder", process)
+                                    f"a copy of an earlier folder", process,
+                                    listed=not self.private)
             if self._alive(client):
                 return self._refuse(node, client, f"the process admitted for client {client} "
                                     f"still answers: a second live process (a copy of the "
@@ -600,12 +600,17 @@ class GridClients:
                 time.sleep(min(0.2, max(deadline - time.monotonic(), 0.0)))
         return False
 
-    def _refuse(self, node: int, client: int, reason: str, process: str = "") -> bool:
-        if process:  # the process is told in the next message it pulls, and stops
+    def _refuse(self, node: int, client: int, reason: str, process: str = "",
+                listed: bool = True) -> bool:
+        """Refuse a claim: ``process`` (if named) is told in the next message it pulls and
+        stops; the refusal is recorded (``claims_refused``, a progress line) where
+        ``listed``."""
+        if process:
             self.refused_processes.add(process_tag(process))
-        self.refusals.append(Refusal(self._round, node, client, reason))
-        self.note(max(self._exchanges - 1, 0), self._round, "claim refused", [client],
-                   f"node {node} claims client {client}: {reason}")
+        if listed:
+            self.refusals.append(Refusal(self._round, node, client, reason))
+            self.note(max(self._exchanges - 1, 0), self._round, "claim refused", [client],
+                       f"node {node} claims client {client}: {reason}")
         return False
 
     def _begin(self, round_: int, phase: str, clients: np.ndarray) -> int:

@@ -34,7 +34,7 @@ import fedmc
 from fedmc.algorithms.registry import spec
 from fedmc.core.protocol import Algorithm
 from fedmc.errors import ConfigError
-from fedmc.federation.bounds import NormReference, ReplyBounds
+from fedmc.federation.bounds import GROWTH, NormReference, ReplyBounds
 from fedmc.federation.history import History
 from fedmc.federation.loop import (
     Checkpoint,
@@ -267,7 +267,7 @@ def _mark_norms(history: History, norms: list[UploadNorms]) -> None:
 
 def _norm_summary(norms: list[UploadNorms], run: FederatedRun) -> dict[str, Any]:
     """The plain uploads' norms over the run, per phase, and the rule that bounded them."""
-    rule = ("auto: 100 times the phase's reference norm (fedmc.federation.bounds."
+    rule = (f"auto: {GROWTH:g} times the phase's reference norm (fedmc.federation.bounds."
             "NormReference)" if run.auto_bound else
             "none" if math.isinf(run.upload_bound) else f"max-upload-norm = {run.upload_bound:g}")
     phases: dict[str, Any] = {}

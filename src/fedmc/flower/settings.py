@@ -28,6 +28,7 @@ from pydantic import (
 from fedmc.algorithms.registry import spec
 from fedmc.core.protocol import Algorithm
 from fedmc.errors import ConfigError
+from fedmc.federation.bounds import GROWTH
 from fedmc.federation.settings import Schedule
 from fedmc.federation.validation import with_validation
 from fedmc.privacy.accounting import UserDP
@@ -62,7 +63,7 @@ class FederatedRun(BaseModel):
     max_upload_norm: float | Literal["auto"] = Field(
         "auto", description="a bound on the L2 norm of one client's whole upload: clients clip "
         "to it as to DP's clip, the server refuses a plain upload above it; 0: none; auto: "
-        "the server refuses a plain upload above 100 times its phase's typical norm "
+        f"the server refuses a plain upload above {GROWTH:g} times its phase's typical norm "
         "(fedmc.federation.bounds.NormReference) where no DP clip binds")
     max_lost_rounds: int = Field(
         MAX_LOST_ROUNDS, ge=1, description="how many exchanges in a row (one per round) may "

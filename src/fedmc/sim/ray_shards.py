@@ -24,14 +24,14 @@ from fedmc.errors import ConfigError
 from fedmc.sim.sharded import Shard
 
 
-def _ray() -> Any:
-    """The ``ray`` module, or exit 2 with how to install it."""
+def require_ray(option: str) -> Any:
+    """The ``ray`` module, or exit 2 saying that ``option`` needs it and how to install it."""
     # a signal is fedmc's to report (exit 130/143), not Ray's to answer with a stack dump
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     try:
         import ray
     except ImportError:
-        raise ConfigError("--backend ray needs Ray: pip install 'fedmc[ray]'") from None
+        raise ConfigError(f"{option} needs Ray: pip install 'fedmc[ray]'") from None
     return ray
 
 
@@ -78,7 +78,7 @@ class RayActors:
     """
 
     def __init__(self, address: str | None = None) -> None:
-        ray = self.ray = _ray()
+        ray = self.ray = require_ray("--backend ray")
         if not ray.is_initialized():
             start_ray(ray, address)
         # one CPU each, and one kernel thread (fedmc.core.parallel.threads): not the machine's
