@@ -84,7 +84,8 @@ def folded_in_rmse(model, data) -> float:
     ratings (what ``fedmc evaluate`` measures)."""
     inverse = data.normalizer.inverse
     held = HeldOut(*(CSR(m.indptr, m.indices, inverse(m.values)) for m in (data.train,
-                                                                          data.test)))
+                                                                          data.test)),
+                   user_ids=np.arange(data.n_users))
     return evaluate_model(FactorModel.from_estimator(model), held)["test_rmse"]
 
 

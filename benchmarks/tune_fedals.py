@@ -81,7 +81,7 @@ def implicit_als(data: FederatedData, rank: int, alpha: float, lam: float, seed:
 def folded_in(model, data: FederatedData) -> dict[str, float]:
     """Ranking metrics of the published model, every user folded in from its fitting
     interactions (``fedmc evaluate``)."""
-    held = HeldOut(data.train, data.test, implicit=True)
+    held = HeldOut(data.train, data.test, np.arange(data.n_users), implicit=True)
     return evaluate_model(FactorModel.from_estimator(model), held, K)
 
 
