@@ -8,7 +8,9 @@ every rating of the users of the acceptance sample (``sample --users 600 --seed 
 fitting and validation parts (seed ``100 + draw``) and runs, at each budget, what ``fedmc run
 --dp-epsilon E`` runs for each algorithm named (its DP defaults, one user per client, secret
 noise), scored by the fold-in (``fedmc evaluate``: RMSE for ratings, NDCG@10 with
-``--implicit``). No test rating of any acceptance cell is read. One JSON line per run.
+``--implicit``); ``--set KEY=V1,V2`` (repeatable) gives every run those settings as a user
+would, every combination in turn (how the settings for fewer users were chosen). No test
+rating of any acceptance cell is read. One JSON line per run.
 
 ``table`` prints the acceptance table from run folders ``DIR/<data>-<default|baseline>-e<E>-r<R>``
 (each run then ``fedmc evaluate``: ``evaluation.json``), the test metric's mean ± standard
@@ -26,6 +28,8 @@ Examples (``FEDMC_DATA=../shared/data``, from the repository root)::
         --eps 1,2,4,8 --draws 2
     python benchmarks/bench_dp_population.py validate --implicit --users 600,2400 \\
         --eps 2,8 --algorithms fedals,item-bias
+    python benchmarks/bench_dp_population.py validate --users 600,1200 --eps 8 --draws 2 \\
+        --algorithms fedmc-admm --set offset_lam=2,4 --set rounds=30,90
     python benchmarks/bench_dp_population.py sample --users 600 --seed 0 --out /tmp/ml1m-600.csv
     python benchmarks/bench_dp_population.py table --runs runs/dp-population
 """
@@ -33,11 +37,14 @@ Examples (``FEDMC_DATA=../shared/data``, from the repository root)::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import re
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from bench_privacy_utility import folded_in_rmse
@@ -89,18 +96,41 @@ def validation_cut(pool: Ratings, n: int, draw: int, implicit: bool) -> Federate
                                     None if implicit else settings.public_scale())
 
 
-def score(algorithm: str, eps: float, data: FederatedData, implicit: bool) -> dict:
+def score(algorithm: str, eps: float, data: FederatedData, implicit: bool,
+          given: dict[str, Any] | None = None) -> dict:
     """One private run with ``algorithm``'s DP defaults at ``eps`` for the users of ``data``
     (``fedmc run --algorithm A --dp-epsilon E``; ``default``: the algorithm ``fedmc run
-    --dp-epsilon E`` chooses), scored by the fold-in."""
+    --dp-epsilon E`` chooses), with the settings ``given`` as a user would give them (run
+    options by name, the algorithm's parameters otherwise), scored by the fold-in."""
     named = None if algorithm == "default" else algorithm
+    given = given or {}
+    options = {k: v for k, v in given.items() if k in RunOptions.model_fields}
+    params = {k: v for k, v in given.items() if k not in options}
     spec = resolve(RunOptions(algorithm=named, dataset="ml-1m", partition="user",
-                              dp_epsilon=eps, implicit=implicit), lambda _: data.n_users)
+                              dp_epsilon=eps, implicit=implicit, params=params, **options),
+                   lambda _: data.n_users)
     start = time.perf_counter()
     result = execute(spec, loaded=(data, {}))
     metric = ({"ndcg@10": round(folded_in(result.model, data)["ndcg@10"], 4)} if implicit
               else {"rmse": round(folded_in_rmse(result.model, data), 4)})
     return {**metric, "fitted": spec.algorithm, "seconds": round(time.perf_counter() - start, 1)}
+
+
+def grid(settings: list[str]) -> list[dict[str, Any]]:
+    """Every combination of ``--set KEY=V1,V2`` values (numbers where they parse as one)."""
+    axes = []
+    for item in settings:
+        key, _, values = item.partition("=")
+        axes.append([(key, number(v)) for v in values.split(",")])
+    return [dict(point) for point in itertools.product(*axes)]
+
+
+def number(text: str) -> Any:
+    """``text`` as an int or a float where it is one, else as it is."""
+    for kind in (int, float):
+        with contextlib.suppress(ValueError):
+            return kind(text)
+    return text
 
 
 def table(runs: Path, metric: str) -> None:
@@ -143,6 +173,9 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=1, help="populations drawn per size")
     ap.add_argument("--implicit", action="store_true", help="interactions (NDCG@10)")
     ap.add_argument("--algorithms", default="fedmc-admm,item-bias")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=V1,V2",
+                    help="validate: settings given to every algorithm named, every "
+                         "combination in turn (repeatable)")
     ap.add_argument("--seed", type=int, default=0, help="the acceptance sample's draw")
     ap.add_argument("--acceptance-users", type=int, default=600)
     ap.add_argument("--out", type=Path, help="sample: the CSV file to write")
@@ -166,10 +199,11 @@ def main() -> None:
             data = validation_cut(pool, n, draw, args.implicit)
             for eps in (float(v) for v in args.eps.split(",")):
                 for algorithm in args.algorithms.split(","):
-                    print(json.dumps({"users": n, "draw": draw, "eps": eps,
-                                      "algorithm": algorithm,
-                                      **score(algorithm, eps, data, args.implicit)}),
-                          flush=True)
+                    for given in grid(args.set):
+                        print(json.dumps({"users": n, "draw": draw, "eps": eps,
+                                          "algorithm": algorithm, **given,
+                                          **score(algorithm, eps, data, args.implicit,
+                                                  given)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -124,12 +124,48 @@ def test_a_run_on_interactions_takes_the_settings_tuned_for_them(algorithm, impl
 def test_dp_variants_name_real_settings_that_validate():
     tuned = [(entry, settings) for entry in specs().values()
              for by_budget in entry.dp_variants.values() for settings in by_budget.values()]
-    assert tuned
+    few = [(entry, {**entry.dp_variants[key][budget], **f.settings})
+           for entry in specs().values() for key, by_budget in entry.dp_few_users.items()
+           for budget, f in by_budget.items()]  # a budget's settings for fewer users: its own
+    assert tuned and few
+    tuned += few
     for entry, settings in tuned:
         fields = entry.Config.model_fields
         assert all(k in fields or k in PAPER_OPTIONS or k in DP_OPTIONS
                    for k in settings), settings
         entry.Config(**{k: v for k, v in settings.items() if k in fields})
+
+
+def test_a_population_smaller_than_a_budgets_takes_its_settings_for_fewer_users():
+    entry = specs()["fedmc-admm"]
+    assert entry.dp_few_users["user"]
+    for epsilon, few in entry.dp_few_users["user"].items():
+        expected = {**entry.dp_variants["user"][epsilon], **few.settings}
+        counted: list[str] = []
+        settings = resolve(_options(dataset="ml-1m", algorithm="fedmc-admm",
+                                    dp_epsilon=epsilon),
+                           lambda data, n=few.users - 1, c=counted: c.append(data.source) or n)
+        assert counted == ["ml-1m"]  # counted once, though two choices read it
+        assert settings.schedule.rounds == expected["rounds"]
+        assert settings.schedule.dp.clip == expected["dp_clip"]
+        assert settings.params["offset_lam"] == expected["offset_lam"]
+        [note] = settings.notes
+        assert f"fewer than {few.users:,} users" in note and f"have {few.users - 1:,}" in note
+        assert all(f"{k}={v}" in note for k, v in few.settings.items())
+        # as many users as the settings for fewer, or a population unknown: the budget's own
+        for enrolment in (lambda data, n=few.users: n, None):
+            settings = resolve(_options(dataset="ml-1m", algorithm="fedmc-admm",
+                                        dp_epsilon=epsilon), enrolment)
+            assert settings.notes == ()
+            assert settings.schedule.rounds == entry.dp_variants["user"][epsilon]["rounds"]
+        # the user's own settings win, and the note does not claim them
+        settings = resolve(_options(dataset="ml-1m", algorithm="fedmc-admm", rounds=7,
+                                    dp_epsilon=epsilon, param=["offset_lam=5"]),
+                           lambda data, n=few.users - 1: n)
+        assert settings.schedule.rounds == 7 and float(settings.params["offset_lam"]) == 5
+        assert all("rounds=" not in n and "offset_lam=" not in n for n in settings.notes)
+    # no budget: the population is not even counted
+    resolve(_options(dataset="ml-1m", algorithm="fedmc-admm"), lambda data: pytest.fail("counted"))
 
 
 def test_explicit_options_win_over_the_dp_defaults():
@@ -187,9 +223,10 @@ def test_too_few_users_for_the_budget_fit_the_dp_baseline_and_say_so():
                            lambda data, n=few + 1: n)
         assert settings.algorithm == default and "DP baseline" not in " ".join(settings.notes)
         # only interactions' default is said (fedmc run --implicit names what it fits)
-        assert [f"fitting {default}" in n for n in settings.notes] == ([True] if implicit else [])
-        assert settings.schedule.dp.clip == \
-            specs()[default].dp_variant("user", epsilon, implicit)["dp_clip"]
+        assert [f"fitting {default}" in n for n in settings.notes
+                if "settings for fewer" not in n] == ([True] if implicit else [])
+        assert settings.schedule.dp.clip == specs()[default].dp_variant(
+            "user", epsilon, implicit, lambda n=few + 1: n)["dp_clip"]
 
 
 def test_where_no_population_measured_was_enough_the_baseline_is_fitted_for_any():
@@ -209,7 +246,7 @@ def test_explicit_options_win_over_the_dp_baseline():
     # a named algorithm is fitted whatever the population
     settings = resolve(_options(dataset="ml-1m", algorithm=default, dp_epsilon=epsilon),
                        lambda data: few)
-    assert settings.algorithm == default and settings.notes == ()
+    assert settings.algorithm == default and "DP baseline" not in " ".join(settings.notes)
     # no budget, no population: the population is not even counted
     settings = resolve(_options(dataset="ml-1m"), lambda data: pytest.fail("counted"))
     assert settings.algorithm == default

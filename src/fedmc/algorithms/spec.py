@@ -45,10 +45,10 @@ fit's ``loss``) and what each is (:data:`fedmc.federation.bounds.SumKind`): the 
 client's sums that break them."""
 
 IMPLICIT = "+implicit"
-SAMPLE_OPTIONS = ("active", "participation", "sampling", "dropout")
-"""The options that choose which clients take part in a round."""
 """The suffix of a partition's name under which ``dp_variants`` holds the settings tuned for
 interactions (``--implicit``)."""
+SAMPLE_OPTIONS = ("active", "participation", "sampling", "dropout")
+"""The options that choose which clients take part in a round."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,15 @@ class Choice:
     only: Literal["ratings", "interactions"] | None = None
 
 
+@dataclass(frozen=True)
+class FewUsers:
+    """DP settings for a population of fewer than ``users`` enrolled users: ``settings``
+    replace those of the budget's ``dp_variants`` there (:attr:`AlgorithmSpec.dp_few_users`)."""
+
+    users: int
+    settings: Mapping[str, Any]
+
+
 Searched = Range | Choice
 """What ``fedmc tune`` searches of one setting."""
 
@@ -87,10 +96,13 @@ def dp_key(partition: str, implicit: bool) -> str:
 def by_budget(tuned: Mapping[float, Any], epsilon: float, default: Any) -> Any:
     """The value ``tuned`` (by budget) holds for ``epsilon``: that of the largest budget at
     most ``epsilon``, the smallest budget's below all of them; ``default`` when empty."""
-    if not tuned:
-        return default
+    return tuned[budget_of(tuned, epsilon)] if tuned else default
+
+
+def budget_of(tuned: Mapping[float, Any], epsilon: float) -> float:
+    """The budget of ``tuned`` (not empty) that holds for ``epsilon`` (:func:`by_budget`)."""
     below = [b for b in sorted(tuned) if b <= epsilon]
-    return tuned[below[-1] if below else min(tuned)]
+    return below[-1] if below else min(tuned)
 
 
 def load(reference: str) -> Any:
@@ -145,10 +157,16 @@ class AlgorithmSpec:
         :data:`PAPER_OPTIONS` and :data:`DP_OPTIONS`; :meth:`dp_variant`); a run on
         interactions (``--implicit``) takes those of the partition's name plus
         :data:`IMPLICIT` instead.
+    dp_few_users
+        By partition (with :data:`IMPLICIT` for interactions), then by a budget of
+        ``dp_variants``: :class:`FewUsers`, the settings a run at that budget on a smaller
+        population takes in place of the budget's (chosen on validation draws of that size,
+        where the budget's lost to the DP baseline's; :meth:`dp_variant`).
     dp_least_users
         By partition (with :data:`IMPLICIT` for interactions), then by budget as
         ``dp_variants``: the fewest enrolled users with whom its DP settings at that budget
-        beat the DP baseline's (:meth:`dp_least_users_at`); none: any number.
+        (those of ``dp_few_users`` on fewer users than theirs) beat the DP baseline's
+        (:meth:`dp_least_users_at`); none: any number.
     audited
         Whether the privacy audit (``fedmc audit``) has a target for it: the module
         ``fedmc.audit.targets.<name>`` (``-`` read as ``_``).
@@ -208,6 +226,7 @@ class AlgorithmSpec:
     paper_settings: Mapping[str, Any] = field(default_factory=lambda: CROSS_SILO)
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     dp_variants: Mapping[str, Mapping[float, Mapping[str, Any]]] = field(default_factory=dict)
+    dp_few_users: Mapping[str, Mapping[float, FewUsers]] = field(default_factory=dict)
     dp_least_users: Mapping[str, Mapping[float, float]] = field(default_factory=dict)
     audited: bool = False
     interactions: Mapping[str, Any] = field(default_factory=dict)
@@ -272,12 +291,27 @@ class AlgorithmSpec:
             U[t] = one(cfg, V, R.indices[q].astype(np.int64), R.values[q])
         return U
 
-    def dp_variant(self, partition: str, epsilon: float,
-                   implicit: bool = False) -> Mapping[str, Any]:
+    def dp_variant(self, partition: str, epsilon: float, implicit: bool = False,
+                   users: Callable[[], int] | None = None) -> Mapping[str, Any]:
         """The settings tuned for a run under ``partition`` (on interactions: ``partition +
         IMPLICIT``) at budget ``epsilon``: those of the largest tuned budget at most
-        ``epsilon`` (the smallest one's below all of them); empty when none were tuned."""
-        return by_budget(self.dp_variants.get(dp_key(partition, implicit), {}), epsilon, {})
+        ``epsilon`` (the smallest one's below all of them), with that budget's
+        ``dp_few_users`` settings where the data have fewer users than theirs (``users()``,
+        called only where the budget lists them; None: unknown, taken as enough); empty when
+        none were tuned."""
+        tuned = by_budget(self.dp_variants.get(dp_key(partition, implicit), {}), epsilon, {})
+        few = self.dp_few_users_at(partition, epsilon, implicit)
+        if few is not None and users is not None and users() < few.users:
+            return {**tuned, **few.settings}
+        return tuned
+
+    def dp_few_users_at(self, partition: str, epsilon: float,
+                        implicit: bool = False) -> FewUsers | None:
+        """The :class:`FewUsers` settings of the budget whose ``dp_variants`` a run at
+        ``epsilon`` takes (:meth:`dp_variant`); None where it lists none."""
+        key = dp_key(partition, implicit)
+        tuned = self.dp_variants.get(key, {})
+        return self.dp_few_users.get(key, {}).get(budget_of(tuned, epsilon)) if tuned else None
 
     def dp_least_users_at(self, partition: str, epsilon: float, implicit: bool) -> float:
         """The fewest enrolled users with whom its DP settings at budget ``epsilon`` beat the

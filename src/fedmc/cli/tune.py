@@ -307,8 +307,8 @@ def _private_tune(typed: dict[str, Any], options: Any, ranges: dict[str, str],
     try:
         space, fold_in = private_space(base.algorithm, ranges, fixed)
     except ConfigError as refused:
-        if not base.notes:  # the algorithm was chosen for the user: say why
-            raise
+        if "algorithm" not in base.defaulted or not base.notes:
+            raise  # else the algorithm was chosen for the user: say why (the first note)
         raise ConfigError(f"{refused}; {base.notes[0]}") from None
     if not space and typed["trials"] is not None:
         raise ConfigError("--trials: a private search without training settings runs one "

@@ -18,10 +18,11 @@ or one of its parts) and, where it has a default that depends on other settings,
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -73,7 +74,9 @@ def resolve(options: RunOptions,
     ranks), the settings with which the algorithm fits interactions, and the set-up noise
     scale of DP (1). With a DP budget and no algorithm named, the DP baseline instead of the
     default algorithm where the data have too few users for that one to beat it at the
-    budget (:func:`dp_default`). Nothing else chooses a default.
+    budget (:func:`dp_default`); with a DP budget, the algorithm's DP settings for fewer
+    users where the data have fewer than theirs (:func:`few_users_note` says so). Nothing
+    else chooses a default.
 
     Parameters
     ----------
@@ -81,7 +84,8 @@ def resolve(options: RunOptions,
         What the user asked for.
     enrolment
         ``enrolment(data)``: the number of users of the data ``data`` name (read only with a
-        DP budget and no algorithm named; :func:`fedmc.run.data.enrolled_users`), a public
+        DP budget whose settings depend on it: the default algorithm's against the DP
+        baseline, settings for fewer users; :func:`fedmc.run.data.enrolled_users`), a public
         size of a private run (``docs/privacy.md``); None: unknown, taken as enough for the
         default algorithm.
 
@@ -98,14 +102,18 @@ def resolve(options: RunOptions,
     if options.algorithm is None:
         defaulted.append("algorithm")
     given = options.model_dump(exclude={"params", "algorithm"})
-    o, params, paper = apply_paper_settings(algorithm, given, dict(options.params))
+    count = None if enrolment is None else functools.cache(
+        lambda: enrolment(data_settings(given)))
+    o, params, paper = apply_paper_settings(algorithm, given, dict(options.params), count)
     notes: tuple[str, ...] = ()
     if options.algorithm is None and options.dp_epsilon is not None:
-        count = None if enrolment is None else lambda: enrolment(data_settings(given))
         baseline, notes = dp_default(algorithm, kind, options, o["partition"], count)
         if baseline != algorithm:
             algorithm = baseline
-            o, params, paper = apply_paper_settings(algorithm, given, dict(options.params))
+            o, params, paper = apply_paper_settings(algorithm, given, dict(options.params),
+                                                    count)
+    if options.dp_epsilon is not None:
+        notes += few_users_note(spec(algorithm), options, o["partition"], count)
     if options.algorithm is None and options.implicit and not notes:
         others = " or ".join(n for n in interactions_algorithms() if n != algorithm)
         notes = (f"fitting {algorithm} (--algorithm {algorithm}): the default algorithm for "
@@ -248,6 +256,23 @@ def dp_default(default: str, kind: str, options: RunOptions, partition: str,
                       f"(--algorithm {default} fits factors anyway)",)
 
 
+def few_users_note(entry: AlgorithmSpec, options: RunOptions, partition: str,
+                   users: Callable[[], int] | None) -> tuple[str, ...]:
+    """The line that says a private run takes ``entry``'s DP settings for fewer users than
+    its budget's (:attr:`~fedmc.algorithms.registry.AlgorithmSpec.dp_few_users`) and which,
+    or none (none of them taken: the user gave them all)."""
+    epsilon = cast(float, options.dp_epsilon)
+    few = entry.dp_few_users_at(partition, epsilon, options.implicit)
+    if few is None or users is None or users() >= few.users:
+        return ()
+    taken = [f"{k}={v}" for k, v in few.settings.items() if k not in options.params
+             and getattr(options, k, None) is None]  # the user's own settings win
+    if not taken:
+        return ()
+    return (f"{entry.name}'s DP settings for fewer than {few.users:,} users at --dp-epsilon "
+            f"{epsilon:g} (the data have {users():,}): {', '.join(taken)}",)
+
+
 def user_dp(options: dict[str, Any]) -> UserDP | None:
     """The run's user-level DP from its ``dp_*`` options, None when off (neither a budget nor
     a noise multiplier); a clip alone, or a budget without a clip, is refused."""
@@ -271,6 +296,7 @@ def user_dp(options: dict[str, Any]) -> UserDP | None:
 
 
 def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[str, Any],
+                         users: Callable[[], int] | None = None,
                          ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """Fill the options the user left unset (None) from ``algorithm``'s paper settings, the
     settings of its variant for the chosen partition and, with a DP budget (``dp_epsilon``),
@@ -285,6 +311,11 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
         not give (:data:`fedmc.algorithms.registry.PAPER_OPTIONS` among them).
     params
         The algorithm parameters the user gave.
+    users
+        ``users()``: the number of users of the data, called only with a DP budget whose
+        settings have a version for fewer users
+        (:attr:`~fedmc.algorithms.registry.AlgorithmSpec.dp_few_users`); None: unknown,
+        taken as enough.
 
     Returns
     -------
@@ -327,7 +358,7 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
         variants.append(protocol)  # interactions' protocol, whole (AlgorithmSpec.variants)
     if options.get("dp_epsilon") is not None:
         variants.append(entry.dp_variant(options["partition"], options["dp_epsilon"],
-                                         bool(options.get("implicit"))))
+                                         bool(options.get("implicit")), users))
     for variant in variants:
         for name, value in variant.items():
             if name == "participation" and given_active:
