@@ -13,6 +13,7 @@ from fedmc.data import FederatedData
 from fedmc.estimators import estimator_class
 from fedmc.model import load_model
 from fedmc.run.data import DataSettings, federated_data
+from fedmc.testing import fold_in_errors
 
 
 @pytest.mark.parametrize(("name", "params"), [
@@ -55,16 +56,7 @@ def test_evaluate_folds_in_every_test_user_as_its_device_would(monkeypatch, caps
     assert "test RMSE" in text or "test_rmse" in text
     # the reference: the public model, one raw user at a time (FactorModel.fold_in/predict)
     model, data = load_model(out), _split(ratings_csv)
-    errors = []
-    for t in range(data.n_users):
-        tr = slice(data.train.indptr[t], data.train.indptr[t + 1])
-        te = slice(data.test.indptr[t], data.test.indptr[t + 1])
-        if te.stop == te.start:
-            continue
-        me = model.fold_in(model.item_ids[data.train.indices[tr]], data.train.values[tr])
-        predicted = model.predict(me, model.item_ids[data.test.indices[te]])
-        errors.append(predicted - data.test.values[te])
-    errors = np.concatenate(errors)
+    errors = fold_in_errors(model, data.train, data.test)
     assert report["test_rmse"] == pytest.approx(np.sqrt(np.mean(errors**2)), rel=1e-9)
     assert report["test_mae"] == pytest.approx(np.mean(np.abs(errors)), rel=1e-9)
     assert report["test_ratings"] == len(errors)

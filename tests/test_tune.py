@@ -94,7 +94,10 @@ def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatc
     best = json.loads((out / "best.json").read_text())
     winner = min((r for r in rows if r["state"] == "complete"), key=lambda r: float(r["value"]))
     assert best["value"] == pytest.approx(float(winner["value"]))
-    assert set(best["settings"]) == {"lam", "beta", "consensus"}
+    # scored on the published model, at the fold-in's best lambda (chosen after training)
+    assert set(best["settings"]) - {"fold_lam"} == {"lam", "beta", "consensus"}
+    assert best["scored"] == "published model, users folded in"
+    assert all(r["clients_value"] for r in rows if r["state"] == "complete")
     assert {r["consensus"] for r in rows} <= {"all", "rated"}
     assert best["metric"] == "validation_rmse"
     assert "--rounds 6" not in best["command"].split("-P")[0]  # the final run sets its own
@@ -108,8 +111,12 @@ def test_a_tiny_search_leaves_a_study_a_table_plots_and_a_run(invoke, monkeypatc
     assert config["params"]["rank"] == 3 and "-P rank=3" in best["command"]
     assert config["params"]["consensus"] == best["settings"]["consensus"]
     assert "consensus=all,rated" not in best["command"]  # the choice is no run option
+    assert config["params"]["fold_lam"] == best["settings"].get("fold_lam")  # none: as trained
+    searched = json.loads((out / "best" / "evaluation.json").read_text())
     code, _, err = invoke(monkeypatch, capsys, "evaluate", out / "best")
-    assert code == 0, err
+    assert code == 0, err  # the search's reported test figure is fedmc evaluate's
+    assert json.loads((out / "best" / "evaluation.json").read_text()) == searched
+    assert best["evaluation"]["test_rmse"] == searched["test_rmse"]
     # best.json's command is the final run: the same parameters, the same model
     words = shlex.split(best["command"])
     assert words[:2] == ["fedmc", "run"] and "-P implicit" not in best["command"]

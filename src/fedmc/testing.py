@@ -261,3 +261,20 @@ def assert_server_sees_only_sums(algorithm: Algorithm, cfg: Any, data: Any, *,
             np.testing.assert_allclose(rec.summed[name], total, rtol=1e-12, atol=1e-12,
                                        err_msg=f"server input {name!r} is not the cohort sum")
 
+
+def fold_in_errors(model: Any, train: Any, held: Any) -> np.ndarray:
+    """The reference of an evaluation by fold-in: each user (row) of ``held`` folded in one at
+    a time from its ``train`` row with ``model``'s public API (a
+    :class:`~fedmc.model.FactorModel`: ``fold_in`` and ``predict`` on raw item ids), the errors
+    of its held-out ratings; ``train`` and ``held`` are CSRs over the model's items with values
+    on the original scale, a user without held-out ratings left out."""
+    errors = []
+    for t in range(len(held.indptr) - 1):
+        tr = slice(train.indptr[t], train.indptr[t + 1])
+        te = slice(held.indptr[t], held.indptr[t + 1])
+        if te.stop == te.start:
+            continue
+        me = model.fold_in(model.item_ids[train.indices[tr]], train.values[tr])
+        predicted = model.predict(me, model.item_ids[held.indices[te]])
+        errors.append(predicted - held.values[te])
+    return np.concatenate(errors)

@@ -20,7 +20,7 @@ file) exits 2 with one line.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -52,15 +52,34 @@ def evaluate(
 ) -> None:
     """Exact test metrics of a run's model: each held-out user folded in from its own
     training ratings; writes RUN/evaluation.json ("private": false)."""
-    from fedmc.cli.run_inputs import check_files, held_out_users, run_folder
-    from fedmc.files import strict_json, write_atomic
-    from fedmc.model import load_model
-    from fedmc.run.evaluation import evaluate_model
+    from fedmc.cli.run_inputs import check_files, run_folder
 
     check_files(train, test)
     if ranking_k is not None and ranking_k < 1:
         raise ConfigError(f"--ranking-k must be at least 1, got {ranking_k}")
     run_dir = run_folder(run_dir)
+    report = evaluated(run_dir, train, test, columns, ranking_k)
+    if not quiet:
+        table = Table(title=f"{report['algorithm']}: exact evaluation (not private)",
+                      header_style="bold")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for key, value in report["metrics"].items():
+            table.add_row(key, f"{value:,.0f}" if key in COUNTS else f"{value:.4f}")
+        out.print(table)
+    typer.echo(f"wrote {run_dir / EVALUATION_FILE}", err=True)
+
+
+def evaluated(run_dir: Path, train: Path | None = None, test: Path | None = None,
+              columns: str | None = None, ranking_k: int | None = None) -> dict[str, Any]:
+    """Evaluate the model of run folder ``run_dir`` as ``fedmc evaluate`` does (its own
+    split, or ``train`` and ``test`` files) and write ``run_dir/evaluation.json``; what it
+    wrote, and the metrics apart under ``metrics``."""
+    from fedmc.cli.run_inputs import held_out_users
+    from fedmc.files import strict_json, write_atomic
+    from fedmc.model import load_model
+    from fedmc.run.evaluation import evaluate_model
+
     model = load_model(run_dir)
     held, source = held_out_users(model, run_dir, train, test, columns)
     if ranking_k is None and held.implicit:  # interactions are judged by ranking
@@ -69,15 +88,7 @@ def evaluate(
     report = {**metrics, "ranking_k": ranking_k, **held.notes, **source,
               "algorithm": model.algorithm, "private": False}
     write_atomic(run_dir / EVALUATION_FILE, strict_json(report))
-    if not quiet:
-        table = Table(title=f"{model.algorithm}: exact evaluation (not private)",
-                      header_style="bold")
-        table.add_column("metric")
-        table.add_column("value", justify="right")
-        for key, value in metrics.items():
-            table.add_row(key, f"{value:,.0f}" if key in COUNTS else f"{value:.4f}")
-        out.print(table)
-    typer.echo(f"wrote {run_dir / EVALUATION_FILE}", err=True)
+    return {**report, "metrics": metrics}
 
 
 def register(app: typer.Typer) -> None:

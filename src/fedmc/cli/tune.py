@@ -112,6 +112,7 @@ def tune(**typed: Any) -> None:
         raise ConfigError(f"--pruner takes {'|'.join(PRUNERS)}, got {pruner!r}")
     _check_search_inputs(typed)  # these refusals before the search's machinery is imported
     options = run_options(typed)
+    from fedmc.cli.evaluate import COUNTS, evaluated
     from fedmc.cli.interrupts import in_worker, interrupt_marks
     from fedmc.cli.tune_jobs import finish_jobs, start_jobs, stop_jobs
     from fedmc.files import write_atomic
@@ -129,7 +130,7 @@ def tune(**typed: Any) -> None:
         run_study,
         trial_data,
     )
-    from fedmc.tune.space import OFF, is_searched, search_space
+    from fedmc.tune.space import OFF, fold_in_space, is_searched, search_space
 
     ranges = {k: v for k, v in options.params.items() if is_searched(v)}
     ranges.update(parse_params(typed["space"] or []))
@@ -158,7 +159,8 @@ def tune(**typed: Any) -> None:
                     timeout=typed["timeout"],
                     trial_eval_every=None if typed["eval_every"] is not None else max(
                         1, base.schedule.rounds // TUNE_EVALUATIONS),
-                    exclusive=typed["storage"] is None, given=tuple(ranges))
+                    exclusive=typed["storage"] is None, given=tuple(ranges),
+                    fold_in=fold_in_space(base.algorithm, ranges, fixed))
     column, larger = search.column()
     opened: dict[str, Any] = {}  # the study, once open: its trials.csv on an interrupt
     mine: list[int] = []  # this process's trials, closed here when a signal stops the worker
@@ -209,11 +211,20 @@ def tune(**typed: Any) -> None:
             shutil.rmtree(target / "best")
         result = in_worker(lambda: execute(final))
         write_outputs(target / "best", result)
+        # the published model scored as it is used, every test user folded in
+        published = (in_worker(lambda: evaluated(target / "best"))
+                     if search.scores_published and result.artifact is not None else None)
         write_best(target / "best.json", search, study, final, result.config,
-                   _run_words(typed), column)
+                   _run_words(typed), column, published)
     if not typed["quiet"]:
+        best = study.best_trial
         summary_table(result.summary, f"best of {len(rows)} trials: {final.algorithm} "
-                      f"{_shown(study.best_trial.params)}")
+                      f"{_shown({**best.params, **best.user_attrs.get('fold_in', {})})}")
+    if published is not None:  # the test figure of the model as it is used
+        shown = ", ".join(f"{k} {published[k]:.4f}" for k in published["metrics"]
+                          if k not in COUNTS)
+        err.print(f"test, every user folded in from the published model as by fedmc evaluate: "
+                  f"{shown} (the table: the clients' own user rows)", soft_wrap=True)
     err.print(f"wrote {target}/trials.csv, best.json, search.png, settings.png and the final "
               f"run in {target}/best", soft_wrap=True)
 

@@ -14,7 +14,7 @@ from fedmc.run.spec import RunSpec
 from fedmc.tune import PRUNERS, TUNE_EVALUATIONS
 from fedmc.tune import search as steps
 from fedmc.tune.search import Search
-from fedmc.tune.space import search_space
+from fedmc.tune.space import fold_in_space, search_space
 
 
 @dataclass
@@ -90,7 +90,8 @@ def tune(space: Mapping[str, str] | None = None, *, trials: int = 20,
                     seed=run_options.seed if storage is None else None, timeout=timeout,
                     trial_eval_every=None if "eval_every" in options else max(
                         1, base.schedule.rounds // TUNE_EVALUATIONS),
-                    exclusive=storage is None, given=tuple(space or {}))
+                    exclusive=storage is None, given=tuple(space or {}),
+                    fold_in=fold_in_space(base.algorithm, space or {}, run_options.params))
     steps.check_space(search, None)
     study = steps.open_study(search)
     loaded = steps.trial_data(search)
@@ -99,4 +100,6 @@ def tune(space: Mapping[str, str] | None = None, *, trials: int = 20,
     if not any(t.state.name == "COMPLETE" for t in study.trials):
         raise ConfigError("no trial completed")
     final = steps.final_run(search, study)
-    return Tuned(study, dict(study.best_trial.params), final, execute(final))
+    best = study.best_trial
+    return Tuned(study, {**best.params, **best.user_attrs.get("fold_in", {})}, final,
+                 execute(final))

@@ -36,7 +36,6 @@ nothing (stopping at a time that depends on the data would truncate ``K`` by the
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -65,6 +64,7 @@ from fedmc.run.options import RunOptions
 from fedmc.run.runner import RunResult, execute
 from fedmc.run.settings import resolve
 from fedmc.run.spec import RunSpec
+from fedmc.tune.published import fold_in_candidates
 
 SHAPE = 0.0
 """The shape ``eta`` of the distribution of the number of trials: 0, the logarithmic
@@ -309,28 +309,6 @@ def noised_score(model: FactorModel, data: FederatedData, std: float,
     deviation ``std``, divided by the number of enrolled users (public). With ``std = z B`` it
     is the Gaussian mechanism of multiplier ``z``."""
     return float((clipped_error_sum(model, data) + rng.normal(0.0, std)) / data.n_users)
-
-
-def fold_in_candidates(algorithm: str, params: dict[str, Any],
-                       fold_in: dict[str, Choice]) -> list[dict[str, Any]]:
-    """Every combination of the fold-in values, each as the algorithm's ``Config`` reads it
-    with ``params`` (a value typed as text becomes its number).
-
-    Raises
-    ------
-    ConfigError
-        A combination the algorithm refuses.
-    """
-    config = spec(algorithm).Config
-    out = []
-    for values in itertools.product(*(c.values for c in fold_in.values())):
-        typed = dict(zip(fold_in, values, strict=True))
-        try:
-            cfg = config(**{**params, **typed})
-        except ValueError as err:  # pydantic's ValidationError is a ValueError
-            raise ConfigError(f"fold-in settings {typed}: {err}") from None
-        out.append({name: getattr(cfg, name) for name in typed})
-    return out
 
 
 def choose_fold_in(search: PrivateSearch, chosen: Chosen, data: FederatedData,

@@ -28,16 +28,21 @@ def trial_rows(study: Any) -> list[dict[str, Any]]:
     """One row per trial started (not those queued, waiting, nor a process's surplus past a
     grid: :data:`fedmc.tune.search.SURPLUS`): number, state (Optuna's,
     ``interrupted`` for a trial a signal or a killed process stopped:
-    :func:`fedmc.tune.search.close_interrupted`), score, best round, seconds (training alone),
-    seconds spent compiling kernels, then its settings."""
-    names = sorted({name for t in study.trials for name in t.params})
+    :func:`fedmc.tune.search.close_interrupted`), score (of the published model, users
+    folded in, where the search scores it: :mod:`fedmc.tune.published`), the clients' own
+    score of the same round (``clients_value``; empty where that is the score), best round,
+    seconds (training alone), seconds spent compiling kernels, then its settings (the fold-in
+    values it was scored at among them)."""
+    settings = {t.number: {**t.params, **t.user_attrs.get("fold_in", {})} for t in study.trials}
+    names = sorted({name for found in settings.values() for name in found})
     return [{"trial": t.number,
              "state": "interrupted" if t.user_attrs.get("interrupted") else t.state.name.lower(),
              "value": t.value,
+             "clients_value": t.user_attrs.get("clients_value"),
              "best_round": t.user_attrs.get("best_round"),
              "seconds": t.user_attrs.get("seconds"),
              "compile_seconds": t.user_attrs.get("compile_seconds"),
-             **{name: t.params.get(name) for name in names}} for t in study.trials
+             **{name: settings[t.number].get(name) for name in names}} for t in study.trials
             if t.state.name != "WAITING" and not t.user_attrs.get(SURPLUS)]
 
 
@@ -61,16 +66,22 @@ def command_line(run: RunSpec, settings: dict[str, Any], typed: list[str]) -> st
 
 
 def write_best(path: Path, search: Search, study: Any, final: RunSpec, config: dict[str, Any],
-               typed: list[str], column: str) -> None:
-    """``best.json``: the best trial, its score, its settings, the final run's configuration
-    (``config``: its ``config.json``, whose ``run`` and ``data`` it repeats) and its command
-    line."""
+               typed: list[str], column: str, published: dict[str, Any] | None = None) -> None:
+    """``best.json``: the best trial, its score (``scored``: on the published model, users
+    folded in, or on the clients' own rows), its settings (fold-in values included), the
+    final run's configuration (``config``: its ``config.json``, whose ``run`` and ``data`` it
+    repeats), its command line and, where given, the final run's ``published`` evaluation
+    (``fedmc evaluate``'s metrics on the test split)."""
     best = study.best_trial
+    settings = {**best.params, **best.user_attrs.get("fold_in", {})}
     write_atomic(path, strict_json({
         "trial": best.number, "metric": column, "value": best.value,
-        "best_round": best.user_attrs["best_round"], "settings": dict(best.params),
-        **_final_fields(search.space, search.options.validation_fraction, final, config,
-                        dict(best.params), typed)}))
+        "scored": "published model, users folded in" if "clients_value" in best.user_attrs
+        else "clients' own rows",
+        "best_round": best.user_attrs["best_round"], "settings": settings,
+        **_final_fields({**search.space, **search.fold_in}, search.options.validation_fraction,
+                        final, config, settings, typed),
+        **({"evaluation": published["metrics"]} if published is not None else {})}))
 
 
 def write_private_best(path: Path, search: PrivateSearch, chosen: Chosen,

@@ -11,12 +11,16 @@ The first trial of a new study is the run's own settings (:func:`default_values`
 search never ends below the untuned run on the validation cut. Each trial resolves the run's
 options with its settings (:func:`fedmc.run.settings.resolve`),
 trains once on the training ratings without the validation cut
-(:func:`fedmc.run.runner.execute`, without a refit) and scores the best evaluated round of its
+(:func:`fedmc.run.runner.execute`, without a refit) and finds the best evaluated round of its
 validation column (the column early stopping watches: validation RMSE for ratings, validation
-NDCG@K for interactions); its best round is kept. The final run (:func:`final_run`) is the
-best trial's settings trained on every training rating for its best round's number of
-rounds: the refit of an early-stopped run (:meth:`fedmc.run.spec.RunSpec.refit`). Nothing
-reads the test ratings to choose.
+NDCG@K for interactions), whose model it publishes. It is scored on that model as it will be
+used (:mod:`fedmc.tune.published`): every user folded in from the published item side and
+its own fitting ratings, at the best of the algorithm's fold-in settings (``fold_lam``), as
+``fedmc evaluate`` scores a test split; where there is no fold-in (Boolean models, a column
+without a fold-in version), on the clients' own rows. The final run (:func:`final_run`) is
+the best trial's settings, fold-in ones included, trained on every training rating for its
+best round's number of rounds: the refit of an early-stopped run
+(:meth:`fedmc.run.spec.RunSpec.refit`). Nothing reads the test ratings to choose.
 
 A study resumes (Optuna's ``create_study(load_if_exists=True)``, :func:`open_study`): a search
 stopped by a signal closes its running trial as interrupted and queues its settings again
@@ -32,7 +36,7 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
@@ -49,6 +53,7 @@ from fedmc.run.runner import execute
 from fedmc.run.settings import resolve
 from fedmc.run.spec import RunSpec
 from fedmc.tune import PRUNER
+from fedmc.tune.published import cut_held_out, published_score, scores_published
 from fedmc.tune.space import suggest
 
 
@@ -85,6 +90,11 @@ class Search:
     exclusive
         Whether the study is this search's alone (its output folder's database, held by the
         folder's lock): a trial found running in it was left by a process that died.
+    given
+        The settings whose ranges the user gave (never clipped to the data).
+    fold_in
+        The fold-in settings each trial's published model is scored at, the best kept
+        (:mod:`fedmc.tune.published`; none: the algorithm's fold-in as it is).
     """
 
     options: RunOptions
@@ -98,14 +108,31 @@ class Search:
     trial_eval_every: int | None = None
     exclusive: bool = True
     given: tuple[str, ...] = ()
+    fold_in: dict[str, Choice] = field(default_factory=dict)
 
     def trial_spec(self, values: dict[str, Any]) -> RunSpec:
         """The run of one trial: the options with the trial's ``values`` among the params,
         evaluated every ``trial_eval_every`` rounds, trained once (an early stop is scored,
-        not refitted)."""
+        not refitted). Where the search scores the published model (:attr:`scores_published`)
+        the trial publishes its best evaluated round's model, as early stopping does (the
+        run's own, or one whose patience outlasts the rounds): the model of the round the
+        final run trains for."""
         cadence = {} if self.trial_eval_every is None else {"eval_every": self.trial_eval_every}
-        return resolve(self.options.model_copy(
+        run = resolve(self.options.model_copy(
             update={"params": {**self.options.params, **values}, **cadence})).without_refit()
+        schedule = run.schedule
+        if not self.scores_published or schedule.early_stopping is not None:
+            return run
+        keep = EarlyStopping(patience=max(schedule.rounds, 1), refit=False)
+        return run.model_copy(update={"schedule": schedule.model_copy(
+            update={"early_stopping": keep})})
+
+    @cached_property
+    def scores_published(self) -> bool:
+        """Whether a trial is scored on its published model, users folded in
+        (:func:`fedmc.tune.published.scores_published`), rather than on the clients' own
+        user rows."""
+        return scores_published(self.base.algorithm, self.column()[0])
 
     @cached_property
     def base(self) -> RunSpec:
@@ -229,6 +256,8 @@ def run_study(search: Search, study: Any,
     column, larger = search.column()
     grid = grid_of(search) is not None
     mine = [] if mine is None else mine
+    held = (cut_held_out(loaded[0], search.base.data.implicit)
+            if search.scores_published and loaded is not None else None)
 
     def objective(trial: Any) -> float:
         mine.append(trial.number)
@@ -263,6 +292,11 @@ def run_study(search: Search, study: Any,
         best_round, value = best_of(result.history.rows, column, larger,
                                     result.summary.get("early_stopping"))
         trial.set_user_attr("best_round", best_round)
+        if held is not None and result.artifact is not None:  # the model as it is used
+            trial.set_user_attr("clients_value", value)
+            value, chosen = published_score(result.artifact, held, column, larger,
+                                            search.fold_in)
+            trial.set_user_attr("fold_in", chosen)
         return value
 
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
@@ -454,9 +488,9 @@ def best_of(rows: list[dict[str, float]], column: str, larger: bool,
 
 
 def final_run(search: Search, study: Any) -> RunSpec:
-    """The best trial's settings on every training rating, for its best round's number of
-    rounds."""
+    """The best trial's settings (its fold-in values among them) on every training rating,
+    for its best round's number of rounds."""
     best = study.best_trial
-    options = search.options.model_copy(
-        update={"params": {**search.options.params, **best.params}})
+    options = search.options.model_copy(update={"params": {
+        **search.options.params, **best.params, **best.user_attrs.get("fold_in", {})}})
     return resolve(options).refit(int(best.user_attrs["best_round"]))

@@ -76,20 +76,22 @@ def parse_range(name: str, text: str) -> Range:
 
 def search_space(algorithm: str, implicit: bool, given: Mapping[str, str],
                  fixed: Mapping[str, Any]) -> dict[str, Searched]:
-    """The ranges and choices searched: the spec's (those for this kind of data, less the
-    settings the user fixed with a value), then the user's ``given`` ones (``name ->
-    LO:HI...``, ``A,B...`` or ``off``).
+    """The training settings a search tries: the spec's ranges and choices (those for this
+    kind of data, less the settings the user fixed with a value), then the user's ``given``
+    ones (``name -> LO:HI...``, ``A,B...`` or ``off``), fold-in settings apart
+    (:func:`fold_in_space`: each trial's published model is scored at the best of them).
 
     Raises
     ------
     ConfigError
-        A name that is no setting of the algorithm, or nothing left to search.
+        A name that is no setting of the algorithm, or no training setting left to search.
     """
     entry = spec(algorithm)
     kind = "interactions" if implicit else "ratings"
+    parsed = parsed_given(algorithm, given)
     space = {name: r for name, r in entry.search_space.items()
              if r.only in (None, kind) and name not in fixed}
-    _override(space, parsed_given(algorithm, given))
+    _override(space, {k: r for k, r in parsed.items() if k not in entry.fold_in_space})
     if not space:
         why = ("every setting of its search space is fixed or off" if entry.search_space
                else "it declares no search space")
@@ -102,10 +104,7 @@ def private_space(algorithm: str, given: Mapping[str, str], fixed: Mapping[str, 
                   ) -> tuple[dict[str, Searched], dict[str, Choice]]:
     """What a private search chooses (:mod:`fedmc.tune.private`): the training settings, the
     user's ``given`` ranges alone (each value tried costs a private run: the spec's declared
-    space is not searched unless named), and the fold-in settings, the spec's
-    ``fold_in_space`` less those fixed or ``off``, a given choice replacing a declared one and
-    a given range becoming :data:`FOLD_IN_POINTS` values spread over it (on its log scale with
-    ``log``).
+    space is not searched unless named), and the fold-in settings (:func:`fold_in_space`).
 
     Raises
     ------
@@ -115,19 +114,36 @@ def private_space(algorithm: str, given: Mapping[str, str], fixed: Mapping[str, 
     entry = spec(algorithm)
     parsed = parsed_given(algorithm, given)
     training = {k: r for k, r in parsed.items() if k not in entry.fold_in_space and r}
-    fold_in: dict[str, Searched] = {k: c for k, c in entry.fold_in_space.items()
-                                    if k not in fixed}
-    _override(fold_in, {k: r for k, r in parsed.items() if k in entry.fold_in_space})
+    fold_in = fold_in_space(algorithm, given, fixed)
     if not training and not fold_in:
         raise ConfigError(f"nothing to search for {algorithm} in a private search: name "
                           "training settings with --space NAME=LO:HI"
                           + (" (its fold-in settings are fixed or off)" if entry.fold_in_space
                              else ""))
-    return training, {k: as_choice(r) for k, r in fold_in.items()}
+    return training, fold_in
+
+
+def fold_in_space(algorithm: str, given: Mapping[str, str],
+                  fixed: Mapping[str, Any]) -> dict[str, Choice]:
+    """The fold-in settings a search chooses among after training (they cost no training
+    run: :mod:`fedmc.tune.published`): the spec's ``fold_in_space`` less those fixed or
+    ``off``, a given choice replacing a declared one and a given range becoming
+    :data:`FOLD_IN_POINTS` values spread over it (on its log scale with ``log``).
+
+    Raises
+    ------
+    ConfigError
+        A name that is no setting of the algorithm, or text that is no range or choice.
+    """
+    declared = spec(algorithm).fold_in_space
+    fold_in: dict[str, Searched] = {k: c for k, c in declared.items() if k not in fixed}
+    _override(fold_in, {k: r for k, r in parsed_given(algorithm, given).items()
+                        if k in declared})
+    return {k: as_choice(r) for k, r in fold_in.items()}
 
 
 FOLD_IN_POINTS = 7
-"""Values a private search tries of a fold-in setting given as a range."""
+"""Values a search tries of a fold-in setting given as a range."""
 
 
 def as_choice(r: Searched) -> Choice:
