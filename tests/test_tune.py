@@ -545,3 +545,46 @@ def test_a_search_in_two_processes_stops_whole_and_continues(tmp_path):
                 if r["state"] == "complete"]
     assert sorted((r["rank"], r["lam"], r["inner"]) for r in finished) == sorted(
         (k, x, n) for k in ("2", "4", "8") for x in ("1", "4") for n in ("5", "10"))
+
+
+def test_the_candidates_of_a_search():
+    from fedmc.tune.space import AUTO, candidates, settings_of, unclaimed
+
+    assert candidates(None, True) == [] and candidates("fedals", True) == []
+    assert set(candidates(AUTO, True)) == {"fedals", "ease"}  # interactions
+    assert "fedmc-admm" in candidates(AUTO, False) and "ease" not in candidates(AUTO, False)
+    assert candidates("ease, fedals", True) == ["ease", "fedals"]
+    for named, message in (("fedals,felb", "felb cannot be among"),
+                           ("fedals,nope", "unknown algorithm 'nope'"),
+                           ("fedals,fedals", "two or more")):
+        with pytest.raises(ConfigError, match=message):
+            candidates(named, True)
+    assert settings_of("ease", {"lam": "1:2", "rank": "2:8"}) == {"lam": "1:2"}
+    assert unclaimed(["ease", "fedals"], {"lam": 1, "beta": 2}) == ["beta"]
+
+
+def test_a_search_among_algorithms_keeps_the_best_on_the_cut(invoke, monkeypatch, capsys,
+                                                             tmp_path, small):
+    out = tmp_path / "among"
+    code, _, err = invoke(monkeypatch, capsys, "tune", *small, "--implicit", "--algorithm",
+                          "fedals,ease", "--rounds", "3", "--trials", "2", "-P", "rank=3",
+                          "--out", out, "--quiet")
+    assert code == 0, err
+    rows = list(csv.DictReader((out / "trials.csv").open()))
+    assert [r["algorithm"] for r in rows] == ["fedals"] * 2 + ["ease"] * 2
+    assert all(r["alpha"] == "" for r in rows if r["algorithm"] == "ease")  # fedals' alone
+    best = json.loads((out / "best.json").read_text())
+    by_algorithm = {a: max(float(r["value"]) for r in rows
+                           if r["algorithm"] == a and r["state"] == "complete")
+                    for a in ("fedals", "ease")}
+    assert best["candidates"] == pytest.approx(by_algorithm)  # NDCG: larger is better
+    winner = max(by_algorithm, key=by_algorithm.__getitem__)
+    assert best["algorithm"] == winner and best["value"] == pytest.approx(by_algorithm[winner])
+    assert json.loads((out / "best" / "config.json").read_text())["algorithm"] == winner
+    # refused with one line naming what: a setting no candidate has, a private search
+    for extra, message in ((["--space", "beta=0.1:1"], "beta: no candidate"),
+                           (["--dp-epsilon", "8"], "a private search fits one algorithm")):
+        code, _, err = invoke(monkeypatch, capsys, "tune", *small, "--implicit",
+                              "--algorithm", "fedals,ease", *extra, "--out", tmp_path / "x")
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x").exists()

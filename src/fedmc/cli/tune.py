@@ -17,6 +17,8 @@ import shlex
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from functools import partial
 from typing import Annotated, Any
 
 import typer
@@ -83,7 +85,10 @@ _EXTRAS = (
         "Trials at once, in this many processes on this machine, over one study (default 1; "
         "each loads the data; pays where one trial leaves cores idle).")], None),
 )
-_HELPS = {"eval_every": "Evaluate every this many rounds (default: a search's trials "
+_HELPS = {"algorithm": "Algorithm, or several, A,B: each searched in turn and the best on the "
+                       "cut kept; auto: every one that can take the data (with its search "
+                       "space and a fold-in); default: the data's.",
+          "eval_every": "Evaluate every this many rounds (default: a search's trials "
                         f"every rounds/{TUNE_EVALUATIONS}, at least 1; a private search "
                         "scores each trial once).",
           "out_dir": "Output folder (default runs/<time>-tune-<algorithm>-<data>).",
@@ -118,10 +123,9 @@ def tune(**typed: Any) -> None:
     from fedmc.files import write_atomic
     from fedmc.run.folder import RunFolder
     from fedmc.run.runner import execute, write_outputs
-    from fedmc.run.settings import TUNE_VALIDATION, resolve
+    from fedmc.run.settings import TUNE_VALIDATION
     from fedmc.tune.report import plot_search, trial_rows, trials_text, write_best
     from fedmc.tune.search import (
-        Search,
         check_space,
         close_interrupted,
         final_run,
@@ -130,7 +134,7 @@ def tune(**typed: Any) -> None:
         run_study,
         trial_data,
     )
-    from fedmc.tune.space import OFF, fold_in_space, is_searched, search_space
+    from fedmc.tune.space import OFF, candidates, is_searched
 
     ranges = {k: v for k, v in options.params.items() if is_searched(v)}
     ranges.update(parse_params(typed["space"] or []))
@@ -140,72 +144,83 @@ def tune(**typed: Any) -> None:
     if options.validation_fraction is None:
         options = options.model_copy(update={"validation_fraction": TUNE_VALIDATION})
     options = options.model_copy(update={"params": fixed})
+    among = candidates(options.algorithm, options.implicit)
     if options.private:
+        if among:
+            raise ConfigError(f"--algorithm {options.algorithm}: a private search fits one "
+                              "algorithm (each candidate would cost a search of the budget)")
         _private_tune(typed, options, ranges, fixed, trials)
         return
     if not options.validation_fraction:  # a private search says why in its own words
         raise ConfigError(f"--validation-fraction {options.validation_fraction:g}: a search "
                           f"scores its trials on a validation cut; give a share above 0 "
                           f"(default {TUNE_VALIDATION:g})")
-    base = resolve(options)  # the options checked before anything starts
-    space = search_space(base.algorithm, base.data.implicit, ranges, fixed)
-    folder = RunFolder(typed["out_dir"], f"tune-{base.algorithm}-{base.data.source}",
+    searches = _searches(typed, options, among, ranges, fixed, trials, pruner)
+    first = searches[0]
+    column, larger = first.column()
+    name = "+".join(among) if among else first.base.algorithm
+    folder = RunFolder(typed["out_dir"], f"tune-{name}-{first.base.data.source}",
                        typed["overwrite"], TUNE_FILES, command=_search_command(typed))
     target = folder.claim()
     storage = typed["storage"] or f"sqlite:///{(target / 'study.db').resolve()}"
-    search = Search(options.model_copy(update={"algorithm": base.algorithm}), space,
-                    trials, storage, typed["study_name"] or Search.study_name, pruner,
-                    seed=options.seed if typed["storage"] is None else None,
-                    timeout=typed["timeout"],
-                    trial_eval_every=None if typed["eval_every"] is not None else max(
-                        1, base.schedule.rounds // TUNE_EVALUATIONS),
-                    exclusive=typed["storage"] is None, given=tuple(ranges),
-                    fold_in=fold_in_space(base.algorithm, ranges, fixed))
-    column, larger = search.column()
-    opened: dict[str, Any] = {}  # the study, once open: its trials.csv on an interrupt
+    searches = [replace(s, storage=storage) for s in searches]
+    opened: dict[str, Any] = {}  # each algorithm's study, once open: trials.csv on an interrupt
     mine: list[int] = []  # this process's trials, closed here when a signal stops the worker
     jobs: list[Any] = []  # the other processes running trials (--jobs)
+
+    def rows_of(studies: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"algorithm": a, **row} if among else row for a, study in studies.items()
+                for row in trial_rows(study)]
 
     def trials_so_far() -> str | None:
         stop_jobs(jobs)  # each closes its own running trial
         if not opened:
             return None
-        study = opened["study"]
-        close_interrupted(study, [t.number for t in study.get_trials(deepcopy=False)]
-                          if search.exclusive else mine)  # in a study of its own: all left
-        return trials_text(trial_rows(study))
+        for study in opened.values():
+            close_interrupted(study, [t.number for t in study.get_trials(deepcopy=False)]
+                              if first.exclusive else mine)  # a study of its own: all left
+        return trials_text(rows_of(opened))
 
-    def prepared() -> tuple[Any, Any, Search, list[str]]:
+    def prepared(search: Any) -> tuple[Any, Any, Any, list[str]]:
         check_space(search, None)
-        opened["study"] = open_study(search)
+        opened[search.base.algorithm] = open_study(search)
         loaded = trial_data(search)
-        return (opened["study"], loaded,
+        return (opened[search.base.algorithm], loaded,
                 *fit_to_data(search, None if loaded is None else loaded[0]))
 
     # the work in a worker thread: this one hears the signals meanwhile (fedmc.cli.interrupts)
     with interrupt_marks(folder, {"trials.csv": trials_so_far}):
-        study, loaded, search, clipped = in_worker(prepared)
-        for line in [] if typed["quiet"] else clipped:
-            err.print(f"note: {line}", soft_wrap=True)
-        if folder.resumed and not typed["quiet"]:
-            done = sum(t.state.is_finished() and not t.user_attrs.get("interrupted")
-                       for t in study.trials)
-            err.print(f"continuing the interrupted search in {target}: {done} trials "
-                      "finished", soft_wrap=True)
-        jobs.extend(start_jobs(search, (typed["jobs"] or 1) - 1))
-        try:
-            with _trial_bar(typed["quiet"], search.planned_trials(), column) as shown:
-                in_worker(lambda: run_study(search, study, loaded, shown, mine))
-        except Exception:  # this process failed: the others stop with it (a signal: above)
-            stop_jobs(jobs)
-            raise
-        for line in in_worker(lambda: finish_jobs(jobs)):
-            err.print(f"warning: {line}", soft_wrap=True)
-        rows = trial_rows(study)
-        write_atomic(target / "trials.csv", trials_text(rows))
-        plot_search(target, rows, column, larger, space)
-        if not any(t.state.name == "COMPLETE" for t in study.trials):
-            raise ConfigError(f"no trial completed{_first_error(study)}")
+        done: list[tuple[Any, Any]] = []  # (search, study) of each algorithm
+        for planned in searches:
+            mine.clear()
+            study, loaded, search, clipped = in_worker(partial(prepared, planned))
+            if among and not typed["quiet"]:
+                err.print(f"searching {search.base.algorithm}", soft_wrap=True)
+            for line in [] if typed["quiet"] else clipped:
+                err.print(f"note: {line}", soft_wrap=True)
+            if folder.resumed and not typed["quiet"]:
+                finished = sum(t.state.is_finished() and not t.user_attrs.get("interrupted")
+                               for t in study.trials)
+                err.print(f"continuing the interrupted search in {target}: {finished} trials "
+                          "finished", soft_wrap=True)
+            jobs.extend(start_jobs(search, (typed["jobs"] or 1) - 1))
+            try:
+                with _trial_bar(typed["quiet"], search.planned_trials(), column) as shown:
+                    in_worker(partial(run_study, search, study, loaded, shown, mine))
+            except Exception:  # this process failed: the others stop with it (a signal: above)
+                stop_jobs(jobs)
+                raise
+            for line in in_worker(lambda: finish_jobs(jobs)):
+                err.print(f"warning: {line}", soft_wrap=True)
+            jobs.clear()
+            done.append((search, study))
+        write_atomic(target / "trials.csv", trials_text(rows_of(opened)))
+        finished_any = [(s, st) for s, st in done if _best_value(st) is not None]
+        if not finished_any:
+            raise ConfigError(f"no trial completed{_first_error(done[0][1])}")
+        search, study = (max if larger else min)(finished_any,
+                                                 key=lambda d: d[1].best_value)
+        plot_search(target, trial_rows(study), column, larger, search.space)
         final = final_run(search, study)
         if (target / "best").exists():
             shutil.rmtree(target / "best")
@@ -214,11 +229,14 @@ def tune(**typed: Any) -> None:
         # the published model scored as it is used, every test user folded in
         published = (in_worker(lambda: evaluated(target / "best"))
                      if search.scores_published and result.artifact is not None else None)
+        compared = ({s.base.algorithm: _best_value(st) for s, st in done} if among
+                    else None)
         write_best(target / "best.json", search, study, final, result.config,
-                   _run_words(typed), column, published)
+                   _run_words(typed), column, published, compared)
     if not typed["quiet"]:
         best = study.best_trial
-        summary_table(result.summary, f"best of {len(rows)} trials: {final.algorithm} "
+        trials_run = sum(len(trial_rows(st)) for _, st in done)
+        summary_table(result.summary, f"best of {trials_run} trials: {final.algorithm} "
                       f"{_shown({**best.params, **best.user_attrs.get('fold_in', {})})}")
     if published is not None:  # the test figure of the model as it is used
         shown = ", ".join(f"{k} {published[k]:.4f}" for k in published["metrics"]
@@ -227,6 +245,56 @@ def tune(**typed: Any) -> None:
                   f"{shown} (the table: the clients' own user rows)", soft_wrap=True)
     err.print(f"wrote {target}/trials.csv, best.json, search.png, settings.png and the final "
               f"run in {target}/best", soft_wrap=True)
+
+
+def _best_value(study: Any) -> float | None:
+    """The best completed trial's score of ``study``, None where no trial completed."""
+    return study.best_value if any(t.state.name == "COMPLETE" for t in study.trials) else None
+
+
+def _searches(typed: dict[str, Any], options: Any, among: list[str], ranges: dict[str, str],
+              fixed: dict[str, Any], trials: int, pruner: str) -> list[Any]:
+    """The search of each algorithm (one, or each of ``among``: the candidates, each with the
+    ranges and fixed settings it has, in a study of its own named after it), checked before
+    anything starts (the study's storage is set once the folder is claimed).
+
+    Raises
+    ------
+    ConfigError
+        Options or a space a search refuses; a setting no candidate has; candidates that
+        would be scored apart.
+    """
+    from fedmc.run.settings import resolve
+    from fedmc.tune.search import Search
+    from fedmc.tune.space import fold_in_space, search_space, settings_of, unclaimed
+
+    for name in unclaimed(among, {**ranges, **fixed}) if among else []:
+        raise ConfigError(f"{name}: no candidate of --algorithm {options.algorithm} "
+                          f"({', '.join(among)}) has a setting {name}")
+    searches = []
+    each: list[str | None] = [*among] or [None]  # None: the algorithm named, or the default
+    for algorithm in each:
+        mine, kept = ((ranges, fixed) if algorithm is None
+                      else (settings_of(algorithm, ranges), settings_of(algorithm, fixed)))
+        wanted = options.model_copy(update={"params": kept, **(
+            {"algorithm": algorithm} if algorithm is not None else {})})
+        base = resolve(wanted)  # the options checked before anything starts
+        study_name = typed["study_name"] or Search.study_name
+        searches.append(Search(
+            wanted.model_copy(update={"algorithm": base.algorithm}),
+            search_space(base.algorithm, base.data.implicit, mine, kept), trials, None,
+            study_name if algorithm is None else f"{study_name}-{algorithm}", pruner,
+            seed=options.seed if typed["storage"] is None else None, timeout=typed["timeout"],
+            trial_eval_every=None if typed["eval_every"] is not None else max(
+                1, base.schedule.rounds // TUNE_EVALUATIONS),
+            exclusive=typed["storage"] is None, given=tuple(mine),
+            fold_in=fold_in_space(base.algorithm, mine, kept)))
+    if among and not all(s.scores_published and s.column() == searches[0].column()
+                         for s in searches):
+        raise ConfigError(f"--algorithm {options.algorithm}: the candidates' trials would not "
+                          "be scored alike")
+    return searches
+
 
 
 def _check_search_inputs(typed: dict[str, Any]) -> None:

@@ -49,8 +49,9 @@ def trial_rows(study: Any) -> list[dict[str, Any]]:
 def trials_text(rows: list[dict[str, Any]]) -> str:
     """``trials.csv`` of :func:`trial_rows` (an empty cell where a trial has no value)."""
     text = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
+    if rows:  # every row's columns (the candidates of a search have settings of their own)
+        names = list(dict.fromkeys(name for row in rows for name in row))
+        writer = csv.DictWriter(text, fieldnames=names, restval="", lineterminator="\n")
         writer.writeheader()
         writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
     return text.getvalue()
@@ -66,12 +67,14 @@ def command_line(run: RunSpec, settings: dict[str, Any], typed: list[str]) -> st
 
 
 def write_best(path: Path, search: Search, study: Any, final: RunSpec, config: dict[str, Any],
-               typed: list[str], column: str, published: dict[str, Any] | None = None) -> None:
+               typed: list[str], column: str, published: dict[str, Any] | None = None,
+               candidates: dict[str, float | None] | None = None) -> None:
     """``best.json``: the best trial, its score (``scored``: on the published model, users
     folded in, or on the clients' own rows), its settings (fold-in values included), the
     final run's configuration (``config``: its ``config.json``, whose ``run`` and ``data`` it
     repeats), its command line and, where given, the final run's ``published`` evaluation
-    (``fedmc evaluate``'s metrics on the test split)."""
+    (``fedmc evaluate``'s metrics on the test split) and the best score of each of a search's
+    ``candidates`` (algorithms; null where no trial completed)."""
     best = study.best_trial
     settings = {**best.params, **best.user_attrs.get("fold_in", {})}
     write_atomic(path, strict_json({
@@ -81,7 +84,8 @@ def write_best(path: Path, search: Search, study: Any, final: RunSpec, config: d
         "best_round": best.user_attrs["best_round"], "settings": settings,
         **_final_fields({**search.space, **search.fold_in}, search.options.validation_fraction,
                         final, config, settings, typed),
-        **({"evaluation": published["metrics"]} if published is not None else {})}))
+        **({"evaluation": published["metrics"]} if published is not None else {}),
+        **({"candidates": candidates} if candidates is not None else {})}))
 
 
 def write_private_best(path: Path, search: PrivateSearch, chosen: Chosen,

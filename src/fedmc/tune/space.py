@@ -4,7 +4,9 @@
 A range is written ``LO:HI``, optionally followed by ``:log`` (a log scale) and ``:int`` (whole
 numbers), e.g. ``--space rank=8:128:log:int`` or ``-P lam=1:300:log``; a choice among values is
 written ``A,B[,...]``, e.g. ``--space consensus=all,rated``; ``--space name=off`` leaves a
-declared range or choice out (the algorithm's default is used).
+declared range or choice out (the algorithm's default is used). ``--algorithm A,B`` or
+``--algorithm auto`` searches several algorithms (:func:`candidates`), each setting going to
+those that have it (:func:`settings_of`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from fedmc.algorithms.registry import spec
-from fedmc.algorithms.spec import Choice, Range, Searched
+from fedmc.algorithms.registry import spec, specs
+from fedmc.algorithms.spec import AlgorithmSpec, Choice, Range, Searched
 from fedmc.errors import ConfigError
 
 OFF = "off"
@@ -72,6 +74,47 @@ def parse_range(name: str, text: str) -> Range:
     if "log" in flags and low <= 0:
         raise ConfigError(f"--space {name}: {text}: a log scale needs LO > 0")
     return Range(low, high, log="log" in flags, integer="int" in flags)
+
+
+AUTO = "auto"
+"""``--algorithm auto``: a search over every algorithm that can take the data
+(:func:`candidates`)."""
+
+
+def candidates(named: str | None, implicit: bool) -> list[str]:
+    """The algorithms a search chooses among: those of ``named`` written ``A,B``, every one
+    that declares a search space, folds users in (so every trial is scored alike, on its
+    published model: :mod:`fedmc.tune.published`) and fits this kind of data (interactions
+    with ``implicit``, else ratings) for ``auto``; ``[]`` for one algorithm (``named`` alone,
+    or the default).
+
+    Raises
+    ------
+    ConfigError
+        A name that is no algorithm, or an algorithm that cannot be among the candidates.
+    """
+    if named is None or ("," not in named and named.strip() != AUTO):
+        return []
+    if named.strip() == AUTO:
+        return [name for name, entry in specs().items() if _a_candidate(entry, implicit)]
+    names = list(dict.fromkeys(n.strip() for n in named.split(",")))
+    for name in names:
+        if not _a_candidate(spec(name), implicit):
+            raise ConfigError(f"--algorithm {named}: {name} cannot be among a search's "
+                              f"candidates on {'interactions' if implicit else 'ratings'} "
+                              f"(those are {', '.join(candidates(AUTO, implicit))})")
+    if len(names) < 2:
+        raise ConfigError(f"--algorithm {named}: name two or more algorithms, or one alone")
+    return names
+
+
+def _a_candidate(entry: AlgorithmSpec, implicit: bool) -> bool:
+    """Whether ``entry`` can be among a search's candidates (:func:`candidates`)."""
+    if not entry.search_space or entry.fold_in is None or entry.data_kind != "ratings":
+        return False
+    if implicit:
+        return bool(entry.interactions)
+    return entry.needs_interactions is None or not entry.needs_interactions(entry.Config())
 
 
 def search_space(algorithm: str, implicit: bool, given: Mapping[str, str],
@@ -192,3 +235,15 @@ def suggest(trial: Any, name: str, r: Searched) -> Any:
     if r.integer:
         return int(trial.suggest_int(name, int(r.low), int(r.high), log=r.log))
     return float(trial.suggest_float(name, r.low, r.high, log=r.log))
+
+
+def settings_of(algorithm: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``settings`` (ranges or values, by name) that ``algorithm`` has: what a search
+    among candidates gives each (:func:`candidates`)."""
+    fields = spec(algorithm).Config.model_fields
+    return {k: v for k, v in settings.items() if k in fields}
+
+
+def unclaimed(algorithms: list[str], settings: Mapping[str, Any]) -> list[str]:
+    """The names among ``settings`` that none of ``algorithms`` has."""
+    return [k for k in settings if all(k not in settings_of(a, {k: 0}) for a in algorithms)]
