@@ -235,8 +235,8 @@ def _trials_stopped_at(monkeypatch, stop: int | None) -> list[tuple[int, dict]]:
         if sum(rounds > 1 for rounds, _ in ran) == stop:
             raise Interrupted(signal.SIGINT)
         score = float(run.params.get("rank", 0)) + float(run.params.get("lam", 0)) / 10
-        return SimpleNamespace(history=SimpleNamespace(
-            rows=[{"round": 1, "validation_rmse": score}]), summary={})
+        return SimpleNamespace(history=SimpleNamespace(  # no model: scored on the clients' rows
+            rows=[{"round": 1, "validation_rmse": score}]), summary={}, artifact=None)
 
     monkeypatch.setattr("fedmc.tune.search.execute", trial)
     return ran
