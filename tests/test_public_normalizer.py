@@ -281,3 +281,28 @@ def test_fedmc_run_with_a_budget_alone_on_few_users_fits_the_baseline_and_says_s
                           tmp_path / "p", "-q")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--gamma 3" in err, err
     assert not (tmp_path / "p").exists()
+
+
+def test_an_experiment_with_dp_publishes_no_fitted_normalizer(tmp_path):
+    """Experiments build their spec from tables (:meth:`RunSpec.of`): under user-level DP the
+    normalizer is the public one unless named, and a fitted one is refused wherever a spec
+    is made."""
+    from fedmc.experiments.expand import PlannedRun
+    from fedmc.experiments.launch import run_one
+    from fedmc.run.spec import RunSpec
+
+    dp = {"rounds": 2, "dp": {"noise": 1.0, "clip": 0.1}}
+    data = {"dataset": "synthetic", "partition": "user"}
+    assert RunSpec.of("fedmc-admm", {}, data, dp).data.normalize == "public"
+    assert RunSpec.of("fedmc-admm", {}, data, {"rounds": 2}).data.normalize == "zscore"
+    assert RunSpec.of("fedals", {}, {**data, "implicit": True}, dp).data.normalize == "none"
+    for fitted in ("zscore", "center"):
+        with pytest.raises(ValueError, match=f"normalize={fitted} fits on the training"):
+            RunSpec.of("fedmc-admm", {}, {**data, "normalize": fitted}, dp)
+    planned = PlannedRun("dp", "fedmc-admm", {}, dp, data, {})
+    assert run_one(planned, tmp_path / "dp") is None
+    config = json.loads((tmp_path / "dp" / "config.json").read_text())
+    assert config["data"]["normalize"] == "public"
+    assert config["data"]["normalizer"]["kind"] == "public"  # the scale's, no fitted mean
+    planned = PlannedRun("z", "fedmc-admm", {}, dp, {**data, "normalize": "zscore"}, {})
+    assert "fits on the training ratings" in run_one(planned, tmp_path / "z")

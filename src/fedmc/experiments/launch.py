@@ -19,6 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -61,6 +62,11 @@ def run_one(spec: PlannedRun, out: Path, callback: RoundCallback | None = None) 
         run = RunSpec.of(spec.algorithm, spec.params, spec.data, spec.run)
         result = execute(run, callback=callback)
         write_outputs(out, result)
+    except ValidationError as exc:  # a setting a model refuses: its first error, one line
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        return _failed(out, (f"{where}: " if where else "")
+                       + first["msg"].removeprefix("Value error, "))
     except (FedMCError, ValueError) as exc:
         return _failed(out, str(exc))
     except Exception:  # a bug in a run must not lose the other runs

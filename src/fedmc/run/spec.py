@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fedmc.algorithms.registry import default_algorithm, spec
 from fedmc.federation.settings import Backend, Schedule
@@ -43,6 +43,17 @@ class RunSpec(BaseModel):
                                    "line's words (config.json's run.notes; fedmc run prints "
                                    "them)")
 
+    @model_validator(mode="after")
+    def _dp_normalizer_is_public(self) -> RunSpec:
+        """A run with user-level DP publishes no normalizer fitted on its training ratings
+        (``config.json`` and the model carry it, a release the budget does not account):
+        wherever a spec is made (``docs/privacy.md``)."""
+        if self.schedule.dp is not None and self.data.normalize in ("center", "zscore"):
+            raise ValueError(f"normalize={self.data.normalize} fits on the training ratings, "
+                             "which a DP run may not publish: use normalize=public (the "
+                             "default with DP) or normalize=none")
+        return self
+
     def config(self) -> Any:
         """The algorithm's validated ``Config``."""
         return spec(self.algorithm).Config(**self.params)
@@ -52,15 +63,20 @@ class RunSpec(BaseModel):
            run: dict[str, Any]) -> RunSpec:
         """The spec of a run given as tables (an experiment's ``params``, ``data`` and
         ``run``: :class:`~fedmc.federation.settings.Schedule` fields, ``ranking_k`` and
-        ``save_user_factors``), taken as they are: no default is chosen for it.
+        ``save_user_factors``), taken as they are: no default is chosen for it but the
+        normalizer of a run with user-level DP, public (``none`` for interactions) where
+        ``data`` names none, as ``fedmc run`` chooses it.
 
         Raises
         ------
         pydantic.ValidationError
-            A value a field refuses, or a name that is no field (in ``run``: of the schedule).
+            A value a field refuses, a name that is no field (in ``run``: of the schedule),
+            or a normalizer fitted on the training ratings in a run with user-level DP.
         """
         own = {k: v for k, v in run.items() if k in ("ranking_k", "save_user_factors")}
         schedule = Schedule(**{k: v for k, v in run.items() if k not in own})
+        if schedule.dp is not None and data.get("normalize") is None:
+            data = {**data, "normalize": "none" if data.get("implicit") else "public"}
         return cls(algorithm=algorithm, params=params, data=DataSettings(**data),
                    schedule=schedule, **own)
 
