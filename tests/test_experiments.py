@@ -313,3 +313,51 @@ def test_a_data_set_without_download_stops_before_any_run(workdir):
         run_experiment(with_overrides(tiny(), ["netflix"]), quiet=True)
     (folder,) = (workdir / "runs" / "tiny").iterdir()
     assert not (folder / "runs").exists()
+
+
+# ----------------------------------------------------------------------------- backends
+
+
+def test_a_run_table_places_the_clients_on_a_backend(workdir, cli):
+    from fedmc.experiments.expand import validate
+    from fedmc.run.spec import RunSpec
+
+    runs = expand(tiny(TINY.replace("active = 2", "active = 2\nbackend = { kind = \"ray\", "
+                                    "workers = 3 }"))).runs
+    assert runs[0].run["backend"] == {"kind": "ray", "workers": 3}
+    spec = RunSpec.of(runs[0].algorithm, runs[0].params, runs[0].data, runs[0].run)
+    assert (spec.backend.kind, spec.backend.workers) == ("ray", 3)
+    assert spec.schedule.active == 2  # the schedule's settings stay the schedule's
+    for bad, message in (('backend = { kind = "ray", workers = 0 }', "backend setting workers"),
+                         ('backend = { kind = "spark" }', "backend setting kind"),
+                         ('backend = "ray"', "a table such as")):
+        with pytest.raises(ConfigError, match=message):
+            validate(expand(tiny(TINY.replace("active = 2", f"active = 2\n{bad}"))).runs, "t")
+    config_file = workdir / "ray.toml"
+    config_file.write_text(TINY.replace("active = 2", 'active = 2\nbackend = { kind = "ray" }'))
+    result = cli("experiment", "--config", config_file, "--jobs", "2", "--quiet")
+    assert "would start a Ray in each process" in str(result.exception)
+    assert not (workdir / "runs").exists()  # refused before a folder is made
+
+
+@pytest.mark.slow
+def test_an_experiment_on_ray_equals_the_batched_one(workdir, cli):
+    pytest.importorskip("ray")
+    histories = {}
+    for name, extra in (("batched", ""), ("ray", '\nbackend = { kind = "ray", workers = 2 }')):
+        config_file = workdir / f"{name}.toml"
+        config_file.write_text(TINY.replace('name = "tiny"', f'name = "{name}"')
+                               .replace("seeds = 2", "seeds = 1")
+                               .replace("active = 2", "active = 2" + extra))
+        result = cli("experiment", "--config", config_file, "--quiet")
+        assert result.exit_code == 0, result.output
+        (folder,) = (workdir / "runs" / name).iterdir()
+        (run,) = (folder / "runs").iterdir()
+        histories[name] = (run / "history.csv").read_text().splitlines()
+        backend = json.loads((run / "config.json").read_text())["run"].get("backend")
+        assert backend == ({"kind": "ray", "workers": 2, "address": None} if extra else None)
+    header = histories["batched"][0].split(",")
+    for one, two in zip(histories["batched"][1:], histories["ray"][1:], strict=True):
+        for key, a, b in zip(header, one.split(","), two.split(","), strict=True):
+            if key != "seconds":
+                assert float(b) == pytest.approx(float(a), rel=1e-10, abs=1e-12), key

@@ -41,7 +41,9 @@ class PlannedRun:
     params
         Algorithm parameters (the algorithm's defaults fill the rest).
     run
-        Fields of :class:`fedmc.federation.settings.Schedule` (seed included) and ``ranking_k``.
+        Fields of :class:`fedmc.federation.settings.Schedule` (seed included) and the spec's
+        own (:data:`fedmc.run.spec.OWN_RUN_SETTINGS`: ``ranking_k``, ``save_user_factors``,
+        ``backend``).
     data
         Keyword arguments of :class:`fedmc.run.data.DataSettings` (seed included).
     facets
@@ -247,8 +249,9 @@ def validate(runs: list[PlannedRun], name: str) -> None:
     """
     from fedmc.algorithms.registry import spec
     from fedmc.data.registry import dataset_names
-    from fedmc.federation.settings import Schedule
+    from fedmc.federation.settings import Backend, Schedule
     from fedmc.run.data import DataSettings
+    from fedmc.run.spec import OWN_RUN_SETTINGS, RunSpec
 
     known_sets = {*dataset_names(), *generated_names()}
     errors: dict[str, None] = {}
@@ -262,17 +265,27 @@ def validate(runs: list[PlannedRun], name: str) -> None:
             continue
         checks = (
             ("parameter", algo.Config, r.params),
-            ("run setting", Schedule, {k: v for k, v in r.run.items() if k != "ranking_k"}),
+            ("run setting", Schedule, {k: v for k, v in r.run.items()
+                                       if k not in OWN_RUN_SETTINGS}),
+            ("backend setting", Backend, _table(r.run.get("backend", {}))),
             ("data setting", DataSettings, r.data),
         )
+        failed = False
         for what, model, values in checks:
             place = f"on {r.facets['dataset']}" if model is DataSettings else where
             try:
                 model(**values)
             except ValidationError as exc:
                 errors[f"{place}: {_validation_text(exc, what, list(model.model_fields))}"] = None
+                failed = True
             except (FedMCError, ValueError) as exc:
                 errors[f"{where}: {exc}"] = None
+                failed = True
+        if not failed:  # the rules between settings (a DP run's normalizer)
+            try:
+                RunSpec.of(r.algorithm, r.params, r.data, r.run)
+            except ValidationError as exc:
+                errors[f"{where}: {_validation_text(exc, 'run', [])}"] = None
         dataset = r.data.get("dataset")
         if dataset is not None and dataset not in known_sets:
             errors[f"unknown data set {dataset!r}; known: {', '.join(sorted(known_sets))}"] = None
@@ -287,4 +300,19 @@ def _validation_text(exc: ValidationError, what: str, known: list[str]) -> str:
     loc = ".".join(str(x) for x in first["loc"])
     if first["type"] == "extra_forbidden":
         return f"unknown {what} {loc!r} (known: {', '.join(known)})"
-    return f"{what} {loc}: {first['msg']}" if loc else f"{what}: {first['msg']}"
+    msg = first["msg"].removeprefix("Value error, ")
+    return f"{what} {loc}: {msg}" if loc else f"{what}: {msg}"
+
+
+def _table(value: Any) -> dict[str, Any]:
+    """A run's ``backend``: a table of :class:`fedmc.federation.settings.Backend` fields.
+
+    Raises
+    ------
+    ConfigError
+        Anything else.
+    """
+    if not isinstance(value, dict):
+        raise ConfigError(f"run setting backend: a table such as {{ kind = \"ray\", workers = "
+                          f"2 }}, got {value!r}")
+    return value

@@ -17,6 +17,9 @@ from fedmc.federation.settings import Backend, Schedule
 from fedmc.run.data_settings import DataSettings
 
 DEFAULT_ALGORITHM = default_algorithm("ratings")
+OWN_RUN_SETTINGS = ("ranking_k", "save_user_factors", "backend")
+"""The settings of a run table (:meth:`RunSpec.of`) that are the spec's own, not the
+schedule's."""
 
 
 class RunSpec(BaseModel):
@@ -62,10 +65,11 @@ class RunSpec(BaseModel):
     def of(cls, algorithm: str, params: dict[str, Any], data: dict[str, Any],
            run: dict[str, Any]) -> RunSpec:
         """The spec of a run given as tables (an experiment's ``params``, ``data`` and
-        ``run``: :class:`~fedmc.federation.settings.Schedule` fields, ``ranking_k`` and
-        ``save_user_factors``), taken as they are: no default is chosen for it but the
-        normalizer of a run with user-level DP, public (``none`` for interactions) where
-        ``data`` names none, as ``fedmc run`` chooses it.
+        ``run``: :class:`~fedmc.federation.settings.Schedule` fields and
+        :data:`OWN_RUN_SETTINGS`: ``ranking_k``, ``save_user_factors``, ``backend``, a table of
+        :class:`~fedmc.federation.settings.Backend`), taken as they are: no default is chosen
+        for it but the normalizer of a run with user-level DP, public (``none`` for
+        interactions) where ``data`` names none, as ``fedmc run`` chooses it.
 
         Raises
         ------
@@ -73,7 +77,7 @@ class RunSpec(BaseModel):
             A value a field refuses, a name that is no field (in ``run``: of the schedule),
             or a normalizer fitted on the training ratings in a run with user-level DP.
         """
-        own = {k: v for k, v in run.items() if k in ("ranking_k", "save_user_factors")}
+        own = {k: v for k, v in run.items() if k in OWN_RUN_SETTINGS}
         schedule = Schedule(**{k: v for k, v in run.items() if k not in own})
         if schedule.dp is not None and data.get("normalize") is None:
             data = {**data, "normalize": "none" if data.get("implicit") else "public"}
