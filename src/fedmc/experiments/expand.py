@@ -286,6 +286,8 @@ def validate(runs: list[PlannedRun], name: str) -> None:
                 RunSpec.of(r.algorithm, r.params, r.data, r.run)
             except ValidationError as exc:
                 errors[f"{where}: {_validation_text(exc, 'run', [])}"] = None
+            except ValueError as exc:
+                errors[f"{where}: {exc}"] = None
         dataset = r.data.get("dataset")
         if dataset is not None and dataset not in known_sets:
             errors[f"unknown data set {dataset!r}; known: {', '.join(sorted(known_sets))}"] = None

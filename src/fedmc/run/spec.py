@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from fedmc.algorithms.registry import default_algorithm, spec
 from fedmc.federation.settings import Backend, Schedule
@@ -46,17 +46,6 @@ class RunSpec(BaseModel):
                                    "line's words (config.json's run.notes; fedmc run prints "
                                    "them)")
 
-    @model_validator(mode="after")
-    def _dp_normalizer_is_public(self) -> RunSpec:
-        """A run with user-level DP publishes no normalizer fitted on its training ratings
-        (``config.json`` and the model carry it, a release the budget does not account):
-        wherever a spec is made (``docs/privacy.md``)."""
-        if self.schedule.dp is not None and self.data.normalize in ("center", "zscore"):
-            raise ValueError(f"normalize={self.data.normalize} fits on the training ratings, "
-                             "which a DP run may not publish: use normalize=public (the "
-                             "default with DP) or normalize=none")
-        return self
-
     def config(self) -> Any:
         """The algorithm's validated ``Config``."""
         return spec(self.algorithm).Config(**self.params)
@@ -74,13 +63,19 @@ class RunSpec(BaseModel):
         Raises
         ------
         pydantic.ValidationError
-            A value a field refuses, a name that is no field (in ``run``: of the schedule),
-            or a normalizer fitted on the training ratings in a run with user-level DP.
+            A value a field refuses, or a name that is no field (in ``run``: of the schedule).
+        ValueError
+            A normalizer fitted on the training ratings in a run with user-level DP.
         """
         own = {k: v for k, v in run.items() if k in OWN_RUN_SETTINGS}
         schedule = Schedule(**{k: v for k, v in run.items() if k not in own})
-        if schedule.dp is not None and data.get("normalize") is None:
-            data = {**data, "normalize": "none" if data.get("implicit") else "public"}
+        if schedule.dp is not None:  # a DP run publishes no normalizer fitted on its ratings
+            if data.get("normalize") is None:  # (config.json and the model carry it)
+                data = {**data, "normalize": "none" if data.get("implicit") else "public"}
+            elif data["normalize"] in ("center", "zscore"):
+                raise ValueError(f"normalize={data['normalize']} fits on the training ratings, "
+                                 "which a DP run may not publish: use normalize=public (the "
+                                 "default with DP) or normalize=none")
         return cls(algorithm=algorithm, params=params, data=DataSettings(**data),
                    schedule=schedule, **own)
 
