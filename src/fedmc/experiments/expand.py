@@ -276,7 +276,7 @@ def validate(runs: list[PlannedRun], name: str) -> None:
             try:
                 model(**values)
             except ValidationError as exc:
-                errors[f"{place}: {_validation_text(exc, what, list(model.model_fields))}"] = None
+                errors[f"{place}: {validation_text(exc, what, list(model.model_fields))}"] = None
                 failed = True
             except (FedMCError, ValueError) as exc:
                 errors[f"{where}: {exc}"] = None
@@ -285,7 +285,7 @@ def validate(runs: list[PlannedRun], name: str) -> None:
             try:
                 RunSpec.of(r.algorithm, r.params, r.data, r.run)
             except ValidationError as exc:
-                errors[f"{where}: {_validation_text(exc, 'run', [])}"] = None
+                errors[f"{where}: {validation_text(exc, 'run', [])}"] = None
             except ValueError as exc:
                 errors[f"{where}: {exc}"] = None
         dataset = r.data.get("dataset")
@@ -297,7 +297,9 @@ def validate(runs: list[PlannedRun], name: str) -> None:
         raise ConfigError(f"{name}: " + "; ".join(shown) + (f"; and {more} more" if more else ""))
 
 
-def _validation_text(exc: ValidationError, what: str, known: list[str]) -> str:
+def validation_text(exc: ValidationError, what: str, known: list[str]) -> str:
+    """The first error of ``exc`` in one line: ``what`` and where, or an unknown name with the
+    ``known`` ones."""
     first = exc.errors()[0]
     loc = ".".join(str(x) for x in first["loc"])
     if first["type"] == "extra_forbidden":

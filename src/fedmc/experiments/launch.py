@@ -32,7 +32,7 @@ from rich.progress import (
 )
 
 from fedmc.errors import FedMCError
-from fedmc.experiments.expand import PlannedRun
+from fedmc.experiments.expand import PlannedRun, validation_text
 from fedmc.experiments.store import run_dir
 from fedmc.federation.loop import RoundCallback
 
@@ -63,10 +63,7 @@ def run_one(spec: PlannedRun, out: Path, callback: RoundCallback | None = None) 
         result = execute(run, callback=callback)
         write_outputs(out, result)
     except ValidationError as exc:  # a setting a model refuses: its first error, one line
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        return _failed(out, (f"{where}: " if where else "")
-                       + first["msg"].removeprefix("Value error, "))
+        return _failed(out, validation_text(exc, "setting", []))
     except (FedMCError, ValueError) as exc:
         return _failed(out, str(exc))
     except Exception:  # a bug in a run must not lose the other runs
