@@ -55,12 +55,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked slow run only with ``--slow``."""
+    """Tests marked slow, and those that start real Flower processes (marked federation), run
+    only with ``--slow``."""
     if config.getoption("--slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with --slow")
     for item in items:
-        if "slow" in item.keywords:
+        if "slow" in item.keywords or "federation" in item.keywords:
             item.add_marker(skip)
 
 

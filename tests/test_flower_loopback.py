@@ -113,7 +113,8 @@ def test_a_secure_federation_equals_fedmc_run(tmp_path, algorithm, params, model
 
 
 @pytest.mark.parametrize("item_step", ["sums", "exchanges"])
-@pytest.mark.parametrize("secagg", [False, True], ids=["plain", "secure"])
+@pytest.mark.parametrize("secagg", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["plain", "secure"])
 def test_fedals_factors_federation_equals_fedmc_run(tmp_path, secagg, item_step,
                                                     loopback_federation, data_settings,
                                                     ratings_file):

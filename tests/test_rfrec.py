@@ -214,12 +214,13 @@ def test_storage_is_one_row_per_rated_client_item_pair(tiny_federated):
     assert run(ALGORITHM, one_user, []).clients.state.V_loc.shape[0] == one_user.train.nnz
 
 
-@pytest.mark.parametrize("p", [0.2, 0.5, 0.8])
-def test_rfrecf_communication_rounds_match_lemma_3_9(p, tiny_federated):
+@pytest.mark.parametrize(("p", "runs"), [(0.5, 50), pytest.param(0.2, 200, marks=pytest.mark.slow),
+                                         pytest.param(0.8, 200, marks=pytest.mark.slow)])
+def test_rfrecf_communication_rounds_match_lemma_3_9(p, runs, tiny_federated):
     """Over many seeds the mean count matches 2p(1-p)T (exactly p + 2p(1-p)(T-1): the first
     iteration communicates only when zeta_0 = 1)."""
     data, _, _ = tiny_federated(m=6, n=5, p=2)
-    T, runs = 60, 200
+    T = 60
     counts = np.empty(runs)
     for seed in range(runs):
         counts[seed] = run(ALGORITHM_F, data, [np.arange(2)] * T, seed, p=p).server.comm_rounds

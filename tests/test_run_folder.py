@@ -115,6 +115,7 @@ def long_run_args(tmp_path_factory) -> list[str]:
             "--rounds", "100000", "--rank", "3", "-q"]
 
 
+@pytest.mark.slow
 def test_sigint_and_sigterm_exit_130_and_143_and_mark_the_folder(tmp_path, long_run_args):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
     procs = {}
