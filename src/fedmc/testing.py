@@ -178,7 +178,7 @@ def assert_same_history(a: History, b: History, rtol: float = 1e-10, atol: float
 
 
 def run_driver(algorithm: Algorithm, cfg: Any, data: Any, make_sampler: Callable[[], Any],
-               rounds: int, seed: int, driver: str, dp: UserDP | None = None) -> Outcome:
+               rounds: int, seed: int, driver: Driver, dp: UserDP | None = None) -> Outcome:
     """One simulation of ``algorithm`` with a fresh sampler, evaluating every round (with
     user-level DP ``dp``, if any)."""
     return simulate(algorithm, cfg, data, rounds=Rounds(make_sampler(), rounds, dp=dp), seed=seed,

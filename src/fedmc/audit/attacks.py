@@ -62,6 +62,7 @@ def observations(records: Sequence[BoundaryRecord], mode: str,
         if not len(cohort):
             continue
         if mode != "plain":
+            assert rec.summed is not None  # recorded by every server step
             yield Observation(rec.message.round, cohort,
                               np.hstack([np.asarray(rec.summed[n]) for n in names]))
             continue
@@ -220,7 +221,8 @@ def _decode_with_hidden(c: np.ndarray, b: np.ndarray, e: np.ndarray, scale: floa
     pick = linalg.qr(X.T, pivoting=True, mode="r")[1][:min(3, len(c))]
     solve = np.linalg.pinv(X[pick])
     n_grid, k = len(grid), len(pick)
-    best, best_cost = None, np.inf
+    best: np.ndarray | None = None
+    best_cost = np.inf
     for lo in range(0, n_grid**k, chunk):
         index = np.arange(lo, min(lo + chunk, n_grid**k))
         values = grid[np.stack(np.unravel_index(index, (n_grid,) * k), axis=1)]
@@ -230,6 +232,8 @@ def _decode_with_hidden(c: np.ndarray, b: np.ndarray, e: np.ndarray, scale: floa
         i = int(np.argmin(cost))
         if cost[i] < best_cost:
             best, best_cost = m[i], float(cost[i])
+    if best is None:
+        raise ValueError("no assignment has a finite cost (non-finite rows)")
     return _nearest(best, grid)
 
 
@@ -311,7 +315,7 @@ def link_groups(groups: Sequence[Group], least: int = 3, overlap: float = 0.5,
                               shape=(len(groups), n_clients)).tocsr()
     owner = np.asarray(votes.argmax(axis=1)).ravel()  # of each group, its most voted client
     named: dict[int, list[np.ndarray]] = {}
-    for g in np.flatnonzero(np.diff(votes.indptr)):
+    for g in np.flatnonzero(np.diff(votes.indptr)).tolist():
         named.setdefault(int(owner[g]), []).append(groups[g].items)
     return {c: np.unique(np.concatenate(parts)) for c, parts in named.items()}
 

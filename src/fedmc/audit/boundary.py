@@ -13,7 +13,7 @@ import numpy as np
 from fedmc.core.protocol import Algorithm, Message
 from fedmc.core.uploads import Summed, Uploads
 from fedmc.federation.loop import Outcome, RoundCallback, Rounds
-from fedmc.sim import simulate
+from fedmc.sim import Driver, simulate
 
 
 @dataclasses.dataclass
@@ -26,7 +26,7 @@ class BoundaryRecord:
 
 
 def record_boundary(algorithm: Algorithm, cfg: Any, data: Any, *, rounds: Rounds,
-                    seed: int = 0, driver: str = "batched",
+                    seed: int = 0, driver: Driver = "batched",
                     callback: RoundCallback | None = None,
                     ) -> tuple[list[BoundaryRecord], Outcome]:
     """Run ``algorithm`` with its client and server steps wrapped so that every upload and
@@ -62,7 +62,12 @@ def _copy_uploads(uploads: Uploads) -> Uploads:
     """Copies of every array of the uploads (dense parts and every field of their rows)."""
     return {name: dataclasses.replace(
         s, dense=None if s.dense is None else np.array(s.dense),
-        rows=None if s.rows is None else dataclasses.replace(
-            s.rows, **{f.name: np.array(getattr(s.rows, f.name))
-                       for f in dataclasses.fields(s.rows)}))
+        rows=None if s.rows is None else _copied(s.rows))
         for name, s in uploads.items()}
+
+
+def _copied(rows: Any) -> Any:
+    """A copy of a dataclass of arrays: each array field copied, the others as they are."""
+    fields = {f.name: getattr(rows, f.name) for f in dataclasses.fields(rows)}
+    return dataclasses.replace(rows, **{name: np.array(value) for name, value in fields.items()
+                                        if isinstance(value, np.ndarray)})

@@ -178,6 +178,11 @@ def epsilon_lower_bound(inside: list[Artifacts], outside: list[Artifacts],
     return best
 
 
+def _value_in(name: str, values: frozenset[Any]) -> Callable[[Artifacts], bool]:
+    """The test that a run's published value ``name`` is one of ``values``."""
+    return lambda a: a.get(name) in values
+
+
 def _candidate_tests(inside: list[Artifacts], outside: list[Artifacts],
                      ) -> dict[str, Callable[[Artifacts], bool]]:
     """The tests the calibration runs suggest (module docstring): per published value, the
@@ -189,7 +194,7 @@ def _candidate_tests(inside: list[Artifacts], outside: list[Artifacts],
             continue
         only_in = {a.get(name) for a in inside} - {a.get(name) for a in outside}
         if only_in:
-            tests[name] = lambda a, name=name, only=frozenset(only_in): a.get(name) in only
+            tests[name] = _value_in(name, frozenset(only_in))
     losses_in = np.array([a[LOSS] for a in inside])
     losses_out = np.array([a[LOSS] for a in outside])
     candidates = np.unique(np.concatenate([losses_in, losses_out]))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
@@ -145,7 +145,7 @@ def run_audit(data: FederatedData, settings: AuditSettings,
     for view in settings.views:
         callback = None if progress is None else progress(view)
         dp = settings.dp if view == "dp" else None
-        kind = "bernoulli" if dp is not None else "uniform"
+        kind: Literal["bernoulli", "uniform"] = "bernoulli" if dp is not None else "uniform"
         records, sim = record_boundary(
             algorithm, cfg, data, seed=settings.seed, callback=callback, rounds=Rounds(
                 make_sampler(data.n_clients, settings.active, kind), settings.rounds, dp=dp))

@@ -82,8 +82,8 @@ def save_cached(cache_dir: Path, key: str, ratings: Ratings) -> bool:
                 users=ratings.users,
                 items=ratings.items,
                 values=ratings.values,
-                user_ids=ratings.user_ids,
-                item_ids=ratings.item_ids,
+                user_ids=ratings.ids("user"),
+                item_ids=ratings.ids("item"),
                 source=np.str_(ratings.meta.get("source", "")),
             )
         os.replace(tmp_name, cache_dir / f"{key}.npz")

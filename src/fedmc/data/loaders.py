@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, NoReturn
 
 import numpy as np
 
@@ -26,9 +26,14 @@ from fedmc.errors import ConfigError, DataError
 # touch it, so it is imported on first use.
 #: The largest rating magnitude read: squares and sums of squares of ratings stay finite.
 MAX_RATING = 1e150
-pa = lazy_import("pyarrow")
-pc = lazy_import("pyarrow.compute")
-pacsv = lazy_import("pyarrow.csv")
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+else:
+    pa = lazy_import("pyarrow")
+    pc = lazy_import("pyarrow.compute")
+    pacsv = lazy_import("pyarrow.csv")
 
 Duplicates = Literal["error", "last", "mean"]
 DUPLICATE_POLICIES: tuple[str, ...] = ("error", "last", "mean")
@@ -476,7 +481,8 @@ def _arrow_csv(text: bytes, fmt: _Format, id_type: pa.DataType) -> pa.Table:
         positions = [2 * k for k in fmt.fields]
         empty = list(range(1, n_columns, 2))
     else:
-        delimiter, n_columns, positions, empty = fmt.delimiter, fmt.n_fields, fmt.fields, []
+        delimiter, n_columns = fmt.delimiter, fmt.n_fields
+        positions, empty = list(fmt.fields), []
     names = [f"f{k}" for k in range(n_columns)]
     keep = [names[k] for k in positions]
     types = {names[k]: pa.null() for k in empty}
@@ -528,7 +534,7 @@ def _to_numpy(column: pa.ChunkedArray) -> np.ndarray:
     return column.to_numpy()
 
 
-def _raise_first_bad_line(path: Path, text: bytes, fmt: _Format, failure: str) -> None:
+def _raise_first_bad_line(path: Path, text: bytes, fmt: _Format, failure: str) -> NoReturn:
     """Scan line by line (slow path) and raise a :class:`DataError` for the first bad line."""
     for number, raw_line in enumerate(text.split(b"\n"), start=1):
         if number <= fmt.skip_lines:
@@ -630,7 +636,7 @@ def _read_netflix_file(path: Path) -> _Raw:
     return _Raw(users, items, values, locate)
 
 
-def _raise_first_bad_netflix_line(path: Path, data: bytes, failure: str) -> None:
+def _raise_first_bad_netflix_line(path: Path, data: bytes, failure: str) -> NoReturn:
     seen_movie = False
     for number, raw_line in enumerate(data.split(b"\n"), start=1):
         line = raw_line.decode("utf-8", errors="replace").strip()
@@ -644,6 +650,7 @@ def _raise_first_bad_netflix_line(path: Path, data: bytes, failure: str) -> None
         if not seen_movie:
             raise DataError(f"expected a movie line such as '1:', found {line!r}", path, number)
         tokens = [t.strip() for t in line.split(",")]
+        problem: str | None
         if len(tokens) != 3:
             problem = f"expected 3 fields (user,rating,date), found {len(tokens)}"
         elif not re.fullmatch(r"\d+", tokens[0]):

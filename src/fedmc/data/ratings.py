@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -57,6 +58,12 @@ class Ratings:
     def n_ratings(self) -> int:
         """Number of observed entries."""
         return int(len(self.values))
+
+    def ids(self, kind: Literal["user", "item"]) -> np.ndarray:
+        """The raw ids of the users or of the items, by dense index (the dense indices
+        themselves where the data came without ids)."""
+        ids = self.user_ids if kind == "user" else self.item_ids
+        return np.arange(self.n_users if kind == "user" else self.n_items) if ids is None else ids
 
     @property
     def shape(self) -> tuple[int, int]:

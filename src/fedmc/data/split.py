@@ -90,8 +90,8 @@ def fixed_split(train: Ratings, test: Ratings) -> tuple[Ratings, np.ndarray, dic
     ``exclude_unknowns=True`` does; new users are the fold-in's job
     (:meth:`fedmc.model.FactorModel.fold_in`).
     """
-    users, user_known = IdVocabulary(train.user_ids, "user").lookup(test.user_ids[test.users])
-    items, item_known = IdVocabulary(train.item_ids, "item").lookup(test.item_ids[test.items])
+    users, user_known = IdVocabulary(train.ids("user"), "user").lookup(test.ids("user")[test.users])
+    items, item_known = IdVocabulary(train.ids("item"), "item").lookup(test.ids("item")[test.items])
     keep = user_known & item_known
     merged = replace(
         train,

@@ -106,7 +106,7 @@ def _alias_draw(z: np.uint64, prob: np.ndarray, alias: np.ndarray) -> int:
     n = np.uint64(prob.shape[0])
     j = np.int64(((z >> _S32) * n) >> _S32)
     if (z & _LOW32) * _TWO_M32 < prob[j]:
-        return j
+        return int(j)
     return alias[j]
 
 

@@ -41,7 +41,9 @@ def load_item_ratings(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         finite number, or an item rated twice.
     """
     path = Path(path)
-    items, values, first_line = [], [], {}
+    items: list[str] = []
+    values: list[float] = []
+    first_line: dict[str, int] = {}
     for number, (item, rating) in _rows(path, (("item", ITEM_COLUMNS),
                                                ("rating", RATING_COLUMNS))):
         problem = _check_rating(rating)

@@ -29,6 +29,8 @@ from fedmc.core.scale import Normalizer
 from fedmc.data.vocabulary import IdVocabulary
 from fedmc.errors import ConfigError, DataError
 
+_NO_USER_FACTORS = ("this model has no user factors (they stay on the clients): run with "
+                    "--save-user-factors, or fold the user in from ratings")
 
 @dataclass(frozen=True)
 class NewUser:
@@ -198,9 +200,15 @@ class FactorModel:
             When the user factors were not saved.
         """
         if self.user_ids is None:
-            raise DataError("this model has no user factors (they stay on the clients): run "
-                            "with --save-user-factors, or fold the user in from ratings")
+            raise DataError(_NO_USER_FACTORS)
         return IdVocabulary(self.user_ids, "user")
+
+    def _saved_users(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The saved user factors and each user's training items (``U``, ``rated_ptr``,
+        ``rated_items``); a :class:`DataError` when they were not saved."""
+        if self.U is None or self.rated_ptr is None or self.rated_items is None:
+            raise DataError(_NO_USER_FACTORS)
+        return self.U, self.rated_ptr, self.rated_items
 
     # ------------------------------------------------------------------ use
 
@@ -215,7 +223,7 @@ class FactorModel:
         if isinstance(users, NewUser):
             U, rows = self._factor(users)[None, :], np.zeros(1, dtype=np.int64)
         else:
-            U, rows = self.U, self.users.index(users)
+            U, rows = self._saved_users()[0], self.users.index(users)
         if len(rows) != len(cols) and 1 not in (len(rows), len(cols)):
             raise DataError(f"{len(rows)} users but {len(cols)} items: give one item per "
                             "user, or one user or one item for all")
@@ -242,7 +250,8 @@ class FactorModel:
             if len(row) != 1:
                 raise DataError(f"recommend takes one user, got {len(row)}")
             t = int(row[0])
-            u, rated = self.U[t], self.rated_items[self.rated_ptr[t] : self.rated_ptr[t + 1]]
+            U, rated_ptr, rated_items = self._saved_users()
+            u, rated = U[t], rated_items[rated_ptr[t] : rated_ptr[t + 1]]
         if not exclude_rated:
             rated = rated[:0]
         ptr = np.array([0, len(rated)], dtype=np.int64)

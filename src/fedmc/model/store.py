@@ -176,8 +176,8 @@ def _normalizer(path: Path, spec: Any) -> Normalizer:
     if not isinstance(spec, dict) or spec.get("kind") not in _NORMALIZE_KINDS:
         raise DataError("the metadata lacks a valid normalizer", path)
     mean, scale = spec.get("mean"), spec.get("scale")
-    if not all(isinstance(v, int | float) and math.isfinite(v) for v in (mean, scale)) or (
-            scale <= 0):
+    if not (isinstance(mean, int | float) and isinstance(scale, int | float)
+            and math.isfinite(mean) and math.isfinite(scale) and scale > 0):
         raise DataError("the normalizer needs a finite mean and a positive scale", path)
     return Normalizer(spec["kind"], float(mean), float(scale))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
 from pathlib import Path
 
 from fedmc.data.catalog import DATASETS, resolve_data_dir
@@ -39,6 +40,7 @@ def item_titles(dataset: str, data_dir: str | Path | None = None) -> dict[str, s
         text = raw.decode("utf-8")
     except UnicodeDecodeError:  # 100K and 1M are Latin-1
         text = raw.decode("latin-1")
+    rows: Iterator[list[str]]
     if sep == ",":
         rows = csv.reader(io.StringIO(text))
         next(rows, None)  # header

@@ -100,6 +100,7 @@ def contributed(shard: RatingsShard, keys: np.ndarray, k: int) -> RatingsShard:
     keep = np.zeros(tr.nnz, dtype=bool)
     kept_entries(tr.indptr, tr.indices, np.asarray(keys, dtype=np.int64), k, keep)
     indptr = np.concatenate(([0], np.cumsum(keep)))[tr.indptr].astype(np.int64)
+    assert dataclasses.is_dataclass(shard) and not isinstance(shard, type)  # every shard is
     return dataclasses.replace(shard, train=CSR(indptr, tr.indices[keep], tr.values[keep]))
 
 
@@ -217,7 +218,7 @@ def exchange_uploads(cfg: FedALSConfig, shard: RatingsShard, state: ClientState,
                       np.empty(term_ptr[-1]))
         item_terms(compute, shard.client_ptr, row_start, tr, shard.item_major, False, x_fixed,
                    V_fixed, len(rows), cfg.alpha, cfg.implicit, False, -1, terms)
-        product_terms(terms.index, term_ptr, terms.vec, terms.a, terms.b, x, M, users)
+        product_terms(terms.row, term_ptr, terms.vec, terms.a, terms.b, x, M, users)
         products = sent(*terms, x, gram=False)
     uploads = {PRODUCTS: Stacked((M.shape[0], x.shape[1]), rows=products)}
     if cfg.implicit:  # one group per client on the Gramian's row: its users' x x^T (round)

@@ -7,7 +7,7 @@ mode (biases with implicit feedback) is refused.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, cast
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -49,11 +49,13 @@ class FedALSConfig(FactorConfig):
 
     implicit: bool = Field(False, description="implicit feedback (interactions) instead of "
                            "ratings")
-    rank: int | None = Field(None, description="r (default: 10 explicit, 32 implicit)")
-    biases: bool | None = Field(None, description="user and item biases (default: on for "
-                                "ratings; implicit feedback has none)")
-    lam: float | None = Field(None, gt=0, description="ridge weight lambda of every user and "
-                              "item row (default: 10 explicit, 50 implicit)")
+    # None (the estimator's default too) takes the mode's value (_mode_defaults, before the
+    # fields): a validated config always holds one, so the fields are typed as their values
+    rank: int = cast(int, Field(None, description="r (default: 10 explicit, 32 implicit)"))
+    biases: bool = cast(bool, Field(None, description="user and item biases (default: on "
+                                    "for ratings; implicit feedback has none)"))
+    lam: float = cast(float, Field(None, gt=0, description="ridge weight lambda of every user "
+                                   "and item row (default: 10 explicit, 50 implicit)"))
     lam_item: float | None = Field(None, gt=0, description="ridge weight of the item step "
                                    "(default: lam); user-level DP's clipped, noised sums "
                                    "want their own")

@@ -176,10 +176,11 @@ def group_counts(compute, client_ptr, indptr, groups, one_user, copies, gram):
 
 class Terms(NamedTuple):
     """Where :func:`item_terms` writes: the fields of a :class:`fedmc.core.uploads.OuterRows`
-    but its rows' vectors, in its order."""
+    but its rows' vectors, in its order (``row`` is its ``index``: a tuple's own method has
+    that name)."""
 
     ptr: np.ndarray  # int64, groups of client k at ptr[k]:ptr[k+1]
-    index: np.ndarray  # int64, the row (item) of every group
+    row: np.ndarray  # int64, the row (item) of every group
     term_ptr: np.ndarray  # int64, terms of group g at term_ptr[g]:term_ptr[g+1]
     vec: np.ndarray  # int64, the vector of every term
     a: np.ndarray  # float64, its weight in the Gram matrix

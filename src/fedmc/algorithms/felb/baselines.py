@@ -28,10 +28,10 @@ def aggregate(V: np.ndarray, how: Aggregation) -> np.ndarray:
     ``"majority"``: ``sum_c V^c >= C/2``; ``"or"``: ``V^1 or ... or V^C``.
     """
     if how == "average":
-        return np.round(V.mean(axis=0)).astype(np.uint8)
+        return np.asarray(np.round(V.mean(axis=0)), dtype=np.uint8)
     if how == "majority":
         return (V.sum(axis=0) >= V.shape[0] / 2).astype(np.uint8)
-    return V.any(axis=0).astype(np.uint8)
+    return np.asarray(V.any(axis=0), dtype=np.uint8)
 
 
 def grecond(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -98,7 +98,9 @@ def local_factors(
         everyone = np.arange(data.n_clients, dtype=np.int64)
         msg = server.message(cfg, server.init_server(cfg, info, draws.server), 1, everyone, rng)
         state, uploads = client.client_step(cfg, data, state, msg, everyone, everyone)
-        return binarize(client.factors(state)), binarize(uploads[client.UPLOAD].dense)
+        dense = uploads[client.UPLOAD].dense
+        assert dense is not None  # Felb's clients upload their whole factors
+        return binarize(client.factors(state)), binarize(dense)
     pairs = [grecond(data.block(c).toarray(), k) for c in range(data.n_clients)]
     return np.concatenate([u for u, _ in pairs]), np.stack([v for _, v in pairs])
 

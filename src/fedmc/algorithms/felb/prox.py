@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 Clamp = Literal["nonneg", "box", "none"]
 
@@ -29,7 +28,7 @@ def elb_regularizer(X: np.ndarray, kappa: float, lam: float) -> float:
 
 
 def prox_elb(
-    X: np.ndarray, kappa: ArrayLike, lam: ArrayLike, clamp: Clamp = "nonneg"
+    X: np.ndarray, kappa: float | np.ndarray, lam: float | np.ndarray, clamp: Clamp = "nonneg"
 ) -> np.ndarray:
     """Boolean proximal operator of the Elb regularizer (Eq. 6), element-wise.
 
@@ -58,7 +57,7 @@ def prox_elb(
     return Y
 
 
-def prox_proximity(X: np.ndarray, V_hat: np.ndarray, gamma: ArrayLike) -> np.ndarray:
+def prox_proximity(X: np.ndarray, V_hat: np.ndarray, gamma: float | np.ndarray) -> np.ndarray:
     """Proximity prox toward the shared model (Eq. 7): ``(1+gamma)^-1 (X + gamma V_hat)``.
 
     Called with a step ``eta`` as ``prox_proximity(V_i, V_hat, eta*gamma)``.

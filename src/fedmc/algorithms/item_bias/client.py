@@ -59,9 +59,9 @@ def client_step(cfg: ItemBiasConfig, shard: RatingsShard, state: ClientState, ms
     (at set-up, and the counts) or their change (a round) on the rated items."""
     tr = shard.train
     n_items = shard.n_items
-    rows, *block, owner = biases.batch_ratings(compute, shard.client_ptr, tr.indptr,
-                                               tr.indices, tr.values)
-    block = CSR(*block)
+    rows, *arrays, owner = biases.batch_ratings(compute, shard.client_ptr, tr.indptr,
+                                                tr.indices, tr.values)
+    block = CSR(*arrays)
     c = user_biases(cfg, block, msg.arrays["b"])
     row_of = block.rows()
     if msg.phase == "setup":

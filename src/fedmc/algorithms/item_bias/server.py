@@ -82,7 +82,7 @@ def server_step(cfg: ItemBiasConfig, server: ServerState, summed: Summed,
 
 def upload_shapes(cfg: ItemBiasConfig, info: FederationInfo) -> dict[str, tuple[int, ...]]:
     """Sparse rows on the rated items: the counts and (with ratings) the residual sums."""
-    shapes = {COUNT: (info.n_items, 1)}
+    shapes: dict[str, tuple[int, ...]] = {COUNT: (info.n_items, 1)}
     if cfg.signal == "ratings":
         shapes[SUM] = (info.n_items, 1)
     return shapes

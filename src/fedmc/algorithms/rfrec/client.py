@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedmc.algorithms.rfrec.config import RFRecConfig
+from fedmc.algorithms.rfrec.config import RFRecConfig, RFRecFConfig
 from fedmc.algorithms.rfrec.kernels import (
     clipped_slot_rows,
     gradient_step,
@@ -110,10 +110,11 @@ def _gradient_step(shard: RatingsShard, state: ClientState, clients: np.ndarray,
     state.t_u += 1
     state.t_v += 1
     hyper_v = _hyper(state.t_v)
+    M_u, S_u, M_v, S_v = state.moments
     gradient_step(
         clients, shard.client_ptr, tr.indptr, state.rating_slot, tr.values, state.slot_ptr,
         state.slot_item, state.U, state.V_loc, V_bar, alpha, lam_u, lam, state.adam,
-        _hyper(state.t_u), hyper_v, *state.moments, rank_token(state.U.shape[1]),
+        _hyper(state.t_u), hyper_v, M_u, S_u, M_v, S_v, rank_token(state.U.shape[1]),
     )
     _step_Z(state, lam * (state.Z - V_bar), alpha, hyper_v, state.adam)
 
@@ -143,17 +144,18 @@ def client_step(cfg: RFRecConfig, shard: RatingsShard, state: ClientState, msg: 
     Each call steps the batch's shared ``Z`` once, so a batch must hold every client that
     computes (every client, in these phases).
     """
-    V_bar = msg.arrays.get("V")
     if msg.phase == "setup":
-        state.V_loc[:] = V_bar[state.slot_item]
-        state.Z[:] = V_bar
+        state.V_loc[:] = msg.arrays["V"][state.slot_item]
+        state.Z[:] = msg.arrays["V"]
     elif msg.phase == "round":
-        _gradient_step(shard, state, compute, V_bar, cfg.alpha, cfg.lam_u, cfg.lam)
+        _gradient_step(shard, state, compute, msg.arrays["V"], cfg.alpha, cfg.lam_u, cfg.lam)
     elif msg.phase == "main":
+        assert isinstance(cfg, RFRecFConfig)  # a phase of RFRecF alone
         _gradient_step(shard, state, compute, state.Z, cfg.alpha / (1.0 - cfg.p), cfg.lam_u,
                        0.0)
     elif msg.phase == "average":
-        _move_to_average(state, compute, V_bar, cfg.alpha / cfg.p, cfg.lam,
+        assert isinstance(cfg, RFRecFConfig)
+        _move_to_average(state, compute, msg.arrays["V"], cfg.alpha / cfg.p, cfg.lam,
                          cfg.average_step == "optimizer")
     if len(upload) == 0:
         return state, {}

@@ -34,7 +34,9 @@ class RFRecConfig(FactorConfig):
 
     def mechanism(self) -> LaplaceMechanism | None:
         """The LDP mechanism of Eq. (9), or ``None`` when no noise is added."""
-        return LaplaceMechanism(self.delta, self.s) if self.s is not None else None
+        if self.s is None or self.delta is None:  # s needs delta (the validator above)
+            return None
+        return LaplaceMechanism(self.delta, self.s)
 
 
 class RFRecFConfig(RFRecConfig):

@@ -14,7 +14,7 @@ import numpy as np
 
 from fedmc.audit.attacks import Group, Observation, guessed_rated, parallel_groups
 from fedmc.audit.boundary import BoundaryRecord
-from fedmc.core.shard import RatingsShard
+from fedmc.data.federated import FederatedData
 
 
 def target(algorithm: str) -> type[Target]:
@@ -34,12 +34,13 @@ class Target:
 
     upload: str
 
-    def __init__(self, cfg: Any, data: RatingsShard, records: list[BoundaryRecord],
+    def __init__(self, cfg: Any, data: FederatedData, records: list[BoundaryRecord],
                  grid: np.ndarray) -> None:
         self.cfg, self.data, self.grid = cfg, data, grid
         self.sets: tuple[str, ...] = (self.upload,)
         self.records = records
-        self.sent = {r.message.round: r.message.arrays.get("V") for r in records}
+        self.sent = {r.message.round: r.message.arrays["V"] for r in records
+                     if "V" in r.message.arrays}
 
     def reference(self, o: Observation) -> np.ndarray | None:
         """What ``o`` holds on the items nobody in it rated, up to a factor."""

@@ -16,7 +16,7 @@ from fedmc.audit.attacks import (
 )
 from fedmc.audit.boundary import BoundaryRecord
 from fedmc.audit.targets import Target, previous_visits
-from fedmc.core.shard import RatingsShard
+from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
 
 RANK_ONE = 1e-8  # a packed part whose second eigenvalue is below this share of the first
@@ -40,7 +40,7 @@ class FedALSTarget(Target):
 
     upload = STATS
 
-    def __init__(self, cfg: FedALSConfig, data: RatingsShard, records: list[BoundaryRecord],
+    def __init__(self, cfg: FedALSConfig, data: FederatedData, records: list[BoundaryRecord],
                  grid: np.ndarray) -> None:
         if cfg.implicit:
             raise ConfigError("the audit reads federated ALS on ratings (with implicit "

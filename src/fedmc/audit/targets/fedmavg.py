@@ -28,8 +28,10 @@ class FedMAvgTarget(Target):
     def decode_rows(self, o: Observation, rows: np.ndarray, y: np.ndarray) -> np.ndarray:
         """:func:`fedmc.audit.attacks.decode_fedmavg` of a member's rows split from a sum
         (its own factor unknown, searched)."""
-        return decode_fedmavg(y, self.sent[o.round][rows], None, self._steps(o), self.cfg,
-                              self.data.n_clients, self.grid)[0]
+        out = decode_fedmavg(y, self.sent[o.round][rows], None, self._steps(o), self.cfg,
+                             self.data.n_clients, self.grid)
+        assert out is not None  # only a known factor can rule a decoding out
+        return out[0]
 
     def _steps(self, o: Observation) -> int:
         """``Q2`` of ``o``'s round."""

@@ -9,7 +9,7 @@ from fedmc.algorithms.fedmc_admm.rated.client import COUNT
 from fedmc.audit.attacks import Observation, decode_rank_one
 from fedmc.audit.boundary import BoundaryRecord
 from fedmc.audit.targets import Target, previous_visits
-from fedmc.core.shard import RatingsShard
+from fedmc.data.federated import FederatedData
 
 
 class ADMMTarget(Target):
@@ -26,14 +26,14 @@ class ADMMTarget(Target):
 
     upload = "delta"
 
-    def __init__(self, cfg: FedMCADMMConfig, data: RatingsShard,
+    def __init__(self, cfg: FedMCADMMConfig, data: FederatedData,
                  records: list[BoundaryRecord], grid: np.ndarray) -> None:
         super().__init__(cfg, data, records, grid)
         self.rated = cfg.consensus == "rated"
         if self.rated:  # the set-up's counts are rows on the rated items too (with zero
             self.sets = (self.upload, COUNT)  # duals, the set-up uploads nothing else)
         self.counts = {r.message.round: r.summed[COUNT] for r in records
-                       if r.message.phase == "setup" and self.rated}
+                       if r.message.phase == "setup" and self.rated and r.summed is not None}
         self.previous = previous_visits(records)
 
     def reference(self, o: Observation) -> np.ndarray | None:
@@ -41,8 +41,10 @@ class ADMMTarget(Target):
         if self.rated or o.round == 0:
             return None
         V = self.sent[o.round]
-        return sum(self.cfg.beta * (V - self.sent[self.previous[o.round, c]])
-                   for c in o.clients.tolist())
+        total = np.zeros_like(V)
+        for c in o.clients.tolist():
+            total += self.cfg.beta * (V - self.sent[self.previous[o.round, c]])
+        return total
 
     def rank_one(self, o: Observation, array: np.ndarray, rows: np.ndarray, members: int,
                  ) -> np.ndarray | None:

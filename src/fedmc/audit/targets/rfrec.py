@@ -9,7 +9,7 @@ from fedmc.algorithms.rfrec.config import RFRecConfig, RFRecFConfig
 from fedmc.audit.attacks import Observation, decode_rank_one, first_gradients, reference_factor
 from fedmc.audit.boundary import BoundaryRecord
 from fedmc.audit.targets import Target
-from fedmc.core.shard import RatingsShard
+from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
 
 
@@ -22,7 +22,7 @@ class RFRecTarget(Target):
 
     upload = "V"
 
-    def __init__(self, cfg: RFRecConfig, data: RatingsShard, records: list[BoundaryRecord],
+    def __init__(self, cfg: RFRecConfig, data: FederatedData, records: list[BoundaryRecord],
                  grid: np.ndarray) -> None:
         if isinstance(cfg, RFRecFConfig):
             raise ConfigError("the audit reads RFRec (Algorithm 1), not RFRecF")

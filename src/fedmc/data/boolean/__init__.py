@@ -61,6 +61,7 @@ def load_boolean(
         return BooleanFederatedData.build(A, n_clients, seed=seed, name=Path(binary_file).stem)
     if binarize is None:
         raise ConfigError("ratings need a threshold: --binarize T (the paper uses 3.5)")
+    assert ratings is not None  # the one source given
     A = binarize_ratings(ratings, binarize)
     name = f"{ratings.name}>={binarize:g}"
     return BooleanFederatedData.build(A, n_clients, seed=seed, name=name)

@@ -87,7 +87,8 @@ def upload_shapes(cfg: FedMCADMMConfig, info: FederationInfo) -> dict[str, tuple
     """The contributions' changes ``(n, r)``, the rater counts ``(n, 1)`` and, with an
     item-bias offset, the residual sums ``(n, 1)``, all as sparse rows on the client's rated
     items."""
-    shapes = {UPLOAD: (info.n_items, cfg.layout.width), COUNT: (info.n_items, 1)}
+    shapes: dict[str, tuple[int, ...]] = {UPLOAD: (info.n_items, cfg.layout.width),
+                                          COUNT: (info.n_items, 1)}
     if cfg.offset != "none":
         shapes[OFFSET] = (info.n_items, 1)
     return shapes
