@@ -32,7 +32,7 @@ model, trained without the cut.
 from __future__ import annotations
 
 import inspect
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from fedmc.federation.loop import Outcome, RoundCallback, Rounds
 from fedmc.federation.settings import Schedule
 from fedmc.federation.validation import with_validation
 from fedmc.sim import PopulationFactory, simulate
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 SEED = "random_state"  # the scikit-learn name of Schedule.seed
 RUN_PARAMS: dict[str, Any] = {(SEED if name == "seed" else name): field.default
@@ -70,7 +73,7 @@ class Estimator:
     and sets ``run_params`` (the run's parameters)."""
 
     name: ClassVar[str]  # the ``--algorithm`` value
-    Config: ClassVar[type]
+    Config: ClassVar[type[BaseModel]]
     spec: ClassVar[AlgorithmSpec]
     run_params: ClassVar[dict[str, Any]] = {}
 
@@ -91,9 +94,9 @@ class Estimator:
         def __init__(self, **params: Any) -> None:  # noqa: N807
             Estimator.__init__(self, **params)
 
-        __init__.__signature__ = inspect.Signature([self_param, *params])
+        setattr(__init__, "__signature__", inspect.Signature([self_param, *params]))  # noqa: B010
         __init__.__doc__ = Estimator.__init__.__doc__
-        cls.__init__ = __init__
+        setattr(cls, "__init__", __init__)  # noqa: B010
 
     @classmethod
     def _defaults(cls) -> dict[str, Any]:
@@ -147,6 +150,8 @@ class FederatedEstimator(Estimator):
     """Base of the estimators of federated algorithms (on the protocol)."""
 
     run_params = RUN_PARAMS
+    rounds: int  # one of the run parameters (set as attributes, as every parameter)
+    stopped_: dict[str, Any] | None
 
     def schedule(self) -> Schedule:
         """The validated run parameters."""
@@ -200,8 +205,7 @@ class FederatedEstimator(Estimator):
         self.history_: History = sim.history
         self.info_: FederationInfo = sim.info
         self.privacy_: dict[str, Any] = sim.guarantee
-        self.stopped_: dict[str, Any] | None = (None if sim.stop is None
-                                                else sim.stop.report(self.rounds))
+        self.stopped_ = None if sim.stop is None else sim.stop.report(self.rounds)
         algorithm = self.spec.algorithm_for(self.config_)
         self.model_: dict[str, np.ndarray] = sim.model(algorithm, self.config_)
 
@@ -214,6 +218,11 @@ class FactorPredictions:
     :class:`fedmc.model.FactorModel` turns a fitted estimator into the saved model, which
     predicts and recommends by raw ids.
     """
+
+    U_: np.ndarray
+    V_: np.ndarray
+    config_: Any
+    info_: FederationInfo
 
     def _keep_index_maps(self, data: Any) -> None:
         """Keep the index maps of the training data (never its ratings): ``user_index_``,
@@ -242,8 +251,9 @@ class FactorPredictions:
         row_of_user = np.empty(n_users, dtype=np.int64)
         row_of_user[self.user_index_] = np.arange(n_users)
         clip = self.config_.clip_range(self.info_.value_range)
-        return predict_factors(self.U_, self.V_, row_of_user[users], items,
-                               self.info_.normalizer, clip)
+        normalizer = self.info_.normalizer
+        assert normalizer is not None  # rating data (a factor model's) has one
+        return predict_factors(self.U_, self.V_, row_of_user[users], items, normalizer, clip)
 
     def ranking_metrics(self, data: Any, k: int) -> dict[str, float]:
         """Precision, recall, NDCG, MAP, hit rate and coverage at ``k`` of every user's top-k
@@ -444,6 +454,8 @@ class ALS(FactorPredictions, Estimator):
     """
 
     run_params = {"eval_every": 1, SEED: 0}
+    eval_every: int
+    random_state: int
 
     def fit_with_progress(self, data: Any, callback: RoundCallback | None = None) -> ALS:
         """Run the sweeps on all training ratings (:func:`fedmc.algorithms.als.run_sweeps`),

@@ -102,7 +102,11 @@ class ClientPopulation(Protocol):
     """
 
     folds_evaluation: bool
-    placement: Placement
+
+    @property
+    def placement(self) -> Placement:
+        """Who draws which noise (an attribute or a property)."""
+        ...
 
     def exchange(self, msg: Message, aggregator: Aggregator,
                  evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:

@@ -47,6 +47,7 @@ from flwr.clientapp import ClientApp
 
 from fedmc.core.protocol import Algorithm, FederationInfo
 from fedmc.core.uploads import Uploads
+from fedmc.data.boolean import BooleanFederatedData
 from fedmc.data.federated import FederatedData
 from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
@@ -119,7 +120,7 @@ class Party:
     algorithm: Algorithm
     cfg: Any
     info: FederationInfo
-    shard: FederatedData
+    shard: FederatedData | BooleanFederatedData
     store: StateStore
     aggregator: Aggregator
 
@@ -177,7 +178,7 @@ class NodeSettings:
     ratings: Path
     state: Path
     test: Path | None = None
-    columns: tuple[str, ...] | None = None
+    columns: tuple[str, str, str] | None = None
     validation: Path | None = None
 
     @classmethod
@@ -207,10 +208,16 @@ class NodeSettings:
             if not node.get(key):
                 raise ConfigError(f"the node configuration of client {client} needs "
                                   f"{key}=\"PATH\"")
+        columns = None
+        if node.get("columns"):
+            names = str(node["columns"]).split(",")
+            if len(names) != 3:
+                raise ConfigError(f"the node configuration of client {client} has columns="
+                                  f"{node['columns']!r}: name three (user,item,rating)")
+            columns = (names[0], names[1], names[2])
         return cls(client, Path(str(node["manifest"])), Path(str(node["ratings"])),
                    Path(str(node["state"])),
-                   Path(str(node["test"])) if node.get("test") else None,
-                   tuple(str(node["columns"]).split(",")) if node.get("columns") else None,
+                   Path(str(node["test"])) if node.get("test") else None, columns,
                    Path(str(node["validation"])) if node.get("validation") else None)
 
     def read_manifest(self) -> Manifest:
@@ -221,7 +228,7 @@ class NodeSettings:
                               f"(0..{manifest.n_clients - 1})")
         return manifest
 
-    def shard(self, manifest: Manifest) -> FederatedData:
+    def shard(self, manifest: Manifest) -> FederatedData | BooleanFederatedData:
         """The client's data, read from its files and checked against the manifest."""
         if manifest.kind == "boolean":  # its rows of A and, for synthetic data, of the signal
             return load_boolean_shard(manifest, self.client, self.ratings, self.test)

@@ -62,7 +62,8 @@ class StateStore:
         if run in finished_runs(folder):
             raise RunFinished(f"{folder}: run {run} has already finished here; a finished run "
                               f"is never continued (submit a new run)")
-        self._committed_at, self._committed = self._read("committed") or (NO_EXCHANGE, None)
+        committed: tuple[int, Any] = self._read("committed") or (NO_EXCHANGE, None)
+        self._committed_at, self._committed = committed
         pending = self._read("pending")
         self._pending: tuple[int, Any] | None = pending
         self._secret: int | None = None

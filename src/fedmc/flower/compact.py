@@ -17,6 +17,8 @@ records, which Flower stores and pushes once for all recipients.
 
 from __future__ import annotations
 
+from typing import cast
+
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 
 from fedmc.flower.compat import (
@@ -40,7 +42,7 @@ def unpack(content: RecordDict) -> RecordDict:
     if PACKED not in content.config_records:
         return content
     proto = RecordDictProto()
-    proto.ParseFromString(bytes(content.config_records[PACKED]["content"]))
+    proto.ParseFromString(cast(bytes, content.config_records[PACKED]["content"]))
     return recorddict_from_proto(proto)
 
 

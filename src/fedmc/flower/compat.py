@@ -25,7 +25,7 @@ or a node never loads the SuperLink.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from flwr.app.message import remove_content_from_message
@@ -89,6 +89,9 @@ from flwr.supercore.run import Run, RunNotRunningException
 from flwr.superlink.grid.http_grid import HttpGrid
 from flwr.supernode.fleet_http_client import FleetHttpClient
 from flwr.supernode.node_auth_http_interceptor import NodeAuthHttpInterceptor
+
+if TYPE_CHECKING:  # what the SecAgg+ workflow's LegacyContext types its strategy as
+    from flwr.server.strategy import Strategy
 
 __all__ = [
     "HEARTBEAT_DEFAULT_INTERVAL", "MAIN_CONFIGS_RECORD", "MAIN_PARAMS_RECORD",
@@ -176,7 +179,7 @@ def fleet_route_paths() -> list[str]:
     """The paths of the Fleet API's routes."""
     from flwr.superlink.routers.fleet.router import router
 
-    return [route.path for route in router.routes]
+    return [getattr(route, "path") for route in router.routes]  # noqa: B009 (every route has one)
 
 
 def register_node_key(state: Any, key: bytes, name: str) -> int:

@@ -510,24 +510,27 @@ class GridClients:
         ask = [FlowerMessage(pack_key(self.key, self.refused_processes), dst_node_id=n,
                              message_type="query") for n in new]
         replies = replies_by_node(self.grid, ask, self.timeout)
-        self.failed.update({node: m.error.reason for node, m in replies.items()
-                            if m.has_error()})
+        self.failed.update({node: m.error.reason or "an error without a reason"
+                            for node, m in replies.items() if m.has_error()})
         for node, reply in good_replies(replies).items():
             claim = reply.content.config_records.get("client")
-            if claim is None or not isinstance(claim.get("id"), int):
+            client = None if claim is None else claim.get("id")
+            exchange = None if claim is None else claim.get("exchange", NO_EXCHANGE)
+            if claim is None or not isinstance(client, int):
                 self.failed[node] = "its reply names no client id"
+            elif not isinstance(exchange, int):
+                self.failed[node] = "its reply's last exchange is not a number"
             elif "refuses" in claim:  # it has finished this run: never continued
-                why = f"node {node} (client {claim['id']}) refuses the run: {claim['refuses']}"
+                refusal = str(claim["refuses"])
+                why = f"node {node} (client {client}) refuses the run: {refusal}"
                 if not self._answered_here:  # a finished run resumed: stop before it starts
                     raise ConfigError(why)
                 # mid-run, one node's word does not stop the others: recorded, not admitted
                 self.failed[node] = why
-                self.note(max(self._exchanges - 1, 0), self._round, "failed",
-                          [int(claim["id"])], why)
+                self.note(max(self._exchanges - 1, 0), self._round, "failed", [client], why)
             else:
-                self.admit(node, int(claim["id"]), str(claim.get("token", "")), keys[node],
-                           str(claim.get("process", "")),
-                           int(claim.get("exchange", NO_EXCHANGE)))
+                self.admit(node, client, str(claim.get("token", "")), keys[node],
+                           str(claim.get("process", "")), exchange)
         if len(self.node_of) < self.n_clients:  # a node still busy (with a stopped run's
             for node in set(new) - set(replies):  # message, say) is asked again
                 del self._asked[node]

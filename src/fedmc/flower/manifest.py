@@ -126,7 +126,7 @@ class Manifest:
             client_rows=np.asarray(doc["client_rows"], dtype=np.int64),
             item_ids=np.asarray(doc["item_ids"]),
             normalizer=Normalizer(**doc["normalizer"]),
-            value_range=tuple(float(v) for v in doc["value_range"]),
+            value_range=(float(doc["value_range"][0]), float(doc["value_range"][1])),
             source=doc["source"],
             kind=doc.get("kind", "ratings"),
         )

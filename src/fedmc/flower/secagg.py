@@ -44,7 +44,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
@@ -75,6 +75,7 @@ from fedmc.flower.wire import Envelope
 
 if TYPE_CHECKING:
     from fedmc.flower.client_app import Party
+    from fedmc.flower.compat import Strategy
     from fedmc.flower.grid_clients import GridClients
 
 QUANTIZATION = 2**30  # the largest power of two the stock quantizer's int32 holds
@@ -170,7 +171,8 @@ def secure_mean(grid: Any, instructions: dict[int, FitIns], timeout: float | Non
     strategy = _Strategy(instructions)
     state = RecordDict({MAIN_CONFIGS_RECORD: ConfigRecord({WorkflowKey.CURRENT_ROUND: 0}),
                         MAIN_PARAMS_RECORD: ArrayRecord()})
-    context = LegacyContext(Context(0, 0, {}, state, {}), strategy=strategy)
+    # the workflow calls the two methods _Strategy has, no other of a Strategy's
+    context = LegacyContext(Context(0, 0, {}, state, {}), strategy=cast("Strategy", strategy))
     n = len(instructions)
     modulus = 1 << (QUANTIZATION.bit_length() + n.bit_length() + 1)  # > n (T + 1)
     guard = {"uploaders": uploaders} if uploaders else {}
@@ -364,6 +366,7 @@ def contribute(msg: Message, envelope: Envelope, party: Party) -> Message:
     multiplicity (zeros when it does not upload), or only its evaluation sums, as a secure
     vector."""
     exponents = envelope.extra["exponents"]
+    values: dict[str, np.ndarray | float]
     if envelope.extra["kind"] == "step":
         values = {} if envelope.model is None else {
             EVALUATION + name: v for name, v in party.evaluate(envelope).items()}
@@ -376,7 +379,7 @@ def contribute(msg: Message, envelope: Envelope, party: Party) -> Message:
             for name, share in party.dp_share(envelope).items():
                 values[name] = values[name] + share
     else:
-        values = party.evaluate(envelope)
+        values = dict(party.evaluate(envelope))
     vector, order = encode(values, exponents)
     fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(vector), 1,
                     {"names": json.dumps(order)})

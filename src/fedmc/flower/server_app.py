@@ -223,7 +223,8 @@ def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.
     (``model.npz`` + ``model.json``, :class:`fedmc.model.FactorModel`, no user data), which
     ``fedmc recommend`` reads; for the others their arrays in ``model.npz``."""
     if getattr(cfg, "layout", None) is None or set(published) != {"V"}:
-        np.savez(run.out / "model.npz", **published)
+        arrays: dict[str, Any] = dict(published)
+        np.savez(run.out / "model.npz", **arrays)
         return
     FactorModel(algorithm=name, params=cfg.model_dump(mode="json"),
                 V=np.array(published["V"], dtype=np.float64), item_ids=manifest.item_ids,

@@ -35,7 +35,7 @@ def load_shard(manifest: Manifest, client: int, ratings: Path, test: Path | None
     held = load_ratings_file(test, columns=columns) if test is not None else None
     cut = load_ratings_file(validation, columns=columns) if validation is not None else None
     parts = [r for r in (train, held, cut) if r is not None]
-    users = np.unique(np.concatenate([r.user_ids[r.users] for r in parts]))
+    users = np.unique(np.concatenate([r.ids("user")[r.users] for r in parts]))
     expected = manifest.rows_of(client)
     if len(users) == 0:  # ids of users the client's files do not name: never leave it
         users = np.arange(expected.stop - expected.start)
@@ -57,18 +57,18 @@ def _indexed(r: Ratings | None, users: np.ndarray, manifest: Manifest,
              path: Path | None) -> Ratings:
     """``r`` with users indexed in ``users`` and items in the manifest's vocabulary (an empty
     set of ratings when ``r`` is None)."""
-    shape = {"n_users": len(users), "n_items": manifest.n_items}
+    n_users, n_items = len(users), manifest.n_items
     if r is None:
         empty = np.zeros(0, dtype=np.int32)
-        return Ratings(empty, empty, np.zeros(0), **shape)
-    item_ids = r.item_ids[r.items]
+        return Ratings(empty, empty, np.zeros(0), n_users, n_items)
+    item_ids = r.ids("item")[r.items]
     items = np.searchsorted(manifest.item_ids, item_ids)
     known = (items < manifest.n_items) & (manifest.item_ids[np.minimum(
         items, manifest.n_items - 1)] == item_ids)
     if not known.all():
         raise DataError(f"item {item_ids[~known][0]!r} is not in the manifest", path)
-    return Ratings(np.searchsorted(users, r.user_ids[r.users]).astype(np.int32),
-                   items.astype(np.int32), r.values, **shape)
+    return Ratings(np.searchsorted(users, r.ids("user")[r.users]).astype(np.int32),
+                   items.astype(np.int32), r.values, n_users, n_items)
 
 
 def load_boolean_shard(manifest: Manifest, client: int, ones: Path,

@@ -55,7 +55,9 @@ def pull_replies(grid: Grid, waiting: set[str], pool: ThreadPoolExecutor) -> lis
     if not isinstance(grid, HttpGrid):
         return list(grid.pull_messages(waiting))
     client, node = grid._runtime_client, grid.node  # noqa: SLF001 (flwr 1.41 internals)
-    run_id = cast(int, grid._run.run_id)  # noqa: SLF001
+    run = grid._run  # noqa: SLF001
+    assert run is not None  # a grid that has pushed messages knows its run
+    run_id = cast(int, run.run_id)
     ready = client.PullMessages(pull_replies_request(waiting))
     pull = make_pull_object_fn_protobuf(client.PullObject, node, run_id)
 

@@ -112,8 +112,8 @@ class Envelope:
 
     def payload(self) -> dict[str, np.ndarray]:
         """Every array that travels, by the name it travels under."""
-        extra = {key: self.model[name] for name, key in (self.model_keys or {}).items()
-                 if key != name}
+        model = self.model or {}
+        extra = {key: model[name] for name, key in (self.model_keys or {}).items() if key != name}
         return {**self.message.arrays, **extra}
 
     @classmethod
@@ -210,12 +210,12 @@ def pack_reply(uploads: Uploads | None = None,
                 parts.update({f"{name}.index": r.index, f"{name}.b": factor * r.b,
                               f"{name}.vectors": r.vectors})
             elif isinstance(s.rows, OuterFactors):
-                r = s.rows
-                parts.update({f"{name}.index": r.index, f"{name}.terms": np.diff(r.term_ptr),
-                              f"{name}.vec": r.vec, f"{name}.b": factor * r.b,
-                              f"{name}.vectors": r.vectors})
-                if r.gram:
-                    parts[f"{name}.a"] = factor * r.a
+                f = s.rows
+                parts.update({f"{name}.index": f.index, f"{name}.terms": np.diff(f.term_ptr),
+                              f"{name}.vec": f.vec, f"{name}.b": factor * f.b,
+                              f"{name}.vectors": f.vectors})
+                if f.gram:
+                    parts[f"{name}.a"] = factor * f.a
             elif isinstance(s.rows, GramRows):
                 upper, cols, entries = s.rows.upper_triangle()
                 parts.update({f"{name}.index": s.rows.index, f"{name}.upper": upper,
@@ -287,6 +287,7 @@ def _rows(name: str, parts: Mapping[str, np.ndarray], shape: tuple[int, ...],
         return _scaled(name, parts, shape, ptr, index.astype(np.int64))
     if factored:
         return _factors(name, parts, shape, ptr, index.astype(np.int64))
+    assert values is not None  # rows without their factors carry values (checked above)
     values = _finite(f"{name}.values", values, (len(index), *shape[1:]))
     return RowPatch(ptr, index.astype(np.int64), values)
 

@@ -49,9 +49,10 @@ from fedmc.sim.sharded import population
 
 @dataclass
 class RunResult:
-    """What a run produced; ``artifact`` is the saved model of a factor-model run."""
+    """What a run produced; ``artifact`` is the saved model of a factor-model run (a
+    federation's result has no estimator, and no data: the clients hold it)."""
 
-    model: Estimator
+    model: Estimator | None
     data: FederatedData | Any
     history: History
     summary: dict[str, Any]
