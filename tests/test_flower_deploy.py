@@ -562,6 +562,7 @@ def test_a_tls_mismatch_is_named_as_such():
     (1, {"manifest": "nowhere.json"}, "nowhere.json"),
     (1, {"test": "gone.csv"}, "gone.csv"),
     (1, {"stat": "x"}, "unknown key(s) stat"),
+    (1, {"columns": "user,item"}, "name three (user,item,rating)"),
 ])
 def test_a_node_checks_its_configuration_before_it_connects(node_files, client, changes,
                                                             needle):
