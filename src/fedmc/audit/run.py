@@ -31,7 +31,7 @@ import numpy as np
 from scipy import stats
 
 from fedmc.algorithms.registry import audited_algorithms, default_algorithm, spec
-from fedmc.audit import targets
+from fedmc.audit import defaults, targets
 from fedmc.audit.attacks import (
     Group,
     Observation,
@@ -63,10 +63,10 @@ class AuditSettings:
 
     algorithm: str = field(default_factory=lambda: default_algorithm("ratings"))
     params: Mapping[str, Any] = field(default_factory=dict)
-    rounds: int = 20
-    active: int | None = 10
+    rounds: int = defaults.ROUNDS
+    active: int | None = defaults.ACTIVE
     views: Sequence[str] = VIEWS
-    dp: UserDP = UserDP(clip=0.3, epsilon=8.0, delta=1e-6, reproducible=True)
+    dp: UserDP = UserDP(clip=defaults.DP_CLIP, epsilon=defaults.DP_EPSILON, reproducible=True)
     seed: int = 0
 
     def __post_init__(self) -> None:

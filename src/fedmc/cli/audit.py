@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from fedmc.algorithms.registry import audited_algorithms
+from fedmc.audit import defaults
 from fedmc.cli.options import parse_params, with_options
 from fedmc.errors import ConfigError
 
@@ -40,7 +41,8 @@ err = Console(stderr=True)
 out = Console()
 
 
-_DEFAULTS = {"rounds": 20, "active": "10", "dp_epsilon": 8.0, "dp_clip": 0.3}
+_DEFAULTS = {"rounds": defaults.ROUNDS, "active": str(defaults.ACTIVE),
+             "dp_epsilon": defaults.DP_EPSILON, "dp_clip": defaults.DP_CLIP}
 _HELPS = {
     "algorithm": "An audited algorithm: " + ", ".join(audited_algorithms()) + ".",
     "param": "An algorithm parameter, KEY=VALUE (repeatable; default: the algorithm's "

@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fedmc.errors import ConfigError
+from fedmc.run.options import IMPLICIT_RANKING_K
 
 EVALUATION_FILE = "evaluation.json"
 COUNTS = ("test_ratings", "test_interactions", "users")
@@ -46,8 +47,9 @@ def evaluate(
                                                 "0-based positions of --train and --test.")]
     = None,
     ranking_k: Annotated[int | None, typer.Option(help="Add precision, recall, NDCG, MAP, hit "
-                                                  "rate and coverage at K (default 10 for a run "
-                                                  "on interactions, --implicit).")] = None,
+                                                  "rate and coverage at K (default "
+                                                  f"{IMPLICIT_RANKING_K} for a run on "
+                                                  "interactions, --implicit).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No table.")] = False,
 ) -> None:
     """Exact test metrics of a run's model: each held-out user folded in from its own
@@ -83,7 +85,7 @@ def evaluated(run_dir: Path, train: Path | None = None, test: Path | None = None
     model = load_model(run_dir)
     held, source = held_out_users(model, run_dir, train, test, columns)
     if ranking_k is None and held.implicit:  # interactions are judged by ranking
-        ranking_k = 10
+        ranking_k = IMPLICIT_RANKING_K
     metrics = evaluate_model(model, held, ranking_k)
     report = {**metrics, "ranking_k": ranking_k, **held.notes, **source,
               "algorithm": model.algorithm, "private": False}

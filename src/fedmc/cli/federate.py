@@ -26,6 +26,8 @@ import typer
 from fedmc.cli.display import progress, summary_table
 from fedmc.cli.options import OPTIONS, resolved_run, with_options
 from fedmc.errors import ConfigError
+from fedmc.federation.defaults import GROWTH
+from fedmc.flower.defaults import MAX_LOST_ROUNDS, NODE_CPUS, REPLY_TIMEOUT
 
 federate_app = typer.Typer(no_args_is_help=True, add_completion=False,
                            pretty_exceptions_enable=False)
@@ -89,17 +91,18 @@ _LOCAL_EXTRAS = (
         "clients add the noise in shares: distributed DP).",
         rich_help_panel=FLOWER)], False),
     _option("timeout", Annotated[float | None, typer.Option(
-        help="Seconds to wait for the replies of one exchange (default 120).",
+        help=f"Seconds to wait for the replies of one exchange (default {REPLY_TIMEOUT:g}).",
         rich_help_panel=FLOWER)], None),
     _option("max_upload_norm", Annotated[float | None, typer.Option(
         min=0.0, help="A bound on the L2 norm of one client's whole upload: clients clip to it "
         "(as to --dp-clip), the server refuses a plain upload above it; 0: none (default: "
-        "auto, the server refuses a plain upload above 100 times its phase's typical norm; "
+        f"auto, the server refuses a plain upload above {GROWTH:g} times its phase's typical "
+        "norm; "
         "docs/federation.md).",
         rich_help_panel=FLOWER)], None),
     _option("max_lost_rounds", Annotated[int | None, typer.Option(
         min=1, help="Stop the run after this many exchanges in a row that lose every client "
-        "(default 3).", rich_help_panel=FLOWER)], None),
+        f"(default {MAX_LOST_ROUNDS}).", rich_help_panel=FLOWER)], None),
     _option("stock_nodes", Annotated[bool, typer.Option(
         "--stock-nodes", help="Flower's flower-supernode (a ClientApp process per message) "
         "instead of fedmc federate node.", rich_help_panel=FLOWER)], False),
@@ -109,7 +112,8 @@ _LOCAL_EXTRAS = (
         "docs/federation.md).", rich_help_panel=FLOWER)], False),
     _option("node_cpus", Annotated[float | None, typer.Option(
         min=0.01, help="With --simulation: Ray's CPUs a virtual SuperNode takes while it "
-        "answers (default 1: as many nodes at once as CPUs).", rich_help_panel=FLOWER)], None),
+        f"answers (default {NODE_CPUS:g}: as many nodes at once as CPUs).",
+        rich_help_panel=FLOWER)], None),
     _option("work", Annotated[Path | None, typer.Option(
         help="Keep the deployment's files (split, logs, node state) here; default: a "
         "temporary folder, removed.", rich_help_panel=FLOWER)], None),
@@ -170,7 +174,7 @@ def local(**typed: Any) -> None:
                     if typed["simulation"]:
                         from fedmc.deploy.simulation import run_simulated
 
-                        run_simulated(run, spec.data, work, typed["node_cpus"] or 1.0,
+                        run_simulated(run, spec.data, work, typed["node_cpus"] or NODE_CPUS,
                                       lambda event: _report(event, callback))
                     else:
                         run_local(run, spec.data, work, typed["stock_nodes"],

@@ -23,8 +23,9 @@ from fedmc.algorithms.registry import algorithm_names, interactions_algorithms, 
 from fedmc.data.catalog import dataset_names
 from fedmc.errors import ConfigError, printable
 from fedmc.federation.settings import Backend, EarlyStopping
+from fedmc.privacy.accounting import UserDP
 from fedmc.run.data_settings import DataSettings
-from fedmc.run.options import RunOptions
+from fedmc.run.options import IMPLICIT_RANKING_K, RunOptions, default_of
 from fedmc.run.settings import DEFAULT_VALIDATION, TUNE_VALIDATION
 from fedmc.run.spec import RunSpec
 
@@ -223,7 +224,7 @@ OPTIONS: dict[str, Declared] = {
     "dp_setup_scale": Declared(
         float | None, None, PROTO, (),
         "User-level DP: noise multiplier of a set-up upload (which every client sends) "
-        "over that of the rounds (default 1)."),
+        f"over that of the rounds (default {default_of(UserDP, 'setup_scale'):g})."),
     "dp_setup_clip": Declared(
         float | None, None, PROTO, (),
         "User-level DP: L2 bound of one client's set-up upload (default --dp-clip); "
@@ -258,7 +259,7 @@ OPTIONS: dict[str, Declared] = {
     "ranking_k": Declared(
         int | None, None, PROTO, (),
         "Add precision, recall, NDCG, MAP, hit rate and coverage at K (after training);"
-        " default 10 with --implicit."),
+        f" default {IMPLICIT_RANKING_K} with --implicit."),
     "save_user_factors": Declared(
         bool, _default("save_user_factors"), None, ("--save-user-factors",),
         "Save the user factors and rated items with the model (simulation studies: in a"

@@ -34,7 +34,7 @@ from rich.progress import (
 from fedmc.cli.display import err, summary_table
 from fedmc.cli.options import OPTIONS, command_words, parse_params, run_options, with_options
 from fedmc.errors import ConfigError
-from fedmc.tune import PRUNER, PRUNERS, TUNE_EVALUATIONS
+from fedmc.tune import PRUNER, PRUNERS, STUDY_NAME, TRIALS, TUNE_EVALUATIONS
 
 TUNE_FILES = ("study.db", "trials.csv", "best.json", "search.png", "settings.png",
               "status.json")
@@ -48,8 +48,6 @@ FINAL_SETS = ("rounds", "validation_fraction", "early_stopping", "patience", "mi
 
 
 SEARCH = "Search"
-TRIALS = 20
-"""``--trials`` when not given."""
 
 
 def _extra(name: str, annotation: Any, default: Any) -> inspect.Parameter:
@@ -75,14 +73,16 @@ _EXTRAS = (
         "The study's database URL (default sqlite:///OUT/study.db); several processes given "
         "one URL work on one search.")], None),
     _extra("study_name", Annotated[str | None, _search(
-        "The study's name in its database (default fedmc).")], None),
+        f"The study's name in its database (default {STUDY_NAME}; a search among algorithms "
+        f"adds -ALGORITHM for each).")], None),
     _extra("pruner", Annotated[str | None, _search(
         "median (default: stop a trial whose validation curve falls below the median of the "
         "others') | halving (successive halving) | none.")], None),
     _extra("timeout", Annotated[float | None, _search(
         "Seconds after which no new trial starts.")], None),
     _extra("jobs", Annotated[int | None, _search(
-        "Trials at once, in this many processes on this machine, over one study (default 1; "
+        "Trials at once, in this many processes on this machine, over one study (default: "
+        "this process alone; "
         "each loads the data; pays where one trial leaves cores idle).")], None),
 )
 _HELPS = {"algorithm": "Algorithm, or several, A,B: each searched in turn and the best on the "

@@ -36,6 +36,7 @@ from flwr.serverapp import Grid, ServerApp
 from fedmc.deploy.local import PROGRESS_POLL, complete_lines, node_config, prepared
 from fedmc.errors import ConfigError, FedMCError
 from fedmc.flower.compat import RunNotRunningException, parse_config_args
+from fedmc.flower.defaults import NODE_CPUS
 from fedmc.flower.settings import FederatedRun
 from fedmc.run.data import DataSettings
 from fedmc.sim.ray_shards import require_ray, start_ray
@@ -62,7 +63,7 @@ class VirtualNodes(ClientApp):
             forget_client(context.run_id, client)  # message, and none stays in memory
 
 
-def run_simulated(run: FederatedRun, data: DataSettings, work: Path, node_cpus: float = 1.0,
+def run_simulated(run: FederatedRun, data: DataSettings, work: Path, node_cpus: float = NODE_CPUS,
                   on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
     """Split ``data`` into ``work/split`` and run ``run`` on Flower's simulation engine, one
     virtual node per client, each taking ``node_cpus`` of Ray's CPUs while it answers;

@@ -20,6 +20,7 @@ from typing import Literal
 import numpy as np
 
 from fedmc.core.uploads import Uploads
+from fedmc.federation.defaults import GROWTH
 from fedmc.federation.validation import sum_kind
 from fedmc.privacy.gaussian import squared_norms
 
@@ -33,9 +34,6 @@ WHOLE: frozenset[str] = frozenset({"count", "cells", "users"})
 SLACK = 1e-9  # relative: an upload clipped to the bound may exceed it by its rounding
 
 
-GROWTH = 100.0
-"""Under the default bound (``max-upload-norm = "auto"``, :class:`NormReference`), how many
-times the reference norm of its phase an upload may reach."""
 
 
 class OutOfBounds(ValueError):

@@ -25,7 +25,7 @@ or a node never loads the SuperLink.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 from flwr.app.message import remove_content_from_message
@@ -59,6 +59,7 @@ from flwr.proto.node_pb2 import Node as NodeProto  # pylint: disable=E0611
 from flwr.proto.recorddict_pb2 import RecordDict as RecordDictProto  # pylint: disable=E0611
 from flwr.proto.run_pb2 import GetRunRequest  # pylint: disable=E0611
 from flwr.proto.runtime_pb2 import PullAppMessagesRequest  # pylint: disable=E0611
+from flwr.server.strategy import Strategy  # what the SecAgg+ workflow's context types
 from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
 from flwr.server.workflow.constant import Key as WorkflowKey
 from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
@@ -90,13 +91,10 @@ from flwr.superlink.grid.http_grid import HttpGrid
 from flwr.supernode.fleet_http_client import FleetHttpClient
 from flwr.supernode.node_auth_http_interceptor import NodeAuthHttpInterceptor
 
-if TYPE_CHECKING:  # what the SecAgg+ workflow's LegacyContext types its strategy as
-    from flwr.server.strategy import Strategy
-
 __all__ = [
     "HEARTBEAT_DEFAULT_INTERVAL", "MAIN_CONFIGS_RECORD", "MAIN_PARAMS_RECORD",
     "ActivateNodeRequest", "ClientAppCallable", "ConfirmMessageReceivedRequest",
-    "DeactivateNodeRequest", "ErrorCode", "Fab", "GetFabRequest", "GetRunRequest",
+    "DeactivateNodeRequest", "ErrorCode", "Fab", "Strategy", "GetFabRequest", "GetRunRequest",
     "HeartbeatSender", "HttpGrid", "NodeProto", "ObjectPullError", "ObjectTree",
     "PullMessagesRequest", "PushMessagesRequest", "RecordDictProto", "RegisterNodeFleetRequest",
     "Run", "RunNotRunningException", "SendNodeHeartbeatRequest", "UnregisterNodeFleetRequest",

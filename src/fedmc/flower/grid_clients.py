@@ -45,8 +45,8 @@ from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.bounds import NormReference, OutOfBounds, ReplyBounds, upload_norm
 from fedmc.federation.population import Exchange, Placement, carried_out
+from fedmc.flower.defaults import MAX_LOST_ROUNDS
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
-from fedmc.flower.settings import MAX_LOST_ROUNDS
 from fedmc.flower.transport import good_replies, replies_by_node
 from fedmc.flower.wire import (
     NO_EXCHANGE,

@@ -28,13 +28,13 @@ from pydantic import (
 from fedmc.algorithms.registry import spec
 from fedmc.core.protocol import Algorithm
 from fedmc.errors import ConfigError
-from fedmc.federation.bounds import GROWTH
+from fedmc.federation.defaults import GROWTH
 from fedmc.federation.settings import Schedule
 from fedmc.federation.validation import with_validation
+from fedmc.flower.defaults import MAX_LOST_ROUNDS, REPLY_TIMEOUT
 from fedmc.privacy.accounting import UserDP
 from fedmc.run.spec import RunSpec
 
-MAX_LOST_ROUNDS = 3
 """How many exchanges in a row may lose every client before a run stops, unless the operator
 says (``--max-lost-rounds``)."""
 
@@ -51,9 +51,9 @@ class FederatedRun(BaseModel):
     spec: RunSpec = Field(default_factory=RunSpec)
     secagg: bool = Field(False, description="sum every upload and every evaluation with "
                          "SecAgg+ (fedmc.flower.secagg)")
-    timeout: float = Field(120.0, gt=0, description="seconds the server waits for the replies "
-                           "of one exchange; a client that has not answered by then is left "
-                           "out of that exchange")
+    timeout: float = Field(REPLY_TIMEOUT, gt=0, description="seconds the server waits for "
+                           "the replies of one exchange; a client that has not answered by "
+                           "then is left out of that exchange")
     manifest: Path = Field(Path("manifest.json"), description="the federation's manifest.json "
                            "as the server sees it (each client names its own copy in its node "
                            "configuration)")

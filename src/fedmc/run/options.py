@@ -9,7 +9,21 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedmc.federation.settings import Backend, BackendKind, SamplingKind
+from fedmc.federation.settings import Backend, BackendKind, SamplingKind, Schedule
+from fedmc.privacy.accounting import UserDP
+from fedmc.run.data_settings import DataSettings
+from fedmc.run.spec import RunSpec
+
+IMPLICIT_RANKING_K = 10
+"""The ranking cut-off a run on interactions is judged by when none is given (``fedmc run
+--implicit`` and ``fedmc evaluate`` of such a run)."""
+
+
+def default_of(model: type[BaseModel], name: str) -> Any:
+    """The default of ``model``'s field ``name``: an option that sets a field of a settings
+    model takes its default from there, where it is written once
+    (``tests/test_defaults.py``)."""
+    return model.model_fields[name].default
 
 
 class RunOptions(BaseModel):
@@ -32,16 +46,16 @@ class RunOptions(BaseModel):
     test: Path | None = None
     columns: tuple[str, str, str] | None = None
     data_dir: Path | None = None
-    duplicates: Literal["error", "last", "mean"] = "error"
+    duplicates: Literal["error", "last", "mean"] = default_of(DataSettings, "duplicates")
     binary: Path | None = None
     binarize: float | None = None
-    noise: float = 0.1
+    noise: float = default_of(DataSettings, "noise")
     normalize: Literal["none", "center", "zscore", "public"] | None = None
     rating_scale: tuple[float, float] | None = None
-    implicit: bool = False
+    implicit: bool = default_of(DataSettings, "implicit")
     implicit_threshold: float | None = None
-    split: Literal["random", "user"] = "random"
-    test_fraction: float = 0.2
+    split: Literal["random", "user"] = default_of(DataSettings, "split")
+    test_fraction: float = default_of(DataSettings, "test_fraction")
     validation_fraction: float | None = None
     # the federation
     clients: int | None = None
@@ -49,30 +63,30 @@ class RunOptions(BaseModel):
     active: int | Literal["all"] | None = None
     sampling: SamplingKind | None = None
     participation: float | None = None
-    dropout: float = 0.0
+    dropout: float = default_of(Schedule, "dropout")
     rounds: int | None = None
-    eval_every: int = 1
-    seed: int = 0
-    backend: BackendKind = Backend.model_fields["kind"].default
+    eval_every: int = default_of(Schedule, "eval_every")
+    seed: int = default_of(Schedule, "seed")
+    backend: BackendKind = default_of(Backend, "kind")
     workers: int | None = None
     ray_address: str | None = None
     # user-level DP
     dp_epsilon: float | None = None
-    dp_delta: float = 1e-6
+    dp_delta: float = default_of(UserDP, "delta")
     dp_noise: float | None = None
     dp_clip: float | None = None
     dp_setup_scale: float | None = None
     dp_setup_clip: float | None = None
-    dp_unit: Literal["user", "client"] = "user"
-    dp_reproducible: bool = False
+    dp_unit: Literal["user", "client"] = default_of(UserDP, "unit")
+    dp_reproducible: bool = default_of(UserDP, "reproducible")
     # choosing on the validation cut
-    early_stopping: bool = False
+    early_stopping: bool = False  # a switch: the EarlyStopping its other options make, or none
     patience: int | None = None
     min_delta: float | None = None
     refit: bool | None = None
     # after training
     ranking_k: int | None = None
-    save_user_factors: bool = False
+    save_user_factors: bool = default_of(RunSpec, "save_user_factors")
 
     @property
     def dp(self) -> bool:

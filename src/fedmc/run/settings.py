@@ -43,7 +43,7 @@ from fedmc.errors import ConfigError
 from fedmc.federation.settings import Backend, EarlyStopping, Schedule
 from fedmc.privacy.accounting import UserDP
 from fedmc.run.data_settings import DataSettings, is_boolean
-from fedmc.run.options import RunOptions
+from fedmc.run.options import IMPLICIT_RANKING_K, RunOptions
 from fedmc.run.spec import RunSpec
 
 DEFAULT_ACTIVE = 10
@@ -137,7 +137,8 @@ def resolve(options: RunOptions,
         active = "all" if o["partition"] == "user" else min(DEFAULT_ACTIVE, o["clients"])
     ranking_k = o["ranking_k"]
     if ranking_k is None and data.implicit and not options.private:
-        ranking_k = 10  # interactions are judged by ranking (a private run: fedmc evaluate)
+        # interactions are judged by ranking (a private run: by fedmc evaluate)
+        ranking_k = IMPLICIT_RANKING_K
         defaulted.append("ranking_k")
     stopping = early_stopping(options, data, defaulted)
     schedule = Schedule(rounds=o["rounds"], active=None if active == "all" else active,

@@ -18,6 +18,10 @@ PRUNERS = ("median", "halving", "none")
 """What stops a trial early: the median of the others' curves, successive halving, nothing."""
 PRUNER = "median"
 """The pruner of a search that names none."""
+TRIALS = 20
+"""Trials a search finishes when it is not told how many."""
+STUDY_NAME = "fedmc"
+"""The study's name in its database when none is given."""
 TUNE_EVALUATIONS = 20
 """Evaluations of a trial's validation curve by default (what its pruning and its best round
 read): each ranks or scores every validation rating, which at rank 128 on ML-1M costs more

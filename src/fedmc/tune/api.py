@@ -11,7 +11,7 @@ from fedmc.run.options import RunOptions
 from fedmc.run.runner import RunResult, execute
 from fedmc.run.settings import TUNE_VALIDATION, resolve
 from fedmc.run.spec import RunSpec
-from fedmc.tune import PRUNERS, TUNE_EVALUATIONS
+from fedmc.tune import PRUNERS, TRIALS, TUNE_EVALUATIONS
 from fedmc.tune import search as steps
 from fedmc.tune.search import Search
 from fedmc.tune.space import fold_in_space, search_space
@@ -41,7 +41,7 @@ class Tuned:
     result: RunResult
 
 
-def tune(space: Mapping[str, str] | None = None, *, trials: int = 20,
+def tune(space: Mapping[str, str] | None = None, *, trials: int = TRIALS,
          storage: str | None = None, study_name: str = Search.study_name,
          pruner: str = Search.pruner, timeout: float | None = None, **options: Any) -> Tuned:
     """Search an algorithm's settings on the clients' validation cut, then train the best ones

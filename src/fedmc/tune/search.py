@@ -52,7 +52,7 @@ from fedmc.run.options import RunOptions
 from fedmc.run.runner import execute
 from fedmc.run.settings import resolve
 from fedmc.run.spec import RunSpec
-from fedmc.tune import PRUNER
+from fedmc.tune import PRUNER, STUDY_NAME
 from fedmc.tune.published import cut_held_out, published_score, scores_published
 from fedmc.tune.space import suggest
 
@@ -101,7 +101,7 @@ class Search:
     space: dict[str, Searched]
     trials: int
     storage: str | None
-    study_name: str = "fedmc"
+    study_name: str = STUDY_NAME
     pruner: str = PRUNER
     seed: int | None = 0
     timeout: float | None = None
