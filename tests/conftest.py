@@ -65,6 +65,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+# --- the round loop -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def checkpoint_keeper():
+    """A class of callbacks that keep every checkpoint the round loop offers, pickled, by
+    round (``keeper.saved``), as a federation's server writes them."""
+    import pickle
+
+    from fedmc.federation.callbacks import Callback
+
+    class Keeper(Callback):
+        def __init__(self) -> None:
+            self.saved: dict[int, bytes] = {}
+
+        def after_exchange(self, round, checkpoint):
+            self.saved[round] = pickle.dumps(checkpoint())
+
+    return Keeper
+
+
 # --- small data sets ----------------------------------------------------------------------
 
 

@@ -62,16 +62,17 @@ def test_a_finished_run_is_never_continued(tmp_path, small, monkeypatch, loopbac
     """A copy of a checkpoint taken during a run that has since finished, resumed: every
     node refuses the run's key, and the server stops with that line before any exchange."""
     import fedmc.flower.server_app as server_app
+    from fedmc.flower.checkpoints import CheckpointWriter
 
     settings, run = small
-    write, kept = server_app._write_checkpoint, tmp_path / "kept.pkl"
+    write, kept = CheckpointWriter.after_exchange, tmp_path / "kept.pkl"
 
-    def write_and_keep(out, *rest):
-        write(out, *rest)
-        if rest[-1].round == 2:  # the checkpoint
-            shutil.copy(out / server_app.CHECKPOINT, kept)
+    def write_and_keep(self, round, checkpoint):
+        write(self, round, checkpoint)
+        if round == 2:  # the checkpoint
+            shutil.copy(self.out / server_app.CHECKPOINT, kept)
 
-    monkeypatch.setattr(server_app, "_write_checkpoint", write_and_keep)
+    monkeypatch.setattr(CheckpointWriter, "after_exchange", write_and_keep)
     loopback_federation(tmp_path, settings, run)
     assert not list((tmp_path / "state").glob("*/committed.pkl"))  # the nodes dropped them
     shutil.copy(kept, tmp_path / "out" / server_app.CHECKPOINT)

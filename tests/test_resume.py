@@ -1,7 +1,7 @@
 """A run stopped after any round and resumed from its checkpoint ends as if it had not stopped
-(fedmc.federation.loop: Checkpoint, RoundHooks(checkpoint=, resume=)); in a federation, the
-server's checkpoint after every round and fedmc federate resume (the loopback_federation
-fixture)."""
+(fedmc.federation.loop: Checkpoint, a callback's after_exchange, run_rounds' resume); in a
+federation, the server's checkpoint after every round and fedmc federate resume (the
+loopback_federation fixture)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from fedmc.algorithms.fedals import ALGORITHM as FEDALS
 from fedmc.algorithms.fedmavg import ALGORITHM as FEDMAVG
 from fedmc.algorithms.fedmc_admm import RATED
-from fedmc.federation.loop import RoundHooks, Rounds, run_rounds, streams
+from fedmc.federation.loop import Rounds, run_rounds, streams
 from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import UserDP
 from fedmc.sim.clients import BatchedClients, PerClientClients
@@ -30,7 +30,7 @@ CASES = [(RATED, {"rank": 2, "consensus": "rated"}, BatchedClients, None),
           UserDP(clip=0.5, noise=0.8))]
 
 
-def run(algorithm, cfg, data, population, dp, rounds, checkpoint=None, resume=None):
+def run(algorithm, cfg, data, population, dp, rounds, callbacks=None, resume=None):
     """A run from seed 0, or, resumed, from another seed: what it holds must come from the
     checkpoint."""
     init_rng, rng = streams(0 if resume is None else 99, secret=dp is not None)
@@ -39,20 +39,19 @@ def run(algorithm, cfg, data, population, dp, rounds, checkpoint=None, resume=No
     clients = population(algorithm, cfg, data, draws, info)
     sampler = make_sampler(data.n_clients, sampling="bernoulli", participation=0.5)
     return run_rounds(algorithm, cfg, info, clients, Rounds(sampler, rounds, 2, dp),
-                      server_draws=draws.server, rng=rng,
-                      hooks=RoundHooks(checkpoint=checkpoint, resume=resume))
+                      server_draws=draws.server, rng=rng, callbacks=callbacks, resume=resume)
 
 
 @pytest.mark.parametrize(("algorithm", "params", "population", "dp"), CASES,
                          ids=["rated", "fedmavg-per-client", "rated-private", "fedals",
                               "fedals-fresh-private"])
 def test_a_resumed_run_ends_as_the_uninterrupted_one(algorithm, params, population, dp,
-                                                     tiny_federated):
+                                                     tiny_federated, checkpoint_keeper):
     data = tiny_federated(m=15, n=8, p=15, density=0.45, seed=4)[0]
     cfg = algorithm.Config(**params)
-    saved = {}
-    whole = run(algorithm, cfg, data, population, dp, 6,
-                checkpoint=lambda c: saved.__setitem__(c.round, pickle.dumps(c)))
+    keeper = checkpoint_keeper()
+    saved = keeper.saved
+    whole = run(algorithm, cfg, data, population, dp, 6, callbacks=[keeper])
     assert sorted(saved) == [1, 2, 3, 4, 5, 6]
     for stop in (1, 3):  # an evaluated round's row waits for the next message, or none does
         resumed = run(algorithm, cfg, data, population, dp, 6,
@@ -75,6 +74,7 @@ def test_a_federation_resumed_from_the_servers_checkpoint_ends_as_the_uninterrup
     import fedmc.flower.server_app as server_app
     from fedmc.federation.history import History
     from fedmc.federation.settings import Schedule
+    from fedmc.flower.checkpoints import CheckpointWriter
     from fedmc.flower.settings import FederatedRun
     from fedmc.run.spec import RunSpec
 
@@ -87,19 +87,19 @@ def test_a_federation_resumed_from_the_servers_checkpoint_ends_as_the_uninterrup
     class Killed(Exception):
         pass
 
-    write = server_app._write_checkpoint
+    write = CheckpointWriter.after_exchange
 
-    def write_then_die(*args):
-        write(*args)
-        if args[-1].round == 3:  # the checkpoint
+    def write_then_die(self, round, checkpoint):
+        write(self, round, checkpoint)
+        if round == 3:  # the checkpoint
             raise Killed
 
-    monkeypatch.setattr(server_app, "_write_checkpoint", write_then_die)
+    monkeypatch.setattr(CheckpointWriter, "after_exchange", write_then_die)
     with pytest.raises(Killed):
         loopback_federation(tmp_path / "cut", settings, run)
     out = tmp_path / "cut" / "out"
     assert (out / server_app.CHECKPOINT).exists() and not (out / "model.npz").exists()
-    monkeypatch.setattr(server_app, "_write_checkpoint", write)
+    monkeypatch.setattr(CheckpointWriter, "after_exchange", write)
     loopback_federation(tmp_path / "cut", settings, run.model_copy(update={"resume": True}),
                         split=tmp_path / "cut" / "split", run_id=2)
     resumed = History.read_csv(out / "history.csv")

@@ -270,12 +270,12 @@ def test_fedmc_run_with_early_stopping_writes_both_histories(invoke, monkeypatch
     assert code == 2 and "--patience 2 needs --early-stopping" in err
 
 
-def test_an_early_stopped_run_resumes_from_any_checkpoint(learnable):
+def test_an_early_stopped_run_resumes_from_any_checkpoint(learnable, checkpoint_keeper):
     """The watcher travels in the checkpoint: a run resumed after any round stops at the same
     round and publishes the same model (fedmc federate resume's path)."""
     import pickle
 
-    from fedmc.federation.loop import RoundHooks, run_rounds, streams
+    from fedmc.federation.loop import run_rounds, streams
     from fedmc.sim.clients import BatchedClients
 
     data, _ = federated_data(DataSettings(**{k: v for k, v in learnable.items()
@@ -285,16 +285,17 @@ def test_an_early_stopped_run_resumes_from_any_checkpoint(learnable):
     algo = with_validation(entry.algorithm_for(cfg))
     rounds = Rounds(entry_sampler(data), 40, early_stopping=EarlyStopping(patience=10))
 
-    def run(resume=None, checkpoint=None):
+    def run(resume=None, callbacks=None):
         init_rng, rng = streams(0 if resume is None else 99)
         info = data.federation_info()
         draws = algo.draws(cfg, info, init_rng)
         return run_rounds(algo, cfg, info, BatchedClients(algo, cfg, data, draws, info),
-                          rounds, server_draws=draws.server, rng=rng,
-                          hooks=RoundHooks(checkpoint=checkpoint, resume=resume))
+                          rounds, server_draws=draws.server, rng=rng, callbacks=callbacks,
+                          resume=resume)
 
-    saved = {}
-    whole = run(checkpoint=lambda c: saved.__setitem__(c.round, pickle.dumps(c)))
+    keeper = checkpoint_keeper()
+    saved = keeper.saved
+    whole = run(callbacks=[keeper])
     assert whole.stop is not None and whole.stop.stopped
     for k in (3, whole.stop.best.round, max(saved)):
         resumed = run(resume=pickle.loads(saved[k]))

@@ -45,6 +45,7 @@ from fedmc.core.protocol import FederationInfo
 from fedmc.core.ranking import ranking_metrics, ranking_sums
 from fedmc.data.vocabulary import checked_indices
 from fedmc.errors import ConfigError, DataError
+from fedmc.federation.callbacks import RoundEnd, callbacks_of
 from fedmc.federation.history import History
 from fedmc.federation.loop import Outcome, RoundCallback, Rounds
 from fedmc.federation.settings import Schedule
@@ -142,7 +143,9 @@ class Estimator:
         return self.fit_with_progress(data)
 
     def fit_with_progress(self, data: Any, callback: RoundCallback | None = None) -> Estimator:
-        """:meth:`fit`, calling ``callback(round, row or None)`` after every round."""
+        """:meth:`fit`, telling ``callback`` of every round: a function of ``(round, row or
+        None)`` (progress), or a :class:`fedmc.federation.callbacks.Callback` (which may stop
+        the run)."""
         raise NotImplementedError
 
 
@@ -161,8 +164,8 @@ class FederatedEstimator(Estimator):
     def fit_with_progress(self, data: Any, callback: RoundCallback | None = None,
                           population: PopulationFactory | None = None) -> FederatedEstimator:
         """Train on ``data`` (a :class:`fedmc.data.FederatedData`, or Boolean data for the
-        Boolean algorithms) with the batched simulation, calling ``callback(round, row or
-        None)`` after every round; returns ``self``.
+        Boolean algorithms) with the batched simulation, telling ``callback`` of every round
+        (:meth:`Estimator.fit_with_progress`); returns ``self``.
 
         With ``early_stopping`` (module docstring) the rounds stop on the validation cut of
         ``data``; with its ``refit`` (the default) a second pass then trains on every training
@@ -459,11 +462,16 @@ class ALS(FactorPredictions, Estimator):
 
     def fit_with_progress(self, data: Any, callback: RoundCallback | None = None) -> ALS:
         """Run the sweeps on all training ratings (:func:`fedmc.algorithms.als.run_sweeps`),
-        calling ``callback(sweep, row or None)``."""
+        telling ``callback`` of every sweep as of a round."""
         self.config_ = self.make_config()
         self.info_ = data.federation_info()
+        watchers = callbacks_of(callback)
+
+        def told(k: int, row: dict[str, float] | None) -> bool:  # as the round loop tells
+            return any([w.after_round(RoundEnd(k, row, {}, True)) for w in watchers])
+
         self.U_, self.V_, rows = run_sweeps(self.config_, data, self.random_state,
-                                            self.eval_every, callback)
+                                            self.eval_every, told)
         self.history_ = History(rows)
         self._keep_index_maps(data)
         return self

@@ -332,8 +332,8 @@ def resume(
     the checkpoint the server wrote after its last completed round (the nodes keep their
     committed states under the run's key); the result is the uninterrupted run's."""
     from fedmc.deploy.app import write_run_config
+    from fedmc.flower.checkpoints import stored_run_config
     from fedmc.flower.out_folder import CHECKPOINT
-    from fedmc.flower.server_app import stored_run_config
 
     config = {**stored_run_config(out / CHECKPOINT), "resume": True}
     with tempfile.TemporaryDirectory(prefix="fedmc-resume-") as tmp:  # not in the run folder

@@ -17,7 +17,7 @@ history bit for bit (``seconds`` aside).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from fedmc.core.compile_time import compile_seconds
 from fedmc.core.protocol import Algorithm, FederationInfo, Message
 from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
+from fedmc.federation.callbacks import Callback, RoundCallback, RoundEnd, callbacks_of
 from fedmc.federation.history import History
 from fedmc.federation.population import ClientPopulation
 from fedmc.federation.sampling import Sampler, poisson_rate
@@ -34,7 +35,8 @@ from fedmc.federation.settings import EarlyStopping, Schedule
 from fedmc.federation.validation import EarlyStop
 from fedmc.privacy.accounting import Plan, UserDP
 
-RoundCallback = Callable[[int, dict[str, float] | None], None]
+__all__ = ["Checkpoint", "Outcome", "RoundCallback", "Rounds", "TrainingClock", "run_rounds",
+           "streams"]
 
 
 @dataclass
@@ -137,7 +139,8 @@ class _Evaluation:
 @dataclass
 class Checkpoint:
     """Everything the round loop needs to go on after round ``round`` as if it had not
-    stopped (:class:`RoundHooks`' ``checkpoint`` and ``resume``): the server's state, its random
+    stopped (what :meth:`~fedmc.federation.callbacks.Callback.after_exchange` may take, and
+    :func:`run_rounds`' ``resume``): the server's state, its random
     stream's state, the history so far, the counters, the row of the evaluation still waiting
     for the next message (a population that folds evaluations), and the population's own
     (:meth:`snapshot`; None for one that has none). It holds the server's secrets (the random
@@ -194,30 +197,6 @@ class Rounds:
                    schedule.dp, schedule.early_stopping, schedule.eval_k)
 
 
-@dataclass(frozen=True, kw_only=True)
-class RoundHooks:
-    """What a driver may add to the round loop; each is optional.
-
-    Parameters
-    ----------
-    callback
-        Called after each round with ``(round, row or None)``; for progress display.
-    clock
-        The training clock, if the driver started it before its own set-up.
-    checkpoint
-        Called with a :class:`Checkpoint` after every round (a population that has a
-        ``snapshot()`` adds its own state).
-    resume
-        Go on after the round of this checkpoint instead of starting (the set-up exchange and
-        the rounds up to it are not run again; the server's initial draws are not used).
-    """
-
-    callback: RoundCallback | None = None
-    clock: TrainingClock | None = None
-    checkpoint: Callable[[Checkpoint], None] | None = None
-    resume: Checkpoint | None = None
-
-
 def privacy_plan(setup: Message | None, rounds: Rounds, info: FederationInfo) -> Plan:
     """The exchanges a run releases under user-level DP (``rounds.dp``, given), which the
     accountant charges: the algorithm's ``setup`` exchange if it has uploads, then
@@ -250,7 +229,9 @@ def run_rounds(
     *,
     server_draws: Mapping[str, np.ndarray],
     rng: np.random.Generator,
-    hooks: RoundHooks = RoundHooks(),
+    callbacks: RoundCallback | Sequence[Callback] | None = None,
+    clock: TrainingClock | None = None,
+    resume: Checkpoint | None = None,
 ) -> Outcome:
     """Run the set-up exchange (if the algorithm has one) and ``rounds.count`` rounds.
 
@@ -269,8 +250,14 @@ def run_rounds(
         server`).
     rng
         The server's stream (:func:`streams`).
-    hooks
-        Progress callback, training clock, checkpoints, resumption.
+    callbacks
+        Told of every round (:mod:`fedmc.federation.callbacks`: progress, checkpoints,
+        pruning); any may stop the loop, as early stopping (``rounds.early_stopping``) does.
+    clock
+        The training clock, if the driver started it before its own set-up.
+    resume
+        Go on after the round of this checkpoint instead of starting (the set-up exchange and
+        the rounds up to it are not run again; the server's initial draws are not used).
 
     Returns
     -------
@@ -282,7 +269,7 @@ def run_rounds(
         multiplier).
     """
     sampler, eval_every, dp = rounds.sampler, rounds.eval_every, rounds.dp
-    callback, resume = hooks.callback, hooks.resume
+    watchers = callbacks_of(callbacks)
     if rounds.count < 0:
         raise ConfigError(f"rounds must be >= 0, got {rounds.count}")
     if eval_every < 1:
@@ -291,7 +278,7 @@ def run_rounds(
         raise ConfigError(
             f"the sampler draws from {sampler.n_clients} clients, the data has {info.n_clients}"
         )
-    clock = TrainingClock() if hooks.clock is None else hooks.clock
+    clock = TrainingClock() if clock is None else clock
     history = History()
     state = algorithm.init_server(cfg, info, server_draws) if resume is None else resume.server
     setup = algorithm.setup(cfg, state, info)
@@ -316,10 +303,7 @@ def run_rounds(
             metrics = {} if aggregator.private or not sums else algorithm.metrics(
                 cfg, server.state, sums, info)
             history.append(aggregator.published({"round": k, **metrics, **row}))
-            if stop is not None:
-                stop.observe(k, history.rows[-1], model, answered=bool(sums))
-            if callback is not None and k > 0:
-                callback(k, history.rows[-1])
+            told(RoundEnd(k, history.rows[-1], model, answered=bool(sums)))
 
         if aggregator.private:
             finish({})
@@ -330,6 +314,14 @@ def run_rounds(
         """What round ``k``'s row holds before its evaluation."""
         return {"bytes_up": server.bytes_up, "bytes_down": server.bytes_down,
                 "seconds": clock.seconds, "clients": n_clients, **aggregator.columns(k)}
+
+    stopping = False
+
+    def told(end: RoundEnd) -> None:
+        """Tell the callbacks (early stopping first) that a round's row is final."""
+        nonlocal stopping
+        for watcher in ([] if stop is None else [stop]) + watchers:  # the stop's row first
+            stopping = watcher.after_round(end) or stopping
 
     # A population that folds evaluations sends each with the next round's message; the last
     # one (and every one, otherwise) is an exchange of its own.
@@ -343,12 +335,13 @@ def run_rounds(
         clock.seconds = resume.seconds
         clients.restore(resume.population)
         stop = resume.stop
+        stopping = stop is not None and stop.stopped
         waiting = None if resume.waiting is None else evaluation(*resume.waiting)
     for k in range(start, rounds.count + 1):
         if waiting is not None and not clients.folds_evaluation:
             waiting.finish(clients.evaluate(waiting.model))
             waiting = None
-        if stop is not None and stop.stopped:
+        if stopping:
             break
         clock.start()
         sampled = sampler.sample(server.rng)
@@ -356,15 +349,19 @@ def run_rounds(
         clock.stop()
         evaluated = k % eval_every == 0 or k == rounds.count
         waiting = evaluation(k, row(k, len(sampled))) if evaluated else None
-        if not evaluated and callback is not None:
-            callback(k, None)
-        if hooks.checkpoint is not None:
-            hooks.checkpoint(Checkpoint(
+        if not evaluated:
+            told(RoundEnd(k, None, {}, answered=False))
+
+        def checkpoint(k: int = k, waiting: _Evaluation | None = waiting) -> Checkpoint:
+            return Checkpoint(
                 k, server.state, server.rng.bit_generator.state, list(history.rows),
                 server.bytes_up, server.bytes_down, clock.seconds,
                 None if waiting is None else (waiting.round, waiting.row),
-                clients.snapshot(), stop))
-    if waiting is not None and (stop is None or not stop.stopped):
+                clients.snapshot(), stop)
+
+        for watcher in watchers:
+            watcher.after_exchange(k, checkpoint)
+    if waiting is not None and not stopping:
         # (a population that folds evaluations learns of a stop one round late: that round's
         # evaluation is not asked for, so the history ends where a simulation's ends)
         waiting.finish(clients.evaluate(waiting.model))

@@ -35,6 +35,7 @@ from fedmc.core.protocol import Algorithm, FederationInfo
 from fedmc.core.ranking import ranking_metrics, ranking_sums
 from fedmc.core.shard import CSR
 from fedmc.errors import ConfigError
+from fedmc.federation.callbacks import Callback, RoundEnd
 from fedmc.federation.settings import EarlyStopping
 
 PREFIX = "validation."
@@ -150,8 +151,10 @@ class BestRound:
     model: dict[str, np.ndarray]
 
 
-class EarlyStop:
-    """Early stopping on one validation column (module docstring).
+class EarlyStop(Callback):
+    """Early stopping on one validation column (module docstring): a callback of the round
+    loop that keeps the best round's model and stops the loop once ``patience`` rounds have
+    brought nothing better.
 
     Parameters
     ----------
@@ -185,6 +188,12 @@ class EarlyStop:
         if self.best is None or self._score(value) > self._score(self.best.value) + self.min_delta:
             self.best = BestRound(round, value, {k: np.array(v, copy=True)
                                                  for k, v in model.items()})
+
+    def after_round(self, end: RoundEnd) -> bool:
+        """Observe an evaluated round; stop once :attr:`stopped`."""
+        if end.row is not None:
+            self.observe(end.round, end.row, end.model, end.answered)
+        return self.stopped
 
     def _score(self, value: float) -> float:
         return value if self.larger else -value

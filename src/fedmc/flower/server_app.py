@@ -16,11 +16,8 @@ factor model with ``model.json``, the artifact of :mod:`fedmc.model`) and, while
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 import os
-import pickle
 import secrets
 import time
 from pathlib import Path
@@ -32,23 +29,22 @@ from flwr.serverapp import Grid, ServerApp
 
 import fedmc
 from fedmc.algorithms.registry import spec
-from fedmc.core.protocol import Algorithm
 from fedmc.errors import ConfigError
 from fedmc.federation.bounds import GROWTH, NormReference, ReplyBounds
 from fedmc.federation.history import History
 from fedmc.federation.loop import (
     Checkpoint,
-    RoundHooks,
     Rounds,
     TrainingClock,
     privacy_plan,
     run_rounds,
     streams,
 )
-from fedmc.files import write_atomic
+from fedmc.flower.checkpoints import CheckpointWriter, read_checkpoint
 from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record, Refusal, UploadNorms
 from fedmc.flower.manifest import Manifest
 from fedmc.flower.out_folder import CHECKPOINT, claim, recorded, refused, resolved
+from fedmc.flower.progress_log import ProgressLog
 from fedmc.flower.roster import ROSTER_ENV, read_roster
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.settings import FederatedRun
@@ -95,7 +91,7 @@ def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -
     settings = run.schedule
     rounds = Rounds.of(settings, manifest.n_clients)
     private = rounds.dp is not None and rounds.dp.private
-    progress = _Progress(run.out / "progress.jsonl", private, append=resume is not None)
+    progress = ProgressLog(run.out / "progress.jsonl", private, append=resume is not None)
     clients = GridClients(grid, manifest.n_clients, run.timeout,
                           secure=SecureSum(run.upload_bound) if run.secagg else None,
                           on_exchange=progress.exchange, on_event=progress.write,
@@ -112,10 +108,8 @@ def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -
     init_rng, server_rng = streams(settings.seed, secret=private)
     draws = algorithm.draws(cfg, info, init_rng)
     sim = run_rounds(algorithm, cfg, info, clients, rounds, server_draws=draws.server,
-                     rng=server_rng, hooks=RoundHooks(
-                         callback=progress.round, clock=clock, resume=resume,
-                         checkpoint=functools.partial(
-                             _write_checkpoint, run.out, run.run_config(), algorithm, cfg)))
+                     rng=server_rng, clock=clock, resume=resume, callbacks=[
+                         progress, CheckpointWriter(run.out, run.run_config(), algorithm, cfg)])
     _mark_participants(sim.history, clients.log, clients.refusals, private)
     summary = summarize(sim.history, sim.guarantee,
                         {"total_seconds": time.perf_counter() - started},
@@ -130,57 +124,6 @@ def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -
     clients.finish()  # the clients drop their states; the run's key is never continued
     progress.write({"event": "done"})
     return sim.history
-
-
-def _write_checkpoint(out: Path, run_config: dict[str, Any], algorithm: Algorithm, cfg: Any,
-                      checkpoint: Checkpoint) -> None:
-    """The checkpoint after a round in ``out``, with the run configuration it belongs to,
-    atomically; never one whose model is not finite (the run stops; the last checkpoint
-    stays). The run's algorithm, ``Config`` and configuration are built once, by the caller."""
-    model = algorithm.model(cfg, checkpoint.server)
-    if not all(np.isfinite(a).all() for a in model.values()):
-        raise ConfigError(f"the server's model is not finite after round {checkpoint.round}: "
-                          f"not checkpointed, the run stops")
-    write_atomic(out / CHECKPOINT, lambda fh: pickle.dump(
-        (run_config, checkpoint), fh, protocol=pickle.HIGHEST_PROTOCOL), private=True)
-
-
-def stored_run_config(path: Path) -> dict[str, Any]:
-    """The run configuration of the checkpoint at ``path`` (``fedmc federate resume``).
-
-    Raises
-    ------
-    ConfigError
-        No checkpoint there.
-    """
-    return _load_checkpoint(path)[0]
-
-
-def _load_checkpoint(path: Path) -> tuple[dict[str, Any], Checkpoint]:
-    if not path.is_file():
-        raise ConfigError(f"{path}: no checkpoint to resume from (a run writes one after every "
-                          "round and removes it when it ends)")
-    with open(path, "rb") as fh:
-        return pickle.load(fh)
-
-
-def read_checkpoint(run: FederatedRun) -> Checkpoint:
-    """The checkpoint in ``run.out``, which must be that of the same run (its settings and
-    run key; ``resume`` aside).
-
-    Raises
-    ------
-    ConfigError
-        No checkpoint there, or one of another run.
-    """
-    path = run.out / CHECKPOINT
-    config, checkpoint = _load_checkpoint(path)
-    mine = {**run.run_config(), "resume": False}
-    if {**config, "resume": False} != mine:
-        changed = sorted(k for k in mine if config.get(k) != mine[k] and k != "resume")
-        raise ConfigError(f"{path}: the checkpoint of another run (differs in "
-                          f"{', '.join(changed)})")
-    return checkpoint
 
 
 def reply_bounds(run: FederatedRun, manifest: Manifest) -> ReplyBounds:
@@ -310,37 +253,3 @@ def _config(run: FederatedRun, manifest: Manifest) -> dict[str, Any]:
                        "manifest": str(run.manifest)},
         "versions": {**versions(), "flwr": flwr.__version__},
     }
-
-
-PRIVATE_EVENT_KEYS = ("event", "exchange", "round", "phase", "row")
-"""What a private run's ``progress.jsonl`` keeps of an event (the row: its public columns
-only); not who (``clients``, nor a refusal's or failure's ``reason``, which names the client
-and may quote its error) nor how long."""
-
-
-class _Progress:
-    """``progress.jsonl``: one JSON line per exchange and per round, with its wall time. In a
-    private run (``private``) a line names no client, not even in a reason (who is sampled is
-    the secret the accountant's amplification rests on) and holds no time (how long the
-    clients' data take): :data:`PRIVATE_EVENT_KEYS`."""
-
-    def __init__(self, path: Path, private: bool = False, append: bool = False) -> None:
-        self.path = path
-        self.private = private
-        if not append:
-            path.write_text("")
-
-    def write(self, event: dict[str, Any]) -> None:
-        if self.private:
-            event = {k: v for k, v in event.items() if k in PRIVATE_EVENT_KEYS}
-        else:
-            event["time"] = time.time()
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(event, default=float) + "\n")
-
-    def exchange(self, number: int, round_: int, phase: str, clients: list[int]) -> None:
-        self.write({"event": "exchange", "exchange": number, "round": round_, "phase": phase,
-                    "clients": clients})
-
-    def round(self, k: int, row: dict[str, float] | None) -> None:
-        self.write({"event": "round", "round": k, "row": row})

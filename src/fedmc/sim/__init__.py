@@ -15,7 +15,6 @@ from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws
 from fedmc.federation.loop import (
     Outcome,
     RoundCallback,
-    RoundHooks,
     Rounds,
     TrainingClock,
     run_rounds,
@@ -60,7 +59,8 @@ def simulate(
         loop over clients), ``"sharded"`` (two stacks of clients in this process, each summing
         its uploads: :mod:`fedmc.sim.sharded`), or a factory of another population.
     callback
-        Called after each round with ``(round, row or None)``; for progress display.
+        Told of every round: a :class:`fedmc.federation.callbacks.Callback` (which may stop
+        the run: a search's pruning), or a function of ``(round, row or None)`` (progress).
 
     Returns
     -------
@@ -77,4 +77,4 @@ def simulate(
     draws = algorithm.draws(cfg, info, init_rng)
     clients = population(algorithm, cfg, data, draws, info)
     return run_rounds(algorithm, cfg, info, clients, rounds, server_draws=draws.server,
-                      rng=server_rng, hooks=RoundHooks(callback=callback, clock=clock))
+                      rng=server_rng, callbacks=callback, clock=clock)

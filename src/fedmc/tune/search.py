@@ -53,6 +53,7 @@ from fedmc.run.runner import execute
 from fedmc.run.settings import resolve
 from fedmc.run.spec import RunSpec
 from fedmc.tune import PRUNER, STUDY_NAME
+from fedmc.tune.pruning import Pruning
 from fedmc.tune.published import cut_held_out, published_score, scores_published
 from fedmc.tune.space import suggest
 
@@ -275,20 +276,16 @@ def run_study(search: Search, study: Any,
             trial.set_user_attr("seconds", time.perf_counter() - started - compiled)
             trial.set_user_attr("compile_seconds", compiled)
 
-        def report(k: int, row: dict[str, float] | None) -> None:
-            if row is None or not math.isfinite(row.get(column, math.nan)):
-                return
-            trial.report(row[column], k)
-            if trial.should_prune():
-                timed()
-                raise optuna.TrialPruned(f"round {k}: {column} {row[column]:.4f}")
-
+        pruning = Pruning(trial, column)
         try:
-            result = execute(run, callback=report, loaded=loaded, kernels="auto")
+            result = execute(run, callback=pruning, loaded=loaded, kernels="auto")
         except ConfigError as exc:  # settings the run refuses: the trial fails, with why
             trial.set_user_attr("error", str(exc))
             raise
         timed()
+        if pruning.pruned_at is not None:  # the run stopped where the pruner said
+            raise optuna.TrialPruned(f"round {pruning.pruned_at}: {column} "
+                                     f"{pruning.value:.4f}")
         best_round, value = best_of(result.history.rows, column, larger,
                                     result.summary.get("early_stopping"))
         trial.set_user_attr("best_round", best_round)

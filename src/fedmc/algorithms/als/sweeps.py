@@ -14,16 +14,17 @@ from fedmc.core.factors import error_sums, factor_metrics, uniform_draws
 from fedmc.core.prox import Regularizer
 from fedmc.core.shard import CSR, RatingsShard
 
-SweepCallback = Callable[[int, dict[str, float] | None], None]
+SweepCallback = Callable[[int, dict[str, float] | None], bool | None]
+"""Told ``(sweep, row or None)`` after each sweep; True stops the sweeps there."""
 
 
 def run_sweeps(cfg: ALSConfig, data: RatingsShard, seed: int, eval_every: int = 1,
                callback: SweepCallback | None = None,
                ) -> tuple[np.ndarray, np.ndarray, list[dict[str, float]]]:
     """Run ``cfg.sweeps`` sweeps on all training ratings of ``data``, calling
-    ``callback(sweep, row or None)`` after each; the factors ``U`` (federated row order) and
-    ``V``, and one row of metrics per evaluated sweep (the history's, ``round`` counting
-    sweeps).
+    ``callback(sweep, row or None)`` after each (True: stop); the factors ``U`` (federated
+    row order) and ``V``, and one row of metrics per evaluated sweep (the history's,
+    ``round`` counting sweeps).
 
     The initial factors are drawn as the federated algorithms draw theirs (same seed, same
     ``U^0, V^0``).
@@ -60,8 +61,8 @@ def run_sweeps(cfg: ALSConfig, data: RatingsShard, seed: int, eval_every: int = 
         half_sweep(V, U, layout.free_mask_v(), by_item, cfg)
         seconds += time.perf_counter() - t0 - (compile_seconds() - c0)
         row = record(k) if (k % eval_every == 0 or k == cfg.sweeps) else None
-        if callback is not None:
-            callback(k, row)
+        if callback is not None and callback(k, row):
+            break
     return U, V, rows
 
 
