@@ -86,6 +86,9 @@ def test_bad_files_exit_2_and_write_nothing(monkeypatch, capsys, tmp_path, name,
         # a newcomer's careless input: refused in the flags typed, with what is accepted
         (["--dp-epsilon", "inf", "--dp-clip", "1"], "--dp-epsilon: input should be a finite"),
         (["-P", "ranks=3"], "-p takes rank,"),
+        # an algorithm's own parameter named as typed, not as the run's option of that name
+        (["--algorithm", "felb", "--binarize", "3", "-P", "dp_clip=none2"],
+         "--param dp_clip=...: input should be"),
         (["--duplicates", "lst"], "--duplicates: input should be 'error', 'last' or 'mean'"),
         (["--dp-clip", "1"], "--dp-clip needs --dp-epsilon or --dp-noise"),
         (["--dp-noise", "1"], "user-level dp needs --dp-clip"),

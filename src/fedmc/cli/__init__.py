@@ -22,7 +22,7 @@ from fedmc.cli.evaluate import register as register_evaluate_command
 from fedmc.cli.experiment import register as register_experiment_commands
 from fedmc.cli.federate import register as register_federate_commands
 from fedmc.cli.interrupts import Interrupted, catch_signals, signal_of, worker_running
-from fedmc.cli.options import flag, in_flags
+from fedmc.cli.options import flag, in_flags, parameter_flag
 from fedmc.cli.recommend import register as register_model_commands
 from fedmc.cli.run import run
 from fedmc.cli.tune import register as register_tune_command
@@ -74,10 +74,15 @@ def _validation_message(exc: ValidationError) -> str:
     with the list of those there are."""
     first = exc.errors()[0]
     loc = [str(x) for x in first["loc"]]
-    where = flag(loc[-1]) if loc else "settings"
+    known = _known_settings(exc.title)
+    if not loc:
+        where = "settings"
+    else:  # an algorithm's Config names its own parameters, not the run's options
+        where = parameter_flag(loc[-1]) if known else flag(loc[-1])
     if first["type"] == "extra_forbidden":
-        return f"{where}: not a setting of {exc.title}" + _known_settings(exc.title)
-    return f"{where}: {in_flags(first['msg'].removeprefix('Value error, '))}"
+        return f"{where}: not a setting of {exc.title}" + known
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{where}: {in_flags(message, algorithm=bool(known))}"
 
 
 def _known_settings(model: str) -> str:

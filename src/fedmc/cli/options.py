@@ -370,6 +370,15 @@ def _active(text: str) -> int | str:
     return int(text)
 
 
+def parameter_flag(name: str) -> str:
+    """The flag of an algorithm parameter: its own option's (``--rank``), else ``--param
+    name=...`` (Felb's ``dp_clip`` is its own parameter, not user-level DP's ``--dp-clip``)."""
+    declared = OPTIONS.get(name)
+    if declared is not None and declared.panel == ALGO:
+        return flag(name)
+    return f"--param {name}=..."
+
+
 def flag(name: str) -> str:
     """The flag of a setting: a declared option's (``dp_clip`` -> ``--dp-clip``), a DP
     field's (``dp.clip`` -> ``--dp-clip``), an algorithm parameter's (``--rank``, or
@@ -409,14 +418,17 @@ _VALUED = re.compile(r"\b([a-z][a-z_.]*)=('[^']*'|\"[^\"]*\"|[^\s,;:)]+)")
 _BARE = re.compile(r"(?<![\w.=-])((?:dp\.[a-z_]+)|(?:[a-z]+_[a-z_]+))(?![\w=(])")
 
 
-def in_flags(message: str) -> str:
+def in_flags(message: str, algorithm: bool = False) -> str:
     """A message of a lower layer in the command line's words: every ``setting=value`` of a
     declared option or DP field as ``--flag value``, every bare ``dp.field`` or
-    ``name_with_underscores`` of one as its flag."""
+    ``name_with_underscores`` of one as its flag. ``algorithm``: the message of an
+    algorithm's ``Config``, whose names are its parameters (only those with an option of their
+    own become flags: Felb's ``dp_clip`` is not user-level DP's ``--dp-clip``)."""
+    options = {n: d for n, d in OPTIONS.items() if not algorithm or d.panel == ALGO}
 
     def valued(m: re.Match[str]) -> str:
         name = m.group(1).replace("dp.", "dp_")
-        if name not in OPTIONS:
+        if name not in options:
             return m.group(0)
         value = m.group(2).strip("'\"")
         switch = [f for f in OPTIONS[name].flags if "/" in f]
@@ -427,6 +439,6 @@ def in_flags(message: str) -> str:
 
     def bare(m: re.Match[str]) -> str:
         name = m.group(1).replace("dp.", "dp_")
-        return flag(name) if name in OPTIONS else m.group(0)
+        return flag(name) if name in options else m.group(0)
 
     return _BARE.sub(bare, _VALUED.sub(valued, message))
