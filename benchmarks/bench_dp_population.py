@@ -111,8 +111,8 @@ def score(algorithm: str, eps: float, data: FederatedData, implicit: bool,
                    lambda _: data.n_users)
     start = time.perf_counter()
     result = execute(spec, loaded=(data, {}))
-    metric = ({"ndcg@10": round(folded_in(result.model, data)["ndcg@10"], 4)} if implicit
-              else {"rmse": round(folded_in_rmse(result.model, data), 4)})
+    metric = ({"ndcg@10": round(folded_in(result.artifact, data)["ndcg@10"], 4)} if implicit
+              else {"rmse": round(folded_in_rmse(result.artifact, data), 4)})
     return {**metric, "fitted": spec.algorithm, "seconds": round(time.perf_counter() - start, 1)}
 
 

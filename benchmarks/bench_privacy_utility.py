@@ -80,13 +80,15 @@ def fit(data, algorithm: str, rounds: int, eps: float, noise: float | None, q: f
 
 
 def folded_in_rmse(model, data) -> float:
-    """Test RMSE of the published model, every held-out user folded in from its own training
-    ratings (what ``fedmc evaluate`` measures)."""
+    """Test RMSE of the published model (a fitted estimator's, or a run's ``FactorModel``),
+    every held-out user folded in from its own training ratings (what ``fedmc evaluate``
+    measures)."""
     inverse = data.normalizer.inverse
     held = HeldOut(*(CSR(m.indptr, m.indices, inverse(m.values)) for m in (data.train,
                                                                           data.test)),
                    user_ids=np.arange(data.n_users))
-    return evaluate_model(FactorModel.from_estimator(model), held)["test_rmse"]
+    published = model if isinstance(model, FactorModel) else FactorModel.from_estimator(model)
+    return evaluate_model(published, held)["test_rmse"]
 
 
 def values(text: str) -> list:

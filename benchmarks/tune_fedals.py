@@ -79,10 +79,12 @@ def implicit_als(data: FederatedData, rank: int, alpha: float, lam: float, seed:
 
 
 def folded_in(model, data: FederatedData) -> dict[str, float]:
-    """Ranking metrics of the published model, every user folded in from its fitting
-    interactions (``fedmc evaluate``)."""
+    """Ranking metrics of the published model (a fitted estimator's, or a run's
+    ``FactorModel``), every user folded in from its fitting interactions (``fedmc
+    evaluate``)."""
     held = HeldOut(data.train, data.test, np.arange(data.n_users), implicit=True)
-    return evaluate_model(FactorModel.from_estimator(model), held, K)
+    published = model if isinstance(model, FactorModel) else FactorModel.from_estimator(model)
+    return evaluate_model(published, held, K)
 
 
 def dp_settings(eps: float, clip: float) -> dict:

@@ -35,7 +35,7 @@ def test_the_estimator_stops_as_fedmc_run_does(learnable, refit):
     est.fit(load_federated(**learnable))
     report = run.summary["early_stopping"]
     assert est.stopped_ == report and 0 < report["round"] < report["stopped_at"] < 40
-    np.testing.assert_allclose(est.V_, run.model.V_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(est.V_, run.trained.model["V"], rtol=0, atol=1e-12)
     if refit:
         assert report["refit_rounds"] == report["round"] == est.history_.rows[-1]["round"]
         assert est.validation_history_.rows[-1]["round"] == report["stopped_at"]

@@ -190,7 +190,7 @@ def published_by_fedmc_run(options: dict[str, object]) -> dict[str, np.ndarray]:
     from fedmc.cli.options import run_options
     from fedmc.run.settings import resolve
 
-    return execute(resolve(run_options(options))).model.model_
+    return execute(resolve(run_options(options))).trained.model
 
 
 def run_both(tmp_path: Path, options: dict[str, object],

@@ -63,7 +63,7 @@ def assert_within_quantization(model: dict[str, np.ndarray], reference: RunResul
                                rounds: int, clients: int) -> None:
     """Every published array within ``rounds * clients`` quanta of its largest entry of
     ``fedmc run``'s: each secure sum errs by less than one quantum per client."""
-    for name, expected in reference.model.model_.items():
+    for name, expected in reference.trained.model.items():
         bound = rounds * clients * QUANTUM * np.abs(expected).max()
         np.testing.assert_allclose(model[name], expected, rtol=0, atol=bound,
                                    err_msg=f"published {name!r}")
@@ -158,7 +158,7 @@ def test_an_ease_federation_equals_fedmc_run(tmp_path, secagg, loopback_federati
     if secagg:
         assert_within_quantization(model, reference, 1, 5)
         return
-    np.testing.assert_allclose(model["V"], reference.model.model_["V"], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(model["V"], reference.trained.model["V"], rtol=0, atol=1e-10)
     np.testing.assert_array_equal(history.column("bytes_up"),
                                   reference.history.column("bytes_up"))
 
@@ -356,7 +356,7 @@ def test_a_federation_stops_early_as_fedmc_run_does(tmp_path, loopback_federatio
     assert report == {**expected, "value": pytest.approx(expected["value"], rel=1e-10)}
     assert 0 < report["round"] < report["stopped_at"] < 40, "the test needs a run that stops"
     model, _ = out_files(tmp_path / "out")
-    np.testing.assert_allclose(model["V"], reference.model.model_["V"], rtol=1e-10)
+    np.testing.assert_allclose(model["V"], reference.trained.model["V"], rtol=1e-10)
     with pytest.raises(ValueError, match="refit=false"):
         FederatedRun(spec=run.model_copy(update={"schedule": run.schedule.model_copy(
             update={"early_stopping": EarlyStopping()})}))

@@ -216,7 +216,7 @@ def test_early_stopping_publishes_the_best_rounds_model(learnable):
     assert stopped.validation_history.rows[-1]["round"] == report["stopped_at"]
     # the published V is the one the same run without early stopping has after `best` rounds
     short = execute(resolve(RunOptions(**{**learnable, "rounds": best}, params=PARAMS)))
-    np.testing.assert_array_equal(stopped.model.V_, short.model.V_)
+    np.testing.assert_array_equal(stopped.trained.model["V"], short.trained.model["V"])
 
 
 def test_refit_is_the_run_without_the_cut_stopped_at_the_best_round(learnable):
@@ -229,7 +229,7 @@ def test_refit_is_the_run_without_the_cut_stopped_at_the_best_round(learnable):
     assert "validation_rmse" not in refit.history.rows[-1]
     without_cut = {**learnable, "rounds": best, "validation_fraction": None}
     plain = execute(resolve(RunOptions(**without_cut, params=PARAMS)))
-    np.testing.assert_array_equal(refit.model.V_, plain.model.V_)
+    np.testing.assert_array_equal(refit.trained.model["V"], plain.trained.model["V"])
     assert refit.config["run"]["early_stopping"]["patience"] == 10
     assert refit.config["data"]["validation_fraction"] == 0.2
 

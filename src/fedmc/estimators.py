@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from fedmc.algorithms.als import run_sweeps
 from fedmc.algorithms.felb.prox import binarize
 from fedmc.algorithms.registry import AlgorithmSpec, spec, specs
 from fedmc.core.factors import FactorLayout
@@ -44,13 +43,13 @@ from fedmc.core.factors import predict as predict_factors
 from fedmc.core.protocol import FederationInfo
 from fedmc.core.ranking import ranking_metrics, ranking_sums
 from fedmc.data.vocabulary import checked_indices
-from fedmc.errors import ConfigError, DataError
-from fedmc.federation.callbacks import RoundEnd, callbacks_of
+from fedmc.errors import DataError
 from fedmc.federation.history import History
-from fedmc.federation.loop import Outcome, RoundCallback, Rounds
+from fedmc.federation.loop import RoundCallback
 from fedmc.federation.settings import Schedule
-from fedmc.federation.validation import with_validation
-from fedmc.sim import PopulationFactory, simulate
+from fedmc.run.spec import RunSpec
+from fedmc.run.train import Trained, train
+from fedmc.sim import PopulationFactory
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -174,43 +173,24 @@ class FederatedEstimator(Estimator):
         both passes, the second counting from round 1 again). ``population``: where the
         clients live (:func:`fedmc.sim.simulate`'s ``driver``; None: stacked in this
         process)."""
-        if self.spec.data_kind == "ratings" and not hasattr(data, "train"):
-            raise ConfigError(f"{self.name} needs rating data (fedmc.load_federated)")
-        cfg = self.make_config()
-        schedule = self.schedule()
-        self.config_ = cfg
-        sim = self._simulate(schedule, data, callback, population)
-        stopping = schedule.early_stopping
-        if stopping is None or not stopping.refit or sim.stop is None or sim.stop.best is None:
-            self._learn(sim, data)
-            return self
-        report = {**sim.stop.report(schedule.rounds), "refit_rounds": sim.stop.best.round}
-        every = data.every_training_rating()
-        again = schedule.model_copy(update={"rounds": sim.stop.best.round,
-                                            "early_stopping": None, "eval_k": None})
-        self._learn(self._simulate(again, every, callback, population), every)
-        self.stopped_ = report
-        self.validation_history_: History = sim.history
+        self._learn(train(self.run_spec(), data, population=population, callbacks=callback))
         return self
 
-    def _simulate(self, schedule: Schedule, data: Any, callback: RoundCallback | None,
-                  population: PopulationFactory | None = None) -> Outcome:
-        """One simulation of ``config_`` on ``data`` under ``schedule`` (batched, or on
-        ``population``)."""
-        algorithm = with_validation(self.spec.algorithm_for(self.config_), schedule.eval_k)
-        return simulate(algorithm, self.config_, data,
-                        rounds=Rounds.of(schedule, data.n_clients), seed=schedule.seed,
-                        driver="batched" if population is None else population,
-                        callback=callback)
+    def run_spec(self) -> RunSpec:
+        """The run these parameters describe (the data aside: :meth:`fit` is given them)."""
+        self.config_ = self.make_config()
+        return RunSpec(algorithm=self.name, params=self.config_.model_dump(),
+                       schedule=self.schedule())
 
-    def _learn(self, sim: Outcome, data: Any) -> None:
-        """Set the learned attributes from a finished simulation."""
-        self.history_: History = sim.history
-        self.info_: FederationInfo = sim.info
-        self.privacy_: dict[str, Any] = sim.guarantee
-        self.stopped_ = None if sim.stop is None else sim.stop.report(self.rounds)
-        algorithm = self.spec.algorithm_for(self.config_)
-        self.model_: dict[str, np.ndarray] = sim.model(algorithm, self.config_)
+    def _learn(self, trained: Trained) -> None:
+        """Set the learned attributes from what training left."""
+        self.history_: History = trained.history
+        self.info_: FederationInfo = trained.info
+        self.privacy_: dict[str, Any] = trained.privacy
+        self.stopped_ = trained.stopped
+        self.model_: dict[str, np.ndarray] = trained.model
+        if trained.validation_history is not None:
+            self.validation_history_: History = trained.validation_history
 
 
 class FactorPredictions:
@@ -274,17 +254,11 @@ class FactorEstimator(FactorPredictions, FederatedEstimator):
     ``layout_``, ``history_``.
     """
 
-    def _learn(self, sim: Outcome, data: Any) -> None:
-        super()._learn(sim, data)
+    def _learn(self, trained: Trained) -> None:
+        super()._learn(trained)
         self.V_ = self.model_["V"]
-        self.U_ = sim.clients.user_factors()
-        if self.stopped_ is not None and self.stopped_["round"] not in (
-                None, self.stopped_["stopped_at"]):
-            # the published V is an earlier round's: every user folded in from it, as
-            # fedmc evaluate does (the clients' own rows moved on with later rounds; no best
-            # round: the last round's V, which they match)
-            self.U_ = self.spec.fold_in_users(self.config_, self.V_, data.train)
-        self._keep_index_maps(data)
+        self.U_ = trained.user_factors
+        self._keep_index_maps(trained.data)
         self.layout_: FactorLayout = self.config_.layout
 
 
@@ -415,9 +389,9 @@ class Felb(FederatedEstimator):
     """
 
 
-    def _learn(self, sim: Outcome, data: Any) -> None:
-        super()._learn(sim, data)
-        self.U_ = sim.clients.user_factors()
+    def _learn(self, trained: Trained) -> None:
+        super()._learn(trained)
+        self.U_ = trained.user_factors
         self.V_hat_ = self.model_["V_hat"]
 
     def factors(self) -> tuple[np.ndarray, np.ndarray]:
@@ -464,15 +438,11 @@ class ALS(FactorPredictions, Estimator):
         """Run the sweeps on all training ratings (:func:`fedmc.algorithms.als.run_sweeps`),
         telling ``callback`` of every sweep as of a round."""
         self.config_ = self.make_config()
-        self.info_ = data.federation_info()
-        watchers = callbacks_of(callback)
-
-        def told(k: int, row: dict[str, float] | None) -> bool:  # as the round loop tells
-            return any([w.after_round(RoundEnd(k, row, {}, True)) for w in watchers])
-
-        self.U_, self.V_, rows = run_sweeps(self.config_, data, self.random_state,
-                                            self.eval_every, told)
-        self.history_ = History(rows)
+        run = RunSpec(algorithm=self.name, params=self.config_.model_dump(),
+                      schedule=Schedule(seed=self.random_state, eval_every=self.eval_every))
+        trained = train(run, data, callbacks=callback)
+        self.info_, self.U_, self.V_ = trained.info, trained.user_factors, trained.model["V"]
+        self.history_ = trained.history
         self._keep_index_maps(data)
         return self
 

@@ -72,28 +72,23 @@ def _fail(reason: str, code: int = 2) -> None:
 def _validation_message(exc: ValidationError) -> str:
     """The first error of a settings model, named by the user's flag; an unknown setting
     with the list of those there are."""
-    first = exc.errors()[0]
-    loc = [str(x) for x in first["loc"]]
-    known = _known_settings(exc.title)
-    if not loc:
-        where = "settings"
-    else:  # an algorithm's Config names its own parameters, not the run's options
-        where = parameter_flag(loc[-1]) if known else flag(loc[-1])
-    if first["type"] == "extra_forbidden":
-        return f"{where}: not a setting of {exc.title}" + known
-    message = first["msg"].removeprefix("Value error, ")
-    return f"{where}: {in_flags(message, algorithm=bool(known))}"
-
-
-def _known_settings(model: str) -> str:
-    """``: it takes ...`` with the fields of the algorithm ``Config`` named ``model``."""
     from fedmc.algorithms.registry import specs
 
-    for entry in specs().values():
-        config = entry.Config
-        if config.__name__ == model:
-            return f" (-P takes {', '.join(config.model_fields)})"
-    return ""
+    first = exc.errors()[0]
+    loc = [str(x) for x in first["loc"]]
+    # an algorithm's Config (found by its name, not loaded) names its own parameters
+    algorithm = next((e for e in specs().values()
+                      if e.config.rpartition(":")[2] == exc.title), None)
+    if not loc:
+        where = "settings"
+    else:
+        where = parameter_flag(loc[-1]) if algorithm else flag(loc[-1])
+    if first["type"] == "extra_forbidden":
+        known = "" if algorithm is None else \
+            f" (-P takes {', '.join(algorithm.Config.model_fields)})"
+        return f"{where}: not a setting of {exc.title}" + known
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{where}: {in_flags(message, algorithm=algorithm is not None)}"
 
 
 def main() -> None:

@@ -130,29 +130,44 @@ class FactorModel:
             and each user's training items as well (simulation studies only); None keeps the
             item model alone, what a federation publishes.
         """
+        if user_data is not None and not np.array_equal(np.asarray(user_data.user_ids),
+                                                         estimator.user_ids_):
+            raise DataError("user_data is not the data the estimator was fitted on")
+        return cls.of(estimator.name, estimator.config_, estimator.V_, estimator.info_,
+                      estimator.item_ids_, estimator.data_name_,
+                      getattr(estimator, "privacy_", {}).get("private", False),
+                      None if user_data is None else (estimator.U_, user_data))
+
+    @classmethod
+    def of(cls, algorithm: str, cfg: Any, V: np.ndarray, info: Any, item_ids: Any,
+           dataset: str, private: bool = False, users: tuple[np.ndarray, Any] | None = None,
+           ) -> FactorModel:
+        """The model a training of ``algorithm`` with ``cfg`` publishes: its item factors
+        ``V`` (rows ``item_ids``), the federation's facts ``info`` (normalizer, value range),
+        the data's name; ``users``: the user factors in federated row order and the
+        :class:`~fedmc.data.FederatedData` they were trained on, to keep them and each user's
+        training items as well (simulation studies only)."""
         import fedmc
 
-        info = estimator.info_
         extra: dict[str, np.ndarray] = {}
-        if user_data is not None:
-            if not np.array_equal(np.asarray(user_data.user_ids), estimator.user_ids_):
-                raise DataError("user_data is not the data the estimator was fitted on")
+        if users is not None:
+            U, user_data = users
             extra = {
-                "U": np.array(estimator.U_, dtype=np.float64),
-                "user_ids": np.array(estimator.user_ids_),
+                "U": np.array(U, dtype=np.float64),
+                "user_ids": np.array(user_data.user_ids),
                 "rated_ptr": np.array(user_data.train.indptr, dtype=np.int64),
                 "rated_items": np.array(user_data.train.indices, dtype=np.int32),
             }
         return cls(
-            algorithm=estimator.name,
-            params=estimator.config_.model_dump(mode="json"),
-            V=np.array(estimator.V_, dtype=np.float64),
-            item_ids=np.array(estimator.item_ids_),
+            algorithm=algorithm,
+            params=cfg.model_dump(mode="json"),
+            V=np.array(V, dtype=np.float64),
+            item_ids=np.array(item_ids),
             normalizer=info.normalizer,
             value_range=(float(info.value_range[0]), float(info.value_range[1])),
-            dataset=estimator.data_name_,
+            dataset=dataset,
             fedmc_version=fedmc.__version__,
-            private=getattr(estimator, "privacy_", {}).get("private", False),
+            private=private,
             **extra,
         )
 

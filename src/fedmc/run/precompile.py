@@ -205,13 +205,17 @@ def compile_now(algorithm: str, params: dict[str, Any], part: str | None = None)
     if warm_up is not None:
         warm_up()
         return
-    from fedmc.estimators import estimator_class  # not for ROUND's: 0.1 s on its critical path
+    # not for ROUND's: 0.1 s on its critical path
+    from fedmc.federation.settings import Schedule
+    from fedmc.run.spec import RunSpec
+    from fedmc.run.train import train
 
     data = _tiny_data(kernels[1])
     if part == SETUP:  # the rounds' own kernels are ROUND's; their layout is compiled here
         data.item_major  # noqa: B018  # computed on first access
     rounds = 0 if part == SETUP else 2
-    estimator_class(algorithm)(**params, rounds=rounds, active=2).fit(data)
+    train(RunSpec(algorithm=algorithm, params=params,
+                  schedule=Schedule(rounds=rounds, active=2)), data)
     if part in (None, GENERIC):
         mark_compiled(kernels[0], GENERIC if part else kernels[1])
 

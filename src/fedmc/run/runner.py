@@ -25,15 +25,9 @@ import fedmc
 from fedmc.algorithms.registry import AlgorithmSpec, spec
 from fedmc.core.compile_time import compile_seconds
 from fedmc.core.kernels import use_generic_kernels
+from fedmc.core.ranking import ranking_metrics, ranking_sums
 from fedmc.data import FederatedData
 from fedmc.errors import ConfigError
-from fedmc.estimators import (
-    Estimator,
-    FactorPredictions,
-    FederatedEstimator,
-    estimator_class,
-    estimator_run_params,
-)
 from fedmc.federation.history import History
 from fedmc.federation.loop import RoundCallback
 from fedmc.files import strict_json, write_atomic
@@ -44,15 +38,17 @@ from fedmc.run.cost_note import announce_cost
 from fedmc.run.data import federated_data, load_boolean_data
 from fedmc.run.scale_facts import scale_facts
 from fedmc.run.spec import RunSpec
+from fedmc.run.train import Trained, train
 from fedmc.sim.sharded import population
 
 
 @dataclass
 class RunResult:
-    """What a run produced; ``artifact`` is the saved model of a factor-model run (a
-    federation's result has no estimator, and no data: the clients hold it)."""
+    """What a run produced: what its training left (``trained``), the data, the history,
+    summary and ``config.json`` it writes; ``artifact`` is the saved model of a factor-model
+    run (a federation's result has no training here and no data: the clients hold them)."""
 
-    model: Estimator | None
+    trained: Trained | None
     data: FederatedData | Any
     history: History
     summary: dict[str, Any]
@@ -123,13 +119,12 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     started = time.perf_counter()
     compiled_before = compile_seconds()
     entry = spec(run.algorithm)
-    algo_cls = estimator_class(run.algorithm)
     cfg = run.config()  # validate parameters before any loading
-    if run.backend.kind == "ray" and not issubclass(algo_cls, FederatedEstimator):
+    if run.backend.kind == "ray" and not entry.federated:
         raise ConfigError(f"backend=ray shards a federation's clients; {run.algorithm} trains "
                           "in one process")
     placed = population(run.backend)  # Ray started (or joined) before any loading
-    factor_model = issubclass(algo_cls, FactorPredictions)
+    factor_model = entry.data_kind == "ratings"  # every ratings algorithm learns U V^T
     if not factor_model and (run.ranking_k is not None or run.save_user_factors):
         raise ConfigError(f"ranking_k and save_user_factors need a factor model; "
                           f"{run.algorithm} is not one")
@@ -146,9 +141,6 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     dp = run.schedule.dp
     if dp is not None:
         check_private_run(entry, dp, run)
-    # the refit is execute's (on the data loaded without the cut), not the estimator's
-    model = algo_cls(**cfg.model_dump(),
-                     **estimator_run_params(run.without_refit().schedule, algo_cls))
     data_settings = run.data
     if entry.data_kind == "boolean":
         data = load_boolean_data(data_settings)
@@ -178,25 +170,26 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
         # its own part's compiling is in compile_seconds() already
         waited = (time.perf_counter() - started - load_seconds
                   - (compile_seconds() - compiled_loading))
-    if isinstance(model, FederatedEstimator):
-        model.fit_with_progress(data, callback, population=placed)
-    else:
-        model.fit_with_progress(data, callback)
+    # the refit is execute's (on the data loaded without the cut), not train's
+    trained = train(run.without_refit(), data, population=placed, callbacks=callback)
     if specialized is not None:
         precompile.mark_compiled(specialized[0], precompile.GENERIC if generic
                                  else specialized[1])
-    history: History = model.history_  # type: ignore[attr-defined]  # set by fit
-    stopped = getattr(model, "stopped_", None)
+    history, stopped = trained.history, trained.stopped
     best = None if stopped is None else stopped["round"]
-    if run.ranking_k is not None and run.schedule.eval_k is None \
-            and isinstance(model, FactorPredictions):  # of the published model
-        published = history.rows[-1] if best is None else next(
-            row for row in history.rows if row["round"] == best)
-        published.update(model.ranking_metrics(data, run.ranking_k))
     artifact = None
     if factor_model:
-        artifact = FactorModel.from_estimator(model, data if run.save_user_factors else None)
-    summary = summarize(history, getattr(model, "privacy_", NO_DP), {
+        V = trained.model["V"]
+        if run.ranking_k is not None and run.schedule.eval_k is None:  # of the published model
+            published = history.rows[-1] if best is None else next(
+                row for row in history.rows if row["round"] == best)
+            published.update(ranking_metrics(
+                ranking_sums(data, trained.user_factors, V, run.ranking_k), run.ranking_k))
+        artifact = FactorModel.of(run.algorithm, cfg, V, trained.info, data.item_ids, data.name,
+                                  trained.privacy["private"],
+                                  (trained.user_factors, data) if run.save_user_factors
+                                  else None)
+    summary = summarize(history, trained.privacy, {
         "data_seconds": load_seconds,
         "compile_seconds": compile_seconds() - compiled_before + waited,
         "total_seconds": time.perf_counter() - started}, stopped)
@@ -211,10 +204,11 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
         "kernels": "generic" if generic else "specialized",
     }
     if best is None:
-        return RunResult(model, data, history, summary, config, artifact)
+        return RunResult(trained, data, history, summary, config, artifact)
     # an early stop publishes its best round's model: the history ends there, the whole
     # curve that chose is the validation history
-    return RunResult(model, data, History([row for row in history.rows if row["round"] <= best]),
+    return RunResult(trained, data,
+                     History([row for row in history.rows if row["round"] <= best]),
                      summary, config, artifact, validation_history=history)
 
 
@@ -236,7 +230,6 @@ def check_private_run(entry: AlgorithmSpec, dp: UserDP, run: RunSpec) -> None:
                           "private run does not make: run fedmc evaluate RUN --ranking-k K")
 
 
-NO_DP = {"private": False, "dp": None}
 
 
 def summarize(history: History, privacy: dict[str, Any], timings: dict[str, float],

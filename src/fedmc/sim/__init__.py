@@ -6,12 +6,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
 
 from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws
+from fedmc.federation.callbacks import Callback
 from fedmc.federation.loop import (
     Outcome,
     RoundCallback,
@@ -38,7 +39,7 @@ def simulate(
     rounds: Rounds,
     seed: int | np.random.Generator = 0,
     driver: Driver | PopulationFactory = "batched",
-    callback: RoundCallback | None = None,
+    callback: RoundCallback | Sequence[Callback] | None = None,
 ) -> Outcome:
     """Run ``rounds`` of ``algorithm`` with settings ``cfg`` on ``data``.
 
@@ -60,7 +61,8 @@ def simulate(
         its uploads: :mod:`fedmc.sim.sharded`), or a factory of another population.
     callback
         Told of every round: a :class:`fedmc.federation.callbacks.Callback` (which may stop
-        the run: a search's pruning), or a function of ``(round, row or None)`` (progress).
+        the run: a search's pruning), several, or a function of ``(round, row or None)``
+        (progress).
 
     Returns
     -------

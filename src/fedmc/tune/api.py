@@ -31,8 +31,9 @@ class Tuned:
         The final run: those settings on every training rating for the best trial's best
         round's number of rounds.
     result
-        Its result: ``result.model`` the fitted estimator, ``result.summary`` its test
-        metrics, ``result.artifact`` its model (:class:`fedmc.model.FactorModel`).
+        Its result: ``result.trained`` what training left (:class:`fedmc.run.train.Trained`),
+        ``result.summary`` its test metrics, ``result.artifact`` its model
+        (:class:`fedmc.model.FactorModel`).
     """
 
     study: Any
