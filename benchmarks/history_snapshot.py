@@ -15,6 +15,12 @@ recordings of the same code differed in FedMC-ADMM's last digits): the script ru
 thread unless ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` say otherwise.
 The CLI runs use the licensed MovieLens 100K where ``FEDMC_DATA`` (or ``../shared/data``) has
 it and skip it otherwise.
+
+Each recording compiles every kernel afresh into its own Numba cache (``NUMBA_CACHE_DIR``, a
+temporary folder unless set): kernels a checkout's cache kept from other processes may differ
+in the last digit from freshly compiled ones (measured: ALS's and the default run's histories
+of one commit, one with the checkout's cache and one with an empty one), which would show as a
+difference between two recordings of the same code.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("FEDMC_KERNELS", "specialized")
 for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_threads, "1")  # before numpy loads (module docstring)
+os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="fedmc-snapshot-"))  # before
+# numba loads, for the CLI runs too (module docstring)
 
 CLI_RUNS = {
     "default": [],

@@ -309,3 +309,90 @@ def test_one_class_is_named_runspec():
     named = [path.relative_to(SRC).as_posix() for path in SRC.rglob("*.py")
              if re.search(r"^class RunSpec\b", path.read_text(), re.MULTILINE)]
     assert named == ["run/spec.py"]
+
+
+def _call_graph() -> dict[str, set[str]]:
+    """A static call graph of the package: each module-level function (``module.name``) and
+    method (``module.Class.name``) to the functions it calls by a name its module defines or
+    imports (anywhere in the module, functions included), ``mod.name`` through an imported
+    module too. Calls on objects (``self.x()``, ``obj.x()``) are not followed: a road that
+    needs them is not a static one."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for module, tree in modules.items():
+        names: dict[str, str] = {}  # a name in the module -> what it stands for
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    names[alias.asname or alias.name.split(".")[0]] = \
+                        alias.name if alias.asname else alias.name.split(".")[0]
+        defined = [(f"{module}.{n.name}", n) for n in tree.body
+                   if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        defined += [(f"{module}.{c.name}.{n.name}", n) for c in tree.body
+                    if isinstance(c, ast.ClassDef) for n in c.body
+                    if isinstance(n, ast.FunctionDef)]
+        names.update({full.rsplit(".", 1)[1]: full for full, _ in defined
+                      if full.count(".") == module.count(".") + 1})
+        for full, function in defined:
+            calls = graph.setdefault(full, set())
+            for node in ast.walk(function):
+                if not isinstance(node, ast.Call):
+                    continue
+                target = node.func
+                if isinstance(target, ast.Name) and target.id in names:
+                    calls.add(names[target.id])
+                elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id in names:
+                    calls.add(f"{names[target.value.id]}.{target.attr}")
+    return graph
+
+
+def _reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every function a static walk from ``start`` reaches (a package's re-export followed to
+    the module that defines the function)."""
+    defined = set(graph)
+    by_name: dict[str, list[str]] = {}
+    for full in defined:
+        by_name.setdefault(full.rsplit(".", 1)[1], []).append(full)
+    seen, todo = set(), [start]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name not in defined:  # ``fedmc.sim.simulate`` defined in fedmc/sim/__init__.py is
+            package = name.rsplit(".", 1)[0]  # found as is; a re-export by its own module
+            name = next((f for f in by_name.get(name.rsplit(".", 1)[1], [])
+                         if f.startswith(package + ".")), name)
+        todo.extend(graph.get(name, ()))
+        seen.add(name)
+    return seen
+
+
+def test_fedmc_run_and_the_serverapp_meet_in_the_round_loop():
+    """Issue 37: the road from ``fedmc run``'s command to the round loop is static (the spec
+    straight to ``fedmc.run.train.train``, no estimator found by name), and the Flower
+    ServerApp's run reaches the same function."""
+    graph = _call_graph()
+    loop = "fedmc.federation.loop.run_rounds"
+    from_run = _reached(graph, "fedmc.cli.run.run")
+    from_server = _reached(graph, "fedmc.flower.server_app.main")
+    assert {"fedmc.run.runner.execute", "fedmc.run.train.train", "fedmc.sim.simulate",
+            loop} <= from_run
+    assert loop in from_server
+    # the searches, the experiments and the estimators train through the same function
+    for start in ("fedmc.tune.search.run_study", "fedmc.experiments.launch.run_one",
+                  "fedmc.estimators.FederatedEstimator.fit_with_progress"):
+        assert "fedmc.run.train.train" in _reached(graph, start), start
+
+
+def test_nothing_below_the_estimators_imports_them():
+    """The estimators are a facade over fedmc.run.train: no module of the run, the tuning,
+    the experiments or the federation imports them."""
+    users = {name for name, tree in _modules().items()
+             if any(m == "fedmc.estimators" or m.startswith("fedmc.estimators.")
+                    for m in _imports(name, tree))}
+    assert users <= {"fedmc"}, users
