@@ -71,17 +71,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def checkpoint_keeper():
     """A class of callbacks that keep every checkpoint the round loop offers, pickled, by
-    round (``keeper.saved``), as a federation's server writes them."""
+    round (``keeper.saved``), as a federation's server writes them; ``Keeper(*also)`` pickles
+    the tuple of the checkpoint and ``also`` (an early-stopping watcher, as the server keeps
+    its own)."""
     import pickle
 
     from fedmc.federation.callbacks import Callback
 
     class Keeper(Callback):
-        def __init__(self) -> None:
+        def __init__(self, *also) -> None:
             self.saved: dict[int, bytes] = {}
+            self.also = also
 
         def after_exchange(self, round, checkpoint):
-            self.saved[round] = pickle.dumps(checkpoint())
+            taken = checkpoint()
+            self.saved[round] = pickle.dumps((taken, *self.also) if self.also else taken)
 
     return Keeper
 

@@ -79,11 +79,11 @@ def test_every_training_rating_puts_the_cut_back(small):
 
 
 def _fit(algorithm: str, data, rounds: int = 6, driver: str = "batched", eval_k=None,
-         stopping=None, **params):
+         **params):
     entry = spec(algorithm)
     cfg = entry.Config(**params)
     algo = with_validation(entry.algorithm_for(cfg), eval_k)
-    rounds_ = Rounds(entry_sampler(data), rounds, early_stopping=stopping, eval_k=eval_k)
+    rounds_ = Rounds(entry_sampler(data), rounds)
     return cfg, algo, simulate(algo, cfg, data, rounds=rounds_, seed=0, driver=driver)
 
 
@@ -283,24 +283,27 @@ def test_an_early_stopped_run_resumes_from_any_checkpoint(learnable, checkpoint_
     entry = spec("fedmc-admm")
     cfg = entry.Config(**PARAMS)
     algo = with_validation(entry.algorithm_for(cfg))
-    rounds = Rounds(entry_sampler(data), 40, early_stopping=EarlyStopping(patience=10))
+    rounds = Rounds(entry_sampler(data), 40)
 
-    def run(resume=None, callbacks=None):
+    def run(stop, resume=None, callbacks=()):
         init_rng, rng = streams(0 if resume is None else 99)
         info = data.federation_info()
         draws = algo.draws(cfg, info, init_rng)
         return run_rounds(algo, cfg, info, BatchedClients(algo, cfg, data, draws, info),
-                          rounds, server_draws=draws.server, rng=rng, callbacks=callbacks,
-                          resume=resume)
+                          rounds, server_draws=draws.server, rng=rng,
+                          callbacks=[stop, *callbacks], resume=resume)
 
-    keeper = checkpoint_keeper()
+    stop = EarlyStop(EarlyStopping(patience=10), None)
+    keeper = checkpoint_keeper(stop)
     saved = keeper.saved
-    whole = run(callbacks=[keeper])
-    assert whole.stop is not None and whole.stop.stopped
-    for k in (3, whole.stop.best.round, max(saved)):
-        resumed = run(resume=pickle.loads(saved[k]))
-        assert resumed.stop.report(40) == whole.stop.report(40)
-        np.testing.assert_array_equal(resumed.model(algo, cfg)["V"], whole.model(algo, cfg)["V"])
+    whole = run(stop, callbacks=[keeper])
+    assert stop.stopped
+    for k in (3, stop.best.round, max(saved)):
+        checkpoint, kept = pickle.loads(saved[k])
+        resumed = run(kept, resume=checkpoint)
+        assert kept.report(40) == stop.report(40)
+        np.testing.assert_array_equal(resumed.model(algo, cfg, kept)["V"],
+                                      whole.model(algo, cfg, stop)["V"])
 
 
 def test_a_per_user_split_cuts_each_users_share(small):

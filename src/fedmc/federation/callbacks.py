@@ -2,6 +2,7 @@
 
 The loop (:func:`fedmc.federation.loop.run_rounds`) calls every callback it was given
 
+* :meth:`Callback.begin` before its first round (any may say the run has already stopped);
 * :meth:`Callback.after_round` once a round's row is final (its evaluation written, or the
   round not evaluated: ``row`` None), round 0 (the model before training) included; a callback
   returning True asks the loop to stop before its next round (early stopping, a search's
@@ -45,6 +46,11 @@ class RoundEnd:
 
 class Callback:
     """A watcher of the round loop; each method does nothing unless a subclass says."""
+
+    def begin(self, start: int) -> bool:
+        """The loop starts at round ``start`` (1, or the round after a resumed checkpoint's);
+        True: it stops before that round (a resumed run that had stopped)."""
+        return False
 
     def after_round(self, end: RoundEnd) -> bool:
         """Round ``end.round``'s row is final; True asks the loop to stop."""

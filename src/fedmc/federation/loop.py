@@ -31,7 +31,7 @@ from fedmc.federation.callbacks import Callback, RoundCallback, RoundEnd, callba
 from fedmc.federation.history import History
 from fedmc.federation.population import ClientPopulation
 from fedmc.federation.sampling import Sampler, poisson_rate
-from fedmc.federation.settings import EarlyStopping, Schedule
+from fedmc.federation.settings import Schedule
 from fedmc.federation.validation import EarlyStop
 from fedmc.privacy.accounting import Plan, UserDP
 
@@ -43,21 +43,20 @@ __all__ = ["Checkpoint", "Outcome", "RoundCallback", "Rounds", "TrainingClock", 
 class Outcome:
     """What a run of the rounds leaves: the history, the server's final state, the clients,
     the federation's facts and what its DP guarantees
-    (:meth:`fedmc.federation.aggregator.Aggregator.guarantee`); with early stopping, its
-    watcher (``stop.best``: the round whose model the run publishes)."""
+    (:meth:`fedmc.federation.aggregator.Aggregator.guarantee`)."""
 
     history: History
     server: Any
     clients: ClientPopulation
     info: FederationInfo
     guarantee: dict[str, Any]
-    stop: EarlyStop | None = None
 
-    def model(self, algorithm: Algorithm, cfg: Any) -> dict[str, np.ndarray]:
-        """The model the run publishes: its best round's with early stopping, else its
-        last."""
-        if self.stop is not None and self.stop.best is not None:
-            return dict(self.stop.best.model)
+    def model(self, algorithm: Algorithm, cfg: Any,
+              stop: EarlyStop | None = None) -> dict[str, np.ndarray]:
+        """The model the run publishes: with early stopping (``stop``, the run's watcher),
+        its best round's, else its last."""
+        if stop is not None and stop.best is not None:
+            return dict(stop.best.model)
         return dict(algorithm.model(cfg, self.server))
 
 
@@ -156,13 +155,13 @@ class Checkpoint:
     seconds: float
     waiting: tuple[int, dict[str, float]] | None
     population: Any
-    stop: EarlyStop | None = None
 
 
 @dataclass(frozen=True)
 class Rounds:
     """What the round loop needs of a run's schedule: who is sampled, how many rounds, how
-    often the model is evaluated, and user-level DP.
+    often the model is evaluated, and user-level DP (early stopping is a callback:
+    :class:`fedmc.federation.validation.EarlyStop`).
 
     Parameters
     ----------
@@ -177,24 +176,18 @@ class Rounds:
         clipped, Gaussian noise on every sum, the budget of the set-up and the rounds
         accounted; needs Poisson sampling (``BernoulliSampler`` with one rate) or every client
         in every round.
-    early_stopping, eval_k
-        Stop early on a validation column (:mod:`fedmc.federation.validation`), whose
-        default is chosen by the per-evaluation ranking cut-off ``eval_k``.
     """
 
     sampler: Sampler
     count: int
     eval_every: int = 1
     dp: UserDP | None = None
-    early_stopping: EarlyStopping | None = None
-    eval_k: int | None = None
 
     @classmethod
     def of(cls, schedule: Schedule, n_clients: int) -> Rounds:
-        """The rounds of ``schedule`` over ``n_clients`` clients (its sampler, DP and early
-        stopping)."""
+        """The rounds of ``schedule`` over ``n_clients`` clients (its sampler and DP)."""
         return cls(schedule.sampler(n_clients), schedule.rounds, schedule.eval_every,
-                   schedule.dp, schedule.early_stopping, schedule.eval_k)
+                   schedule.dp)
 
 
 def privacy_plan(setup: Message | None, rounds: Rounds, info: FederationInfo) -> Plan:
@@ -251,8 +244,8 @@ def run_rounds(
     rng
         The server's stream (:func:`streams`).
     callbacks
-        Told of every round (:mod:`fedmc.federation.callbacks`: progress, checkpoints,
-        pruning); any may stop the loop, as early stopping (``rounds.early_stopping``) does.
+        Told of every round (:mod:`fedmc.federation.callbacks`: progress, early stopping,
+        checkpoints, pruning), in their order; any may stop the loop.
     clock
         The training clock, if the driver started it before its own set-up.
     resume
@@ -283,8 +276,6 @@ def run_rounds(
     state = algorithm.init_server(cfg, info, server_draws) if resume is None else resume.server
     setup = algorithm.setup(cfg, state, info)
     plan = None if dp is None else privacy_plan(setup, rounds, info)
-    stop = None if rounds.early_stopping is None else EarlyStop(rounds.early_stopping,
-                                                               rounds.eval_k)
     aggregator = Aggregator(algorithm, cfg, info, dp=dp, plan=plan,
                             placement=clients.placement)
     server = _Server(algorithm, cfg, state, clients, aggregator, rng)
@@ -315,27 +306,25 @@ def run_rounds(
         return {"bytes_up": server.bytes_up, "bytes_down": server.bytes_down,
                 "seconds": clock.seconds, "clients": n_clients, **aggregator.columns(k)}
 
-    stopping = False
+    start = 1 if resume is None else resume.round + 1
+    stopping = any([watcher.begin(start) for watcher in watchers])
 
     def told(end: RoundEnd) -> None:
-        """Tell the callbacks (early stopping first) that a round's row is final."""
+        """Tell the callbacks, in their order, that a round's row is final."""
         nonlocal stopping
-        for watcher in ([] if stop is None else [stop]) + watchers:  # the stop's row first
+        for watcher in watchers:
             stopping = watcher.after_round(end) or stopping
 
     # A population that folds evaluations sends each with the next round's message; the last
     # one (and every one, otherwise) is an exchange of its own.
     if resume is None:
-        start, waiting = 1, evaluation(0, row(0, 0))
+        waiting = evaluation(0, row(0, 0))
     else:
-        start = resume.round + 1
         history.rows.extend(resume.history)
         server.rng.bit_generator.state = resume.rng
         server.bytes_up, server.bytes_down = resume.bytes_up, resume.bytes_down
         clock.seconds = resume.seconds
         clients.restore(resume.population)
-        stop = resume.stop
-        stopping = stop is not None and stop.stopped
         waiting = None if resume.waiting is None else evaluation(*resume.waiting)
     for k in range(start, rounds.count + 1):
         if waiting is not None and not clients.folds_evaluation:
@@ -357,7 +346,7 @@ def run_rounds(
                 k, server.state, server.rng.bit_generator.state, list(history.rows),
                 server.bytes_up, server.bytes_down, clock.seconds,
                 None if waiting is None else (waiting.round, waiting.row),
-                clients.snapshot(), stop)
+                clients.snapshot())
 
         for watcher in watchers:
             watcher.after_exchange(k, checkpoint)
@@ -365,4 +354,4 @@ def run_rounds(
         # (a population that folds evaluations learns of a stop one round late: that round's
         # evaluation is not asked for, so the history ends where a simulation's ends)
         waiting.finish(clients.evaluate(waiting.model))
-    return Outcome(history, server.state, clients, info, aggregator.guarantee(), stop)
+    return Outcome(history, server.state, clients, info, aggregator.guarantee())

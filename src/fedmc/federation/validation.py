@@ -36,7 +36,7 @@ from fedmc.core.ranking import ranking_metrics, ranking_sums
 from fedmc.core.shard import CSR
 from fedmc.errors import ConfigError
 from fedmc.federation.callbacks import Callback, RoundEnd
-from fedmc.federation.settings import EarlyStopping
+from fedmc.federation.settings import EarlyStopping, Schedule
 
 PREFIX = "validation."
 """Prefix of the evaluation sums of the validation cut."""
@@ -188,6 +188,17 @@ class EarlyStop(Callback):
         if self.best is None or self._score(value) > self._score(self.best.value) + self.min_delta:
             self.best = BestRound(round, value, {k: np.array(v, copy=True)
                                                  for k, v in model.items()})
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> EarlyStop | None:
+        """The watcher of ``schedule``'s early stopping (its ``eval_k`` chooses the default
+        column), or None without."""
+        stopping = schedule.early_stopping
+        return None if stopping is None else cls(stopping, schedule.eval_k)
+
+    def begin(self, start: int) -> bool:
+        """A resumed run whose watcher had stopped stops at once."""
+        return self.stopped
 
     def after_round(self, end: RoundEnd) -> bool:
         """Observe an evaluated round; stop once :attr:`stopped`."""

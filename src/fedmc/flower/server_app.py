@@ -40,6 +40,7 @@ from fedmc.federation.loop import (
     run_rounds,
     streams,
 )
+from fedmc.federation.validation import EarlyStop
 from fedmc.flower.checkpoints import CheckpointWriter, read_checkpoint
 from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record, Refusal, UploadNorms
 from fedmc.flower.manifest import Manifest
@@ -76,13 +77,16 @@ def serve(grid: Grid, run: FederatedRun) -> History:
     new run gets a fresh key, a resumed one its checkpoint's."""
     run = resolved(run)
     claim(run)
-    resume = read_checkpoint(run) if run.resume else None
+    resume, stop = read_checkpoint(run) if run.resume else (None, EarlyStop.of(run.schedule))
     key = secrets.token_hex(16) if resume is None else resume.population["key"]
     with recorded(run, key):
-        return _train(grid, run, resume, key)
+        return _train(grid, run, resume, stop, key)
 
 
-def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -> History:
+def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, stop: EarlyStop | None,
+           key: str) -> History:
+    """The rounds over the grid's clients from the start, or from ``resume`` with the
+    early-stopping watcher ``stop`` as it was then; the run's files."""
     started = time.perf_counter()
     manifest = Manifest.read(run.manifest)
     preflight(run, manifest)
@@ -109,17 +113,18 @@ def _train(grid: Grid, run: FederatedRun, resume: Checkpoint | None, key: str) -
     draws = algorithm.draws(cfg, info, init_rng)
     sim = run_rounds(algorithm, cfg, info, clients, rounds, server_draws=draws.server,
                      rng=server_rng, clock=clock, resume=resume, callbacks=[
-                         progress, CheckpointWriter(run.out, run.run_config(), algorithm, cfg)])
+                         *([] if stop is None else [stop]), progress,
+                         CheckpointWriter(run.out, run.run_config(), algorithm, cfg, stop)])
     _mark_participants(sim.history, clients.log, clients.refusals, private)
     summary = summarize(sim.history, sim.guarantee,
                         {"total_seconds": time.perf_counter() - started},
-                        None if sim.stop is None else sim.stop.report(rounds.count))
+                        None if stop is None else stop.report(rounds.count))
     if not private:  # the norms are the clients' data's: a private run publishes none
         _mark_norms(sim.history, clients.norms)
         summary["uploads"] = _norm_summary(clients.norms, run)
     write_outputs(run.out, RunResult(None, None, sim.history, summary,
                                      {"private": private, **_config(run, manifest)}))
-    _save_model(run, run.algorithm_name, cfg, sim.model(algorithm, cfg), manifest, private)
+    _save_model(run, run.algorithm_name, cfg, sim.model(algorithm, cfg, stop), manifest, private)
     (run.out / CHECKPOINT).unlink(missing_ok=True)  # the server's secrets: not published
     clients.finish()  # the clients drop their states; the run's key is never continued
     progress.write({"event": "done"})

@@ -26,7 +26,7 @@ from fedmc.federation.callbacks import Callback, RoundCallback, RoundEnd, callba
 from fedmc.federation.history import History
 from fedmc.federation.loop import Outcome, Rounds
 from fedmc.federation.settings import Schedule
-from fedmc.federation.validation import with_validation
+from fedmc.federation.validation import EarlyStop, with_validation
 from fedmc.run.spec import RunSpec
 from fedmc.sim import PopulationFactory, simulate
 
@@ -94,15 +94,15 @@ def train(run: RunSpec, data: Any, *, population: PopulationFactory | None = Non
     if not entry.federated:
         return _sweeps(cfg, run.schedule, data, callbacks)
     schedule = run.schedule
-    first = _simulate(entry, cfg, schedule, data, callbacks, population)
+    first, stop = _simulate(entry, cfg, schedule, data, callbacks, population)
     stopping = schedule.early_stopping
-    if stopping is None or not stopping.refit or first.stop is None or first.stop.best is None:
-        return _learned(entry, cfg, first, data, schedule.rounds)
-    report = {**first.stop.report(schedule.rounds), "refit_rounds": first.stop.best.round}
+    if stopping is None or not stopping.refit or stop is None or stop.best is None:
+        return _learned(entry, cfg, first, stop, data, schedule.rounds)
+    report = {**stop.report(schedule.rounds), "refit_rounds": stop.best.round}
     every = data.every_training_rating()
-    again = schedule.model_copy(update={"rounds": first.stop.best.round,
+    again = schedule.model_copy(update={"rounds": stop.best.round,
                                         "early_stopping": None, "eval_k": None})
-    final = _learned(entry, cfg, _simulate(entry, cfg, again, every, callbacks, population),
+    final = _learned(entry, cfg, *_simulate(entry, cfg, again, every, callbacks, population),
                      every, again.rounds)
     final.stopped, final.validation_history = report, first.history
     return final
@@ -110,19 +110,24 @@ def train(run: RunSpec, data: Any, *, population: PopulationFactory | None = Non
 
 def _simulate(entry: AlgorithmSpec, cfg: Any, schedule: Schedule, data: Any,
               callbacks: RoundCallback | Sequence[Callback] | None,
-              population: PopulationFactory | None) -> Outcome:
+              population: PopulationFactory | None) -> tuple[Outcome, EarlyStop | None]:
     """One simulation of ``cfg`` on ``data`` under ``schedule`` (batched, or on
-    ``population``)."""
+    ``population``), and its early stopping's watcher (told of each round before the
+    callbacks)."""
     algorithm = with_validation(entry.algorithm_for(cfg), schedule.eval_k)
-    return simulate(algorithm, cfg, data, rounds=Rounds.of(schedule, data.n_clients),
-                    seed=schedule.seed, driver="batched" if population is None else population,
-                    callback=callbacks)
+    stop = EarlyStop.of(schedule)
+    watchers = ([] if stop is None else [stop]) + callbacks_of(callbacks)
+    sim = simulate(algorithm, cfg, data, rounds=Rounds.of(schedule, data.n_clients),
+                   seed=schedule.seed, driver="batched" if population is None else population,
+                   callback=watchers)
+    return sim, stop
 
 
-def _learned(entry: AlgorithmSpec, cfg: Any, sim: Outcome, data: Any, rounds: int) -> Trained:
+def _learned(entry: AlgorithmSpec, cfg: Any, sim: Outcome, stop: EarlyStop | None, data: Any,
+             rounds: int) -> Trained:
     """What a finished simulation leaves (its early stop reported over ``rounds``)."""
-    stopped = None if sim.stop is None else sim.stop.report(rounds)
-    model = sim.model(entry.algorithm_for(cfg), cfg)
+    stopped = None if stop is None else stop.report(rounds)
+    model = sim.model(entry.algorithm_for(cfg), cfg, stop)
     users = sim.clients.user_factors()
     if entry.data_kind == "ratings" and stopped is not None \
             and stopped["round"] not in (None, stopped["stopped_at"]):
