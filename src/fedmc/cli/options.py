@@ -386,6 +386,8 @@ def flag(name: str) -> str:
     name = name.replace("dp.", "dp_")
     if name == "out_dir":
         return "--out"
+    if name == "params":  # RunOptions' name of what -P/--param sets
+        return "--param"
     declared = OPTIONS.get(name)
     if declared is not None:
         long = [f for f in declared.flags if f.startswith("--")]
