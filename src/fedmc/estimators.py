@@ -147,6 +147,17 @@ class Estimator:
         the run)."""
         raise NotImplementedError
 
+    def schedule(self) -> Schedule:
+        """The validated run parameters."""
+        return Schedule(**{("seed" if name == SEED else name): getattr(self, name)
+                           for name in self.run_params})
+
+    def run_spec(self) -> RunSpec:
+        """The run these parameters describe (the data aside: :meth:`fit` is given them)."""
+        self.config_ = self.make_config()
+        return RunSpec(algorithm=self.name, params=self.config_.model_dump(),
+                       schedule=self.schedule())
+
 
 class FederatedEstimator(Estimator):
     """Base of the estimators of federated algorithms (on the protocol)."""
@@ -154,11 +165,6 @@ class FederatedEstimator(Estimator):
     run_params = RUN_PARAMS
     rounds: int  # one of the run parameters (set as attributes, as every parameter)
     stopped_: dict[str, Any] | None
-
-    def schedule(self) -> Schedule:
-        """The validated run parameters."""
-        return Schedule(**{("seed" if name == SEED else name): getattr(self, name)
-                           for name in RUN_PARAMS})
 
     def fit_with_progress(self, data: Any, callback: RoundCallback | None = None,
                           population: PopulationFactory | None = None) -> FederatedEstimator:
@@ -175,12 +181,6 @@ class FederatedEstimator(Estimator):
         process)."""
         self._learn(train(self.run_spec(), data, population=population, callbacks=callback))
         return self
-
-    def run_spec(self) -> RunSpec:
-        """The run these parameters describe (the data aside: :meth:`fit` is given them)."""
-        self.config_ = self.make_config()
-        return RunSpec(algorithm=self.name, params=self.config_.model_dump(),
-                       schedule=self.schedule())
 
     def _learn(self, trained: Trained) -> None:
         """Set the learned attributes from what training left."""
@@ -431,16 +431,11 @@ class ALS(FactorPredictions, Estimator):
     """
 
     run_params = {"eval_every": 1, SEED: 0}
-    eval_every: int
-    random_state: int
 
     def fit_with_progress(self, data: Any, callback: RoundCallback | None = None) -> ALS:
         """Run the sweeps on all training ratings (:func:`fedmc.algorithms.als.run_sweeps`),
         telling ``callback`` of every sweep as of a round."""
-        self.config_ = self.make_config()
-        run = RunSpec(algorithm=self.name, params=self.config_.model_dump(),
-                      schedule=Schedule(seed=self.random_state, eval_every=self.eval_every))
-        trained = train(run, data, callbacks=callback)
+        trained = train(self.run_spec(), data, callbacks=callback)
         self.info_, self.U_, self.V_ = trained.info, trained.user_factors, trained.model["V"]
         self.history_ = trained.history
         self._keep_index_maps(data)

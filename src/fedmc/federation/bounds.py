@@ -34,8 +34,6 @@ WHOLE: frozenset[str] = frozenset({"count", "cells", "users"})
 SLACK = 1e-9  # relative: an upload clipped to the bound may exceed it by its rounding
 
 
-
-
 class OutOfBounds(ValueError):
     """A reply outside what its algorithm can send."""
 

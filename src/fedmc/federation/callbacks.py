@@ -73,11 +73,11 @@ class Progress(Callback):
         return False
 
 
-RoundCallback = Callback | ProgressFunction
-"""What a caller may hand the loop: a :class:`Callback`, or a progress function."""
+RoundCallback = Callback | ProgressFunction | Sequence[Callback]
+"""What a caller may hand the loop: a :class:`Callback`, several, or a progress function."""
 
 
-def callbacks_of(given: RoundCallback | Sequence[Callback] | None) -> list[Callback]:
+def callbacks_of(given: RoundCallback | None) -> list[Callback]:
     """``given`` as a list of callbacks (a progress function wrapped in :class:`Progress`)."""
     if given is None:
         return []

@@ -17,7 +17,7 @@ history bit for bit (``seconds`` aside).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from fedmc.core.compile_time import compile_seconds
 from fedmc.core.protocol import Algorithm, FederationInfo, Message
 from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
-from fedmc.federation.callbacks import Callback, RoundCallback, RoundEnd, callbacks_of
+from fedmc.federation.callbacks import RoundCallback, RoundEnd, callbacks_of
 from fedmc.federation.history import History
 from fedmc.federation.population import ClientPopulation
 from fedmc.federation.sampling import Sampler, poisson_rate
@@ -222,7 +222,7 @@ def run_rounds(
     *,
     server_draws: Mapping[str, np.ndarray],
     rng: np.random.Generator,
-    callbacks: RoundCallback | Sequence[Callback] | None = None,
+    callbacks: RoundCallback | None = None,
     clock: TrainingClock | None = None,
     resume: Checkpoint | None = None,
 ) -> Outcome:

@@ -12,7 +12,6 @@ through it; a real federation's ServerApp hands the same round loop its grid of 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +21,7 @@ from fedmc.algorithms.als import run_sweeps
 from fedmc.algorithms.registry import AlgorithmSpec, spec
 from fedmc.core.protocol import FederationInfo
 from fedmc.errors import ConfigError
-from fedmc.federation.callbacks import Callback, RoundCallback, RoundEnd, callbacks_of
+from fedmc.federation.callbacks import RoundCallback, RoundEnd, callbacks_of
 from fedmc.federation.history import History
 from fedmc.federation.loop import Outcome, Rounds
 from fedmc.federation.settings import Schedule
@@ -74,7 +73,7 @@ class Trained:
 
 
 def train(run: RunSpec, data: Any, *, population: PopulationFactory | None = None,
-          callbacks: RoundCallback | Sequence[Callback] | None = None) -> Trained:
+          callbacks: RoundCallback | None = None) -> Trained:
     """Train ``run``'s algorithm with its parameters and schedule on ``data`` (loaded: a
     :class:`fedmc.data.FederatedData`, or Boolean data for the Boolean algorithms; ``run.data``
     is not read here).
@@ -109,7 +108,7 @@ def train(run: RunSpec, data: Any, *, population: PopulationFactory | None = Non
 
 
 def _simulate(entry: AlgorithmSpec, cfg: Any, schedule: Schedule, data: Any,
-              callbacks: RoundCallback | Sequence[Callback] | None,
+              callbacks: RoundCallback | None,
               population: PopulationFactory | None) -> tuple[Outcome, EarlyStop | None]:
     """One simulation of ``cfg`` on ``data`` under ``schedule`` (batched, or on
     ``population``), and its early stopping's watcher (told of each round before the
@@ -139,7 +138,7 @@ def _learned(entry: AlgorithmSpec, cfg: Any, sim: Outcome, stop: EarlyStop | Non
 
 
 def _sweeps(cfg: Any, schedule: Schedule, data: Any,
-            callbacks: RoundCallback | Sequence[Callback] | None) -> Trained:
+            callbacks: RoundCallback | None) -> Trained:
     """A centralized algorithm's sweeps on every training rating (ALS:
     :func:`fedmc.algorithms.als.run_sweeps`), each told to the callbacks as a round."""
     watchers = callbacks_of(callbacks)

@@ -6,13 +6,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
 
 from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws
-from fedmc.federation.callbacks import Callback
 from fedmc.federation.loop import (
     Outcome,
     RoundCallback,
@@ -39,7 +38,7 @@ def simulate(
     rounds: Rounds,
     seed: int | np.random.Generator = 0,
     driver: Driver | PopulationFactory = "batched",
-    callback: RoundCallback | Sequence[Callback] | None = None,
+    callback: RoundCallback | None = None,
 ) -> Outcome:
     """Run ``rounds`` of ``algorithm`` with settings ``cfg`` on ``data``.
 
