@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import shutil
@@ -86,8 +87,8 @@ def test_expansion_merges_entries_and_names_runs_stably(workdir):
     assert first.run_id == "synthetic__admm__low_inner=1_eval_every=1__s0"
     # dataset params override the method's, the setting's and the grid's override both
     assert first.params == {"rank": 3, "inner": 1, "lam": 1e-3}
-    assert first.run == {"rounds": 3, "active": None, "eval_every": 1, "seed": 0}
-    assert first.data == {"clients": 4, "dataset": "synthetic", "seed": 0}
+    assert first.options == {"rounds": 3, "active": "all", "eval_every": 1, "seed": 0,
+                             "clients": 4, "dataset": "synthetic"}
     assert first.facets == {"dataset": "synthetic", "method": "ADMM",
                             "setting": "low, inner=1, eval_every=1", "inner": 1,
                             "eval_every": 1, "seed": 0}
@@ -110,7 +111,7 @@ def test_missing_optional_set_is_skipped_and_fallback_noted(workdir):
     assert any("ml-10m was skipped" in n for n in expansion.notes)
     assert any("synthetic-netflix stands in for netflix" in n for n in expansion.notes)
     netflix = next(r for r in expansion.runs if r.facets["dataset"] == "synthetic-netflix")
-    assert netflix.params["rank"] == 13 and netflix.run["eval_every"] == 10
+    assert netflix.params["rank"] == 13 and netflix.options["eval_every"] == 10
 
 
 def test_every_preset_parses():
@@ -154,7 +155,7 @@ def test_invalid_methods_fail_before_anything_runs(workdir, change, message):
     ("extra", "message"),
     [
         ("[grid]\n\"run.bogus\" = [1]", "unknown run setting 'bogus'"),
-        ("[grid]\n\"data.clients\" = [0]", "data setting clients"),
+        ("[grid]\n\"data.clients\" = [0]", "setting clients: Input should be greater"),
         ("[grid]\n\"server.x\" = [1]", "grid key 'server.x'"),
         ("[[datasets]]\nname = \"no-such-set\"", "unknown data set 'no-such-set'"),
     ],
@@ -272,6 +273,64 @@ def test_ratio_metrics_and_missing_values():
     assert math.isnan(run.final("test_rmse"))
 
 
+# ------------------------------------------------------------- a run is a fedmc run command
+
+
+def _parsed(words):
+    """``fedmc run``'s keyword arguments for the command-line ``words`` (parsed, not run)."""
+    from fedmc.cli import app
+
+    command = typer.main.get_command(app).commands["run"]
+    return command.make_context("run", list(words)).params
+
+
+def _same_run(one, two):
+    """Two specs that train the same run (parameters compared validated: the command line
+    gives them as text)."""
+    assert one.model_dump(exclude={"params"}) == two.model_dump(exclude={"params"})
+    assert one.config() == two.config()
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_every_preset_run_is_the_fedmc_run_command_it_lists(name, require_shared_data):
+    """An experiment's runs resolve their options as ``fedmc run`` does (paper settings,
+    sampling, DP rules), and the command ``--dry-run`` lists for a run asks for that run."""
+    from fedmc.cli.options import command_words, run_options, typed_of
+    from fedmc.run.settings import resolve
+
+    try:
+        runs = expand(load_preset(name), "/nonexistent").runs
+    except ConfigError:  # felb-real reads licensed files only
+        runs = expand(load_preset(name), require_shared_data()).runs
+    for run in runs:
+        options = run.run_options()
+        typed = _parsed(command_words(typed_of(options)))
+        _same_run(resolve(run_options(typed)), resolve(options))
+
+
+def test_an_experiment_run_equals_its_fedmc_run_command(workdir, cli):
+    """The run an experiment makes and the ``fedmc run`` command it lists give the same
+    history and configuration."""
+    from fedmc.cli import app
+    from fedmc.cli.options import command_words, typed_of
+
+    done = run_experiment(tiny(GRID, seeds=[1]), quiet=True)
+    planned = next(r for r in expand(tiny(GRID, seeds=[1])).runs if r.params["inner"] == 2)
+    words = command_words(typed_of(planned.run_options()))
+    result = CliRunner().invoke(app, ["run", *words, "--out", str(workdir / "alone"), "-q"])
+    assert result.exit_code == 0, result.output
+    experiment = run_dir(done.folder, planned.run_id)
+
+    def history(folder):
+        rows = list(csv.DictReader((folder / "history.csv").read_text().splitlines()))
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
+
+    assert history(workdir / "alone") == history(experiment)
+    one, two = (json.loads((folder / "config.json").read_text())
+                for folder in (experiment, workdir / "alone"))
+    assert one == two
+
+
 # ----------------------------------------------------------------------------- commands
 
 
@@ -282,7 +341,8 @@ def test_list_show_and_dry_run(workdir, cli):
     assert shown.exit_code == 0 and shown.output.startswith("# FedMC-ADMM paper")
     assert parse_experiment(shown.output, "shown").name == "fedmc-fig2"
     dry = cli("experiment", "fedmc-fig2", "--dataset", "ml-1m", "--seeds", "2", "--dry-run")
-    assert dry.exit_code == 0 and "ml-1m__fedmavg__s1" in dry.output
+    assert dry.exit_code == 0 and "ml-1m__fedmavg__s1  fedmc run --algorithm fedmavg " \
+        "--dataset ml-1m" in dry.output
     assert not (workdir / "runs").exists()
     neither = cli("experiment")
     assert isinstance(neither.exception, ConfigError)
@@ -320,21 +380,21 @@ def test_a_data_set_without_download_stops_before_any_run(workdir):
 
 def test_a_run_table_places_the_clients_on_a_backend(workdir, cli):
     from fedmc.experiments.expand import validate
-    from fedmc.run.spec import RunSpec
+    from fedmc.run.settings import resolve
 
-    runs = expand(tiny(TINY.replace("active = 2", "active = 2\nbackend = { kind = \"ray\", "
-                                    "workers = 3 }"))).runs
-    assert runs[0].run["backend"] == {"kind": "ray", "workers": 3}
-    spec = RunSpec.of(runs[0].algorithm, runs[0].params, runs[0].data, runs[0].run)
+    runs = expand(tiny(TINY.replace("active = 2", 'active = 2\nbackend = "ray"\nworkers = 3'))).runs
+    assert (runs[0].options["backend"], runs[0].options["workers"]) == ("ray", 3)
+    spec = resolve(runs[0].run_options())
     assert (spec.backend.kind, spec.backend.workers) == ("ray", 3)
     assert spec.schedule.active == 2  # the schedule's settings stay the schedule's
-    for bad, message in (('backend = { kind = "ray", workers = 0 }', "backend setting workers"),
-                         ('backend = { kind = "spark" }', "backend setting kind"),
-                         ('backend = "ray"', "a table such as")):
+    for bad, message in (('backend = "ray"\nworkers = 0', "workers=0: the clients need"),
+                         ('backend = "spark"', "setting backend: Input should be"),
+                         ('backend = { kind = "ray" }', "setting backend: Input should be"),
+                         ("workers = 2", "workers=2 places the clients in Ray's")):
         with pytest.raises(ConfigError, match=message):
             validate(expand(tiny(TINY.replace("active = 2", f"active = 2\n{bad}"))).runs, "t")
     config_file = workdir / "ray.toml"
-    config_file.write_text(TINY.replace("active = 2", 'active = 2\nbackend = { kind = "ray" }'))
+    config_file.write_text(TINY.replace("active = 2", 'active = 2\nbackend = "ray"'))
     result = cli("experiment", "--config", config_file, "--jobs", "2", "--quiet")
     assert "would start a Ray in each process" in str(result.exception)
     assert not (workdir / "runs").exists()  # refused before a folder is made
@@ -344,7 +404,7 @@ def test_a_run_table_places_the_clients_on_a_backend(workdir, cli):
 def test_an_experiment_on_ray_equals_the_batched_one(workdir, cli):
     pytest.importorskip("ray")
     histories = {}
-    for name, extra in (("batched", ""), ("ray", '\nbackend = { kind = "ray", workers = 2 }')):
+    for name, extra in (("batched", ""), ("ray", '\nbackend = "ray"\nworkers = 2')):
         config_file = workdir / f"{name}.toml"
         config_file.write_text(TINY.replace('name = "tiny"', f'name = "{name}"')
                                .replace("seeds = 2", "seeds = 1")

@@ -19,8 +19,8 @@ ACCEPTED = {opt for param in typer.main.get_command(app).commands["run"].params
             for opt in param.opts}
 # fields of the settings made from the options that no option of that name sets: the
 # schedule's eval_k (resolve takes --ranking-k), its dp (the --dp-* options, each field
-# checked below) and the Boolean data's rows (a preset's size)
-NOT_TYPED = {"eval_k", "dp", "rows"}
+# checked below)
+NOT_TYPED = {"eval_k", "dp"}
 
 
 def _accepted(text: str) -> bool:

@@ -40,6 +40,7 @@ from fedmc.flower.wire import (  # noqa: E402
 )
 from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import federate, load_ratings  # noqa: E402
+from fedmc.run.data_settings import DataSettings  # noqa: E402
 from fedmc.run.spec import RunSpec  # noqa: E402
 from fedmc.testing import assert_same_history  # noqa: E402
 
@@ -336,7 +337,8 @@ def test_three_nodes_two_rounds_give_the_simulations_history(tmp_path, algorithm
 
 
 def test_user_level_dp_travels_in_the_run_configuration():
-    run = RunSpec(schedule=Schedule(dp=UserDP(clip=0.3, noise=0.8, setup_clip=1.0)))
+    run = RunSpec(data=DataSettings(normalize="public"),
+                  schedule=Schedule(dp=UserDP(clip=0.3, noise=0.8, setup_clip=1.0)))
     sent = FederatedRun(spec=run.model_copy(update={"params": PARAMS}))
     back = FederatedRun.from_run_config(sent.run_config())
     assert back.privacy() == run.schedule.dp != None  # noqa: E711
@@ -423,7 +425,8 @@ def test_three_nodes_with_user_level_dp_give_the_simulations_history(tmp_path, d
     from its stream, as the simulation does (every client in every round: q = 1)."""
     settings = data_settings(ratings_file(tmp_path))
     dp = UserDP(clip=0.05, noise=0.5, unit="client", reproducible=True)
-    run = RunSpec(schedule=Schedule(rounds=2, active=None, seed=0, dp=dp))
+    run = RunSpec(data=DataSettings(normalize="none"),  # a DP spec publishes no fitted one
+                  schedule=Schedule(rounds=2, active=None, seed=0, dp=dp))
     history, _ = federated(tmp_path, settings, run, PARAMS, timeout=60.0)
     reference = simulated(settings, run, PARAMS)
     assert_same_history(history, reference, rtol=1e-9, atol=1e-9)

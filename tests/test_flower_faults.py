@@ -20,10 +20,13 @@ from fedmc.errors import ConfigError  # noqa: E402
 from fedmc.federation.history import History  # noqa: E402
 from fedmc.federation.settings import Schedule  # noqa: E402
 from fedmc.flower.settings import FederatedRun  # noqa: E402
+from fedmc.run.data_settings import DataSettings  # noqa: E402
 from fedmc.run.spec import RunSpec  # noqa: E402
 from fedmc.testing import assert_same_history, client_ids  # noqa: E402
 
 LOCAL = ("seconds", "participants", "lost", "claims_refused")
+
+PUBLIC = DataSettings(normalize="public", rating_scale=(1.0, 5.0))  # a DP run's (not fitted)
 
 
 @pytest.fixture
@@ -377,7 +380,7 @@ def test_a_private_run_refuses_a_second_process_without_naming_its_client(
     monkeypatch.setenv(NODE_PROCESS_ENV, "first")
     settings, run = small
     settings = settings.model_copy(update={"normalize": "public", "rating_scale": (1.0, 5.0)})
-    spec = run.spec.model_copy(update={"schedule": Schedule(
+    spec = run.spec.model_copy(update={"data": PUBLIC, "schedule": Schedule(
         rounds=4, active=None, seed=0, dp=UserDP(noise=1.0, clip=0.5, unit="client"))})
     calls, second_process = _second_process_after(2)
     history = loopback_federation(tmp_path, settings, run.model_copy(update={"spec": spec}),

@@ -40,6 +40,7 @@ from fedmc.run.spec import RunSpec  # noqa: E402
 from fedmc.testing import FEDERATION_COLUMNS, assert_same_history, client_ids  # noqa: E402
 
 PARAMS = {"rank": 3}
+PUBLIC = DataSettings(normalize="public", rating_scale=(1.0, 5.0))  # a DP run's (not fitted)
 QUANTUM = 2.0**-26  # a secure sum's error per entry and client, relative (flower/secagg.py)
 
 
@@ -236,8 +237,8 @@ def test_a_private_run_logs_a_refusal_without_naming_the_client(tmp_path, loopba
     settings = settings_for("fedmc-admm", tmp_path).model_copy(update={
         "partition": "user", "normalize": "public", "rating_scale": (1.0, 5.0)})
     # every client every round: the sample is secret
-    run = RunSpec(schedule=Schedule(rounds=3, active=None, seed=0,
-                                    dp=UserDP(epsilon=8.0, clip=0.5)))
+    run = RunSpec(data=PUBLIC, schedule=Schedule(rounds=3, active=None, seed=0,
+                                                 dp=UserDP(epsilon=8.0, clip=0.5)))
     loopback_federation(tmp_path, settings,
                         FederatedRun(spec=run.model_copy(update={"params": PARAMS}),
                                      out=Path("out")),
@@ -301,12 +302,14 @@ def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(
          "at least 2 clients: 2 clients, 1 per round"),
         (RunSpec(schedule=Schedule(active=2)), {"rank": 0}, False, "rank must be at least 1"),
         (RunSpec(schedule=Schedule(active=2)), {"rank": 5000}, False, "rank 5000 exceeds"),
-        (RunSpec(schedule=Schedule(active=None, dp=UserDP(noise=1.0, clip=1.0))), {}, False,
+        (RunSpec(data=PUBLIC, schedule=Schedule(active=None, dp=UserDP(noise=1.0, clip=1.0))), {},
+         False,
          "guarantee is per client"),
-        (RunSpec(schedule=Schedule(active=1, dp=UserDP(noise=1.0, clip=1.0, unit="client"))), {},
-         False, "Poisson sampling"),
-        (RunSpec(schedule=Schedule(active=None, dp=UserDP(epsilon=0.01, noise=0.5, clip=1.0,
-                                                          unit="client"))),
+        (RunSpec(data=PUBLIC, schedule=Schedule(active=1, dp=UserDP(noise=1.0, clip=1.0,
+                                                                  unit="client"))), {}, False,
+         "Poisson sampling"),
+        (RunSpec(data=PUBLIC, schedule=Schedule(active=None, dp=UserDP(
+            epsilon=0.01, noise=0.5, clip=1.0, unit="client"))),
          {}, False, "over the budget"),
     ]
     for run, params, secagg, message in cases:
@@ -326,8 +329,9 @@ def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(
     settings = data_settings(ratings_file(tmp_path, users=12), clients=1)
     settings = settings.model_copy(update={"partition": "user", "normalize": "public",
                                            "rating_scale": (1.0, 5.0)})
-    run = RunSpec(schedule=Schedule(rounds=3, active=None, sampling="bernoulli", participation=0.5,
-                                    seed=0, dp=UserDP(epsilon=4.0, clip=0.5)))
+    run = RunSpec(data=PUBLIC, schedule=Schedule(
+        rounds=3, active=None, sampling="bernoulli", participation=0.5, seed=0,
+        dp=UserDP(epsilon=4.0, clip=0.5)))
     loopback_federation(tmp_path, settings,
                         FederatedRun(spec=run.model_copy(update={"params": PARAMS}),
                                      secagg=True, out=Path("out")))

@@ -284,25 +284,35 @@ def test_fedmc_run_with_a_budget_alone_on_few_users_fits_the_baseline_and_says_s
 
 
 def test_an_experiment_with_dp_publishes_no_fitted_normalizer(tmp_path):
-    """Experiments build their spec from tables (:meth:`RunSpec.of`): under user-level DP the
-    normalizer is the public one unless named, and a fitted one is refused wherever a spec
-    is made."""
-    from fedmc.experiments.expand import PlannedRun
+    """Experiments resolve their options as ``fedmc run`` does: under user-level DP the
+    normalizer is the public one unless named, and a fitted one is refused, there and
+    wherever a spec is made (:class:`RunSpec` itself)."""
+    from pydantic import ValidationError
+
+    from fedmc.experiments.expand import PlannedRun, validate
     from fedmc.experiments.launch import run_one
+    from fedmc.run.settings import resolve
     from fedmc.run.spec import RunSpec
 
-    dp = {"rounds": 2, "dp": {"noise": 1.0, "clip": 0.1}}
-    data = {"dataset": "synthetic", "partition": "user"}
-    assert RunSpec.of("fedmc-admm", {}, data, dp).data.normalize == "public"
-    assert RunSpec.of("fedmc-admm", {}, data, {"rounds": 2}).data.normalize == "zscore"
-    assert RunSpec.of("fedals", {}, {**data, "implicit": True}, dp).data.normalize == "none"
+    data = {"dataset": "synthetic", "partition": "user", "rounds": 2}
+    dp = {**data, "dp_noise": 1.0, "dp_clip": 0.1}
+
+    def planned(options, algorithm="fedmc-admm"):
+        return PlannedRun("dp", algorithm, {}, options, {"method": "m", "dataset": "d"})
+
+    assert resolve(planned(dp).run_options()).data.normalize == "public"
+    assert resolve(planned(data).run_options()).data.normalize == "zscore"
+    assert resolve(planned({**dp, "implicit": True}, "fedals").run_options()) \
+        .data.normalize == "none"
+    spec = resolve(planned(dp).run_options())
     for fitted in ("zscore", "center"):
-        with pytest.raises(ValueError, match=f"normalize={fitted} fits on the training"):
-            RunSpec.of("fedmc-admm", {}, {**data, "normalize": fitted}, dp)
-    planned = PlannedRun("dp", "fedmc-admm", {}, dp, data, {})
-    assert run_one(planned, tmp_path / "dp") is None
+        with pytest.raises(ConfigError, match=f"normalize={fitted} fits on the training"):
+            validate([planned({**dp, "normalize": fitted})], "e")
+        with pytest.raises(ValidationError, match=f"normalize={fitted} fits on the training"):
+            RunSpec(**{**dict(spec), "data": spec.data.model_copy(update={"normalize": fitted})})
+    assert run_one(planned(dp), tmp_path / "dp") is None
     config = json.loads((tmp_path / "dp" / "config.json").read_text())
     assert config["data"]["normalize"] == "public"
     assert config["data"]["normalizer"]["kind"] == "public"  # the scale's, no fitted mean
-    planned = PlannedRun("z", "fedmc-admm", {}, dp, {**data, "normalize": "zscore"}, {})
-    assert "fits on the training ratings" in run_one(planned, tmp_path / "z")
+    assert "fits on the training ratings" in run_one(planned({**dp, "normalize": "zscore"}),
+                                                     tmp_path / "z")

@@ -7,7 +7,7 @@ one-line reason.
 
 from __future__ import annotations
 
-import json
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
 
@@ -42,8 +42,8 @@ def experiment(
     list_presets: Annotated[bool, typer.Option("--list", help="List the presets.")] = False,
     show: Annotated[bool, typer.Option("--show", help="Print the preset's TOML and "
                                        "exit.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and list the runs; run "
-                                          "nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and list the runs, each "
+                                          "as its fedmc run command; run nothing.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Run a reproducible experiment: a grid of data sets x methods x settings x seeds.
@@ -98,11 +98,13 @@ def _list_presets() -> None:
 
 
 def _dry_run(experiment_config: ExperimentConfig) -> None:
+    from fedmc.cli.options import command_words, typed_of
     from fedmc.experiments.expand import expand
 
     expansion = expand(experiment_config)
     for spec in expansion.runs:
-        typer.echo(f"{spec.run_id}  {spec.algorithm}  {json.dumps(spec.params)}")
+        command = shlex.join(["fedmc", "run", *command_words(typed_of(spec.run_options()))])
+        typer.echo(f"{spec.run_id}  {command}")
     for note in expansion.notes:
         typer.echo(f"note: {note}", err=True)
     typer.echo(f"{len(expansion.runs)} runs, hash {expansion.digest[:12]}", err=True)

@@ -12,6 +12,7 @@ An option whose default does not depend on other settings shows the default of i
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
@@ -102,6 +103,9 @@ OPTIONS: dict[str, Declared] = {
     "noise": Declared(
         float, _default("noise"), DATA, (),
         "XOR noise of --dataset synthetic-boolean."),
+    "rows": Declared(
+        int | None, None, DATA, (),
+        "Rows of --dataset synthetic-boolean (default: in proportion to --clients)."),
     "normalize": Declared(
         str | None, None, DATA, (),
         "none|center|zscore (fitted on training ratings) | public (from the rating "
@@ -308,6 +312,28 @@ def run_options(typed: Mapping[str, Any]) -> RunOptions:
         if typed.get(name) is not None:
             values[name] = parse(typed[name])
     return RunOptions(**values, params=params)
+
+
+def typed_of(options: RunOptions) -> dict[str, Any]:
+    """The keyword arguments of ``fedmc run`` that ask for ``options``: the inverse of
+    :func:`run_options` (an algorithm parameter with an option of its own by it, the others
+    as ``--param`` items; :func:`command_words` writes them as a command)."""
+    typed = {name: value for name, value in options if name != "params" and value is not None}
+    for name in ("columns", "rating_scale"):
+        if name in typed:
+            typed[name] = ",".join(str(part) for part in typed[name])
+    if "active" in typed:
+        typed["active"] = str(typed["active"])
+    typed.update({k: v for k, v in options.params.items() if k in NAMED_PARAMS})
+    typed["param"] = [f"{k}={_param_text(v)}" for k, v in options.params.items()
+                      if k not in NAMED_PARAMS]
+    return typed
+
+
+def _param_text(value: Any) -> str:
+    """A parameter's value as ``--param`` reads it back (the algorithm's ``Config`` parses
+    text)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def resolved_run(typed: Mapping[str, Any]) -> RunSpec:

@@ -1,10 +1,12 @@
 """Expansion of an experiment file into runs with stable ids, validated before anything runs.
 
 Each run gets an id built from its labels (``ml-1m__fedmc-admm__inner=5__s0``) that does not
-depend on the order of the grid, and a complete set of resolved settings (the algorithm's
-parameters, :class:`fedmc.federation.settings.Schedule`, :class:`fedmc.run.data.DataSettings`). The
-hash of all runs names the expanded experiment: a folder made for the same hash can be
-resumed.
+depend on the order of the grid, and the options ``fedmc run`` would be given for it
+(:class:`fedmc.run.options.RunOptions`: the file's ``[run]`` and ``[data]`` tables merged, the
+algorithm's parameters); :func:`fedmc.run.settings.resolve` chooses the rest, as for ``fedmc
+run``, so each run is the ``fedmc run`` command :func:`fedmc.cli.options.run_command` writes
+for it. The hash of all runs names the expanded experiment: a folder made for the same hash
+can be resumed.
 """
 
 from __future__ import annotations
@@ -21,8 +23,12 @@ from pydantic import ValidationError
 
 from fedmc.errors import ConfigError, FedMCError
 from fedmc.experiments.config import DatasetEntry, ExperimentConfig, SettingEntry, facet_text
+from fedmc.run.options import RunOptions
 
 SECTIONS = ("params", "run", "data")
+NOT_IN_A_FILE = ("algorithm", "params", "seed")
+"""The options of ``fedmc run`` an experiment file gives elsewhere: a method's ``algorithm``
+and ``params``, the seeds."""
 BASE_FACETS = ("dataset", "method", "setting", "seed")
 MAX_ERRORS = 5
 FILE_FIELDS = ("ratings", "binary")
@@ -39,13 +45,11 @@ class PlannedRun:
     algorithm
         Registered algorithm name.
     params
-        Algorithm parameters (the algorithm's defaults fill the rest).
-    run
-        Fields of :class:`fedmc.federation.settings.Schedule` (seed included) and the spec's
-        own (:data:`fedmc.run.spec.OWN_RUN_SETTINGS`: ``ranking_k``, ``save_user_factors``,
-        ``backend``).
-    data
-        Keyword arguments of :class:`fedmc.run.data.DataSettings` (seed included).
+        Algorithm parameters the file gives.
+    options
+        The other options of ``fedmc run`` the file gives (fields of
+        :class:`~fedmc.run.options.RunOptions` by name, the seed included):
+        :func:`fedmc.run.settings.resolve` chooses the rest.
     facets
         What the report groups by: ``dataset``, ``method``, ``setting``, ``seed`` and one entry
         per grid key.
@@ -54,9 +58,18 @@ class PlannedRun:
     run_id: str
     algorithm: str
     params: dict[str, Any]
-    run: dict[str, Any]
-    data: dict[str, Any]
+    options: dict[str, Any]
     facets: dict[str, Any]
+
+    def run_options(self) -> RunOptions:
+        """What this run asks of ``fedmc run``.
+
+        Raises
+        ------
+        pydantic.ValidationError
+            A value an option refuses, or a name that is no option.
+        """
+        return RunOptions(algorithm=self.algorithm, params=self.params, **self.options)
 
 
 @dataclass
@@ -119,21 +132,18 @@ def expand(config: ExperimentConfig, data_dir: str | Path | None = None) -> Expa
     for (label, entry, data_fields), method, (setting, grid_facets), seed in itertools.product(
         datasets, config.methods, settings, config.seed_list
     ):
-        run = {**config.run, **method.run, **entry.run, **setting.run, "seed": seed}
-        if run.get("active") == "all":
-            run["active"] = None
         data = {**config.data, **method.data, **entry.data, **setting.data, **data_fields}
-        data = {k: _fill(v, root) for k, v in data.items()} | {"seed": seed}
+        data = {k: _fill(v, root) for k, v in data.items()}
         if data_dir is not None:
             data.setdefault("data_dir", str(root))
+        run = {**config.run, **method.run, **entry.run, **setting.run}
         facets = {"dataset": label, "method": method.label, "setting": setting.label,
                   **grid_facets, "seed": seed}
         runs.append(PlannedRun(
             run_id=_run_id(label, method.label, setting.label, seed),
             algorithm=method.algorithm,
             params={**method.params, **entry.params, **setting.params},
-            run=run,
-            data=data,
+            options={**_options(data, "data"), **_options(run, "run"), "seed": seed},
             facets=facets,
         ))
     _check_unique(runs)
@@ -242,53 +252,35 @@ def _check_unique(runs: list[PlannedRun]) -> None:
 
 
 def validate(runs: list[PlannedRun], name: str) -> None:
-    """Build every run's settings and algorithm configuration; report every distinct error.
+    """Resolve every run's options as ``fedmc run`` does (:func:`fedmc.run.settings.resolve`:
+    the algorithm's paper settings, the sampling, the DP rules) and check its algorithm's
+    parameters; report every distinct error.
 
-    Nothing is loaded or run: this checks algorithm names, parameter names and values, run
-    and data settings, and data-set names.
+    Nothing is loaded or run: this checks algorithm names, parameter names and values, the
+    options and the rules between them, and data-set names.
     """
-    from fedmc.algorithms.registry import spec
+    from fedmc.algorithms.registry import algorithm_names, spec
     from fedmc.data.registry import dataset_names
-    from fedmc.federation.settings import Backend, Schedule
-    from fedmc.run.data import DataSettings
-    from fedmc.run.spec import OWN_RUN_SETTINGS, RunSpec
+    from fedmc.run.settings import resolve
 
     known_sets = {*dataset_names(), *generated_names()}
     errors: dict[str, None] = {}
     for r in runs:
         method = f"{r.facets['method']} ({r.algorithm})"
         where = f"{method} on {r.facets['dataset']}"
-        try:
-            algo = spec(r.algorithm)
-        except FedMCError as exc:
-            errors[f"{method}: {exc}"] = None
+        if r.algorithm not in algorithm_names():
+            try:
+                spec(r.algorithm)
+            except FedMCError as exc:
+                errors[f"{method}: {exc}"] = None
             continue
-        checks = (
-            ("parameter", algo.Config, r.params),
-            ("run setting", Schedule, {k: v for k, v in r.run.items()
-                                       if k not in OWN_RUN_SETTINGS}),
-            ("backend setting", Backend, _table(r.run.get("backend", {}))),
-            ("data setting", DataSettings, r.data),
-        )
-        failed = False
-        for what, model, values in checks:
-            place = f"on {r.facets['dataset']}" if model is DataSettings else where
-            try:
-                model(**values)
-            except ValidationError as exc:
-                errors[f"{place}: {validation_text(exc, what, list(model.model_fields))}"] = None
-                failed = True
-            except (FedMCError, ValueError) as exc:
-                errors[f"{where}: {exc}"] = None
-                failed = True
-        if not failed:  # the rules between settings (a DP run's normalizer)
-            try:
-                RunSpec.of(r.algorithm, r.params, r.data, r.run)
-            except ValidationError as exc:
-                errors[f"{where}: {validation_text(exc, 'run', [])}"] = None
-            except ValueError as exc:
-                errors[f"{where}: {exc}"] = None
-        dataset = r.data.get("dataset")
+        try:
+            resolve(r.run_options())
+        except ValidationError as exc:
+            errors[f"{where}: {validation_text(exc, r.algorithm)}"] = None
+        except (FedMCError, ValueError) as exc:
+            errors[f"{where}: {exc}"] = None
+        dataset = r.options.get("dataset")
         if dataset is not None and dataset not in known_sets:
             errors[f"unknown data set {dataset!r}; known: {', '.join(sorted(known_sets))}"] = None
     if errors:
@@ -297,26 +289,33 @@ def validate(runs: list[PlannedRun], name: str) -> None:
         raise ConfigError(f"{name}: " + "; ".join(shown) + (f"; and {more} more" if more else ""))
 
 
-def validation_text(exc: ValidationError, what: str, known: list[str]) -> str:
-    """The first error of ``exc`` in one line: ``what`` and where, or an unknown name with the
-    ``known`` ones."""
+def validation_text(exc: ValidationError, algorithm: str) -> str:
+    """The first error of ``exc`` in one line: the setting or ``algorithm``'s parameter and
+    what is wrong, or an unknown parameter with the known ones."""
+    from fedmc.algorithms.registry import spec
+
     first = exc.errors()[0]
     loc = ".".join(str(x) for x in first["loc"])
+    config = spec(algorithm).Config
+    what = "parameter" if exc.title == config.__name__ else "setting"
     if first["type"] == "extra_forbidden":
-        return f"unknown {what} {loc!r} (known: {', '.join(known)})"
+        return f"unknown {what} {loc!r} (known: {', '.join(config.model_fields)})"
     msg = first["msg"].removeprefix("Value error, ")
     return f"{what} {loc}: {msg}" if loc else f"{what}: {msg}"
 
 
-def _table(value: Any) -> dict[str, Any]:
-    """A run's ``backend``: a table of :class:`fedmc.federation.settings.Backend` fields.
+def _options(table: dict[str, Any], section: str) -> dict[str, Any]:
+    """A ``[run]`` or ``[data]`` table of options of ``fedmc run``, checked by name.
 
     Raises
     ------
     ConfigError
-        Anything else.
+        A name that is no option of ``fedmc run`` (or one the file gives elsewhere).
     """
-    if not isinstance(value, dict):
-        raise ConfigError(f"run setting backend: a table such as {{ kind = \"ray\", workers = "
-                          f"2 }}, got {value!r}")
-    return value
+    known = [n for n in RunOptions.model_fields if n not in NOT_IN_A_FILE]
+    for key in table:
+        if key not in known:
+            raise ConfigError(f"unknown {section} setting {key!r}: an experiment's [run] and "
+                              f"[data] take the options of fedmc run by name "
+                              f"({', '.join(known)})")
+    return table

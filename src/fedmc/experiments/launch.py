@@ -54,16 +54,17 @@ def run_one(spec: PlannedRun, out: Path, callback: RoundCallback | None = None) 
     An error in the user's settings or data gives its one-line message; anything else the
     traceback. Either is also written to ``out/error.txt``.
     """
+    from fedmc.run.data import enrolled_users
     from fedmc.run.runner import execute, write_outputs
-    from fedmc.run.spec import RunSpec
+    from fedmc.run.settings import resolve
 
     shutil.rmtree(out, ignore_errors=True)
     try:
-        run = RunSpec.of(spec.algorithm, spec.params, spec.data, spec.run)
+        run = resolve(spec.run_options(), enrolled_users)  # as fedmc run resolves it
         result = execute(run, callback=callback)
         write_outputs(out, result)
     except ValidationError as exc:  # a setting a model refuses: its first error, one line
-        return _failed(out, validation_text(exc, "setting", []))
+        return _failed(out, validation_text(exc, spec.algorithm))
     except (FedMCError, ValueError) as exc:
         return _failed(out, str(exc))
     except Exception:  # a bug in a run must not lose the other runs
@@ -142,10 +143,8 @@ def run_all(
 def _serial(folder: Path, pending: list[PlannedRun], progress: Progress, task: TaskID,
             outcome: Outcome) -> None:
     for spec in pending:
-        rounds = spec.run.get("rounds", 100)
-
-        def callback(k: int, row: dict | None, spec: PlannedRun = spec, rounds: int = rounds):
-            progress.update(task, note=f"{spec.run_id}: round {k}/{rounds}")
+        def callback(k: int, row: dict | None, spec: PlannedRun = spec):
+            progress.update(task, note=f"{spec.run_id}: round {k}")
 
         t0 = time.perf_counter()
         error = run_one(spec, run_dir(folder, spec.run_id), callback)

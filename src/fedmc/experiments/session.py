@@ -84,12 +84,12 @@ def run_experiment(
     if jobs < 1:
         raise FedMCError(f"--jobs must be at least 1, got {jobs}")
     expansion = expand(config, data_dir)
-    local_ray = [r.run_id for r in expansion.runs if r.run.get("backend", {}).get("kind") == "ray"
-                 and not r.run["backend"].get("address")]
+    local_ray = [r.run_id for r in expansion.runs if r.options.get("backend") == "ray"
+                 and not r.options.get("ray_address")]
     if jobs > 1 and local_ray:
         raise FedMCError(f"--jobs {jobs} with a Ray backend (run {local_ray[0]}) would start a Ray "
-                         "in each process: start one (ray start --head) and give the backend's "
-                         "address = \"auto\", or run the runs one at a time")
+                         "in each process: start one (ray start --head) and give "
+                         "ray_address = \"auto\", or run the runs one at a time")
     root = root or default_root(config)
     digest = expansion.digest
     folder = None if fresh else find_resumable(root, digest)
@@ -117,7 +117,7 @@ def fetch_data(runs: list[PlannedRun], progress: bool = False) -> None:
     """
     from fedmc.data.registry import DATASETS, download_dataset
 
-    wanted = {(r.data.get("dataset"), r.data.get("data_dir")) for r in runs}
+    wanted = {(r.options.get("dataset"), r.options.get("data_dir")) for r in runs}
     for name, data_dir in sorted(wanted, key=str):
         if name in DATASETS:
             download_dataset(name, data_dir, progress=progress)

@@ -33,6 +33,7 @@ from fedmc.federation.settings import Schedule
 from fedmc.federation.validation import with_validation
 from fedmc.flower.defaults import MAX_LOST_ROUNDS, REPLY_TIMEOUT
 from fedmc.privacy.accounting import UserDP
+from fedmc.run.data_settings import DataSettings
 from fedmc.run.spec import RunSpec
 
 """How many exchanges in a row may lose every client before a run stops, unless the operator
@@ -143,9 +144,10 @@ class FederatedRun(BaseModel):
     def run_config(self) -> dict[str, Any]:
         """The flat run configuration (every key of :data:`RUN_CONFIG_DEFAULTS`)."""
         options = self.model_dump(mode="json", exclude={"spec"})
-        # not the data settings: the manifest holds what the server may know of the data,
-        # and the operator's file paths need not travel to every client
-        spec = self.spec.model_dump_json(exclude={"data"})
+        # of the data settings only the normalizer's kind (a DP spec is checked to publish no
+        # fitted one): the manifest holds what the server may know of the data, and the
+        # operator's file paths need not travel to every client
+        spec = self.spec.model_dump_json(exclude={"data": _NOT_SENT})
         return {RUN: spec, **{_key(k): v for k, v in options.items()}}
 
     @classmethod
@@ -170,6 +172,10 @@ class FederatedRun(BaseModel):
             return cls(spec=spec, **{name: c[_key(name)] for name in OPTIONS})
         except ValidationError as exc:  # one of the federation's own keys
             raise ConfigError(_refusal(exc, [])) from None
+
+
+_NOT_SENT = set(DataSettings.model_fields) - {"normalize"}
+"""The data settings a run configuration leaves out."""
 
 
 def _refusal(exc: ValidationError, key: list[str]) -> str:

@@ -50,6 +50,7 @@ class RunOptions(BaseModel):
     binary: Path | None = None
     binarize: float | None = None
     noise: float = default_of(DataSettings, "noise")
+    rows: int | None = None
     normalize: Literal["none", "center", "zscore", "public"] | None = None
     rating_scale: tuple[float, float] | None = None
     implicit: bool = default_of(DataSettings, "implicit")

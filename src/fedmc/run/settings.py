@@ -44,7 +44,7 @@ from fedmc.federation.settings import Backend, EarlyStopping, Schedule
 from fedmc.privacy.accounting import UserDP
 from fedmc.run.data_settings import DataSettings, is_boolean
 from fedmc.run.options import IMPLICIT_RANKING_K, RunOptions
-from fedmc.run.spec import RunSpec
+from fedmc.run.spec import RunSpec, check_normalizer
 
 DEFAULT_ACTIVE = 10
 """Clients per round where neither the user nor the algorithm's paper settings say: at most
@@ -124,10 +124,7 @@ def resolve(options: RunOptions,
     if normalize is None:  # under DP (reproducible too: the same run but for the noise)
         normalize = "none" if o["implicit"] else "public" if options.dp else "zscore"
         defaulted.append("normalize")
-    elif options.dp and normalize in ("center", "zscore"):
-        raise ConfigError(f"normalize={normalize} fits on the training ratings, which a DP run "
-                          "may not publish: use normalize=public (the default with DP) or "
-                          "normalize=none")
+    check_normalizer(options.dp, normalize)
     if options.early_stopping and options.validation_fraction is None:
         o["validation_fraction"] = DEFAULT_VALIDATION
         defaulted.append("validation_fraction")

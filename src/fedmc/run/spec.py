@@ -10,16 +10,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fedmc.algorithms.registry import default_algorithm, spec
+from fedmc.errors import ConfigError
 from fedmc.federation.settings import Backend, Schedule
 from fedmc.run.data_settings import DataSettings
 
 DEFAULT_ALGORITHM = default_algorithm("ratings")
-OWN_RUN_SETTINGS = ("ranking_k", "save_user_factors", "backend")
-"""The settings of a run table (:meth:`RunSpec.of`) that are the spec's own, not the
-schedule's."""
+FITTED_NORMALIZERS = ("center", "zscore")
+"""The normalizers fitted on the training ratings, which a DP run may not publish."""
+
+
+def check_normalizer(dp: bool, normalize: str | None) -> None:
+    """Refuse a normalizer fitted on the training ratings in a run with user-level DP (``dp``):
+    ``config.json`` and the model carry it, a release no budget accounts (``docs/privacy.md``).
+    Every spec is checked (:class:`RunSpec`); :func:`fedmc.run.settings.resolve` asks first,
+    to say it in the options' words.
+
+    Raises
+    ------
+    fedmc.errors.ConfigError
+        ``normalize`` is fitted and ``dp`` is on.
+    """
+    if dp and normalize in FITTED_NORMALIZERS:
+        raise ConfigError(f"normalize={normalize} fits on the training ratings, which a DP run "
+                          "may not publish: use normalize=public (the default with DP) or "
+                          "normalize=none")
 
 
 class RunSpec(BaseModel):
@@ -50,34 +67,10 @@ class RunSpec(BaseModel):
         """The algorithm's validated ``Config``."""
         return spec(self.algorithm).Config(**self.params)
 
-    @classmethod
-    def of(cls, algorithm: str, params: dict[str, Any], data: dict[str, Any],
-           run: dict[str, Any]) -> RunSpec:
-        """The spec of a run given as tables (an experiment's ``params``, ``data`` and
-        ``run``: :class:`~fedmc.federation.settings.Schedule` fields and
-        :data:`OWN_RUN_SETTINGS`: ``ranking_k``, ``save_user_factors``, ``backend``, a table of
-        :class:`~fedmc.federation.settings.Backend`), taken as they are: no default is chosen
-        for it but the normalizer of a run with user-level DP, public (``none`` for
-        interactions) where ``data`` names none, as ``fedmc run`` chooses it.
-
-        Raises
-        ------
-        pydantic.ValidationError
-            A value a field refuses, or a name that is no field (in ``run``: of the schedule).
-        ValueError
-            A normalizer fitted on the training ratings in a run with user-level DP.
-        """
-        own = {k: v for k, v in run.items() if k in OWN_RUN_SETTINGS}
-        schedule = Schedule(**{k: v for k, v in run.items() if k not in own})
-        if schedule.dp is not None:  # a DP run publishes no normalizer fitted on its ratings
-            if data.get("normalize") is None:  # (config.json and the model carry it)
-                data = {**data, "normalize": "none" if data.get("implicit") else "public"}
-            elif data["normalize"] in ("center", "zscore"):
-                raise ValueError(f"normalize={data['normalize']} fits on the training ratings, "
-                                 "which a DP run may not publish: use normalize=public (the "
-                                 "default with DP) or normalize=none")
-        return cls(algorithm=algorithm, params=params, data=DataSettings(**data),
-                   schedule=schedule, **own)
+    @model_validator(mode="after")
+    def _no_fitted_normalizer_under_dp(self) -> RunSpec:
+        check_normalizer(self.schedule.dp is not None, self.data.normalize)
+        return self
 
     def refit(self, rounds: int) -> RunSpec:
         """This run without its validation cut and early stopping, for ``rounds`` rounds: the
