@@ -76,7 +76,7 @@ def load_federated(
     named = [f"{k}=" for k, v in columns.items() if v is not None]
     if named:
         raise ConfigError(f"{named[0]} names a DataFrame's column; a file's are named by "
-                          "columns=(user, item, rating)")
+                          "`columns=(user, item, rating)`")
     cfg = DataSettings(dataset=dataset, ratings=ratings, clients=clients, train=train,
                        test=test, **settings)
     data, dropped = federated_data(cfg)
@@ -94,10 +94,10 @@ def _federated_frame(frame: Any, columns: dict[str, str | None], clients: int,
         if getattr(wanted, name) is not None:
             raise ConfigError(f"{name}= and a DataFrame are two sources: give one")
     if wanted.normalize == "public" and wanted.rating_scale is None:
-        raise ConfigError("normalize='public' of a DataFrame needs its rating_scale=(LO, HI)")
+        raise ConfigError("`normalize='public'` of a DataFrame needs its `rating_scale=(LO, HI)`")
     rating = "rating" if columns["rating"] is None else columns["rating"] or None
     if rating is None and not wanted.implicit:
-        raise ConfigError("rating='' reads interactions: it needs implicit=True")
+        raise ConfigError("rating='' reads interactions: it needs `implicit=True`")
     table = ratings_from_frame(frame, columns["user"] or "user", columns["item"] or "item",
                                rating, wanted.duplicates)
     return federate(as_read(table, wanted), wanted)

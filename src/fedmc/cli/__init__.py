@@ -26,7 +26,7 @@ from fedmc.cli.options import flag, in_flags, parameter_flag
 from fedmc.cli.recommend import register as register_model_commands
 from fedmc.cli.run import run
 from fedmc.cli.tune import register as register_tune_command
-from fedmc.errors import FedMCError, printable
+from fedmc.errors import FedMCError, marked_text, printable
 
 app = typer.Typer(
     name="fedmc",
@@ -87,8 +87,7 @@ def _validation_message(exc: ValidationError) -> str:
         known = "" if algorithm is None else \
             f" (-P takes {', '.join(algorithm.Config.model_fields)})"
         return f"{where}: not a setting of {exc.title}" + known
-    message = first["msg"].removeprefix("Value error, ")
-    return f"{where}: {in_flags(message, algorithm=algorithm is not None)}"
+    return f"{where}: {in_flags(marked_text(first), algorithm=algorithm is not None)}"
 
 
 def main() -> None:
@@ -114,7 +113,7 @@ def main() -> None:
             os._exit(stopped.exit_code)
         sys.exit(stopped.exit_code)
     except FedMCError as exc:
-        _fail(in_flags(str(exc)))
+        _fail(in_flags(exc.marked))
     except ValidationError as exc:
         _fail(_validation_message(exc))
     except typer.Abort:

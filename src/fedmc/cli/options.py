@@ -2,7 +2,8 @@
 ``audit`` take theirs from here (:func:`with_options`), turn what the user typed into
 :class:`fedmc.run.settings.RunOptions` (:func:`run_options`; resolved, with the notes on
 the defaults printed: :func:`resolved_run`), and report an error of a lower
-layer by the flags the user typed (:func:`in_flags`: one table from settings' fields to flags).
+layer by the flags the user typed (:func:`in_flags`: the settings its message marks, by one
+table from settings' fields to flags).
 
 An option whose default does not depend on other settings shows the default of its
 :class:`~fedmc.run.settings.RunOptions` field; the others default to nothing, and
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
@@ -22,7 +22,7 @@ import typer
 
 from fedmc.algorithms.registry import algorithm_names, interactions_algorithms, specs
 from fedmc.data.catalog import dataset_names
-from fedmc.errors import ConfigError, printable
+from fedmc.errors import ConfigError, printable, worded
 from fedmc.federation.settings import Backend, EarlyStopping
 from fedmc.privacy.accounting import UserDP
 from fedmc.run.data_settings import DataSettings
@@ -442,31 +442,31 @@ def command_words(typed: Mapping[str, Any], leave_out: Collection[str] = (),
     return words
 
 
-_VALUED = re.compile(r"\b([a-z][a-z_.]*)=('[^']*'|\"[^\"]*\"|[^\s,;:)]+)")
-_BARE = re.compile(r"(?<![\w.=-])((?:dp\.[a-z_]+)|(?:[a-z]+_[a-z_]+))(?![\w=(])")
+def in_flags(marked: str, algorithm: bool = False) -> str:
+    """A lower layer's message (its settings ``marked``: :mod:`fedmc.errors`) in the command
+    line's words: each setting by the flag that sets it (:func:`flag_words`); ``algorithm``:
+    the message of an algorithm's ``Config``, whose names are its parameters (Felb's
+    ``dp_clip`` is not user-level DP's ``--dp-clip``)."""
+    return worded(marked, lambda name, value: flag_words(name, value, algorithm))
 
 
-def in_flags(message: str, algorithm: bool = False) -> str:
-    """A message of a lower layer in the command line's words: every ``setting=value`` of a
-    declared option or DP field as ``--flag value``, every bare ``dp.field`` or
-    ``name_with_underscores`` of one as its flag. ``algorithm``: the message of an
-    algorithm's ``Config``, whose names are its parameters (only those with an option of their
-    own become flags: Felb's ``dp_clip`` is not user-level DP's ``--dp-clip``)."""
-    options = {n: d for n, d in OPTIONS.items() if not algorithm or d.panel == ALGO}
-
-    def valued(m: re.Match[str]) -> str:
-        name = m.group(1).replace("dp.", "dp_")
-        if name not in options:
-            return m.group(0)
-        value = m.group(2).strip("'\"")
-        switch = [f for f in OPTIONS[name].flags if "/" in f]
-        if value.lower() in ("true", "false") and (switch or OPTIONS[name].type is bool):
-            on, _, off = (switch[0] if switch else flag(name)).partition("/")
-            return on if value.lower() == "true" else off or f"no {on}"
-        return f"{flag(name)} {value}"
-
-    def bare(m: re.Match[str]) -> str:
-        name = m.group(1).replace("dp.", "dp_")
-        return flag(name) if name in options else m.group(0)
-
-    return _BARE.sub(bare, _VALUED.sub(valued, message))
+def flag_words(name: str, value: str | None = None, algorithm: bool = False) -> str:
+    """A setting (``rounds``, ``dp.clip``; an algorithm parameter with ``algorithm``) and its
+    value as the command line gives them: ``--rounds 0``, ``--dp-clip``, ``--implicit`` (a
+    switch's true), ``--no-refit`` (its false), ``--param dp_clip=...``; a name that is no
+    option's as written (``name=value``)."""
+    if name.startswith("params."):
+        return flag_words(name.removeprefix("params."), value, algorithm=True)
+    option = name.replace("dp.", "dp_")
+    declared = OPTIONS.get(option)
+    if algorithm and (declared is None or declared.panel != ALGO):
+        return f"--param {name}={value or '...'}"
+    if declared is None:
+        return name if value is None else f"{name}={value}"
+    value = None if value is None else value.strip("'\"")
+    switch = [f for f in declared.flags if "/" in f]
+    if value is not None and value.lower() in ("true", "false") and (
+            switch or declared.type is bool):
+        on, _, off = (switch[0] if switch else flag(option)).partition("/")
+        return on if value.lower() == "true" else off or f"no {on}"
+    return flag(option) if value is None else f"{flag(option)} {value}"

@@ -50,8 +50,8 @@ class Normalizer:
             return cls("none", 0.0, 1.0)
         if kind == "public":
             if scale is None:
-                raise ConfigError("normalize='public' needs the rating scale: give "
-                                  "rating_scale=LO,HI")
+                raise ConfigError("`normalize='public'` needs the rating scale: give "
+                                  "`rating_scale=LO,HI`")
             return cls.public(scale)
         if len(values) == 0:
             raise ConfigError("cannot normalize: there are no training ratings")

@@ -159,7 +159,7 @@ class FederatedData:
         """The same clients with their validation cut in the place of their test ratings:
         what an evaluation on the validation cut reads (:mod:`fedmc.federation.validation`)."""
         if self.validation is None:
-            raise DataError("these data have no validation cut (validation_fraction)")
+            raise DataError("these data have no validation cut (`validation_fraction`)")
         return replace(self, test=self.validation, validation=None)
 
     def federation_info(self) -> FederationInfo:

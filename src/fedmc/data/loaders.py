@@ -784,7 +784,7 @@ def _resolve_duplicates(
         where = raw.locate(rows)
         raise DataError(
             f"user {raw.users[rows[0]]!s}, item {raw.items[rows[0]]!s} is rated more than once "
-            f"({', '.join(loc.label(where[0].path) for loc in where)}); pass duplicates='last' "
+            f"({', '.join(loc.label(where[0].path) for loc in where)}); pass `duplicates='last'` "
             "or 'mean' to resolve",
             where[1].path,
             where[1].line,

@@ -89,7 +89,7 @@ def run_experiment(
     if jobs > 1 and local_ray:
         raise FedMCError(f"--jobs {jobs} with a Ray backend (run {local_ray[0]}) would start a Ray "
                          "in each process: start one (ray start --head) and give "
-                         "ray_address = \"auto\", or run the runs one at a time")
+                         "`ray_address=\"auto\"`, or run the runs one at a time")
     root = root or default_root(config)
     digest = expansion.digest
     folder = None if fresh else find_resumable(root, digest)

@@ -208,7 +208,7 @@ def privacy_plan(setup: Message | None, rounds: Rounds, info: FederationInfo) ->
         raise ConfigError(
             "user-level DP bounds what one client uploads: with clients of several users the "
             "guarantee is per client, not per user; use one user per client "
-            "(partition='user') or ask for it with dp_unit='client'")
+            "(`partition='user'`) or ask for it with `dp_unit='client'`")
     return Plan(rounds.count, poisson_rate(rounds.sampler),
                 setup is not None and len(setup.upload) > 0, dp.setup_scale)
 

@@ -155,7 +155,7 @@ def make_sampler(
         sampler = WithReplacementSampler(n_clients, count)
     elif sampling == "uniform":
         if count > n_clients:
-            raise ConfigError(f"active={count} exceeds the {n_clients} clients")
+            raise ConfigError(f"`active={count}` exceeds the {n_clients} clients")
         sampler = UniformSampler(n_clients, count)
     else:
         raise ConfigError(f"unknown sampling {sampling!r}: use uniform|bernoulli|replacement")
@@ -176,5 +176,5 @@ def poisson_rate(sampler: Sampler) -> float:
         rates = np.unique(base.probabilities)
         if len(rates) == 1:
             return float(rates[0])
-    raise ConfigError("user-level DP needs Poisson sampling (sampling='bernoulli', one rate "
+    raise ConfigError("user-level DP needs Poisson sampling (`sampling='bernoulli'`, one rate "
                       "for every client) or every client in every round")

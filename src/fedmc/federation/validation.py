@@ -181,7 +181,7 @@ class EarlyStop(Callback):
             return
         if self.column not in row:
             raise ConfigError(f"early stopping watches {self.column}, which the evaluation "
-                              f"does not give (a validation cut: validation_fraction)")
+                              f"does not give (a validation cut: `validation_fraction`)")
         value = float(row[self.column])
         if not np.isfinite(value):
             return

@@ -212,8 +212,8 @@ class NodeSettings:
         if node.get("columns"):
             names = str(node["columns"]).split(",")
             if len(names) != 3:
-                raise ConfigError(f"the node configuration of client {client} has columns="
-                                  f"{node['columns']!r}: name three (user,item,rating)")
+                raise ConfigError(f"the node configuration of client {client} has `columns="
+                                  f"{node['columns']!r}`: name three (user,item,rating)")
             columns = (names[0], names[1], names[2])
         return cls(client, Path(str(node["manifest"])), Path(str(node["ratings"])),
                    Path(str(node["state"])),

@@ -105,8 +105,8 @@ class FederatedRun(BaseModel):
     def _no_refit(self) -> FederatedRun:
         stop = self.spec.schedule.early_stopping
         if stop is not None and stop.refit:
-            raise ConfigError("refit=true trains a second run after early stopping; a "
-                              "federation publishes its best round's model: refit=false")
+            raise ConfigError("`refit=true` trains a second run after early stopping; a "
+                              "federation publishes its best round's model: `refit=false`")
         return self
 
     @property

@@ -86,7 +86,7 @@ def calibrate(plan: Plan, target_epsilon: float, delta: float) -> float:
     """The smallest noise multiplier (to a relative tolerance of 1e-3) at which ``plan``
     spends at most ``target_epsilon`` at ``delta``."""
     if target_epsilon <= 0 or not 0 < delta < 1:
-        raise ConfigError(f"need dp.epsilon > 0 and 0 < dp.delta < 1, "
+        raise ConfigError(f"need `dp.epsilon` > 0 and 0 < `dp.delta` < 1, "
                           f"got {target_epsilon}, {delta}")
     if plan.rounds == 0 and not plan.setup:
         return 0.0
@@ -183,5 +183,5 @@ class UserDP(BaseModel):
                     f"the plan ({plan.rounds} rounds at sampling rate {plan.q:g}"
                     f"{', a set-up upload' if plan.setup else ''}) spends epsilon={spent:.3g} "
                     f"at delta={self.delta:g} with noise {self.noise:g}, over the budget "
-                    f"{self.epsilon:g}: raise dp.noise, or lower the rounds or the sampling rate")
+                    f"{self.epsilon:g}: raise `dp.noise`, or lower the rounds or the sampling rate")
         return self.noise

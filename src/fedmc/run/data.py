@@ -19,7 +19,7 @@ from fedmc.run.data_settings import DEFAULT_DATASET, DataSettings
 def load_ratings(settings: DataSettings, progress: bool = False) -> Ratings:
     """Read the ratings named by ``settings`` (a file, a named set, or the default)."""
     if settings.ratings is not None and settings.dataset is not None:
-        raise ConfigError("give either dataset=NAME or ratings=FILE, not both")
+        raise ConfigError("give either `dataset=NAME` or `ratings=FILE`, not both")
     if settings.ratings is not None:
         return _read_file(settings.ratings, settings)
     return load_dataset(
@@ -59,10 +59,10 @@ def federated_data(settings: DataSettings, progress: bool = False,
         return federate(as_read(load_ratings(settings, progress=progress), settings),
                         settings), {}
     if settings.train is None or settings.test is None:
-        raise ConfigError("give train=FILE and test=FILE together")
+        raise ConfigError("give `train=FILE` and `test=FILE` together")
     if settings.ratings is not None or settings.dataset is not None:
-        raise ConfigError("give either train=FILE and test=FILE, or dataset=NAME or "
-                          "ratings=FILE, not both")
+        raise ConfigError("give either `train=FILE` and `test=FILE`, or `dataset=NAME` or "
+                          "`ratings=FILE`, not both")
     ratings, is_test, dropped = fixed_split(
         as_read(_read_file(settings.train, settings), settings),
         as_read(_read_file(settings.test, settings), settings))
@@ -141,7 +141,7 @@ def load_boolean_data(settings: DataSettings):
     from fedmc.data.boolean import SYNTHETIC, load_boolean
 
     if settings.binarize is not None and settings.ratings is None and settings.dataset is None:
-        raise ConfigError("binarize=T needs ratings=FILE or a rating dataset=NAME")
+        raise ConfigError("`binarize=T` needs `ratings=FILE` or a rating `dataset=NAME`")
     common = partial(load_boolean, noise=settings.noise, n_clients=settings.clients,
                      seed=settings.seed)
     if settings.binary is not None:
@@ -149,5 +149,5 @@ def load_boolean_data(settings: DataSettings):
     if settings.binarize is not None:
         return common(ratings=load_ratings(settings), binarize=settings.binarize)
     if settings.ratings is not None:
-        raise ConfigError("Boolean algorithms need binarize=T with ratings=FILE")
+        raise ConfigError("Boolean algorithms need `binarize=T` with `ratings=FILE`")
     return common(dataset=settings.dataset or SYNTHETIC, rows=settings.rows)

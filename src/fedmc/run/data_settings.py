@@ -80,10 +80,10 @@ class DataSettings(BaseModel):
     @model_validator(mode="after")
     def _implicit(self) -> DataSettings:
         if self.implicit_threshold is not None and not self.implicit:
-            raise ConfigError("implicit_threshold needs implicit=true")
+            raise ConfigError("`implicit_threshold` needs `implicit=true`")
         if self.implicit and self.normalize not in (None, "none"):
-            raise ConfigError(f"implicit=true reads interactions, whose strengths are not "
-                              f"normalized: drop normalize={self.normalize}")
+            raise ConfigError(f"`implicit=true` reads interactions, whose strengths are not "
+                              f"normalized: drop `normalize={self.normalize}`")
         if self.normalize is None:
             self.normalize = "none" if self.implicit else "zscore"
         return self

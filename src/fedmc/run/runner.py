@@ -81,7 +81,7 @@ def execute(
         return first
     if loaded is not None:
         raise ConfigError("refit needs the data without the validation cut: give "
-                          "refit=false with data loaded beforehand")
+                          "`refit=false` with data loaded beforehand")
     best = report["round"] or 0
     final = _fit(run.refit(best), callback, False, kernels, None)
     final.summary = {**{k: v for k, v in final.summary.items() if k != "privacy"},
@@ -121,12 +121,12 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     entry = spec(run.algorithm)
     cfg = run.config()  # validate parameters before any loading
     if run.backend.kind == "ray" and not entry.federated:
-        raise ConfigError(f"backend=ray shards a federation's clients; {run.algorithm} trains "
+        raise ConfigError(f"`backend=ray` shards a federation's clients; {run.algorithm} trains "
                           "in one process")
     placed = population(run.backend)  # Ray started (or joined) before any loading
     factor_model = entry.data_kind == "ratings"  # every ratings algorithm learns U V^T
     if not factor_model and (run.ranking_k is not None or run.save_user_factors):
-        raise ConfigError(f"ranking_k and save_user_factors need a factor model; "
+        raise ConfigError(f"`ranking_k` and `save_user_factors` need a factor model; "
                           f"{run.algorithm} is not one")
     specialized = precompile.kernels_of(entry, cfg)
     generic = (kernels == "auto" and specialized is not None
@@ -226,7 +226,7 @@ def check_private_run(entry: AlgorithmSpec, dp: UserDP, run: RunSpec) -> None:
         raise ConfigError(f"user-level DP applies to federated algorithms; "
                           f"{run.algorithm} is not one")
     if dp.private and run.ranking_k is not None:
-        raise ConfigError("ranking_k evaluates on the held-out ratings, an exact release a "
+        raise ConfigError("`ranking_k` evaluates on the held-out ratings, an exact release a "
                           "private run does not make: run fedmc evaluate RUN --ranking-k K")
 
 

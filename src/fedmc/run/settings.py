@@ -39,7 +39,7 @@ from fedmc.algorithms.registry import (
     spec,
     specs,
 )
-from fedmc.errors import ConfigError
+from fedmc.errors import ConfigError, marked_text
 from fedmc.federation.settings import Backend, EarlyStopping, Schedule
 from fedmc.privacy.accounting import UserDP
 from fedmc.run.data_settings import DataSettings, is_boolean
@@ -156,15 +156,15 @@ def backend(options: RunOptions) -> Backend:
     """Where the run's clients live: ``options.backend``, its ``workers`` (default 2) and
     ``ray_address``, which only the Ray backend takes."""
     if options.workers is not None and options.workers < 1:
-        raise ConfigError(f"workers={options.workers}: the clients need at least one shard")
+        raise ConfigError(f"`workers={options.workers}`: the clients need at least one shard")
     if options.backend == "ray":
         return Backend(kind="ray", workers=options.workers or Backend().workers,
                        address=options.ray_address)
     for name in ("workers", "ray_address"):
         value = getattr(options, name)
         if value is not None:
-            raise ConfigError(f"{name}={value} places the clients in Ray's workers: give "
-                              f"backend=ray")
+            raise ConfigError(f"`{name}={value}` places the clients in Ray's workers: give "
+                              f"`backend=ray`")
     return Backend(kind=options.backend)
 
 
@@ -176,8 +176,8 @@ def check_rounds(algorithm: str, rounds: int) -> None:
         return
     one_exchange = [name for name, entry in specs().items()
                     if entry.paper_settings.get("rounds") == 0]
-    raise ConfigError(f"rounds=0 trains nothing: {algorithm} learns in rounds and would "
-                      f"publish its initial model; give rounds=1 or more (rounds=0 is the "
+    raise ConfigError(f"`rounds=0` trains nothing: {algorithm} learns in rounds and would "
+                      f"publish its initial model; give `rounds=1` or more (`rounds=0` is the "
                       f"one-exchange protocol of {', '.join(one_exchange)})")
 
 
@@ -189,14 +189,14 @@ def early_stopping(options: RunOptions, data: DataSettings,
     if not options.early_stopping:
         for name in ("patience", "min_delta", "refit"):
             if (value := getattr(options, name)) is not None:
-                raise ConfigError(f"{name}={value} needs early_stopping=true")
+                raise ConfigError(f"`{name}={value}` needs `early_stopping=true`")
     if data.validation_fraction == 0 and not options.early_stopping:
         return None
     if is_boolean(data):
-        raise ConfigError("validation_fraction keeps back ratings or interactions; Boolean "
+        raise ConfigError("`validation_fraction` keeps back ratings or interactions; Boolean "
                           "data have no validation cut")
     if options.private:
-        raise ConfigError("validation_fraction: a private run would release its validation "
+        raise ConfigError("`validation_fraction`: a private run would release its validation "
                           "metrics every round, which its budget does not account; tune "
                           "without DP or choose on a run without the cut")
     if not options.early_stopping:
@@ -247,9 +247,9 @@ def dp_default(default: str, kind: str, options: RunOptions, partition: str,
     foreign = sorted(options.params.keys() - spec(baseline).Config.model_fields.keys())
     if foreign:
         name = foreign[0]
-        raise ConfigError(f"{name}={options.params[name]} is a setting of {default}, but "
-                          f"{reason}: add --algorithm {default} to fit it anyway, or leave "
-                          f"{name} out")
+        raise ConfigError(f"`params.{name}={options.params[name]}` is a setting of {default}, "
+                          f"but {reason}: add --algorithm {default} to fit it anyway, or "
+                          f"leave `params.{name}` out")
     return baseline, (f"fitting the DP baseline (--algorithm {baseline}): {reason} "
                       f"(--algorithm {default} fits factors anyway)",)
 
@@ -276,10 +276,10 @@ def user_dp(options: dict[str, Any]) -> UserDP | None:
     a noise multiplier); a clip alone, or a budget without a clip, is refused."""
     if options["dp_epsilon"] is None and options["dp_noise"] is None:
         if options["dp_clip"] is not None:
-            raise ConfigError("dp_clip needs dp_epsilon or dp_noise")
+            raise ConfigError("`dp_clip` needs `dp_epsilon` or `dp_noise`")
         return None
     if options["dp_clip"] is None:
-        raise ConfigError("user-level DP needs dp_clip (the L2 bound of one upload)")
+        raise ConfigError("user-level DP needs `dp_clip` (the L2 bound of one upload)")
     setup_scale = options["dp_setup_scale"]
     try:
         return UserDP(clip=options["dp_clip"], delta=options["dp_delta"],
@@ -289,8 +289,8 @@ def user_dp(options: dict[str, Any]) -> UserDP | None:
                       reproducible=options["dp_reproducible"])
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = "".join(f"dp.{x}: " for x in first["loc"])
-        raise ConfigError(where + first["msg"].removeprefix("Value error, ")) from None
+        where = "".join(f"`dp.{x}`: " for x in first["loc"])
+        raise ConfigError(where + marked_text(first)) from None
 
 
 def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[str, Any],
@@ -339,7 +339,7 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
     if options.get("partition") == "user" and "clients" not in defaulted \
             and options.get("clients") is not None:
         if "partition" not in defaulted:
-            raise ConfigError(f"clients={options['clients']} conflicts with partition='user' "
+            raise ConfigError(f"`clients={options['clients']}` conflicts with `partition='user'` "
                               "(one client per user): give one of them")
         options["partition"] = CROSS_SILO["partition"]  # N clients, as asked
     per_user = options.get("dp_unit", "user") == "user"
@@ -382,14 +382,14 @@ def implicit_params(entry: AlgorithmSpec, params: dict[str, Any],
     if settings.implicit:
         if not entry.interactions:
             names = ", ".join(interactions_algorithms())
-            raise ConfigError(f"implicit=true reads interactions, which need an algorithm for "
+            raise ConfigError(f"`implicit=true` reads interactions, which need an algorithm for "
                               f"implicit feedback ({names})")
         given = config(**params)
         for key, value in entry.interactions.items():
             if params.get(key) is not None and getattr(given, key) != value:
-                raise ConfigError(f"implicit=true contradicts {key}={params[key]}")
+                raise ConfigError(f"`implicit=true` contradicts `{key}={params[key]}`")
         return {**params, **entry.interactions}
     if entry.needs_interactions is not None and entry.needs_interactions(config(**params)):
         mode = ", ".join(f"{k}={json.dumps(v)}" for k, v in entry.interactions.items())
-        raise ConfigError(f"the algorithm's {mode} needs interaction data: add implicit=true")
+        raise ConfigError(f"the algorithm's {mode} needs interaction data: add `implicit=true`")
     return params

@@ -34,9 +34,9 @@ def check_normalizer(dp: bool, normalize: str | None) -> None:
         ``normalize`` is fitted and ``dp`` is on.
     """
     if dp and normalize in FITTED_NORMALIZERS:
-        raise ConfigError(f"normalize={normalize} fits on the training ratings, which a DP run "
-                          "may not publish: use normalize=public (the default with DP) or "
-                          "normalize=none")
+        raise ConfigError(f"`normalize={normalize}` fits on the training ratings, which a DP "
+                          "run may not publish: use `normalize=public` (the default with DP) "
+                          "or `normalize=none`")
 
 
 class RunSpec(BaseModel):

@@ -82,7 +82,7 @@ def tune(space: Mapping[str, str] | None = None, *, trials: int = TRIALS,
         raise ConfigError(f"pruner takes {'|'.join(PRUNERS)}, got {pruner!r}")
     run_options = RunOptions(**{"validation_fraction": TUNE_VALIDATION, **options})
     if not run_options.validation_fraction:
-        raise ConfigError("validation_fraction: a search scores its trials on a validation cut")
+        raise ConfigError("`validation_fraction`: a search scores its trials on a validation cut")
     base = resolve(run_options)
     search = Search(run_options.model_copy(update={"algorithm": base.algorithm}),
                     search_space(base.algorithm, base.data.implicit, space or {},

@@ -133,7 +133,7 @@ class PrivateSearch:
             Options without one, or without secret noise.
         """
         if self.options.dp_epsilon is None or not self.options.private:
-            raise ConfigError("a private search needs dp_epsilon, the whole search's budget, "
+            raise ConfigError("a private search needs `dp_epsilon`, the whole search's budget, "
                               "and secret noise")
         return self.options.dp_epsilon
 
@@ -160,7 +160,7 @@ class PrivateSearch:
         options = self.options
         self.budget()  # refuses options without one
         if not options.validation_fraction:
-            raise ConfigError("validation_fraction: a private search scores its trials on a "
+            raise ConfigError("`validation_fraction`: a private search scores its trials on a "
                               "validation cut")
         # the DP defaults know the population, as a private run's do (its public enrolment)
         run = resolve(options.model_copy(update={"validation_fraction": None}), enrolled_users)

@@ -48,7 +48,7 @@ def init_clients(cfg: EaseConfig, shard: RatingsShard, draws: InitialDraws,
     (``draws.rows["key"]``); interaction strengths must be ``>= 0``."""
     if shard.train.nnz and shard.train.values.min() < 0:
         raise ConfigError("ease takes interaction strengths >= 0; these values are negative "
-                          "(normalized ratings?): read ratings as interactions (implicit=true)")
+                          "(normalized ratings?): read ratings as interactions (`implicit=true`)")
     if cfg.max_items is None:
         return ClientState(shard)
     return ClientState(contributed(shard, draws.rows["key"], cfg.max_items))

@@ -79,12 +79,12 @@ def init_clients(cfg: FedALSConfig, shard: RatingsShard, draws: InitialDraws,
     if cfg.implicit and shard.train.nnz and shard.train.values.min() < 0:
         raise ConfigError("implicit feedback takes interaction strengths >= 0; these values "
                           "are negative (normalized ratings?): read ratings as interactions "
-                          "(implicit=true)")
+                          "(`implicit=true`)")
     one_user = bool(np.all(np.diff(shard.client_ptr) == 1))
     if cfg.upload == "factors" and not one_user:
         raise ConfigError("upload='factors' sends a client's user vectors, which tell the "
                           "server more than its rows when it holds several users: it needs "
-                          "partition='user' (one user per client)")
+                          "`partition='user'` (one user per client)")
     U = np.zeros((shard.n_users, cfg.layout.width))
     cfg.layout.project_u(U)
     subset = None if cfg.max_items is None else contributed(shard, draws.rows["key"],
