@@ -107,7 +107,7 @@ def test_a_private_secure_federation_passes_the_audit(tmp_path, loopback_federat
     settings = DataSettings(partition="user", normalize="public", rating_scale=(1.0, 5.0))
     worlds = [neighbours(ratings, canary, 0.2, 0, kind, (1.0, 5.0)) for kind in ("public", "none")]
     dp = UserDP(epsilon=1.0, clip=0.5)
-    run = FederatedRun(spec=RunSpec(algorithm="item-bias",
+    run = FederatedRun(spec=RunSpec(algorithm="item-bias", data=settings,
                                     schedule=Schedule(rounds=0, active=None, dp=dp)),
                        secagg=True)
 

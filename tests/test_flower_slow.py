@@ -135,7 +135,8 @@ def test_secure_aggregation_with_dp_has_the_clients_add_the_noise(tmp_path, data
     noise clip / 3 (sqrt(1) if nobody added noise, sqrt(3) if clients and server both did)."""
     settings = data_settings(ratings_file(tmp_path, users=60, items=200))
     dp = UserDP(clip=0.5, noise=2.0, unit="client")
-    run = RunSpec(algorithm="fedmavg", schedule=Schedule(rounds=1, active=None, seed=0, dp=dp))
+    run = RunSpec(algorithm="fedmavg", data=DataSettings(normalize="none"),  # not fitted
+                  schedule=Schedule(rounds=1, active=None, seed=0, dp=dp))
     _, out = federated(tmp_path, settings, run, {"rank": 8}, timeout=60.0, secagg=True)
     diff = np.load(out / "model.npz")["V"] - simulation(settings, run, {"rank": 8}).server.V
     moved = diff[diff != 0]  # the bias layout's fixed columns stay put
