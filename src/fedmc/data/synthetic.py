@@ -18,10 +18,7 @@ The generator imitates the shape of MovieLens and Netflix data without downloadi
 
 Randomness inside the Numba kernels comes from a counter-based hash (the SplitMix64
 finalizer) keyed by the seed, the user and the item, so the output is bit-identical for a
-seed whatever the number of threads. Ratings come out sorted by user, then item. Data of at
-most :data:`fedmc.core.small_data.SMALL` ratings (the offline default's) are drawn from the
-same streams in NumPy (:mod:`fedmc.data.synthetic_arrays`): the same ratings without compiling
-the kernel.
+seed whatever the number of threads. Ratings come out sorted by user, then item.
 """
 
 from __future__ import annotations
@@ -33,14 +30,7 @@ from numba import njit
 
 from fedmc.core.kernels import heap_sort
 from fedmc.core.parallel import parallel_for
-from fedmc.core.small_data import SMALL
-from fedmc.data import synthetic_arrays
 from fedmc.data.ratings import Ratings
-from fedmc.data.synthetic_arrays import GOLDEN as _GOLDEN
-from fedmc.data.synthetic_arrays import ITEM_MUL as _ITEM_MUL
-from fedmc.data.synthetic_arrays import LOW32 as _LOW32
-from fedmc.data.synthetic_arrays import MUL1 as _MUL1
-from fedmc.data.synthetic_arrays import MUL2 as _MUL2
 from fedmc.errors import ConfigError, DataError
 
 #: Standard deviation of the user biases ``b_u``.
@@ -82,11 +72,16 @@ _SCAN_DIVISOR = 8
 # Work units (chunks of users with about equal numbers of ratings) per kernel call.
 _N_CHUNKS = 256
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
+_MUL2 = np.uint64(0x94D049BB133111EB)
+_ITEM_MUL = np.uint64(0xD6E8FEB86659FD93)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
 _S32 = np.uint64(32)
 _S11 = np.uint64(11)
+_LOW32 = np.uint64(0xFFFFFFFF)
 _TWO_M53 = 2.0**-53
 _TWO_M32 = 2.0**-32
 
@@ -454,16 +449,31 @@ def synthetic_ratings(
     user_factors = rng.normal(0.0, factor_std, (n_users, rank))
     item_factors = rng.normal(0.0, factor_std, (n_items, rank))
 
-    draws = (sample_key, noise_key, _max_rejection_degree(weights), weights, prob, alias,
-             user_bias, item_bias, user_factors, item_factors, float(mean), float(noise))
-    if n_ratings <= SMALL and n_users * n_items <= synthetic_arrays.MAX_CELLS:  # uncompiled
-        users, items, values = synthetic_arrays.draw_ratings(offsets, *draws)
-    else:
-        users = np.empty(n_ratings, dtype=np.int32)
-        items = np.empty(n_ratings, dtype=np.int32)
-        values = np.empty(n_ratings, dtype=np.float64)
-        chunks = _chunk_bounds(offsets, _N_CHUNKS)
-        parallel_for(_generate, len(chunks) - 1, offsets, chunks, *draws, users, items, values)
+    users = np.empty(n_ratings, dtype=np.int32)
+    items = np.empty(n_ratings, dtype=np.int32)
+    values = np.empty(n_ratings, dtype=np.float64)
+    chunks = _chunk_bounds(offsets, _N_CHUNKS)
+    parallel_for(
+        _generate,
+        len(chunks) - 1,
+        offsets,
+        chunks,
+        sample_key,
+        noise_key,
+        _max_rejection_degree(weights),
+        weights,
+        prob,
+        alias,
+        user_bias,
+        item_bias,
+        user_factors,
+        item_factors,
+        float(mean),
+        float(noise),
+        users,
+        items,
+        values,
+    )
     meta = {
         "generator": "fedmc.data.synthetic",
         "seed": seed,
