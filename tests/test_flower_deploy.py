@@ -282,6 +282,21 @@ def test_the_server_asks_new_nodes_and_says_why_a_client_did_not_join(server_ide
     assert [(r.node, r.client) for r in clients.refusals] == [(4, 1)]
 
 
+def test_a_claim_whose_id_or_exchange_is_no_number_is_a_failure_not_an_error(server_identity):
+    """A node's claim is a peer's bytes: one whose last exchange is not a number, or that
+    names no client id, is recorded as that node's failure with its reason (the server does
+    not raise on it), and the client waits for a node that can say who it is."""
+    keys = {1: b"key-0", 2: b"key-1", 3: b"key-x"}
+    grid = QueryGrid({1: (0, "a"), 2: {"id": 1, "token": "b", "exchange": "7"},
+                      3: {"token": "c", "exchange": 0}}, keys)
+    clients = GridClients(grid, 2, timeout=1.0, roster={0: b"key-0", 1: b"key-1"})
+    with pytest.raises(FedMCError, match=r"clients \[1\] did not join"):
+        clients.connect(0.5)
+    assert clients.failed == {2: "its reply's last exchange is not a number",
+                              3: "its reply names no client id"}
+    assert clients.node_of == {0: 1}
+
+
 def test_a_node_that_refuses_the_run_stops_it_only_before_it_starts(server_identity):
     """A node that says it has finished the run (its key) stops a resumed run before its
     first exchange; once the run is under way, such a reply is one lost node, noted, not a

@@ -41,7 +41,7 @@ from fedmc.algorithms.registry import AlgorithmSpec, spec, specs
 from fedmc.core.factors import FactorLayout
 from fedmc.core.factors import predict as predict_factors
 from fedmc.core.protocol import FederationInfo
-from fedmc.core.ranking import ranking_metrics, ranking_sums
+from fedmc.core.ranking import top_k_metrics
 from fedmc.data.vocabulary import checked_indices
 from fedmc.errors import DataError
 from fedmc.federation.history import History
@@ -242,7 +242,7 @@ class FactorPredictions:
         """Precision, recall, NDCG, MAP, hit rate and coverage at ``k`` of every user's top-k
         list (training items excluded) against the test ratings of ``data``, the data the
         model was fitted on (:mod:`fedmc.core.ranking`)."""
-        return ranking_metrics(ranking_sums(data, self.U_, self.V_, k), k)
+        return top_k_metrics(data, self.U_, self.V_, k)
 
 
 class FactorEstimator(FactorPredictions, FederatedEstimator):

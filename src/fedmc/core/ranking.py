@@ -192,3 +192,9 @@ def ranking_metrics(sums: Mapping[str, float | np.ndarray], k: int) -> dict[str,
     counts = np.asarray(sums["rank_items"])
     out[f"coverage@{k}"] = float(np.count_nonzero(counts)) / max(len(counts), 1)
     return out
+
+
+def top_k_metrics(data, U: np.ndarray, V: np.ndarray, k: int) -> dict[str, float]:
+    """The ranking metrics at ``k`` (:func:`ranking_metrics`) of every row of ``data`` (its
+    ``train`` excluded, its ``test`` scored; ``U``: its rows, in order) in one batch."""
+    return ranking_metrics(ranking_sums(data, U, V, k), k)

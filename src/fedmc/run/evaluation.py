@@ -23,7 +23,7 @@ import numpy as np
 
 from fedmc.algorithms.registry import spec
 from fedmc.core.factors import predict
-from fedmc.core.ranking import ranking_metrics, ranking_sums
+from fedmc.core.ranking import top_k_metrics
 from fedmc.core.shard import CSR
 from fedmc.data.interactions import as_interactions
 from fedmc.data.ratings import Ratings
@@ -73,7 +73,7 @@ def evaluate_model(model: FactorModel, held: HeldOut, ranking_k: int | None = No
                    test_mae=float(np.mean(np.abs(error))), test_ratings=float(te.nnz))
     out["users"] = float(len(U))
     if ranking_k is not None:
-        out.update(ranking_metrics(ranking_sums(held, U, model.V, ranking_k), ranking_k))
+        out.update(top_k_metrics(held, U, model.V, ranking_k))
     return out
 
 

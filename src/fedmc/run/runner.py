@@ -25,7 +25,7 @@ import fedmc
 from fedmc.algorithms.registry import AlgorithmSpec, spec
 from fedmc.core.compile_time import compile_seconds
 from fedmc.core.kernels import use_generic_kernels
-from fedmc.core.ranking import ranking_metrics, ranking_sums
+from fedmc.core.ranking import top_k_metrics
 from fedmc.data import FederatedData
 from fedmc.errors import ConfigError
 from fedmc.federation.history import History
@@ -183,8 +183,7 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
         if run.ranking_k is not None and run.schedule.eval_k is None:  # of the published model
             published = history.rows[-1] if best is None else next(
                 row for row in history.rows if row["round"] == best)
-            published.update(ranking_metrics(
-                ranking_sums(data, trained.user_factors, V, run.ranking_k), run.ranking_k))
+            published.update(top_k_metrics(data, trained.user_factors, V, run.ranking_k))
         artifact = FactorModel.of(run.algorithm, cfg, V, trained.info, data.item_ids, data.name,
                                   trained.privacy["private"],
                                   (trained.user_factors, data) if run.save_user_factors
