@@ -302,7 +302,8 @@ def test_every_preset_run_is_the_fedmc_run_command_it_lists(name, require_shared
         runs = expand(load_preset(name), "/nonexistent").runs
     except ConfigError:  # felb-real reads licensed files only
         runs = expand(load_preset(name), require_shared_data()).runs
-    for run in runs:
+    first_seed = runs[0].facets["seed"]  # another seed changes --seed alone
+    for run in (r for r in runs if r.facets["seed"] == first_seed):
         options = run.run_options()
         typed = _parsed(command_words(typed_of(options)))
         _same_run(resolve(run_options(typed)), resolve(options))
