@@ -4,6 +4,7 @@ fitted model that keeps no ratings."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import numpy as np
@@ -11,7 +12,9 @@ import pytest
 from sklearn.base import clone
 
 from fedmc.algorithms.registry import algorithm_names
+from fedmc.core.scale import Normalizer
 from fedmc.estimators import FedMCADMM, estimator_class
+from fedmc.privacy.accounting import UserDP
 
 
 @pytest.mark.parametrize("name", algorithm_names())
@@ -60,3 +63,16 @@ def test_fitted_model_keeps_factors_not_ratings(tiny_federated):
     assert not any(np.shares_memory(a, data.train.values) for a in arrays)
     pred = est.predict_indices([0, 1], [3, 4])
     assert pred.shape == (2,) and np.all(np.isfinite(pred))
+
+
+def test_a_private_estimator_runs_on_the_datas_normalizer(tiny_federated):
+    """The estimator's run is described with the data's normalizer: a private fit on data
+    with a public one (here none) trains, on data with a fitted one it is refused (that
+    normalizer would be published unaccounted)."""
+    data = tiny_federated(m=12, n=9, p=12)[0]
+    dp = UserDP(clip=1.0, noise=1.0)
+    est = FedMCADMM(rank=2, rounds=2, dp=dp).fit(data)
+    assert est.privacy_["private"]
+    fitted = dataclasses.replace(data, normalizer=Normalizer("zscore", 0.5, 2.0))
+    with pytest.raises(ValueError, match="normalize=zscore"):
+        FedMCADMM(rank=2, rounds=2, dp=dp).fit(fitted)

@@ -47,6 +47,7 @@ from fedmc.errors import DataError
 from fedmc.federation.history import History
 from fedmc.federation.loop import RoundCallback
 from fedmc.federation.settings import Schedule
+from fedmc.run.data_settings import DataSettings
 from fedmc.run.spec import RunSpec
 from fedmc.run.train import Trained, train
 from fedmc.sim import PopulationFactory
@@ -152,10 +153,15 @@ class Estimator:
         return Schedule(**{("seed" if name == SEED else name): getattr(self, name)
                            for name in self.run_params})
 
-    def run_spec(self) -> RunSpec:
-        """The run these parameters describe (the data aside: :meth:`fit` is given them)."""
+    def run_spec(self, data: Any = None) -> RunSpec:
+        """The run these parameters describe on ``data`` (what :meth:`fit` is given): their
+        normalizer is the run's (a DP run's spec refuses a fitted one,
+        :func:`fedmc.run.spec.check_normalizer`)."""
         self.config_ = self.make_config()
-        return RunSpec(algorithm=self.name, params=self.config_.model_dump(),
+        normalizer = getattr(data, "normalizer", None)
+        settings = DataSettings() if normalizer is None else DataSettings(
+            normalize=normalizer.kind)
+        return RunSpec(algorithm=self.name, params=self.config_.model_dump(), data=settings,
                        schedule=self.schedule())
 
 
@@ -179,7 +185,7 @@ class FederatedEstimator(Estimator):
         both passes, the second counting from round 1 again). ``population``: where the
         clients live (:func:`fedmc.sim.simulate`'s ``driver``; None: stacked in this
         process)."""
-        self._learn(train(self.run_spec(), data, population=population, callbacks=callback))
+        self._learn(train(self.run_spec(data), data, population=population, callbacks=callback))
         return self
 
     def _learn(self, trained: Trained) -> None:
@@ -435,7 +441,7 @@ class ALS(FactorPredictions, Estimator):
     def fit_with_progress(self, data: Any, callback: RoundCallback | None = None) -> ALS:
         """Run the sweeps on all training ratings (:func:`fedmc.algorithms.als.run_sweeps`),
         telling ``callback`` of every sweep as of a round."""
-        trained = train(self.run_spec(), data, callbacks=callback)
+        trained = train(self.run_spec(data), data, callbacks=callback)
         self.info_, self.U_, self.V_ = trained.info, trained.user_factors, trained.model["V"]
         self.history_ = trained.history
         self._keep_index_maps(data)
