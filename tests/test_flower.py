@@ -423,7 +423,8 @@ def test_three_nodes_with_user_level_dp_give_the_simulations_history(tmp_path, d
                                                                      simulated):
     """Central DP: each client clips its own upload, the server adds the noise to the sum
     from its stream, as the simulation does (every client in every round: q = 1)."""
-    settings = data_settings(ratings_file(tmp_path))
+    # split without a fitted normalizer: the served model would publish it (preflight refuses)
+    settings = data_settings(ratings_file(tmp_path)).model_copy(update={"normalize": "none"})
     dp = UserDP(clip=0.05, noise=0.5, unit="client", reproducible=True)
     run = RunSpec(data=DataSettings(normalize="none"),  # a DP spec publishes no fitted one
                   schedule=Schedule(rounds=2, active=None, seed=0, dp=dp))

@@ -296,7 +296,15 @@ def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(
                                                                                 settings_for):
     settings = settings_for("fedmc-admm", tmp_path, clients=2)
     write_split(settings, tmp_path / "split")
-    manifest = Manifest.read(tmp_path / "split" / "manifest.json")
+    write_split(settings.model_copy(update={"normalize": "public", "rating_scale": (1.0, 5.0)}),
+                tmp_path / "public")
+    fitted = Manifest.read(tmp_path / "split" / "manifest.json")
+    manifest = Manifest.read(tmp_path / "public" / "manifest.json")
+    # a split without DP fits its normalizer on the training ratings: a DP run configuration
+    # served on it would publish that normalizer with the model
+    with pytest.raises(ConfigError, match="normalize=zscore.*fits on the training ratings"):
+        preflight(FederatedRun(spec=RunSpec(data=PUBLIC, schedule=Schedule(
+            active=None, dp=UserDP(noise=1.0, clip=1.0, unit="client")))), fitted)
     cases = [
         (RunSpec(schedule=Schedule(active=1)), {}, True,
          "at least 2 clients: 2 clients, 1 per round"),
@@ -316,8 +324,9 @@ def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(
         with pytest.raises(ConfigError, match=message):
             preflight(FederatedRun(spec=run.model_copy(update={"params": params}), secagg=secagg),
                       manifest)
-    preflight(FederatedRun(spec=RunSpec(schedule=Schedule(active=2)), secagg=True),
-              manifest)  # fine
+    for split in (fitted, manifest):
+        preflight(FederatedRun(spec=RunSpec(schedule=Schedule(active=2)), secagg=True),
+                  split)  # fine
 
 
 def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(

@@ -133,7 +133,8 @@ def test_secure_aggregation_with_dp_has_the_clients_add_the_noise(tmp_path, data
     V is the clipped sum's mean plus noise / 3, so against the simulation (central noise from
     the server's stream) it differs by two independent draws: standard deviation sqrt(2)
     noise clip / 3 (sqrt(1) if nobody added noise, sqrt(3) if clients and server both did)."""
-    settings = data_settings(ratings_file(tmp_path, users=60, items=200))
+    settings = data_settings(ratings_file(tmp_path, users=60, items=200)).model_copy(
+        update={"normalize": "none"})  # a DP run serves no fitted normalizer (preflight)
     dp = UserDP(clip=0.5, noise=2.0, unit="client")
     run = RunSpec(algorithm="fedmavg", data=DataSettings(normalize="none"),  # not fitted
                   schedule=Schedule(rounds=1, active=None, seed=0, dp=dp))

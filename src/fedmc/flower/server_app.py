@@ -51,6 +51,7 @@ from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.settings import FederatedRun
 from fedmc.model import FactorModel
 from fedmc.run.runner import RunResult, summarize, versions, write_outputs
+from fedmc.run.spec import check_normalizer
 
 app = ServerApp()
 
@@ -148,8 +149,11 @@ def preflight(run: FederatedRun, manifest: Manifest) -> None:
     :func:`fedmc.federation.loop.privacy_plan`), made before any client is contacted, and the
     secure aggregation's: at least two clients, and two per round unless the sampling is
     Bernoulli (a secure sum of one upload is that upload; a round that draws fewer is
-    skipped). :class:`fedmc.errors.ConfigError` names the problem."""
+    skipped); under DP, a manifest whose normalizer was fitted on the training ratings (split
+    without DP): the model would publish it (:func:`fedmc.run.spec.check_normalizer`).
+    :class:`fedmc.errors.ConfigError` names the problem."""
     algorithm, cfg, settings = run.algorithm, run.config(), run.schedule
+    check_normalizer(settings.dp is not None, manifest.normalizer.kind)
     info = manifest.federation_info(algorithm.data_kind)
     rounds = Rounds.of(settings, manifest.n_clients)
     if run.secagg:
