@@ -85,7 +85,8 @@ def test_an_out_folder_in_use_or_holding_a_run_is_refused_before_anything_starts
 @pytest.mark.parametrize(("args", "said"), [
     ([], "receives every client's upload; it must be trusted with them"),
     (["--partition", "user", "--dp-epsilon", "8"], "upload (clipped, before any noise); the "
-     "DP guarantee holds against those who read the published run, not against the server"),
+     "DP guarantee holds against those who read the published run, not against the server, "
+     "which must be trusted (--dp-epsilon is promised against the server only with --secagg)"),
     (["--secagg"], None),
 ])
 def test_a_plain_federation_says_the_server_sees_the_uploads(monkeypatch, capsys, tmp_path,

@@ -63,7 +63,26 @@ def test_a_private_run_publishes_no_exact_count_metric_or_timing(monkeypatch, ca
     assert data["normalizer"]["kind"] == "public"
     assert out["model"]["value_range"] == [1.0, 5.0]  # the declared scale, not the data's
     eps = summary["privacy"]["epsilon"]
-    assert eps["outsiders"] == eps["clients"] <= 4.0 and eps["server"] is None
+    # promised against the server (the default), which the simulation hands noised sums only
+    assert summary["privacy"]["calibrated_against"] == "server"
+    assert eps["outsiders"] == eps["clients"] <= eps["server"] <= 4.0
+    assert float(out["history"][-1]["epsilon_server"]) == eps["server"]
+
+
+def test_a_budget_against_outsiders_only_says_so_and_the_server_gets_more(
+        monkeypatch, capsys, tmp_path, ratings_csv, invoke):
+    """``--dp-against outsiders`` calibrates to the secret sampling's amplification: the
+    run's notes say so, and the server's epsilon, printed beside it, exceeds the budget."""
+    out = run(invoke, monkeypatch, capsys, tmp_path / "o", ratings_csv, "--dp-against",
+              "outsiders", "--sampling", "bernoulli", "--participation", 0.5)
+    privacy = out["summary"]["privacy"]
+    assert privacy["calibrated_against"] == "outsiders"
+    assert privacy["epsilon"]["outsiders"] <= 4.0 < privacy["epsilon"]["server"]
+    assert any("--dp-against outsiders" in note for note in out["config"]["run"]["notes"])
+    code, _, err = invoke(monkeypatch, capsys, "run", "--ratings", ratings_csv, "--rounds", 2,
+                          "--dp-noise", 1, "--dp-clip", 1, "--dp-against", "outsiders",
+                          "--rating-scale", "1,5", "--out", tmp_path / "n", "-q")
+    assert code == 2 and "--dp-against outsiders" in err and "--dp-epsilon" in err
 
 
 def test_dp_per_user_over_clients_of_several_users_exits_2(monkeypatch, capsys, tmp_path,

@@ -17,6 +17,7 @@ from fedmc.algorithms.registry import (
     dp_baseline,
     specs,
 )
+from fedmc.algorithms.spec import OUTSIDERS
 from fedmc.cli.options import parse_params
 from fedmc.core.scale import Normalizer
 from fedmc.data.registry import rating_scale
@@ -90,15 +91,25 @@ def test_dp_runs_default_to_the_public_normalizer_and_refuse_a_fitted_one(
 
 
 @pytest.mark.parametrize("epsilon", [1.0, 3.0, 8.0, 100.0])  # below 1: the baseline (below)
-def test_a_dp_budget_alone_picks_its_tuned_settings(epsilon):
-    tuned = specs()["fedmc-admm"].dp_variants["user"]
+@pytest.mark.parametrize("against", ["server", "outsiders"])
+def test_a_dp_budget_alone_picks_its_tuned_settings(epsilon, against):
+    """The settings tuned for the budget and the party it is promised to: against the server
+    every client in every round (sampling buys nothing against who samples), against
+    outsiders Poisson sampling, which the accountant amplifies."""
+    tuned = specs()["fedmc-admm"].dp_variants["user" + ("" if against == "server" else
+                                                         OUTSIDERS)]
     expected = tuned[max([b for b in tuned if b <= epsilon], default=min(tuned))]
-    assert specs()["fedmc-admm"].dp_variant("user", epsilon) is expected
-    settings = resolve(_options(dataset="ml-1m", partition="user", dp_epsilon=epsilon))
+    assert specs()["fedmc-admm"].dp_variant("user", epsilon, against=against) is expected
+    settings = resolve(_options(dataset="ml-1m", partition="user", dp_epsilon=epsilon,
+                                dp_against=against))
     params, schedule = settings.params, settings.schedule
-    assert schedule.dp.clip == expected["dp_clip"]
+    assert schedule.dp.clip == expected["dp_clip"] and schedule.dp.against == against
     assert schedule.dp.setup_scale == expected["dp_setup_scale"]
-    assert schedule.rounds == expected["rounds"] and schedule.sampling == "bernoulli"
+    assert schedule.rounds == expected["rounds"]
+    if against == "server":
+        assert schedule.active is None and schedule.sampling == "uniform"
+    else:
+        assert schedule.sampling == "bernoulli" and schedule.participation == 0.1
     assert params["offset"] == "item-bias" and params["offset_lam"] == expected["offset_lam"]
     assert {"dp_clip", "rounds", "offset_lam", "normalize"} <= set(settings.defaulted)
 

@@ -63,7 +63,46 @@ def test_noise_over_budget_is_refused():
     plan = Plan(50, 0.1, False)
     with pytest.raises(ConfigError, match="over the budget"):
         UserDP(clip=1.0, epsilon=1.0, noise=0.5).multiplier(plan)
-    assert UserDP(clip=1.0, epsilon=100.0, noise=0.5).multiplier(plan) == 0.5
+    # 50 rounds at noise 0.5 spend about 21 amplified, about 212 without: the budget of 100
+    # holds against outsiders, not against the server, which knows the cohorts
+    assert UserDP(clip=1.0, epsilon=100.0, noise=0.5,
+                  against="outsiders").multiplier(plan) == 0.5
+    with pytest.raises(ConfigError, match="against server.*dp.against=outsiders"):
+        UserDP(clip=1.0, epsilon=100.0, noise=0.5).multiplier(plan)
+
+
+def _exact_gaussian_epsilon(multipliers: list[float], delta: float) -> float:
+    """Brute force: the exact epsilon at ``delta`` of Gaussian mechanisms of these noise
+    multipliers composed (a mu-GDP mechanism, mu = sqrt(sum 1 / z^2): Dong, Roth and Su
+    2022, Corollary 2.13 and Eq. (6)), by bisection on its delta(epsilon)."""
+    mu = np.sqrt(np.sum(np.asarray(multipliers) ** -2.0))
+
+    def delta_of(eps: float) -> float:
+        return float(np.exp(stats.norm.logcdf(-eps / mu + mu / 2))
+                     - np.exp(eps + stats.norm.logcdf(-eps / mu - mu / 2)))
+
+    low, high = 0.0, 1000.0
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if delta_of(mid) > delta else (low, mid)
+    return high
+
+
+@pytest.mark.parametrize(("rounds", "q", "scale", "target"),
+                         [(10, 0.1, 0.5, 8.0), (90, 0.1, 0.5, 8.0), (3, 1.0, 1.0, 1.0)])
+def test_a_budget_against_the_server_is_its_gaussians_composed_without_amplification(
+        rounds, q, scale, target):
+    """Against the server (the default) the noise is calibrated as if a user were in every
+    round's cohort, which the server knows: the set-up and ``rounds`` Gaussian mechanisms,
+    whose exact composition (brute force) the accounted epsilon bounds from above, tightly;
+    against outsiders the sampling amplifies, so less noise meets the same budget."""
+    plan = Plan(rounds, q, True, scale)
+    noise = UserDP(clip=1.0, epsilon=target).multiplier(plan)
+    assert noise == calibrate(plan.known_cohorts(), target, 1e-6)
+    exact = _exact_gaussian_epsilon([scale * noise] + [noise] * rounds, 1e-6)
+    assert exact <= epsilon(plan.known_cohorts(), noise, 1e-6) <= target <= 1.12 * exact
+    outsiders = UserDP(clip=1.0, epsilon=target, against="outsiders").multiplier(plan)
+    assert (outsiders < noise) if q < 1 else (outsiders == noise)
 
 
 def _brute_force(stacked: Stacked) -> np.ndarray:
@@ -250,3 +289,11 @@ def test_a_run_with_a_set_up_clip_spends_what_dp_accounting_composes(tiny_federa
         expected = rdp.RdpAccountant(list(ORDERS)).compose(
             dp_accounting.ComposedDpEvent(events)).get_epsilon(1e-6)
         assert got == pytest.approx(expected, rel=1e-9)
+    # the server knows the cohorts: a user in each of them spent the set-up's and k rounds'
+    # Gaussian mechanisms, no amplification (brute force: their exact composition)
+    server = simulate(FEDMC_ADMM_RATED, cfg, data,
+                      rounds=Rounds(sampler, 4, dp=dp)).history.column("epsilon_server")
+    for k, got in enumerate(server):
+        exact = _exact_gaussian_epsilon([2.0 * 0.9] + [0.9] * k, 1e-6)
+        assert exact <= got <= 1.2 * exact
+        assert got > eps[k] if k else got == eps[k]  # the set-up: everyone, no sampling

@@ -88,9 +88,26 @@ Searched = Range | Choice
 """What ``fedmc tune`` searches of one setting."""
 
 
-def dp_key(partition: str, implicit: bool) -> str:
-    """The key of a partition's DP settings: its name, plus :data:`IMPLICIT` on interactions."""
-    return partition + IMPLICIT if implicit else partition
+OUTSIDERS = "+outsiders"
+"""The suffix of a partition's key under which ``dp_variants`` (and its users' tables) hold the
+settings tuned for a budget promised against outsiders only (``--dp-against outsiders``); a
+partition without them takes the server's, which holds where every client takes part in every
+exchange (the two accountings are then the same)."""
+
+
+def dp_key(partition: str, implicit: bool, against: str = "server") -> str:
+    """The key of a partition's DP settings: its name, plus :data:`IMPLICIT` on interactions,
+    plus :data:`OUTSIDERS` for a budget against outsiders only."""
+    key = partition + IMPLICIT if implicit else partition
+    return key + OUTSIDERS if against == "outsiders" else key
+
+
+def dp_table(tables: Mapping[str, Any], partition: str, implicit: bool, against: str) -> Any:
+    """The table of ``tables`` (by :func:`dp_key`) a run under ``partition`` with a budget
+    against ``against`` reads: outsiders' own where the algorithm has one, else the
+    server's; None where there is neither."""
+    own = tables.get(dp_key(partition, implicit, against))
+    return own if own is not None else tables.get(dp_key(partition, implicit))
 
 
 def by_budget(tuned: Mapping[float, Any], epsilon: float, default: Any) -> Any:
@@ -292,34 +309,38 @@ class AlgorithmSpec:
         return U
 
     def dp_variant(self, partition: str, epsilon: float, implicit: bool = False,
-                   users: Callable[[], int] | None = None) -> Mapping[str, Any]:
+                   users: Callable[[], int] | None = None,
+                   against: str = "server") -> Mapping[str, Any]:
         """The settings tuned for a run under ``partition`` (on interactions: ``partition +
-        IMPLICIT``) at budget ``epsilon``: those of the largest tuned budget at most
-        ``epsilon`` (the smallest one's below all of them), with that budget's
-        ``dp_few_users`` settings where the data have fewer users than theirs (``users()``,
-        called only where the budget lists them; None: unknown, taken as enough); empty when
-        none were tuned."""
-        tuned = by_budget(self.dp_variants.get(dp_key(partition, implicit), {}), epsilon, {})
-        few = self.dp_few_users_at(partition, epsilon, implicit)
+        IMPLICIT``) at budget ``epsilon`` promised against ``against`` (:func:`dp_table`):
+        those of the largest tuned budget at most ``epsilon`` (the smallest one's below all
+        of them), with that budget's ``dp_few_users`` settings where the data have fewer
+        users than theirs (``users()``, called only where the budget lists them; None:
+        unknown, taken as enough); empty when none were tuned."""
+        tuned = by_budget(dp_table(self.dp_variants, partition, implicit, against) or {},
+                          epsilon, {})
+        few = self.dp_few_users_at(partition, epsilon, implicit, against)
         if few is not None and users is not None and users() < few.users:
             return {**tuned, **few.settings}
         return tuned
 
-    def dp_few_users_at(self, partition: str, epsilon: float,
-                        implicit: bool = False) -> FewUsers | None:
+    def dp_few_users_at(self, partition: str, epsilon: float, implicit: bool = False,
+                        against: str = "server") -> FewUsers | None:
         """The :class:`FewUsers` settings of the budget whose ``dp_variants`` a run at
         ``epsilon`` takes (:meth:`dp_variant`); None where it lists none."""
-        key = dp_key(partition, implicit)
-        tuned = self.dp_variants.get(key, {})
-        return self.dp_few_users.get(key, {}).get(budget_of(tuned, epsilon)) if tuned else None
+        tuned = dp_table(self.dp_variants, partition, implicit, against)
+        few = dp_table(self.dp_few_users, partition, implicit, against) or {}
+        return few.get(budget_of(tuned, epsilon)) if tuned else None
 
-    def dp_least_users_at(self, partition: str, epsilon: float, implicit: bool) -> float:
-        """The fewest enrolled users with whom its DP settings at budget ``epsilon`` beat the
-        DP baseline's under ``partition`` (on interactions: ``partition + IMPLICIT``): its
-        ``dp_least_users`` at the largest budget listed at most ``epsilon`` (the smallest
-        one's below all of them); 0 where none are listed, infinity where no population
-        measured was enough."""
-        return by_budget(self.dp_least_users.get(dp_key(partition, implicit), {}), epsilon, 0)
+    def dp_least_users_at(self, partition: str, epsilon: float, implicit: bool,
+                          against: str = "server") -> float:
+        """The fewest enrolled users with whom its DP settings at budget ``epsilon`` (against
+        ``against``) beat the DP baseline's under ``partition`` (on interactions: ``partition
+        + IMPLICIT``): its ``dp_least_users`` at the largest budget listed at most
+        ``epsilon`` (the smallest one's below all of them); 0 where none are listed,
+        infinity where no population measured was enough."""
+        least = dp_table(self.dp_least_users, partition, implicit, against) or {}
+        return by_budget(least, epsilon, 0)
 
     def algorithms(self) -> list[Algorithm]:
         """Every ``Algorithm`` object of this entry."""

@@ -160,12 +160,16 @@ def privacy_statement(privacy: dict[str, Any]) -> str:
         return "no DP: the model and every metric are exact functions of the data"
     eps, delta = privacy["epsilon"], privacy["delta"]
     server = ("none (central noise: the server sees each clipped upload)"
-              if eps["server"] is None else f"{eps['server']:.3g} (secure aggregation; the "
-              "server knows who was sampled)")
+              if eps["server"] is None else f"{eps['server']:.3g} (it knows who was sampled "
+              "and is handed noised sums only)")
     clients = ("and clients" if eps["clients"] is not None else "(the output folder); against "
                "clients: none (each receives the rounds of every trial of the search)")
     text = (f"user-level DP per {privacy['unit']}: epsilon {eps['outsiders']:.3g} at delta "
             f"{delta:g} against outsiders {clients}; against the server: {server}")
+    against = privacy.get("calibrated_against")
+    if against is not None:
+        text += ("; the budget was promised against the server" if against == "server" else
+                 "; the budget was promised against outsiders only (--dp-against outsiders)")
     if not privacy["private"]:
         text = "NOT private (--dp-reproducible: the noise comes from the seed); " + text
     return text

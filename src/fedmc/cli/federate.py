@@ -157,11 +157,14 @@ def local(**typed: Any) -> None:
     folder = RunFolder(typed["out_dir"], name, typed["overwrite"], RUN_FILES)
     out = folder.claim()
     if not run.secagg and not typed["quiet"]:  # said as the federation starts
-        dp = spec.schedule.dp is not None
+        dp = spec.schedule.dp
+        promised = (" (--dp-epsilon is promised against the server only with --secagg)"
+                    if dp is not None and dp.epsilon is not None and dp.against == "server"
+                    else "")
         typer.echo(PLAIN_MODE.format(
             clipped=" (clipped, before any noise)" if dp else "",
             guarantee="the DP guarantee holds against those who read the published run, "
-                      "not against the server, which must be trusted;" if dp else
+                      f"not against the server, which must be trusted{promised};" if dp else
                       "it must be trusted with them;"), err=True)
     run = run.model_copy(update={"out": out})
     label = f"{spec.algorithm} on {spec.data.source}, federated"

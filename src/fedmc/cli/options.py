@@ -238,6 +238,12 @@ OPTIONS: dict[str, Declared] = {
         "User-level DP: what one protected contribution is: user (one user per client, "
         "--partition user) or client (clients of several users: the guarantee is per "
         "client)."),
+    "dp_against": Declared(
+        str, _default("dp_against"), PROTO, (),
+        "User-level DP: whom --dp-epsilon is promised against: server (it samples the "
+        "cohorts, so no amplification by sampling is counted) or outsiders (who see the "
+        "published model: less noise, and the server gets a larger epsilon, which the "
+        "summary prints)."),
     "dp_reproducible": Declared(
         bool, _default("dp_reproducible"), PROTO, ("--dp-reproducible",),
         "User-level DP, research only: draw the noise and the sampling from --seed (the"

@@ -34,6 +34,7 @@ METRIC_LABELS = {
     "f1": "F1 (data)",
     "f1_signal": "F1 (signal)",
     "epsilon": "privacy budget epsilon",
+    "epsilon_server": "privacy budget epsilon against the server",
     "dp_epsilon": "composed epsilon",
     "train_seconds": "training seconds",
 }

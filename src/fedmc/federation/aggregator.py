@@ -32,7 +32,6 @@ is their only caller.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -48,12 +47,12 @@ Batch = tuple[Uploads, np.ndarray]  # the uploads of a batch and each client's m
 NEIGHBOURS = ("one unit's data present or absent (zero-out: its client stays enrolled); the "
               "enrolled clients, the item catalogue and the rating scale are public")
 """The neighbouring relation the guarantee is stated for."""
-PUBLIC_COLUMNS = ("round", "clients", "bytes_down", "epsilon", "dp_noise")
+PUBLIC_COLUMNS = ("round", "clients", "bytes_down", "epsilon", "epsilon_server", "dp_noise")
 """The history columns of a private run: the round, the cohort's size and the bytes sent down
 (functions of the secret sampling and the public sizes alone: every enrolled client is
-sampled alike whatever its data), and the budget spent. Metrics (client sums), the bytes sent
-up (how many items a cohort rated) and the seconds (how long the clients' data took) are not
-published."""
+sampled alike whatever its data), and the budget spent (against outsiders and the server).
+Metrics (client sums), the bytes sent up (how many items a cohort rated) and the seconds (how
+long the clients' data took) are not published."""
 
 
 class Aggregator:
@@ -86,9 +85,12 @@ class Aggregator:
         self.plan = plan
         self.noise: float | None = None
         self.spent: Spent | None = None
+        self.spent_server: Spent | None = None  # None: the server sees every upload
         if dp is not None and plan is not None:
             self.noise = dp.multiplier(plan)
             self.spent = Spent(plan, self.noise, dp.delta)
+            if not placement.uploads_seen:
+                self.spent_server = Spent(plan.known_cohorts(), self.noise, dp.delta)
 
     # --- the client side: what one client does to its own upload -------------------------
 
@@ -174,10 +176,13 @@ class Aggregator:
 
     def columns(self, rounds: int) -> dict[str, float]:
         """The history's privacy columns after ``rounds`` rounds: ``epsilon`` spent at the
-        run's delta and the noise multiplier ``dp_noise`` (none without user-level DP)."""
+        run's delta against outsiders, ``epsilon_server`` against the server (where it sees
+        only sums) and the noise multiplier ``dp_noise`` (none without user-level DP)."""
         if self.spent is None or self.noise is None:  # set together
             return {}
-        return {"epsilon": self.spent(rounds), "dp_noise": self.noise}
+        server = {} if self.spent_server is None else {
+            "epsilon_server": self.spent_server(rounds)}
+        return {"epsilon": self.spent(rounds), **server, "dp_noise": self.noise}
 
     def guarantee(self) -> dict[str, Any]:
         """What the run's DP guarantees, against whom (the threat model's numbers,
@@ -187,25 +192,27 @@ class Aggregator:
         Outsiders (who read the run's folder and the published model) and clients (who
         receive every round's message) get the accounted budget, amplified by the secret
         Poisson sampling. The server samples the cohorts, so against it there is no
-        amplification: under secure aggregation (its clients add the noise in shares, it sees
-        only noised sums) the budget of a user sampled in every round; with central noise (it
-        sees each clipped upload) none (``None``)."""
+        amplification: where it is handed only noised sums (secure aggregation, whose clients
+        add the noise in shares, and the simulation, which models it) the budget of a user in
+        every round (:meth:`fedmc.privacy.accounting.Plan.known_cohorts`); where it sees each
+        clipped upload (central noise in a plain federation) none (``None``).
+        ``calibrated_against``: the party a budget (``dp.epsilon``) promises its epsilon to,
+        which the noise was calibrated for (:attr:`fedmc.privacy.accounting.UserDP.against`;
+        None: the noise was given)."""
         if self.dp is None:
             return {"private": False, "dp": None}
-        plan, spent, noise = self.plan, self.spent, self.noise
-        if plan is None or spent is None or noise is None:
+        plan, spent = self.plan, self.spent
+        if plan is None or spent is None:
             raise ValueError("a guarantee needs the run's plan: only the server side has one")
         outsiders = spent(plan.rounds)
-        server = None
-        if self.placement.user_dp == "clients":
-            everyone = dataclasses.replace(plan, q=1.0)
-            server = Spent(everyone, noise, self.dp.delta)(plan.rounds)
+        server = None if self.spent_server is None else self.spent_server(plan.rounds)
         return {
             "private": self.dp.private,
             "unit": self.dp.unit,
             "neighbouring": NEIGHBOURS,
             "delta": self.dp.delta,
             "epsilon": {"outsiders": outsiders, "clients": outsiders, "server": server},
+            "calibrated_against": None if self.dp.epsilon is None else self.dp.against,
             "noise_seed": "secret" if self.dp.private else "the run's seed (not private)",
         }
 

@@ -42,10 +42,16 @@ class Placement:
         User-level DP noise on the sum: ``"server"`` adds it (central DP; in simulation, the
         same distribution as the shares); ``"clients"`` add shares of it inside secure
         aggregation (distributed DP), the server only the shares of lost members.
+    uploads_seen
+        Whether the server process receives each client's upload (a plain real federation:
+        it sums them itself), so that user-level DP holds against everyone but it. A
+        simulation's server step is handed sums only, as a secure sum's is: the guarantee
+        against the server it reports is that of a deployment under secure aggregation.
     """
 
     local_noise: Party = "server"
     user_dp: Party = "server"
+    uploads_seen: bool = False
 
 
 SIMULATED = Placement()

@@ -234,7 +234,8 @@ class GridClients:
         """The clients add their own local noise; under secure aggregation also their shares
         of the user-level DP noise (distributed DP), otherwise the server adds it (central
         DP: the server process sees every upload anyway)."""
-        return Placement("clients", "server" if self.secure is None else "clients")
+        plain = self.secure is None
+        return Placement("clients", "server" if plain else "clients", uploads_seen=plain)
 
     def exchange(self, msg: Message, aggregator: Aggregator,
                  evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:

@@ -9,13 +9,20 @@ whole upload, over all its named arrays, is at most the clip norm ``C`` in L2, s
 sensitivity is ``C``. The budget of the run is the composition of all exchanges, their RDP
 added at integer orders and converted to ``(epsilon, delta)`` as ``dp_accounting``'s RDP
 accountant does (:class:`Spent`).
+
+Against whom: the amplification by sampling holds against those who do not know the cohorts
+(outsiders, who see the published model). The server samples the cohorts, so against it a
+round is the Gaussian mechanism without amplification for a user in its cohort, and a user
+may be in every round: its budget is the plan's with ``q = 1`` (:meth:`Plan.known_cohorts`,
+the worst case over participations). ``UserDP.against`` says which of the two a budget
+promises; the server's is the default (``docs/privacy.md``, "Against the server").
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -40,6 +47,12 @@ class Plan:
     q: float
     setup: bool
     setup_scale: float = 1.0
+
+    def known_cohorts(self) -> Plan:
+        """The plan as the party that samples the cohorts (the server) accounts it: no
+        amplification, and a user in every round (``q = 1``, the worst case of every
+        participation; with full participation the plan itself)."""
+        return replace(self, q=1.0)
 
 
 class Spent:
@@ -116,8 +129,9 @@ def smallest_noise(spend: Callable[[float], float], target_epsilon: float,
 
 class UserDP(BaseModel):
     """User-level DP settings of a run: a budget (``epsilon``, the noise calibrated to the
-    planned exchanges) or a noise multiplier (``noise``, the budget reported), or both (the run
-    is refused if the noise spends more than the budget); ``clip`` is the L2 bound of one
+    planned exchanges, against the party ``against`` names) or a noise multiplier (``noise``,
+    the budget reported), or both (the run is refused if the noise spends more than the
+    budget); ``clip`` is the L2 bound of one
     client's upload; ``setup_scale`` multiplies the noise of a set-up exchange (which every
     client answers, so sampling does not amplify it); ``setup_clip`` is the L2 bound of a
     set-up upload (``clip`` when None), to which that exchange's noise is scaled: its
@@ -125,9 +139,13 @@ class UserDP(BaseModel):
 
     ``unit`` is what one contribution is: a ``"user"`` (every client holds one user: the
     guarantee is per user) or a ``"client"`` (clients of several users, asked for explicitly:
-    the guarantee is per client). ``reproducible`` draws the noise and the client sampling from
-    the run's seed (research only: anyone who knows the seed can remove the noise, so such a
-    run is not private and says so); by default they come from the operating system's entropy,
+    the guarantee is per client). ``against`` is whom ``epsilon`` is promised against: the
+    ``"server"`` (the default: it samples the cohorts, so the budget is accounted without the
+    sampling's amplification, :meth:`Plan.known_cohorts`) or ``"outsiders"`` only (who see
+    the published model; amplified: less noise for the same epsilon, and the server gets
+    more). ``reproducible`` draws the noise and the client sampling from the run's seed
+    (research only: anyone who knows the seed can remove the noise, so such a run is not
+    private and says so); by default they come from the operating system's entropy,
     a secret of the run (``docs/privacy.md``, "What a run publishes").
 
     Errors name the fields (``dp.clip``, ...): the command line reports them by its flags
@@ -147,6 +165,9 @@ class UserDP(BaseModel):
     setup_clip: float | None = Field(None, gt=0, allow_inf_nan=False,
                                      description="L2 bound of a set-up upload (default clip)")
     unit: Literal["user", "client"] = Field("user", description="what one contribution is")
+    against: Literal["server", "outsiders"] = Field(
+        "server", description="whom epsilon is promised against: the server (which knows the "
+        "cohorts) or outsiders only (amplified by the secret sampling)")
     reproducible: bool = Field(False, description="noise and sampling from the seed (not "
                                "private: research only)")
 
@@ -165,23 +186,34 @@ class UserDP(BaseModel):
         """The L2 bound of one client's upload in an exchange of ``phase``."""
         return self.clip if phase != "setup" or self.setup_clip is None else self.setup_clip
 
+    def accounted(self, plan: Plan) -> Plan:
+        """The plan as accounted against the party of :attr:`against`: the server's
+        (:meth:`Plan.known_cohorts`) or outsiders' (``plan``)."""
+        return plan.known_cohorts() if self.against == "server" else plan
+
     def multiplier(self, plan: Plan) -> float:
-        """The noise multiplier of the run: ``noise``, or the one calibrated to ``epsilon``.
+        """The noise multiplier of the run: ``noise``, or the one calibrated to ``epsilon``
+        against :attr:`against` (:meth:`accounted`).
 
         Raises
         ------
         ConfigError
             When ``noise`` spends more than ``epsilon`` over the plan.
         """
+        accounted = self.accounted(plan)
         if self.noise is None:
             # one of epsilon and noise is set (validated when made)
-            return calibrate(plan, cast(float, self.epsilon), self.delta)
+            return calibrate(accounted, cast(float, self.epsilon), self.delta)
         if self.epsilon is not None:
-            spent = epsilon(plan, self.noise, self.delta)
+            spent = epsilon(accounted, self.noise, self.delta)
             if spent > self.epsilon:
+                lower = ("the rounds or the sampling rate" if self.against == "outsiders" else
+                         "the rounds (the server knows the cohorts: sampling does not help "
+                         "against it), or promise it to outsiders only: `dp.against=outsiders`")
                 raise ConfigError(
                     f"the plan ({plan.rounds} rounds at sampling rate {plan.q:g}"
                     f"{', a set-up upload' if plan.setup else ''}) spends epsilon={spent:.3g} "
-                    f"at delta={self.delta:g} with noise {self.noise:g}, over the budget "
-                    f"{self.epsilon:g}: raise `dp.noise`, or lower the rounds or the sampling rate")
+                    f"at delta={self.delta:g} against {self.against} with noise "
+                    f"{self.noise:g}, over the budget {self.epsilon:g}: raise `dp.noise`, or "
+                    f"lower {lower}")
         return self.noise

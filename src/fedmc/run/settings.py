@@ -114,6 +114,10 @@ def resolve(options: RunOptions,
                                                     count)
     if options.dp_epsilon is not None:
         notes += few_users_note(spec(algorithm), options, o["partition"], count)
+        if options.dp_against == "outsiders":
+            notes += (f"--dp-epsilon {options.dp_epsilon:g} is promised against outsiders only "
+                      "(--dp-against outsiders): the server, which samples the cohorts, gets a "
+                      "larger epsilon (the summary's privacy.epsilon.server)",)
     if options.algorithm is None and options.implicit and not notes:
         others = " or ".join(n for n in interactions_algorithms() if n != algorithm)
         notes = (f"fitting {algorithm} (--algorithm {algorithm}): the default algorithm for "
@@ -232,8 +236,8 @@ def dp_default(default: str, kind: str, options: RunOptions, partition: str,
         settings are never dropped: naming the algorithm fits it).
     """
     epsilon = options.dp_epsilon
-    least = 0 if epsilon is None else spec(default).dp_least_users_at(partition, epsilon,
-                                                                       options.implicit)
+    least = 0 if epsilon is None else spec(default).dp_least_users_at(
+        partition, epsilon, options.implicit, options.dp_against)
     if math.isinf(least):
         reason = (f"at --dp-epsilon {epsilon:g} {default}'s factors did not beat it with any "
                   "number of users measured")
@@ -260,7 +264,7 @@ def few_users_note(entry: AlgorithmSpec, options: RunOptions, partition: str,
     its budget's (:attr:`~fedmc.algorithms.registry.AlgorithmSpec.dp_few_users`) and which,
     or none (none of them taken: the user gave them all)."""
     epsilon = cast(float, options.dp_epsilon)
-    few = entry.dp_few_users_at(partition, epsilon, options.implicit)
+    few = entry.dp_few_users_at(partition, epsilon, options.implicit, options.dp_against)
     if few is None or users is None or users() >= few.users:
         return ()
     taken = [f"{k}={v}" for k, v in few.settings.items() if k not in options.params
@@ -280,12 +284,17 @@ def user_dp(options: dict[str, Any]) -> UserDP | None:
         return None
     if options["dp_clip"] is None:
         raise ConfigError("user-level DP needs `dp_clip` (the L2 bound of one upload)")
+    if options["dp_epsilon"] is None and options["dp_against"] != "server":
+        raise ConfigError(f"`dp_against={options['dp_against']}` says whom `dp_epsilon` is "
+                          "promised against: give `dp_epsilon` (with `dp_noise` alone both "
+                          "parties' epsilons are reported)")
     setup_scale = options["dp_setup_scale"]
     try:
         return UserDP(clip=options["dp_clip"], delta=options["dp_delta"],
                       epsilon=options["dp_epsilon"], noise=options["dp_noise"],
                       setup_scale=1.0 if setup_scale is None else setup_scale,
                       setup_clip=options["dp_setup_clip"], unit=options["dp_unit"],
+                      against=options["dp_against"],
                       reproducible=options["dp_reproducible"])
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -356,7 +365,8 @@ def apply_paper_settings(algorithm: str, options: dict[str, Any], params: dict[s
         variants.append(protocol)  # interactions' protocol, whole (AlgorithmSpec.variants)
     if options.get("dp_epsilon") is not None:
         variants.append(entry.dp_variant(options["partition"], options["dp_epsilon"],
-                                         bool(options.get("implicit")), users))
+                                         bool(options.get("implicit")), users,
+                                         options.get("dp_against", "server")))
     for variant in variants:
         for name, value in variant.items():
             if name == "participation" and given_active:

@@ -356,7 +356,7 @@ def run_private_search(search: PrivateSearch, rng: np.random.Generator | None = 
                           "settings to choose")
     data, notes = loaded or federated_data(base.data)
     plan = plan_of(base, data)
-    noise = calibrate_search(plan, search.budget(), dp.delta, search.score_scale,
+    noise = calibrate_search(dp.accounted(plan), search.budget(), dp.delta, search.score_scale,
                              search.mean_trials, search.shape, search.accounted_choice)
     if search.space:
         best = best_trial(search, base, (data, notes), noise, rng)
@@ -368,13 +368,16 @@ def run_private_search(search: PrivateSearch, rng: np.random.Generator | None = 
                       None, {})
     if search.fold_in:
         best = choose_fold_in(search, best, data, rng)
-    spent = search_epsilon(plan, noise, search.score_scale, search.mean_trials, search.shape,
-                           dp.delta, search.accounted_choice)
-    best.guarantee = guarantee(search, plan, noise, spent, dp.delta, dp.unit)
+    spent, server = (search_epsilon(accounted, noise, search.score_scale, search.mean_trials,
+                                    search.shape, dp.delta, search.accounted_choice)
+                     for accounted in (plan, plan.known_cohorts()))
+    best.guarantee = guarantee(search, plan, noise, {"outsiders": spent, "server": server}, dp)
     # the published model's epsilon is the search's (its training's alone: history.csv)
     summary = {**best.result.summary, "privacy": best.guarantee}
     if "epsilon" in summary:
         summary["epsilon"] = spent
+    if "epsilon_server" in summary:
+        summary["epsilon_server"] = server
     best.result.summary = summary
     return best
 
@@ -400,12 +403,15 @@ def best_trial(search: PrivateSearch, base: RunSpec,
     return best
 
 
-def guarantee(search: PrivateSearch, plan: Plan, noise: float, spent: float, delta: float,
-              unit: str) -> dict[str, Any]:
+def guarantee(search: PrivateSearch, plan: Plan, noise: float, spent: dict[str, float],
+              dp: UserDP) -> dict[str, Any]:
     """The search's ``privacy`` (a run's keys, :mod:`fedmc.federation.aggregator`, and
-    ``search``: how it was accounted). Outsiders, who read the output folder, get ``spent``;
-    clients get none: each receives the rounds of every trial, which the selection does not
-    hide; the server (a simulation's: central noise) none, as in any run."""
+    ``search``: how it was accounted). Outsiders, who read the output folder, get
+    ``spent["outsiders"]``; clients get none: each receives the rounds of every trial, which
+    the selection does not hide; the server, which knows the cohorts and is handed noised
+    sums (as in a run), ``spent["server"]``: the search accounted on the plan without
+    amplification."""
+    delta = dp.delta
     how: dict[str, Any] = {"noise": noise, "training_epsilon": Spent(plan, noise, delta)()}
     if search.space:
         how.update({
@@ -424,7 +430,9 @@ def guarantee(search: PrivateSearch, plan: Plan, noise: float, spent: float, del
             "epsilon": search.choice_epsilon, "share": search.choice_share, "candidates": {
                 name: list(c.values) for name, c in search.fold_in.items()}}
     return {
-        "private": True, "unit": unit, "neighbouring": NEIGHBOURS, "delta": delta,
-        "epsilon": {"outsiders": spent, "clients": None, "server": None},
+        "private": True, "unit": dp.unit, "neighbouring": NEIGHBOURS, "delta": delta,
+        "epsilon": {"outsiders": spent["outsiders"], "clients": None,
+                    "server": spent["server"]},
+        "calibrated_against": dp.against,
         "noise_seed": "secret", "search": how,
     }
