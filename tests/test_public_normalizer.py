@@ -106,8 +106,9 @@ def test_a_dp_budget_alone_picks_its_tuned_settings(epsilon, against):
     assert schedule.dp.clip == expected["dp_clip"] and schedule.dp.against == against
     assert schedule.dp.setup_scale == expected["dp_setup_scale"]
     assert schedule.rounds == expected["rounds"]
-    if against == "server":
+    if against == "server":  # and its lists blend the released rater counts in
         assert schedule.active is None and schedule.sampling == "uniform"
+        assert params["rank_popularity"] == expected["rank_popularity"] > 0
     else:
         assert schedule.sampling == "bernoulli" and schedule.participation == 0.1
     assert params["offset"] == "item-bias" and params["offset_lam"] == expected["offset_lam"]

@@ -69,6 +69,8 @@ def evaluate(
         for key, value in report["metrics"].items():
             table.add_row(key, f"{value:,.0f}" if key in COUNTS else f"{value:.4f}")
         out.print(table)
+    if "lists_note" in report:
+        typer.echo(f"note: {report['lists_note']}", err=True)
     typer.echo(f"wrote {run_dir / EVALUATION_FILE}", err=True)
 
 
@@ -87,8 +89,9 @@ def evaluated(run_dir: Path, train: Path | None = None, test: Path | None = None
     if ranking_k is None and held.implicit:  # interactions are judged by ranking
         ranking_k = IMPLICIT_RANKING_K
     metrics = evaluate_model(model, held, ranking_k)
+    note = {"lists_note": model.lists_note} if ranking_k and model.lists_note else {}
     report = {**metrics, "ranking_k": ranking_k, **held.notes, **source,
-              "algorithm": model.algorithm, "private": False}
+              "algorithm": model.algorithm, "private": False, **note}
     write_atomic(run_dir / EVALUATION_FILE, strict_json(report))
     return {**report, "metrics": metrics}
 

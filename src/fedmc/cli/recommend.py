@@ -105,6 +105,8 @@ def recommend(
         raise ConfigError(f"-n must be a positive integer, got {n}")
     run_dir = run_folder(run_dir)
     model = load_model(run_dir)
+    if similar is None and model.lists_note is not None:
+        typer.echo(f"note: {model.lists_note}", err=True)
     if out_file is not None:
         _write_lists(model, run_dir, out_file, n, not include_rated, (train, test, columns))
         return

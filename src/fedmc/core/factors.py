@@ -28,6 +28,10 @@ from fedmc.core.prox import Regularizer
 from fedmc.core.scale import Normalizer
 from fedmc.errors import ConfigError
 
+RANK_BOOST = "rank_boost"
+"""The name of a published factor model's optional per-item score that its top-N lists add to
+the predicted (normalized) rating (:meth:`fedmc.model.FactorModel.ranking_factors`)."""
+
 
 class AlgorithmConfig(BaseModel):
     """Hyper-parameters of an algorithm; subclass it with typed, documented fields."""

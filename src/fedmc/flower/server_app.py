@@ -29,6 +29,7 @@ from flwr.serverapp import Grid, ServerApp
 
 import fedmc
 from fedmc.algorithms.registry import spec
+from fedmc.core.factors import RANK_BOOST
 from fedmc.errors import ConfigError
 from fedmc.federation.bounds import GROWTH, NormReference, ReplyBounds
 from fedmc.federation.history import History
@@ -174,12 +175,14 @@ def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.
     """The published model: for a factor model the artifact ``fedmc run`` writes
     (``model.npz`` + ``model.json``, :class:`fedmc.model.FactorModel`, no user data), which
     ``fedmc recommend`` reads; for the others their arrays in ``model.npz``."""
-    if getattr(cfg, "layout", None) is None or set(published) != {"V"}:
+    if getattr(cfg, "layout", None) is None or not set(published) <= {"V", RANK_BOOST}:
         arrays: dict[str, Any] = dict(published)
         np.savez(run.out / "model.npz", **arrays)
         return
+    boost = published.get(RANK_BOOST)
     FactorModel(algorithm=name, params=cfg.model_dump(mode="json"),
                 V=np.array(published["V"], dtype=np.float64), item_ids=manifest.item_ids,
+                rank_boost=None if boost is None else np.array(boost, dtype=np.float64),
                 normalizer=manifest.normalizer, value_range=manifest.value_range,
                 dataset=manifest.name, fedmc_version=fedmc.__version__,
                 private=private).save(run.out)

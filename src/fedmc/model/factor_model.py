@@ -15,6 +15,7 @@ indexes an array: unknown, negative, out-of-range or non-integer ids raise a
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from fedmc.algorithms.registry import spec
-from fedmc.core.factors import FactorLayout, predict
+from fedmc.core.factors import RANK_BOOST, FactorLayout, predict
 from fedmc.core.ranking import top_n
 from fedmc.core.scale import Normalizer
 from fedmc.data.vocabulary import IdVocabulary
@@ -95,6 +96,11 @@ class FactorModel:
     private
         Whether the model carries a DP guarantee (a private run's: secret noise,
         ``docs/privacy.md``).
+    rank_boost
+        A score per item that top-N lists add to the predicted (normalized) rating, as the
+        algorithm published it (FedMC-ADMM's ``rank_popularity`` times the square root of its
+        released rater count; :meth:`ranking_factors`); None where the model ranks by
+        predicted rating alone.
     U, user_ids, rated_ptr, rated_items
         Only in simulation studies (``--save-user-factors``): user factors ``(n_users,
         width)``, their raw ids, and each user's training items as a CSR
@@ -111,6 +117,7 @@ class FactorModel:
     dataset: str
     fedmc_version: str
     private: bool = False
+    rank_boost: np.ndarray | None = None
     U: np.ndarray | None = None
     user_ids: np.ndarray | None = None
     rated_ptr: np.ndarray | None = None
@@ -133,23 +140,27 @@ class FactorModel:
         if user_data is not None and not np.array_equal(np.asarray(user_data.user_ids),
                                                          estimator.user_ids_):
             raise DataError("user_data is not the data the estimator was fitted on")
-        return cls.of(estimator.name, estimator.config_, estimator.V_, estimator.info_,
+        published = getattr(estimator, "model_", None) or {"V": estimator.V_}
+        return cls.of(estimator.name, estimator.config_, published, estimator.info_,
                       estimator.item_ids_, estimator.data_name_,
                       getattr(estimator, "privacy_", {}).get("private", False),
                       None if user_data is None else (estimator.U_, user_data))
 
     @classmethod
-    def of(cls, algorithm: str, cfg: Any, V: np.ndarray, info: Any, item_ids: Any,
-           dataset: str, private: bool = False, users: tuple[np.ndarray, Any] | None = None,
-           ) -> FactorModel:
-        """The model a training of ``algorithm`` with ``cfg`` publishes: its item factors
-        ``V`` (rows ``item_ids``), the federation's facts ``info`` (normalizer, value range),
-        the data's name; ``users``: the user factors in federated row order and the
-        :class:`~fedmc.data.FederatedData` they were trained on, to keep them and each user's
-        training items as well (simulation studies only)."""
+    def of(cls, algorithm: str, cfg: Any, published: Mapping[str, np.ndarray], info: Any,
+           item_ids: Any, dataset: str, private: bool = False,
+           users: tuple[np.ndarray, Any] | None = None) -> FactorModel:
+        """The model a training of ``algorithm`` with ``cfg`` publishes: the arrays it
+        ``published`` (its item factors ``V``, rows ``item_ids``, and where its lists rank with
+        one, ``rank_boost``), the federation's facts ``info`` (normalizer,
+        value range), the data's name; ``users``: the user factors in federated row order and
+        the :class:`~fedmc.data.FederatedData` they were trained on, to keep them and each
+        user's training items as well (simulation studies only)."""
         import fedmc
 
         extra: dict[str, np.ndarray] = {}
+        if RANK_BOOST in published:
+            extra[RANK_BOOST] = np.array(published[RANK_BOOST], dtype=np.float64)
         if users is not None:
             U, user_data = users
             extra = {
@@ -161,7 +172,7 @@ class FactorModel:
         return cls(
             algorithm=algorithm,
             params=cfg.model_dump(mode="json"),
-            V=np.array(V, dtype=np.float64),
+            V=np.array(published["V"], dtype=np.float64),
             item_ids=np.array(item_ids),
             normalizer=info.normalizer,
             value_range=(float(info.value_range[0]), float(info.value_range[1])),
@@ -225,6 +236,30 @@ class FactorModel:
             raise DataError(_NO_USER_FACTORS)
         return self.U, self.rated_ptr, self.rated_items
 
+    @property
+    def lists_note(self) -> str | None:
+        """What a user of this model's top-N lists should know, or None: a private model of
+        ratings (public normalizer) that ranks by predicted rating alone lists items that few
+        users rated, whose noise-dominated biases top every list (docs/privacy.md, "Private
+        top-N lists")."""
+        if not self.private or self.rank_boost is not None or self.normalizer.kind != "public":
+            return None
+        return ("this private model ranks items by predicted rating alone, and such lists are "
+                "weak: items few users rated carry noise-dominated biases and top them (ML-1M, "
+                "epsilon 8: NDCG@10 about 0.02 against the DP popularity list's 0.20); "
+                "FedMC-ADMM's DP defaults blend the released rater counts in "
+                "(-P rank_popularity; docs/privacy.md, \"Private top-N lists\")")
+
+    def ranking_factors(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The factors whose products rank items for top-N lists: ``(U, V)`` where the model
+        ranks by predicted rating; with a :attr:`rank_boost`, one column more on each side, so
+        that ``U V^T`` adds item ``j``'s boost to every user's predicted (normalized) rating
+        of it."""
+        if self.rank_boost is None:
+            return U, self.V
+        return (np.hstack([U, np.ones((len(U), 1))]),
+                np.hstack([self.V, self.rank_boost[:, None]]))
+
     # ------------------------------------------------------------------ use
 
     def predict(self, users: Any, items: Any) -> np.ndarray:
@@ -246,7 +281,9 @@ class FactorModel:
         return predict(U, self.V, rows, cols, self.normalizer, self.clip)
 
     def recommend(self, user: Any, n: int = 10, exclude_rated: bool = True) -> TopN:
-        """The ``n`` items of highest predicted rating for ``user``.
+        """The ``n`` items of highest predicted rating for ``user`` (ranked with the
+        model's rank boost where it has one, :meth:`ranking_factors`; the ratings shown
+        are the predicted ones).
 
         Parameters
         ----------
@@ -271,7 +308,8 @@ class FactorModel:
             rated = rated[:0]
         ptr = np.array([0, len(rated)], dtype=np.int64)
         n = min(int(n), len(self.V))
-        best, _ = top_n(u[None, :], self.V, ptr, np.asarray(rated, dtype=np.int64), n)
+        best, _ = top_n(*self.ranking_factors(u[None, :]), ptr,
+                        np.asarray(rated, dtype=np.int64), n)
         best = best[0][best[0] >= 0]
         z = self.V[best] @ u
         return TopN(self.item_ids[best], np.clip(self.normalizer.inverse(z), *self.clip))

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from fedmc.core.factors import RANK_BOOST
 from fedmc.core.scale import Normalizer
 from fedmc.errors import DataError, FedMCError
 from fedmc.files import strict_json, write_atomic
@@ -40,6 +41,8 @@ _NORMALIZE_KINDS = ("none", "center", "zscore", "public")
 def write(model: Any, folder: Path) -> Path:
     """Write ``model`` into ``folder`` (created if needed); returns the ``model.npz`` path."""
     arrays = {"V": model.V, "item_ids": model.item_ids}
+    if model.rank_boost is not None:
+        arrays[RANK_BOOST] = model.rank_boost
     if model.U is not None:
         arrays.update(U=model.U, user_ids=model.user_ids, rated_ptr=model.rated_ptr,
                       rated_items=model.rated_items)
@@ -131,7 +134,8 @@ def _arrays(path: Path, meta: dict[str, Any]) -> dict[str, np.ndarray]:
     if set(arrays) != set(expected):
         raise DataError(f"holds arrays {sorted(arrays)}, its {METADATA} lists "
                         f"{sorted(expected)}", path)
-    wanted = {"V", "item_ids"} | (set(_USER_ARRAYS) if "U" in arrays else set())
+    wanted = ({"V", "item_ids"} | (set(_USER_ARRAYS) if "U" in arrays else set())
+              | ({RANK_BOOST} if RANK_BOOST in arrays else set()))
     if set(arrays) != wanted:
         raise DataError(f"expected the arrays {sorted(wanted)}, found {sorted(arrays)}", path)
     for name, array in arrays.items():
@@ -150,6 +154,11 @@ def _check_arrays(path: Path, a: dict[str, np.ndarray]) -> None:
     if V.dtype != np.float64 or V.ndim != 2 or not np.all(np.isfinite(V)):
         raise DataError("V must be a finite float64 matrix", path)
     _check_ids(path, a["item_ids"], len(V), "item")
+    boost = a.get(RANK_BOOST)
+    if boost is not None and (boost.dtype != np.float64 or boost.shape != (len(V),)
+                              or not np.all(np.isfinite(boost))):
+        raise DataError(f"{RANK_BOOST} must be {len(V)} finite float64 numbers, one an item",
+                        path)
     if "U" not in a:
         return
     U, ptr, rated = a["U"], a["rated_ptr"], a["rated_items"]

@@ -73,7 +73,7 @@ def evaluate_model(model: FactorModel, held: HeldOut, ranking_k: int | None = No
                    test_mae=float(np.mean(np.abs(error))), test_ratings=float(te.nnz))
     out["users"] = float(len(U))
     if ranking_k is not None:
-        out.update(top_k_metrics(held, U, model.V, ranking_k))
+        out.update(top_k_metrics(held, *model.ranking_factors(U), ranking_k))
     return out
 
 

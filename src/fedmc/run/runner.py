@@ -179,15 +179,16 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     best = None if stopped is None else stopped["round"]
     artifact = None
     if factor_model:
-        V = trained.model["V"]
-        if run.ranking_k is not None and run.schedule.eval_k is None:  # of the published model
-            published = history.rows[-1] if best is None else next(
-                row for row in history.rows if row["round"] == best)
-            published.update(top_k_metrics(data, trained.user_factors, V, run.ranking_k))
-        artifact = FactorModel.of(run.algorithm, cfg, V, trained.info, data.item_ids, data.name,
+        artifact = FactorModel.of(run.algorithm, cfg, trained.model, trained.info,
+                                  data.item_ids, data.name,
                                   trained.privacy["private"],
                                   (trained.user_factors, data) if run.save_user_factors
                                   else None)
+        if run.ranking_k is not None and run.schedule.eval_k is None:  # of the published model
+            published = history.rows[-1] if best is None else next(
+                row for row in history.rows if row["round"] == best)
+            published.update(top_k_metrics(
+                data, *artifact.ranking_factors(trained.user_factors), run.ranking_k))
     summary = summarize(history, trained.privacy, {
         "data_seconds": load_seconds,
         "compile_seconds": compile_seconds() - compiled_before + waited,

@@ -99,7 +99,10 @@ def top_lists(model: FactorModel, held: HeldOut, n: int, exclude_rated: bool = T
         keep = listed[(listed >= rows.start) & (listed < rows.stop)]
         seen = train if exclude_rated else CSR(np.zeros(len(U) + 1, dtype=np.int64),
                                                 train.indices[:0], train.values[:0])
-        items, z = top_n(U, model.V, seen.indptr, seen.indices, n)
+        U_rank, V_rank = model.ranking_factors(U)
+        items, z = top_n(U_rank, V_rank, seen.indptr, seen.indices, n)
+        if V_rank is not model.V:  # ranked with a boost: the listed items' predictions
+            z = np.einsum("tkw,tw->tk", model.V[np.maximum(items, 0)], U)
         parts.append((keep, items[keep - t0], z[keep - t0]))
     users, items, z = (np.concatenate(column) for column in zip(*parts, strict=True))
     order = np.argsort(held.user_ids[users], kind="stable")  # by raw user id

@@ -62,12 +62,21 @@ class FedMCADMMConfig(FactorConfig):
                               "(in weighted rater counts)")
     offset_lam_user: float = Field(5.0, ge=0, description="ridge weight of a user's own bias "
                                    "in the offset's residuals")
+    rank_popularity: float = Field(
+        0.0, ge=0, allow_inf_nan=False,
+        description="consensus on rated items: weight of sqrt(n_j), the item's (weighted, "
+        "under DP noised) rater count from the set-up release, added to the predicted rating "
+        "to rank items for top-N lists; the model publishes that boost (docs/privacy.md, "
+        "\"Private top-N lists\"); 0: ranked by the predicted rating alone")
     biases: bool = True
     init_scale: float = 0.1
     clip: bool = True
 
     @model_validator(mode="after")
     def _check(self) -> Self:
+        if self.rank_popularity > 0 and self.consensus != "rated":
+            raise ValueError("rank_popularity ranks with the rater counts, which only "
+                             "consensus=rated releases")
         if self.weights != "equal" and self.consensus != "rated":
             raise ValueError("client weights (weights=sqrt-items) need consensus=rated")
         if self.offset != "none" and (self.consensus != "rated" or self.dual_init != "zeros"

@@ -20,7 +20,8 @@ _DP_STEP = {"consensus": "rated", "weights": "sqrt-items", "dual_init": "zeros",
 _DP = {**_DP_STEP, "sampling": "bernoulli", "participation": 0.1}
 # against the server, which knows the cohorts: every client in every round, fewer rounds
 _DP_SERVER = {**_DP_STEP, "active": "all", "sampling": "uniform", "participation": None,
-              "dp_setup_clip": 0.5, "dp_setup_scale": 0.3, "dp_clip": 0.04}
+              "dp_setup_clip": 0.5, "dp_setup_scale": 0.3, "dp_clip": 0.04,
+              "rank_popularity": 1.0}  # top-N lists blend the noised rater counts in
 
 FEDMC_ADMM = AlgorithmSpec(
     "fedmc-admm", f"{_PKG}.config:FedMCADMMConfig", f"{_PKG}:BY_CONSENSUS",
@@ -41,7 +42,7 @@ FEDMC_ADMM = AlgorithmSpec(
         1.0: {**_DP_SERVER, "offset_lam": 16.0, "gamma": 30.0, "rounds": 3},
         2.0: {**_DP_SERVER, "offset_lam": 8.0, "rounds": 4},
         4.0: {**_DP_SERVER, "offset_lam": 4.0, "rounds": 6},
-        8.0: {**_DP_SERVER, "offset_lam": 2.0, "rounds": 12},
+        8.0: {**_DP_SERVER, "offset_lam": 2.0, "rounds": 12, "rank_popularity": 0.3},
     }, "user" + OUTSIDERS: {
         1.0: {**_DP, "offset_lam": 8.0, "gamma": 30.0, "rounds": 60, "dp_clip": 0.01,
               "dp_setup_scale": 0.4},

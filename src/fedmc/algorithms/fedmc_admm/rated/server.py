@@ -14,7 +14,7 @@ from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
 from fedmc.algorithms.fedmc_admm.kernels import item_prox
 from fedmc.algorithms.fedmc_admm.rated.client import COUNT, OFFSET, UPLOAD
 from fedmc.core import biases
-from fedmc.core.factors import factor_metrics
+from fedmc.core.factors import RANK_BOOST, factor_metrics
 from fedmc.core.protocol import FederationInfo, Message
 from fedmc.core.uploads import Summed
 from fedmc.errors import ConfigError
@@ -96,11 +96,16 @@ def upload_shapes(cfg: FedMCADMMConfig, info: FederationInfo) -> dict[str, tuple
 
 def model(cfg: FedMCADMMConfig, server: RatedServerState) -> dict[str, np.ndarray]:
     """The published ``V``: the factors, with an item-bias offset ``b0`` added to the item
-    biases."""
-    if cfg.offset == "none":
-        return {"V": server.V}
-    V = server.V.copy()
-    V[:, cfg.layout.rank + 1] += server.b0
+    biases; with ``rank_popularity`` ``w``, also ``rank_boost``: ``w sqrt(max(n_j, 0))`` of the
+    rater counts ``n_j`` (the set-up release, noised under DP, so publishing a function of
+    them is post-processing), which top-N lists add to the predicted rating
+    (:meth:`fedmc.model.FactorModel.ranking_factors`)."""
+    V = server.V
+    if cfg.offset != "none":
+        V = V.copy()
+        V[:, cfg.layout.rank + 1] += server.b0
+    if cfg.rank_popularity > 0:
+        return {"V": V, RANK_BOOST: cfg.rank_popularity * np.sqrt(np.maximum(server.counts, 0))}
     return {"V": V}
 
 
