@@ -11,6 +11,14 @@ finds the leaks of a run that is not private.
     FEDMC_DATA=../shared/data python benchmarks/canary_audit.py --dataset ml-100k --runs 200 \
         --no-dp
 
+With ``--view server`` the audit reads what the server step is handed instead of the
+published files (every exchange's noised cohort sum, the server's view under secure
+aggregation and in a simulation; ``fedmc.audit.canary.server_view``), one test chosen on the
+calibration runs:
+
+    FEDMC_DATA=../shared/data python benchmarks/canary_audit.py --dataset ml-100k --runs 200 \
+        --epsilon 1 --view server
+
 With ``--search M`` each run is a whole private search instead (``fedmc tune --dp-epsilon E
 --trials M`` with the algorithm's declared space named as its training settings, then the
 fold-in choice; a validation cut of 0.05, :mod:`fedmc.tune.private`), and its ``best.json`` is
@@ -26,7 +34,14 @@ import time
 
 from rich.progress import Progress
 
-from fedmc.audit.canary import audit_runs, epsilon_lower_bound, neighbours, pick_canary
+from fedmc.audit.canary import (
+    audit_runs,
+    epsilon_lower_bound,
+    neighbours,
+    pick_canary,
+    server_view_bound,
+    server_views,
+)
 from fedmc.data.registry import load_dataset, rating_scale
 from fedmc.run.options import RunOptions
 from fedmc.run.runner import execute, write_outputs
@@ -64,6 +79,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--no-dp", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--view", choices=("published", "server"), default="published",
+                    help="what the audit reads: the published files, or what the server "
+                         "step is handed")
     ap.add_argument("--search", type=float, default=None,
                     help="each run a private search of this mean number of trials "
                          "(0: one run and the fold-in choice)")
@@ -99,12 +117,21 @@ def main() -> None:
         write_private_best(folder / "best.json", search, chosen, [])
 
     start = time.perf_counter()
+    delta = 0.0 if args.no_dp else 1e-6
     with Progress(transient=True) as bar:
         task = bar.add_task("canary audit", total=args.runs)
-        runs_in, runs_out = audit_runs(run_once, inside, outside, canary, args.runs,
-                                       lambda r: bar.update(task, completed=r))
-    bound = epsilon_lower_bound(runs_in, runs_out, delta=0.0 if args.no_dp else 1e-6)
-    what = "no DP" if args.no_dp else f"DP epsilon {args.epsilon:g}"
+        if args.view == "server":
+            if search is not None:
+                ap.error("--view server audits one run's exchanges: not with --search")
+            bound = server_view_bound(*server_views(run, inside, outside, canary, args.runs,
+                                                    lambda r: bar.update(task, completed=r)),
+                                      delta=delta)
+        else:
+            runs_in, runs_out = audit_runs(run_once, inside, outside, canary, args.runs,
+                                           lambda r: bar.update(task, completed=r))
+            bound = epsilon_lower_bound(runs_in, runs_out, delta=delta)
+    what = "no DP" if args.no_dp else f"DP epsilon {args.epsilon:g} (against the server)"
+    what += ", the server's view" if args.view == "server" else ", the published files"
     if args.search is not None:
         what += (f", private searches of {args.search:g} trials on average" if args.search
                  else ", private searches of one run and the fold-in choice")

@@ -18,6 +18,8 @@ from fedmc.audit.canary import (
     neighbours,
     pick_canary,
     read_artifacts,
+    server_view_bound,
+    server_views,
 )
 from fedmc.data import Ratings
 from fedmc.federation.settings import Schedule
@@ -25,6 +27,7 @@ from fedmc.privacy.accounting import UserDP
 from fedmc.run.data import DataSettings
 from fedmc.run.options import RunOptions
 from fedmc.run.runner import execute, write_outputs
+from fedmc.run.settings import resolve
 from fedmc.run.spec import RunSpec
 from fedmc.tune import private
 from fedmc.tune.report import write_private_best
@@ -152,3 +155,28 @@ def test_the_canary_audit_finds_nothing_in_a_private_search():
     assert bound.epsilon <= 1.0, (bound.test, bound.epsilon)
     assert "best.json:value" in runs_in[0] and runs_in[0]["config.json:private"] == "true"
     assert "best.json:settings:fold_lam" in runs_in[0]
+
+
+@pytest.mark.parametrize("epsilon", [None, 1.0])
+def test_the_servers_view_gives_the_canary_away_without_dp_and_no_more_than_the_budget_with(
+        epsilon):
+    """The audit of what the server step is handed (every exchange's cohort sum, as under
+    secure aggregation): without DP the sums on the canary's items tell it apart in every
+    run; with the DP defaults at epsilon 1 against the server, no test does better than
+    the budget allows."""
+    dp = {} if epsilon is None else {"dp_epsilon": epsilon}
+    options = RunOptions(algorithm="fedmc-admm", partition="user", rounds=2,
+                         rating_scale=(1.0, 5.0), params={"rank": 2, "inner": 5,
+                                                          "consensus": "rated",
+                                                          "dual_init": "zeros"}, **dp)
+    ratings = small_ratings()
+    canary = pick_canary(ratings, n_items=6)
+    run = resolve(options)
+    worlds = neighbours(ratings, canary, 0.2, 0, run.data.normalize, (1.0, 5.0))
+    inside, outside = server_views(run, *worlds, canary, RUNS)
+    bound = server_view_bound(inside, outside, delta=1e-6)
+    if epsilon is None:
+        assert bound.tpr == 1.0 and bound.fpr == 0.0 and bound.epsilon > 1.5, bound
+    else:
+        assert bound.epsilon <= epsilon, bound
+    assert any(":count:" in name for name in inside[0])

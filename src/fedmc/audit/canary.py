@@ -20,7 +20,11 @@ The candidate tests are
   threshold (a membership-inference test on the model).
 
 The first ``calibration`` share of each data set's runs chooses one test (and its threshold);
-the rest evaluate it, so the bound needs no correction for the choice. With one-sided
+the rest evaluate it, so the bound needs no correction for the choice.
+
+The server's view (:func:`server_view`, :func:`server_view_bound`) is audited the same way on
+what the server step is handed instead of the published files: every exchange's noised cohort
+sum, reduced to the canary's rows. With one-sided
 Clopper-Pearson intervals at ``confidence`` (split between the two rates), the lower bound is
 ``log((TPR_low - delta) / FPR_high)``, the larger of the two directions.
 """
@@ -163,18 +167,29 @@ def epsilon_lower_bound(inside: list[Artifacts], outside: list[Artifacts],
     cut = max(1, int(calibration * min(len(inside), len(outside))))
     tests = _candidate_tests(inside[:cut], outside[:cut])
     best = Bound("none", 0.0, 0.0, 0.0, len(inside) - cut)
-    alpha = (1.0 - confidence) / 2.0  # one side each for the two rates
     for name, guess in tests.items():
-        hits_in = sum(guess(a) for a in inside[cut:])
-        hits_out = sum(guess(a) for a in outside[cut:])
-        n_in, n_out = len(inside) - cut, len(outside) - cut
-        for tp, n_p, fp, n_n in ((hits_in, n_in, hits_out, n_out),
-                                 (n_out - hits_out, n_out, n_in - hits_in, n_in)):
-            low = stats.beta.ppf(alpha, tp, n_p - tp + 1) if tp > 0 else 0.0
-            high = stats.beta.ppf(1 - alpha, fp + 1, n_n - fp) if fp < n_n else 1.0
-            eps = math.log((low - delta) / high) if low > delta else 0.0
-            if eps > best.epsilon:
-                best = Bound(name, tp / n_p, fp / n_n, eps, n_p)
+        bound = _evaluated(name, guess, inside[cut:], outside[cut:], confidence, delta)
+        if bound.epsilon > best.epsilon:
+            best = bound
+    return best
+
+
+def _evaluated(name: str, guess: Callable[[Artifacts], bool], inside: list[Artifacts],
+               outside: list[Artifacts], confidence: float, delta: float) -> Bound:
+    """The lower bound one test's rates on the evaluation runs give (module docstring), in
+    the better of its two directions."""
+    alpha = (1.0 - confidence) / 2.0  # one side each for the two rates
+    hits_in = sum(guess(a) for a in inside)
+    hits_out = sum(guess(a) for a in outside)
+    n_in, n_out = len(inside), len(outside)
+    best = Bound(name, hits_in / n_in, hits_out / n_out, 0.0, n_in)
+    for tp, n_p, fp, n_n in ((hits_in, n_in, hits_out, n_out),
+                             (n_out - hits_out, n_out, n_in - hits_in, n_in)):
+        low = stats.beta.ppf(alpha, tp, n_p - tp + 1) if tp > 0 else 0.0
+        high = stats.beta.ppf(1 - alpha, fp + 1, n_n - fp) if fp < n_n else 1.0
+        eps = math.log((low - delta) / high) if low > delta else 0.0
+        if eps > best.epsilon:
+            best = Bound(name, tp / n_p, fp / n_n, eps, n_p)
     return best
 
 
@@ -202,6 +217,81 @@ def _candidate_tests(inside: list[Artifacts], outside: list[Artifacts],
     threshold = float(candidates[int(np.argmax(score))])
     tests[LOSS] = lambda a: a[LOSS] <= threshold
     return tests
+
+
+# --- the server's view ------------------------------------------------------------------
+
+def server_view(records: list[Any], canary: Canary) -> Artifacts:
+    """What the server step is handed in one run (every exchange's cohort sum, noised under
+    DP: what a server under secure aggregation, or a simulation's, holds;
+    :func:`fedmc.audit.boundary.record_boundary`'s records), as the statistics a server that
+    knows the canary's ratings would test: of every array of an exchange's sum with a row
+    per item, the sum and the sum of squares of its rows at the canary's items, where the
+    canary's upload lands."""
+    values: Artifacts = {}
+    for k, record in enumerate(records):
+        if record.summed is None:
+            continue
+        for name, array in record.summed.arrays.items():
+            rows = np.asarray(array)
+            if rows.ndim == 0 or len(rows) <= int(canary.items.max()):
+                continue
+            rows = rows[canary.items]
+            values[f"server:{k}:{name}:sum"] = float(rows.sum())
+            values[f"server:{k}:{name}:squares"] = float(np.sum(rows**2))
+    return values
+
+
+def server_views(run: Any, inside: FederatedData, outside: FederatedData, canary: Canary,
+                 runs: int, progress: Callable[[int], None] | None = None,
+                 ) -> tuple[list[Artifacts], list[Artifacts]]:
+    """``runs`` runs of the :class:`~fedmc.run.spec.RunSpec` ``run`` on each data set,
+    alternating, recorded at the server step (:func:`fedmc.audit.boundary.record_boundary`):
+    the two lists of their :func:`server_view` statistics."""
+    from fedmc.algorithms.registry import spec
+    from fedmc.audit.boundary import record_boundary
+    from fedmc.federation.loop import Rounds
+
+    cfg = run.config()
+    algorithm = spec(run.algorithm).algorithm_for(cfg)
+    views: tuple[list[Artifacts], list[Artifacts]] = ([], [])
+    for r in range(runs):
+        for side, data in enumerate((inside, outside)):
+            records, _ = record_boundary(algorithm, cfg, data, seed=run.schedule.seed,
+                                         rounds=Rounds.of(run.schedule, data.n_clients))
+            views[side].append(server_view(records, canary))
+        if progress is not None:
+            progress(r + 1)
+    return views
+
+
+def server_view_bound(inside: list[Artifacts], outside: list[Artifacts],
+                      calibration: float = 0.2, *, confidence: float = 0.95,
+                      delta: float = 0.0) -> Bound:
+    """The lower bound on the epsilon of the server's view: on the calibration share of the
+    runs, every statistic of :func:`server_view` gets the threshold and direction that
+    separate the two data sets' runs best, and the one statistic that separates them best
+    is the test; the rest of the runs evaluate it alone (one test: no correction for the
+    choice)."""
+    cut = max(1, int(calibration * min(len(inside), len(outside))))
+    best_score, test = -1.0, None
+    for name in inside[0]:
+        x_in = np.array([a[name] for a in inside[:cut]])
+        x_out = np.array([a[name] for a in outside[:cut]])
+        candidates = np.unique(np.concatenate([x_in, x_out]))
+        score = (np.mean(x_in[:, None] <= candidates, axis=0)
+                 - np.mean(x_out[:, None] <= candidates, axis=0))
+        k = int(np.argmax(np.abs(score)))
+        if abs(score[k]) > best_score:
+            best_score, test = abs(score[k]), (name, float(candidates[k]), score[k] >= 0)
+    if test is None:
+        return Bound("none", 0.0, 0.0, 0.0, len(inside) - cut)
+    name, threshold, below = test
+
+    def guess(a: Artifacts) -> bool:
+        return bool((a[name] <= threshold) == below)
+
+    return _evaluated(name, guess, inside[cut:], outside[cut:], confidence, delta)
 
 
 def audit_runs(run_once: Callable[[FederatedData, Path], None], inside: FederatedData,
