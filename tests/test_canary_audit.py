@@ -180,3 +180,23 @@ def test_the_servers_view_gives_the_canary_away_without_dp_and_no_more_than_the_
     else:
         assert bound.epsilon <= epsilon, bound
     assert any(":count:" in name for name in inside[0])
+
+
+def test_one_test_is_chosen_on_the_calibration_runs_and_a_noised_value_is_no_leak():
+    """The bound evaluates the one test that separated the calibration runs best: a
+    published value that differs in every run (noise) names only the calibration runs'
+    values and is no candidate; a value seen only with the canary, repeated, is; else the
+    canary's loss."""
+    rng = np.random.default_rng(0)
+
+    def runs(shift):
+        return [{"model.npz:V": rng.random().hex(), LOSS: float(rng.normal(shift)),
+                 "config.json:seed": "0"} for _ in range(100)]
+
+    inside, outside = runs(-3.0), runs(0.0)
+    bound = epsilon_lower_bound(inside, outside)
+    assert bound.test == LOSS and bound.tpr > 0.8 > 0.2 > bound.fpr and bound.epsilon > 1
+    for a, b in zip(inside, outside, strict=True):
+        a["config.json:data:n_ratings"], b["config.json:data:n_ratings"] = "27", "21"
+    bound = epsilon_lower_bound(inside, outside)
+    assert bound.test == "config.json:data:n_ratings" and (bound.tpr, bound.fpr) == (1.0, 0.0)

@@ -163,15 +163,25 @@ def epsilon_lower_bound(inside: list[Artifacts], outside: list[Artifacts],
                         calibration: float = 0.2, *, confidence: float = 0.95,
                         delta: float = 0.0) -> Bound:
     """The lower bound of the module docstring from the runs on ``D_in`` (``inside``) and
-    ``D_out`` (``outside``)."""
+    ``D_out`` (``outside``): the candidate tests of the published files, one chosen on the
+    calibration runs."""
     cut = max(1, int(calibration * min(len(inside), len(outside))))
-    tests = _candidate_tests(inside[:cut], outside[:cut])
-    best = Bound("none", 0.0, 0.0, 0.0, len(inside) - cut)
-    for name, guess in tests.items():
-        bound = _evaluated(name, guess, inside[cut:], outside[cut:], confidence, delta)
-        if bound.epsilon > best.epsilon:
-            best = bound
-    return best
+    return _chosen_bound(_candidate_tests(inside[:cut], outside[:cut]), inside[cut:],
+                         outside[cut:], confidence, delta)
+
+
+Test = tuple[float, Callable[[Artifacts], bool]]  # its score on the calibration runs, the test
+
+
+def _chosen_bound(tests: dict[str, Test], inside: list[Artifacts], outside: list[Artifacts],
+                  confidence: float, delta: float) -> Bound:
+    """The bound of the one test of ``tests`` that separated the calibration runs best
+    (ties: the first), evaluated on the other runs ``inside`` and ``outside`` alone: one
+    test, so the bound needs no correction for the choice."""
+    if not tests:
+        return Bound("none", 0.0, 0.0, 0.0, len(inside))
+    name = max(tests, key=lambda n: tests[n][0])
+    return _evaluated(name, tests[name][1], inside, outside, confidence, delta)
 
 
 def _evaluated(name: str, guess: Callable[[Artifacts], bool], inside: list[Artifacts],
@@ -198,24 +208,35 @@ def _value_in(name: str, values: frozenset[Any]) -> Callable[[Artifacts], bool]:
     return lambda a: a.get(name) in values
 
 
-def _candidate_tests(inside: list[Artifacts], outside: list[Artifacts],
-                     ) -> dict[str, Callable[[Artifacts], bool]]:
+def _threshold_test(name: str, inside: list[Artifacts], outside: list[Artifacts]) -> Test:
+    """The test that a run's number ``name`` lies on one side of a threshold: the threshold
+    and side that separate the calibration runs best, and how well (the difference of the
+    two data sets' shares on the "in" side)."""
+    x_in = np.array([a[name] for a in inside])
+    x_out = np.array([a[name] for a in outside])
+    candidates = np.unique(np.concatenate([x_in, x_out]))
+    score = (np.mean(x_in[:, None] <= candidates, axis=0)
+             - np.mean(x_out[:, None] <= candidates, axis=0))
+    k = int(np.argmax(np.abs(score)))
+    threshold, below = float(candidates[k]), bool(score[k] >= 0)
+    return abs(float(score[k])), lambda a: bool((a[name] <= threshold) == below)
+
+
+def _candidate_tests(inside: list[Artifacts], outside: list[Artifacts]) -> dict[str, Test]:
     """The tests the calibration runs suggest (module docstring): per published value, the
-    values seen only inside; for the canary's loss, the threshold that separates the
-    calibration runs best."""
-    tests: dict[str, Callable[[Artifacts], bool]] = {}
+    values seen only inside, where one of them repeats (a deterministic leak; a noised value
+    differs in every run, and its test would only name the calibration runs' values); for
+    the canary's loss, the threshold that separates the calibration runs best."""
+    tests: dict[str, Test] = {}
     for name in inside[0]:
         if name == LOSS:
             continue
-        only_in = {a.get(name) for a in inside} - {a.get(name) for a in outside}
-        if only_in:
-            tests[name] = _value_in(name, frozenset(only_in))
-    losses_in = np.array([a[LOSS] for a in inside])
-    losses_out = np.array([a[LOSS] for a in outside])
-    candidates = np.unique(np.concatenate([losses_in, losses_out]))
-    score = [np.mean(losses_in <= t) - np.mean(losses_out <= t) for t in candidates]
-    threshold = float(candidates[int(np.argmax(score))])
-    tests[LOSS] = lambda a: a[LOSS] <= threshold
+        seen_in = [a.get(name) for a in inside]
+        only_in = set(seen_in) - {a.get(name) for a in outside}
+        hits = sum(value in only_in for value in seen_in)
+        if only_in and len(only_in) < hits:
+            tests[name] = (hits / len(inside), _value_in(name, frozenset(only_in)))
+    tests[LOSS] = _threshold_test(LOSS, inside, outside)
     return tests
 
 
@@ -269,29 +290,12 @@ def server_view_bound(inside: list[Artifacts], outside: list[Artifacts],
                       calibration: float = 0.2, *, confidence: float = 0.95,
                       delta: float = 0.0) -> Bound:
     """The lower bound on the epsilon of the server's view: on the calibration share of the
-    runs, every statistic of :func:`server_view` gets the threshold and direction that
-    separate the two data sets' runs best, and the one statistic that separates them best
-    is the test; the rest of the runs evaluate it alone (one test: no correction for the
-    choice)."""
+    runs, every statistic of :func:`server_view` gets the threshold and side that separate
+    the two data sets' runs best, and the one statistic that separates them best is the
+    test, which the rest of the runs evaluate."""
     cut = max(1, int(calibration * min(len(inside), len(outside))))
-    best_score, test = -1.0, None
-    for name in inside[0]:
-        x_in = np.array([a[name] for a in inside[:cut]])
-        x_out = np.array([a[name] for a in outside[:cut]])
-        candidates = np.unique(np.concatenate([x_in, x_out]))
-        score = (np.mean(x_in[:, None] <= candidates, axis=0)
-                 - np.mean(x_out[:, None] <= candidates, axis=0))
-        k = int(np.argmax(np.abs(score)))
-        if abs(score[k]) > best_score:
-            best_score, test = abs(score[k]), (name, float(candidates[k]), score[k] >= 0)
-    if test is None:
-        return Bound("none", 0.0, 0.0, 0.0, len(inside) - cut)
-    name, threshold, below = test
-
-    def guess(a: Artifacts) -> bool:
-        return bool((a[name] <= threshold) == below)
-
-    return _evaluated(name, guess, inside[cut:], outside[cut:], confidence, delta)
+    tests = {name: _threshold_test(name, inside[:cut], outside[:cut]) for name in inside[0]}
+    return _chosen_bound(tests, inside[cut:], outside[cut:], confidence, delta)
 
 
 def audit_runs(run_once: Callable[[FederatedData, Path], None], inside: FederatedData,
