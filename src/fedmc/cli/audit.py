@@ -105,8 +105,10 @@ def register(app: typer.Typer) -> None:
         algorithm, params, defaulted = spec.algorithm, spec.params, spec.defaulted
         settings = AuditSettings(algorithm, params, rounds,
                                  None if active == "all" else int(active), views,
+                                 # the noise of the amplified calibration, the smaller:
+                                 # the harder test of the attacks (docs/privacy.md)
                                  UserDP(clip=dp_clip, epsilon=dp_epsilon, delta=dp_delta,
-                                        reproducible=True), seed)
+                                        against="outsiders", reproducible=True), seed)
         resolved = settings.config().model_dump(mode="json")
         data_settings = DataSettings(dataset=typed["dataset"], ratings=typed["ratings"],
                                      data_dir=typed["data_dir"], partition="user", seed=seed)
