@@ -329,6 +329,44 @@ def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(
                   split)  # fine
 
 
+def test_a_private_secure_sum_hands_the_server_the_noised_sum_alone(
+        tmp_path, data_settings, loopback_federation, ratings_file, monkeypatch):
+    """Under user-level DP every secure sum's range comes from public settings (the clip,
+    the noise, the members), and every value the server process gets back from it is the
+    noised sum of the uploads: no overflow flag, no exponent histogram, no repeat; the
+    members' replies carry only the names of the parts."""
+    from fedmc.flower import secagg
+
+    seen: list[tuple[list[np.ndarray], list]] = []
+    exponents: list[dict] = []
+    real_mean, real_public = secagg.secure_mean, secagg.public_exponents
+
+    def spy_mean(grid, instructions, timeout, **kwargs):
+        mean, results = real_mean(grid, instructions, timeout, **kwargs)
+        seen.append((mean, results))
+        return mean, results
+
+    def spy_public(*args):
+        exponents.append(real_public(*args))
+        return exponents[-1]
+
+    monkeypatch.setattr(secagg, "secure_mean", spy_mean)
+    monkeypatch.setattr(secagg, "public_exponents", spy_public)
+    settings = data_settings(ratings_file(tmp_path, users=12), clients=1).model_copy(
+        update={"partition": "user", "normalize": "public", "rating_scale": (1.0, 5.0)})
+    run = RunSpec(data=PUBLIC, schedule=Schedule(rounds=2, active=None, seed=0,
+                                                 dp=UserDP(epsilon=4.0, clip=0.5)))
+    loopback_federation(tmp_path, settings,
+                        FederatedRun(spec=run.model_copy(update={"params": PARAMS}),
+                                     secagg=True, out=Path("out")))
+    assert len(seen) == len(exponents) == 3  # the set-up and two rounds, none repeated
+    for (mean, results), public in zip(seen, exponents, strict=True):
+        names = json.loads(str(results[0][1].metrics["names"]))
+        assert names == sorted(public) and len(mean) == len(names)  # the uploads alone
+        assert all(set(res.metrics) == {"names"} for _, res in results)
+        assert len(set(public.values())) == 1  # one range, from the settings
+
+
 def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(
         tmp_path, data_settings, loopback_federation, ratings_file,
         assert_publishes_only_what_is_private):

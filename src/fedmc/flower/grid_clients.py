@@ -252,7 +252,7 @@ class GridClients:
             msg = carried_out(msg, msg.compute[:0])
         if self.secure is not None and (len(msg.upload) or evaluate is not None):
             done = self.secure.exchange(self, number, msg, shapes, evaluate,
-                                        aggregator.std(msg))
+                                        aggregator.std(msg), aggregator.clip(msg))
             summed, included, nbytes = done.summed, done.included, done.nbytes
             dp_share = done.dp_share
             if evaluate is not None:

@@ -18,6 +18,14 @@ are clipped without a word. Here nothing is clipped silently:
   :data:`HEADROOM`, so its values may grow fourfold before a repeat (each repeat costs the
   four stages again).
 
+Under user-level DP (distributed noise: every member adds a share) the range is public instead:
+``2^e`` above ``k C + TAIL_SIGMAS * sigma / sqrt(m)`` for the phase's clip ``C``, the largest
+multiplicity ``k`` of the exchange, the noise ``sigma`` on the sum and the ``m`` members, all
+settings or facts the server has; a member sends its scaled values alone, no flag and no
+histogram, so the secure sum releases nothing but the noised sum (a share beyond
+:data:`TAIL_SIGMAS` standard deviations, probability below 1e-32 an entry, is clipped to the
+range), and an exchange is never repeated for an overflow.
+
 The server scales each sum back with the exponents it sent, never with what a client reports,
 and never unmasks a sum that would hold the uploads of fewer than two clients
 (:class:`RobustSecAggPlusWorkflow` halts before the unmask stage): such a sum would be one
@@ -42,7 +50,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -86,6 +94,7 @@ ATTEMPTS = 3
 EVALUATION = "evaluation:"  # names of the evaluation sums a client step carries
 HEADROOM = 2  # bits between the largest magnitude seen and the range of the next exchange
 MIN_UPLOADERS = 2  # a secure sum of fewer uploads would be one client's upload
+TAIL_SIGMAS = 12.0  # a DP range's room for a member's noise share, in its standard deviations
 
 
 class RobustSecAggPlusWorkflow(SecAggPlusWorkflow):
@@ -182,10 +191,11 @@ def secure_mean(grid: Any, instructions: dict[int, FitIns], timeout: float | Non
     return strategy.mean, [(node.node_id, res) for node, res in strategy.results]
 
 
-def encode(values: Mapping[str, np.ndarray | float],
-           exponents: Mapping[str, int]) -> tuple[list[np.ndarray], list[str]]:
+def encode(values: Mapping[str, np.ndarray | float], exponents: Mapping[str, int],
+           public: bool = False) -> tuple[list[np.ndarray], list[str]]:
     """A client's secure vector: each named array scaled by ``2^-e``, then one overflow flag
-    and one exponent histogram per name (module docstring); and the names in order."""
+    and one exponent histogram per name (module docstring); and the names in order. In a
+    ``public`` range (user-level DP) the scaled arrays alone, clipped to the range."""
     names = sorted(values)
     vector, flags = [], np.zeros(len(names))
     histogram = np.zeros((len(names), EXPONENTS))
@@ -195,10 +205,20 @@ def encode(values: Mapping[str, np.ndarray | float],
         if not math.isfinite(largest):
             raise ConfigError(f"upload {name!r} is not finite")
         e = exponents.get(name, 0)
-        vector.append(np.ldexp(x, -e))
+        vector.append(np.clip(np.ldexp(x, -e), -CLIP, CLIP) if public else np.ldexp(x, -e))
         flags[i] = float(largest >= 2.0**e)
         histogram[i, _bucket(largest)] = 1.0
-    return [*vector, flags, histogram], names
+    return (vector if public else [*vector, flags, histogram]), names
+
+
+def public_exponents(names: Iterable[str], msg: ProtocolMessage, clip: float, dp_std: float,
+                     members: int) -> dict[str, int]:
+    """The range of a secure sum under user-level DP, from public settings alone (module
+    docstring): ``2^e`` above the largest multiplicity times the clip plus
+    :data:`TAIL_SIGMAS` standard deviations of a member's noise share, for every name."""
+    most = int(np.unique(msg.upload, return_counts=True)[1].max()) if len(msg.upload) else 0
+    bound = most * clip + TAIL_SIGMAS * dp_std / math.sqrt(max(members, 1))
+    return dict.fromkeys(names, math.frexp(bound)[1])
 
 
 def _bucket(largest: float) -> int:
@@ -244,14 +264,22 @@ class SecureSum:
     def exchange(self, clients: GridClients, number: int, msg: ProtocolMessage,
                  shapes: Mapping[str, tuple[int, ...]],
                  model: Mapping[str, np.ndarray] | None = None,
-                 dp_std: float = 0.0) -> SecureExchange:
+                 dp_std: float = 0.0, clip: float = math.inf) -> SecureExchange:
         """The client step of ``msg.compute`` (clients that do not upload add zeros) and, with
         ``model``, every client's evaluation of it, in one secure sum. ``dp_std``: the
         user-level DP noise of the uploads' sum, added by the members in shares of variance
-        ``dp_std^2 / members`` (distributed DP); a member lost leaves its share out
+        ``dp_std^2 / members`` (distributed DP) in a range from public settings (``clip``,
+        the bound of an upload: :func:`public_exponents`) where the sum carries uploads alone
+        (a private run takes no evaluation); a member lost leaves its share out
         (:attr:`SecureExchange.dp_share`)."""
         members = msg.compute if model is None else clients.everyone
-        dp = {"dp_std": dp_std, "dp_members": len(members)} if dp_std > 0 else {}
+        dp: dict[str, Any] = {}
+        if dp_std > 0:
+            dp = {"dp_std": dp_std, "dp_members": len(members)}
+            if model is None and math.isfinite(clip):  # evaluations: a run not private
+                dp["public_range"] = True
+                self.exponents["step"].update(public_exponents(shapes, msg, clip, dp_std,
+                                                               len(members)))
         sums, included, nbytes = self._run(clients, number, msg, members, "step", model, dp)
         computing = set(msg.compute.tolist())
         computed = [c for c in included if c in computing]
@@ -302,15 +330,17 @@ class SecureSum:
                 return {}, [], 0
             clients.warm.update((node, msg.phase) for node, _ in results)
             names = _agreed_names(results)
-            if names is None or len(mean) != len(names) + 2:
+            public = bool(dp and dp.get("public_range"))  # no flags, no histogram, no repeat
+            if names is None or len(mean) != len(names) + (0 if public else 2):
                 clients.note(number, msg.round, "refused", members, "the members disagree on "
                              "the parts of the secure vector: nobody is included")
                 return {}, [], 0
             total = [a * len(results) for a in mean]
-            flags, histogram = total[len(names)], total[len(names) + 1]
-            exponents.update(_exponents(histogram, names))
-            self._cap(exponents, msg)
-            if np.rint(flags).max(initial=0) == 0:
+            if not public:
+                flags, histogram = total[len(names)], total[len(names) + 1]
+                exponents.update(_exponents(histogram, names))
+                self._cap(exponents, msg)
+            if public or np.rint(flags).max(initial=0) == 0:
                 sums = {name: np.ldexp(total[i], sent.get(name, 0))
                         for i, name in enumerate(names)}
                 included = sorted(client_of[node] for node, _ in results)
@@ -380,7 +410,7 @@ def contribute(msg: Message, envelope: Envelope, party: Party) -> Message:
                 values[name] = values[name] + share
     else:
         values = dict(party.evaluate(envelope))
-    vector, order = encode(values, exponents)
+    vector, order = encode(values, exponents, bool(envelope.extra.get("public_range")))
     fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(vector), 1,
                     {"names": json.dumps(order)})
     return Message(fitres_to_recorddict(fitres, keep_input=True), reply_to=msg)
