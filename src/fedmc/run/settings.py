@@ -114,10 +114,6 @@ def resolve(options: RunOptions,
                                                     count)
     if options.dp_epsilon is not None:
         notes += few_users_note(spec(algorithm), options, o["partition"], count)
-        if options.dp_against == "outsiders":
-            notes += (f"--dp-epsilon {options.dp_epsilon:g} is promised against outsiders only "
-                      "(--dp-against outsiders): the server, which samples the cohorts, gets a "
-                      "larger epsilon (the summary's privacy.epsilon.server)",)
     if options.algorithm is None and options.implicit and not notes:
         others = " or ".join(n for n in interactions_algorithms() if n != algorithm)
         notes = (f"fitting {algorithm} (--algorithm {algorithm}): the default algorithm for "
@@ -148,6 +144,8 @@ def resolve(options: RunOptions,
                         dp=user_dp(o), early_stopping=stopping,
                         eval_k=ranking_k if data.validation_fraction > 0 and data.implicit
                         else None)
+    if options.dp_epsilon is not None and options.dp_against == "outsiders":
+        notes += (outsiders_note(options.dp_epsilon, schedule),)
     run = RunSpec(algorithm=algorithm, params=implicit_params(spec(algorithm), params, data),
                   data=data, schedule=schedule, ranking_k=ranking_k,
                   save_user_factors=o["save_user_factors"], backend=backend(options),
@@ -273,6 +271,20 @@ def few_users_note(entry: AlgorithmSpec, options: RunOptions, partition: str,
         return ()
     return (f"{entry.name}'s DP settings for fewer than {few.users:,} users at --dp-epsilon "
             f"{epsilon:g} (the data have {users():,}): {', '.join(taken)}",)
+
+
+def outsiders_note(epsilon: float, schedule: Schedule) -> str:
+    """The line that says a budget is promised against outsiders only (``--dp-against
+    outsiders``), and what the server gets: more, unless every client takes part in every
+    round (then the two accountings are the same)."""
+    every = (schedule.participation == 1.0 if schedule.sampling == "bernoulli"
+             else schedule.active is None)
+    head = f"--dp-epsilon {epsilon:g} is promised against outsiders only (--dp-against outsiders)"
+    if every:
+        return (f"{head}: every client takes part in every round, so the server, which samples "
+                "the cohorts, gets the same epsilon")
+    return (f"{head}: the server, which samples the cohorts, gets a larger epsilon (the "
+            "summary's privacy.epsilon.server)")
 
 
 def user_dp(options: dict[str, Any]) -> UserDP | None:
