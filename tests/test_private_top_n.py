@@ -127,3 +127,18 @@ def test_a_private_model_ranking_by_rating_alone_says_its_lists_are_weak(
             assert code == 0, err
             assert ("lists are weak" in err) == warned, (command, err)
         assert ("lists_note" in json.loads((out / "evaluation.json").read_text())) == warned
+
+
+def test_a_model_with_user_factors_keeps_its_rank_boost(blended, ratings_csv):
+    """Saving the user factors (simulation studies) keeps the published boost too."""
+    from fedmc.model import FactorModel
+
+    model = load_model(blended)
+    data = federated_data(DataSettings(ratings=ratings_csv, partition="user"))[0]
+    U = np.zeros((data.n_users, model.V.shape[1]))
+    info = type("Info", (), {"normalizer": model.normalizer, "value_range": model.value_range})
+    kept = FactorModel.of(model.algorithm, model.config, {"V": model.V,
+                                                          "rank_boost": model.rank_boost},
+                          info, model.item_ids, model.dataset, users=(U, data))
+    np.testing.assert_array_equal(kept.rank_boost, model.rank_boost)
+    assert kept.U is not None

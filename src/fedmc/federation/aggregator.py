@@ -89,8 +89,10 @@ class Aggregator:
         if dp is not None and plan is not None:
             self.noise = dp.multiplier(plan)
             self.spent = Spent(plan, self.noise, dp.delta)
-            if not placement.uploads_seen:
-                self.spent_server = Spent(plan.known_cohorts(), self.noise, dp.delta)
+            known = plan.known_cohorts()
+            if not placement.uploads_seen:  # every client in every round: the same account
+                self.spent_server = (self.spent if known == plan else
+                                     Spent(known, self.noise, dp.delta))
 
     # --- the client side: what one client does to its own upload -------------------------
 

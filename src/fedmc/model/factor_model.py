@@ -163,7 +163,7 @@ class FactorModel:
             extra[RANK_BOOST] = np.array(published[RANK_BOOST], dtype=np.float64)
         if users is not None:
             U, user_data = users
-            extra = {
+            extra |= {
                 "U": np.array(U, dtype=np.float64),
                 "user_ids": np.array(user_data.user_ids),
                 "rated_ptr": np.array(user_data.train.indptr, dtype=np.int64),
@@ -257,8 +257,13 @@ class FactorModel:
         of it."""
         if self.rank_boost is None:
             return U, self.V
-        return (np.hstack([U, np.ones((len(U), 1))]),
-                np.hstack([self.V, self.rank_boost[:, None]]))
+        return np.hstack([U, np.ones((len(U), 1))]), self._boosted_V
+
+    @cached_property
+    def _boosted_V(self) -> np.ndarray:
+        """``V`` with the rank boost as one more column (:meth:`ranking_factors`), built once
+        for every block of users a list ranks."""
+        return np.hstack([self.V, np.asarray(self.rank_boost)[:, None]])
 
     # ------------------------------------------------------------------ use
 

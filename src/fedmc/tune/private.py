@@ -368,9 +368,12 @@ def run_private_search(search: PrivateSearch, rng: np.random.Generator | None = 
                       None, {})
     if search.fold_in:
         best = choose_fold_in(search, best, data, rng)
-    spent, server = (search_epsilon(accounted, noise, search.score_scale, search.mean_trials,
-                                    search.shape, dp.delta, search.accounted_choice)
-                     for accounted in (plan, plan.known_cohorts()))
+    def spend(accounted: Plan) -> float:
+        return search_epsilon(accounted, noise, search.score_scale, search.mean_trials,
+                              search.shape, dp.delta, search.accounted_choice)
+
+    spent, known = spend(plan), plan.known_cohorts()
+    server = spent if known == plan else spend(known)  # every client every round: the same
     best.guarantee = guarantee(search, plan, noise, {"outsiders": spent, "server": server}, dp)
     # the published model's epsilon is the search's (its training's alone: history.csv)
     summary = {**best.result.summary, "privacy": best.guarantee}
