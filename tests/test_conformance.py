@@ -275,12 +275,15 @@ DP_CASES = [
 ]
 
 
+@pytest.mark.parametrize("mechanism", [None, "skellam"])
 @pytest.mark.parametrize("case", DP_CASES, ids=_case_id)
-def test_drivers_agree_with_user_level_dp(case, data):
-    """Clipping and the noise on the sums (drawn from the server's stream) leave the drivers
-    in step: the same history, epsilon included."""
+def test_drivers_agree_with_user_level_dp(case, mechanism, data):
+    """Clipping and the noise on the sums (drawn from the server's stream; under the Skellam
+    mechanism each client's integers and every member's share from its stream) leave the
+    drivers in step: the same history, epsilon included."""
     algorithm, params = case.algorithm, case.params
-    dp = UserDP(clip=0.5, noise=0.7, delta=1e-5, setup_clip=0.8, unit="client", reproducible=True)
+    dp = UserDP(clip=0.5, noise=0.7, delta=1e-5, setup_clip=0.8, unit="client", reproducible=True,
+                mechanism=mechanism)
     sims = assert_drivers_agree(
         algorithm, algorithm.Config(**params), data,
         rounds=Rounds(make_sampler(data.n_clients, sampling="bernoulli", participation=0.5), 4,

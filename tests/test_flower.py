@@ -286,34 +286,48 @@ def test_packed_contents_are_one_record_and_unpack_exactly():
 
 
 def test_a_clients_dp_share_is_its_own_and_the_same_when_an_exchange_is_repeated(tmp_path):
-    """Distributed DP: a share of variance std^2 / members on every upload entry, from a stream
-    of the client's secret and the exchange's number (a repeated secure sum adds the same
-    share, also after a restart: no second draw is released; another client or exchange draws
-    anew)."""
+    """Distributed DP: a member's integers (here of a zero upload: its Skellam share of the
+    noise, modulo the field) come from a stream of the client's secret and the exchange (a
+    repeated exchange adds the same share, also after a restart: no second draw is released;
+    another client or round draws anew); a secret the server sends is used only where the
+    client's own settings say the run is reproducible."""
     from fedmc.core.protocol import FederationInfo
     from fedmc.federation.aggregator import Aggregator
     from fedmc.flower.client_app import Party
+    from fedmc.privacy.accounting import UserDP
+    from fedmc.privacy.skellam import MODULUS, member_stream
 
     cfg = spec("fedmc-admm").Config(rank=5)
     algorithm = spec("fedmc-admm").algorithm_for(cfg)
     info = FederationInfo(n_clients=9, n_items=400, normalizer=None, value_range=(1.0, 5.0))
 
-    def party(c):
+    def party(c, reproducible=False):
+        dp = UserDP(clip=0.5, noise=0.9, reproducible=reproducible)
         return Party(c, algorithm, cfg, info, None, StateStore(tmp_path / str(c), "run"),
-                     Aggregator(algorithm, cfg, info))
+                     Aggregator(algorithm, cfg, info, dp=dp))
 
     me, other = party(0), party(1)
 
-    def share(party, exchange):
-        envelope = Envelope(exchange, Message(exchange, "round", np.arange(9), np.arange(9), {}),
-                            extra={"dp_std": 0.9, "dp_members": 9})
-        return np.concatenate([v.ravel() for v in party.dp_share(envelope).values()])
+    def share(party, round_, secret=None):
+        extra = {"dp_noise": 0.9, "dp_members": 9,
+                 **({} if secret is None else {"dp_secret": secret})}
+        envelope = Envelope(round_, Message(round_, "round", np.arange(9), np.arange(9), {}),
+                            extra=extra)
+        zeros = {name: np.zeros(shape) for name, shape in party.shapes.items()}
+        sent = party.secure_integers(envelope, zeros)
+        return np.concatenate([np.where(v >= MODULUS // 2, v - MODULUS, v).ravel()
+                               for v in sent.values()])
 
     first = share(me, 4)
     np.testing.assert_array_equal(share(me, 4), first)
     np.testing.assert_array_equal(share(party(0), 4), first)  # the node restarted
     assert not np.allclose(share(me, 5), first) and not np.allclose(share(other, 4), first)
-    assert first.size > 2000 and abs(first.std() / (0.9 / 3) - 1.0) < 0.05
+    code = me.aggregator.integer_form("round", 0.9)
+    assert first.size > 2000 and abs(first.std() / np.sqrt(code.variance / 9) - 1.0) < 0.05
+    np.testing.assert_array_equal(share(me, 4, secret=7), first)  # private: its own secret
+    seeded = code.shares(me.shapes, 9, member_stream(7, 0, 4, "round"))  # the run's secret
+    np.testing.assert_array_equal(share(party(0, True), 4, secret=7),
+                                  np.concatenate([v.ravel() for v in seeded.values()]))
 
 
 def test_a_node_stays_quiet_for_most_of_the_usual_gap_and_then_polls():

@@ -331,27 +331,23 @@ def test_settings_the_server_refuses_are_refused_before_any_client_is_contacted(
 
 def test_a_private_secure_sum_hands_the_server_the_noised_sum_alone(
         tmp_path, data_settings, loopback_federation, ratings_file, monkeypatch):
-    """Under user-level DP every secure sum's range comes from public settings (the clip,
-    the noise, the members), and every value the server process gets back from it is the
-    noised sum of the uploads: no overflow flag, no exponent histogram, no repeat; the
-    members' replies carry only the names of the parts."""
+    """Under user-level DP every secure sum is the Skellam mechanism's integer sum: every
+    value the server process gets back from SecAgg+ is an integer sum of the members' field
+    elements (their uploads' integers plus their noise shares, modulo 2^30), one part per
+    upload name: no overflow flag, no exponent histogram, no repeat; the members' replies
+    carry only the names of the parts."""
     from fedmc.flower import secagg
+    from fedmc.privacy.skellam import MODULUS
 
     seen: list[tuple[list[np.ndarray], list]] = []
-    exponents: list[dict] = []
-    real_mean, real_public = secagg.secure_mean, secagg.public_exponents
+    real_mean = secagg.secure_mean
 
     def spy_mean(grid, instructions, timeout, **kwargs):
         mean, results = real_mean(grid, instructions, timeout, **kwargs)
         seen.append((mean, results))
         return mean, results
 
-    def spy_public(*args):
-        exponents.append(real_public(*args))
-        return exponents[-1]
-
     monkeypatch.setattr(secagg, "secure_mean", spy_mean)
-    monkeypatch.setattr(secagg, "public_exponents", spy_public)
     settings = data_settings(ratings_file(tmp_path, users=12), clients=1).model_copy(
         update={"partition": "user", "normalize": "public", "rating_scale": (1.0, 5.0)})
     run = RunSpec(data=PUBLIC, schedule=Schedule(rounds=2, active=None, seed=0,
@@ -359,12 +355,49 @@ def test_a_private_secure_sum_hands_the_server_the_noised_sum_alone(
     loopback_federation(tmp_path, settings,
                         FederatedRun(spec=run.model_copy(update={"params": PARAMS}),
                                      secagg=True, out=Path("out")))
-    assert len(seen) == len(exponents) == 3  # the set-up and two rounds, none repeated
-    for (mean, results), public in zip(seen, exponents, strict=True):
+    assert len(seen) == 3  # the set-up and two rounds, none repeated
+    for mean, results in seen:
         names = json.loads(str(results[0][1].metrics["names"]))
-        assert names == sorted(public) and len(mean) == len(names)  # the uploads alone
+        assert names == ["delta"] and len(mean) == len(names)  # the upload alone
         assert all(set(res.metrics) == {"names"} for _, res in results)
-        assert len(set(public.values())) == 1  # one range, from the settings
+        total = secagg.decode_integers(mean[0] * len(results), len(results))
+        assert np.all(total >= 0) and np.all(total < len(results) * MODULUS)
+        assert np.abs(mean[0] * len(results) - (total / secagg.HALF_FIELD - len(results))
+                      ).max() < 1e-6  # integers, read back exactly
+
+
+def test_a_reproducible_secure_federation_releases_the_simulations_integers(
+        tmp_path, data_settings, loopback_federation, ratings_file, simulation, monkeypatch):
+    """The Skellam mechanism under SecAgg+ (every member rounds its clipped upload and adds its
+    noise share from its stream, the secure sum adds them modulo the field) releases, exchange
+    by exchange and to the last integer, what the simulation of the same mechanism releases
+    with the same seed (a reproducible run: the members' streams from the run's secret); the
+    published models agree."""
+    from fedmc.privacy import skellam
+
+    released: list[np.ndarray] = []
+    real_decode = skellam.SkellamSum.decode
+
+    def spy_decode(self, total):
+        released.append(np.mod(total, skellam.MODULUS))
+        return real_decode(self, total)
+
+    monkeypatch.setattr(skellam.SkellamSum, "decode", spy_decode)
+    settings = data_settings(ratings_file(tmp_path, users=12), clients=1).model_copy(
+        update={"partition": "user", "normalize": "public", "rating_scale": (1.0, 5.0)})
+    dp = UserDP(noise=1.5, clip=0.5, mechanism="skellam", reproducible=True)
+    run = RunSpec(data=PUBLIC, schedule=Schedule(rounds=3, active=None, sampling="bernoulli",
+                                                 participation=0.5, seed=4, dp=dp))
+    loopback_federation(tmp_path, settings,
+                        FederatedRun(spec=run.model_copy(update={"params": PARAMS}),
+                                     secagg=True, out=Path("out")))
+    federation, released = released, []
+    simulated = simulation(settings, run, PARAMS)
+    assert len(federation) == len(released) == 4  # the set-up and three rounds
+    for fed, sim in zip(federation, released, strict=True):
+        assert np.array_equal(fed, sim)
+    with np.load(tmp_path / "out" / "model.npz") as npz:
+        np.testing.assert_allclose(npz["V"], simulated.server.V, rtol=0, atol=1e-10)
 
 
 def test_a_private_secure_federation_publishes_only_what_its_guarantee_covers(

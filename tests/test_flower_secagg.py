@@ -138,27 +138,3 @@ def test_values_beyond_the_range_raise_a_flag_and_show_their_exponent():
     exponents = _exponents(histogram, names)
     assert exponents == {"big": 5, "small": 1}  # 5 < 2^3; 0.25 < 2^-1; plus HEADROOM (2)
     assert histogram[2, 0] == 1 and LOWEST_EXPONENT < 0
-
-
-def test_a_public_range_sends_the_scaled_values_alone_clipped_to_it():
-    """Under user-level DP (a range from public settings) a member's vector is its scaled
-    values, clipped to [-1, 1]: no flag, no histogram, nothing about its own magnitudes."""
-    vector, names = encode({"big": np.array([3.0, -5.0]), "small": 0.25}, {"big": 2,
-                                                                            "small": 2},
-                           public=True)
-    assert names == ["big", "small"] and len(vector) == 2
-    np.testing.assert_array_equal(vector[0], [0.75, -1.0])  # -5 / 4 is beyond: clipped
-    np.testing.assert_array_equal(vector[1], [0.0625])
-
-
-def test_a_public_range_holds_the_uploads_and_the_noise_shares_tails():
-    """``2^e`` lies above the largest multiplicity times the clip plus TAIL_SIGMAS standard
-    deviations of a member's share, and no further than twice that."""
-    from fedmc.core.protocol import Message
-    from fedmc.flower.secagg import TAIL_SIGMAS, public_exponents
-
-    msg = Message(1, "round", np.arange(5), np.array([0, 1, 1, 2, 3, 4]), {})
-    got = public_exponents(["U", "count"], msg, 0.5, 2.0, 25)
-    bound = 2 * 0.5 + TAIL_SIGMAS * 2.0 / 5
-    assert set(got) == {"U", "count"} and len(set(got.values())) == 1
-    assert 2.0 ** (got["U"] - 1) <= bound < 2.0 ** got["U"]

@@ -3,8 +3,6 @@ over budget (fedmc.privacy.accounting, fedmc.privacy.gaussian)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import dp_accounting
 import numpy as np
 import pytest
@@ -18,11 +16,9 @@ from fedmc.audit.boundary import record_boundary
 from fedmc.core.uploads import RowPatch, Stacked, sum_uploads
 from fedmc.errors import ConfigError
 from fedmc.federation.loop import Rounds
-from fedmc.federation.population import Placement
 from fedmc.federation.sampling import make_sampler
 from fedmc.privacy.accounting import ORDERS, Plan, UserDP, calibrate, epsilon
-from fedmc.privacy.gaussian import add_noise, clip_uploads, noise_share, squared_norms
-from fedmc.sim.clients import BatchedClients
+from fedmc.privacy.gaussian import add_noise, clip_uploads, squared_norms
 
 
 @pytest.mark.parametrize(("q", "noise", "rounds", "setup", "scale"),
@@ -156,40 +152,13 @@ def test_gaussian_sum_has_the_stated_scale():
     assert stats.kstest(draws / 0.3, "norm").pvalue > 1e-3
 
 
-def test_the_shares_of_a_cohort_add_up_to_the_full_noise():
-    rng = np.random.default_rng(1)
-    shares = [noise_share({"a": (50, 20), "b": (1000,)}, 0.3, 7, rng) for _ in range(7)]
-    draws = np.concatenate([sum(s[k] for s in shares).ravel() for k in ("a", "b")])
-    assert stats.kstest(draws / 0.3, "norm").pvalue > 1e-3
-    assert abs(shares[0]["b"].std() - 0.3 / np.sqrt(7)) < 0.02
-
-
-class SharingClients(BatchedClients):
-    """Distributed DP as a real federation with secure aggregation does it: the clients add
-    shares of the noise themselves, here three quarters of its variance; the server must add
-    only the rest."""
-
-    placement = Placement(user_dp="clients")
-
-    def exchange(self, msg, aggregator, evaluate=None):
-        done = super().exchange(msg, aggregator, evaluate)
-        dp_std = aggregator.std(msg)
-        if dp_std == 0.0:
-            return done
-        shares = noise_share(dict(aggregator.shapes), dp_std * np.sqrt(0.75), 1,
-                             np.random.default_rng())
-        return dataclasses.replace(done, dp_share=0.75, summed=done.summed.with_arrays(
-            {k: v + shares[k] for k, v in done.summed.arrays.items()}))
-
-
 RATED = {"consensus": "rated", "inner": 3}
 
 
 @pytest.mark.parametrize(("name", "setup_clip", "params", "driver"), [
     ("fedmc-admm", None, RATED, "batched"),
     ("fedmc-admm", 0.7, {**RATED, "weights": "sqrt-items", "dual_init": "zeros"}, "batched"),
-    ("fedmavg", None, {}, "batched"), ("rfrec", None, {}, "batched"),
-    ("fedmc-admm", None, RATED, SharingClients)])
+    ("fedmavg", None, {}, "batched"), ("rfrec", None, {}, "batched")])
 def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale(name, setup_clip,
                                                                           params, driver,
                                                                           tiny_federated):
@@ -197,8 +166,8 @@ def test_the_server_gets_the_clipped_sum_plus_noise_of_the_stated_scale(name, se
     standard deviation noise * clip in every entry; in the set-up exchange the clip is the
     set-up clip and the noise is also times the set-up scale (a run with clipping that binds):
     for FedMC-ADMM's sparse rows (with client weights, the set-up upload is the weighted
-    counts, of norm 1 > 0.7), FedMAvg's dense W_i and RFRec's shared columns plus rows alike;
-    and when the clients added shares of the noise (distributed DP), still the same noise."""
+    counts, of norm 1 > 0.7), FedMAvg's dense W_i and RFRec's shared columns plus rows alike.
+    (The secure sum's Skellam noise: ``tests/test_skellam.py``.)"""
     data = tiny_federated(m=40, n=30, p=40, density=0.3, seed=1)[0]
     entry = spec(name)
     cfg = entry.Config(rank=4, **params)

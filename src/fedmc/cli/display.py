@@ -170,6 +170,9 @@ def privacy_statement(privacy: dict[str, Any]) -> str:
     if against is not None:
         text += ("; the budget was promised against the server" if against == "server" else
                  "; the budget was promised against outsiders only (--dp-against outsiders)")
+    if privacy.get("mechanism") == "skellam":
+        text += ("; Skellam noise inside the secure sum (integers; no credit for sampling: "
+                 "the same epsilon for every party)")
     if not privacy["private"]:
         text = "NOT private (--dp-reproducible: the noise comes from the seed); " + text
     return text

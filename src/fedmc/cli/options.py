@@ -244,6 +244,11 @@ OPTIONS: dict[str, Declared] = {
         "cohorts, so no amplification by sampling is counted) or outsiders (who see the "
         "published model: less noise, and the server gets a larger epsilon, which the "
         "summary prints)."),
+    "dp_mechanism": Declared(
+        str | None, None, PROTO, (),
+        "User-level DP: the noise: gaussian (on the sum) or skellam (integers each member adds "
+        "inside the secure sum, exactly as a --secagg federation does; a simulation draws the "
+        "same). Default: skellam with --secagg, gaussian otherwise."),
     "dp_reproducible": Declared(
         bool, _default("dp_reproducible"), PROTO, ("--dp-reproducible",),
         "User-level DP, research only: draw the noise and the sampling from --seed (the"

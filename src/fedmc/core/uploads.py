@@ -26,7 +26,7 @@ forms, whichever is cheapest for the algorithm:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numba
@@ -297,6 +297,45 @@ class Stacked:
         """``sum_k weights[k] * upload_k`` as one ``shape`` array."""
         total = np.zeros(self.shape)
         self._add(total, weights)
+        return total
+
+    def each_client(self, block: int = 256) -> Iterator[np.ndarray]:
+        """Every client's upload whole, ``block`` clients at a time (``(b, *shape)`` arrays),
+        formed as the client itself forms it (its scaled dense part, then its scaled rows
+        added): for a mechanism that treats every client's upload entry by entry (the
+        integer secure sum, :mod:`fedmc.privacy.skellam`)."""
+        s, rows = self.n_clients, self.rows
+        scale = np.ones(s) if self.scale is None else self.scale
+        values = (None if rows is None or not len(rows.index) else
+                  rows.values.reshape(len(rows.index), -1))
+        for lo in range(0, s, block):
+            hi = min(lo + block, s)
+            out = np.zeros((hi - lo, *self.shape))
+            if self.dense is not None:
+                out += scale[lo:hi].reshape(-1, *[1] * len(self.shape)) * self.dense[lo:hi]
+            if rows is not None and values is not None:
+                q0, q1 = rows.ptr[lo], rows.ptr[hi]
+                owner = np.repeat(np.arange(hi - lo), np.diff(rows.ptr[lo:hi + 1]))
+                flat = out.reshape(hi - lo, self.shape[0], -1)
+                flat[owner, rows.index[q0:q1]] += scale[lo:hi][owner, None] * values[q0:q1]
+            yield out
+
+    def rounded_sum(self, gamma: float) -> np.ndarray:
+        """``sum_k rint(gamma * upload_k)``: every client's whole upload (:meth:`each_client`)
+        scaled and rounded to integers, then added up (as floats). Rows alone (no dense part)
+        are rounded where they are stored, the rest of a client's upload being zero: the
+        work of the rows, not of the clients times the shape."""
+        total = np.zeros(self.shape)
+        rows = self.rows
+        if self.dense is None and rows is not None and len(rows.index):
+            scale = np.ones(self.n_clients) if self.scale is None else self.scale
+            owner = np.repeat(np.arange(self.n_clients), np.diff(rows.ptr))
+            values = rows.values.reshape(len(rows.index), -1)
+            np.add.at(total.reshape(self.shape[0], -1), rows.index,
+                      np.rint(gamma * (scale[owner, None] * values)))
+        elif self.dense is not None:
+            for block in self.each_client():
+                total += np.rint(gamma * block).sum(axis=0)
         return total
 
     def add_weighted(self, total: np.ndarray, weights: np.ndarray) -> None:

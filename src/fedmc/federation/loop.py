@@ -277,7 +277,7 @@ def run_rounds(
     setup = algorithm.setup(cfg, state, info)
     plan = None if dp is None else privacy_plan(setup, rounds, info)
     aggregator = Aggregator(algorithm, cfg, info, dp=dp, plan=plan,
-                            placement=clients.placement)
+                            placement=clients.placement, rng=rng)
     server = _Server(algorithm, cfg, state, clients, aggregator, rng)
     if resume is None and setup is not None:
         server.exchange(setup)

@@ -154,15 +154,20 @@ class Party:
         return dict(self.algorithm.evaluate(self.cfg, self.shard, self.store.committed,
                                             envelope.model))
 
-    def dp_share(self, envelope: Envelope) -> dict[str, np.ndarray]:
-        """This client's share of the user-level DP noise of a secure exchange (distributed DP,
-        :meth:`fedmc.federation.aggregator.Aggregator.dp_share`): drawn from a stream seeded
-        by the client's secret (:attr:`StateStore.noise_secret`) and the exchange's number, so
-        a repeated secure sum (an overflow, a resumed run) adds the same share again instead
-        of releasing a second draw."""
-        std, members = envelope.extra["dp_std"], envelope.extra["dp_members"]
-        rng = np.random.default_rng([self.store.noise_secret, envelope.exchange])
-        return self.aggregator.dp_share(std, members, rng)
+    def secure_integers(self, envelope: Envelope, values: Mapping[str, np.ndarray],
+                        ) -> dict[str, np.ndarray]:
+        """What this client adds to a secure sum under user-level DP: ``values`` in integer
+        units plus its share of the Skellam noise
+        (:meth:`fedmc.federation.aggregator.Aggregator.member_integers`), drawn from a stream
+        seeded by the client's secret (:attr:`StateStore.noise_secret`) and the exchange, so
+        a repeated exchange (a resumed run) adds the same share again instead of releasing a
+        second draw. In a reproducible run (this client's own settings say so) the secret is
+        the run's, sent by the server, as a simulation of the run draws it."""
+        extra, dp = envelope.extra, self.aggregator.dp
+        reproducible = dp is not None and dp.reproducible and "dp_secret" in extra
+        secret = int(extra["dp_secret"]) if reproducible else self.store.noise_secret
+        return self.aggregator.member_integers(values, self.client, envelope.message, extra,
+                                               secret)
 
 
 NODE_KEYS = ("client", "manifest", "ratings", "test", "columns", "state", "validation")

@@ -134,6 +134,14 @@ class EveryoneLost(ConfigError):
     stays, so it can be resumed)."""
 
 
+def placement_of(secure: bool) -> Placement:
+    """Who draws which noise in a real federation: the clients their own local noise; under
+    secure aggregation (``secure``) also their shares of the user-level DP noise (distributed
+    DP), otherwise the server adds it (central DP: the server process sees every upload
+    anyway)."""
+    return Placement("clients", "clients" if secure else "server", uploads_seen=not secure)
+
+
 @dataclass
 class GridClients:
     """Clients behind a Flower Grid (module docstring).
@@ -234,14 +242,15 @@ class GridClients:
         """The clients add their own local noise; under secure aggregation also their shares
         of the user-level DP noise (distributed DP), otherwise the server adds it (central
         DP: the server process sees every upload anyway)."""
-        plain = self.secure is None
-        return Placement("clients", "server" if plain else "clients", uploads_seen=plain)
+        return placement_of(self.secure is not None)
 
     def exchange(self, msg: Message, aggregator: Aggregator,
                  evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
         """Send ``msg`` to its clients (and ``evaluate``, the previous round's model, to every
         client with it); the sum of the uploads that came back."""
         sums, dp_share, evaluated = None, 0.0, []
+        if self.secure is not None and evaluate is not None and aggregator.secure_settings(msg):
+            sums, evaluate = self.evaluate(evaluate), None  # an integer sum carries none
         previous = self._round
         number = self._begin(msg.round, msg.phase, msg.compute)
         shapes = aggregator.shapes
@@ -252,7 +261,7 @@ class GridClients:
             msg = carried_out(msg, msg.compute[:0])
         if self.secure is not None and (len(msg.upload) or evaluate is not None):
             done = self.secure.exchange(self, number, msg, shapes, evaluate,
-                                        aggregator.std(msg), aggregator.clip(msg))
+                                        aggregator.secure_settings(msg))
             summed, included, nbytes = done.summed, done.included, done.nbytes
             dp_share = done.dp_share
             if evaluate is not None:
@@ -265,12 +274,12 @@ class GridClients:
                                     np.inf if aggregator.local else aggregator.clip(msg))
             included = sorted(set(replies) & set(msg.compute.tolist()))
             batches = [(replies[c][0], np.array([weight[c]])) for c in included if c in weight]
-            summed = aggregator.sum(batches)
+            summed = aggregator.sum(batches, msg)
             if not all(np.isfinite(a).all() for a in summed.arrays.values()):  # overflow
                 self.note(number, msg.round, "refused", included, "the uploads' sum is not "
                            "finite: none of them is taken")
                 included, batches = [], []
-                summed = aggregator.sum(batches)
+                summed = aggregator.sum(batches, msg)
             nbytes = sum(upload_nbytes(uploads) for uploads, _ in batches)
             if evaluate is not None:
                 sums, evaluated = self._added_sums(number, previous, replies), list(replies)

@@ -18,13 +18,18 @@ are clipped without a word. Here nothing is clipped silently:
   :data:`HEADROOM`, so its values may grow fourfold before a repeat (each repeat costs the
   four stages again).
 
-Under user-level DP (distributed noise: every member adds a share) the range is public instead:
-``2^e`` above ``k C + TAIL_SIGMAS * sigma / sqrt(m)`` for the phase's clip ``C``, the largest
-multiplicity ``k`` of the exchange, the noise ``sigma`` on the sum and the ``m`` members, all
-settings or facts the server has; a member sends its scaled values alone, no flag and no
-histogram, so the secure sum releases nothing but the noised sum (a share beyond
-:data:`TAIL_SIGMAS` standard deviations, probability below 1e-32 an entry, is clipped to the
-range), and an exchange is never repeated for an overflow.
+Under user-level DP the sum is the Skellam mechanism's integer sum (:mod:`fedmc.privacy.
+skellam`): every member sends its upload in integer units plus its integer share of the noise,
+modulo ``M = 2^30`` (:meth:`fedmc.federation.aggregator.Aggregator.member_integers`), as the
+values ``w / 2^29 - 1`` in ``[-1, 1)``, which the stock quantizer maps back to exactly ``w``
+(``(v + 1) 2^29`` is an integer: its stochastic rounding leaves it alone). The secure sum of the
+``w`` comes back exactly (the float mean the workflow returns times the members, read to the
+nearest integer: its error is below ``n 2^-22`` units); reduced modulo ``M`` it is the
+mechanism's noised sum. Nothing else is sent: no flag, no histogram, no repeat; the scale comes
+from public settings, and a sum beyond the field wraps (post-processing of the noised sum: no
+privacy lost; the scale makes it vanishingly rare). A private run takes no evaluation; a
+reproducible one evaluates in a secure sum of its own before the step
+(:meth:`fedmc.flower.grid_clients.GridClients.exchange`).
 
 The server scales each sum back with the exponents it sent, never with what a client reports,
 and never unmasks a sum that would hold the uploads of fewer than two clients
@@ -50,7 +55,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -80,6 +85,7 @@ from fedmc.flower.compat import (
 )
 from fedmc.flower.transport import PromptGrid
 from fedmc.flower.wire import Envelope
+from fedmc.privacy.skellam import MODULUS
 
 if TYPE_CHECKING:
     from fedmc.flower.client_app import Party
@@ -94,7 +100,7 @@ ATTEMPTS = 3
 EVALUATION = "evaluation:"  # names of the evaluation sums a client step carries
 HEADROOM = 2  # bits between the largest magnitude seen and the range of the next exchange
 MIN_UPLOADERS = 2  # a secure sum of fewer uploads would be one client's upload
-TAIL_SIGMAS = 12.0  # a DP range's room for a member's noise share, in its standard deviations
+HALF_FIELD = MODULUS // 2  # a member's integer w in [0, M) travels as w / HALF_FIELD - 1
 
 
 class RobustSecAggPlusWorkflow(SecAggPlusWorkflow):
@@ -192,10 +198,9 @@ def secure_mean(grid: Any, instructions: dict[int, FitIns], timeout: float | Non
 
 
 def encode(values: Mapping[str, np.ndarray | float], exponents: Mapping[str, int],
-           public: bool = False) -> tuple[list[np.ndarray], list[str]]:
+           ) -> tuple[list[np.ndarray], list[str]]:
     """A client's secure vector: each named array scaled by ``2^-e``, then one overflow flag
-    and one exponent histogram per name (module docstring); and the names in order. In a
-    ``public`` range (user-level DP) the scaled arrays alone, clipped to the range."""
+    and one exponent histogram per name (module docstring); and the names in order."""
     names = sorted(values)
     vector, flags = [], np.zeros(len(names))
     histogram = np.zeros((len(names), EXPONENTS))
@@ -205,20 +210,24 @@ def encode(values: Mapping[str, np.ndarray | float], exponents: Mapping[str, int
         if not math.isfinite(largest):
             raise ConfigError(f"upload {name!r} is not finite")
         e = exponents.get(name, 0)
-        vector.append(np.clip(np.ldexp(x, -e), -CLIP, CLIP) if public else np.ldexp(x, -e))
+        vector.append(np.ldexp(x, -e))
         flags[i] = float(largest >= 2.0**e)
         histogram[i, _bucket(largest)] = 1.0
-    return (vector if public else [*vector, flags, histogram]), names
+    return [*vector, flags, histogram], names
 
 
-def public_exponents(names: Iterable[str], msg: ProtocolMessage, clip: float, dp_std: float,
-                     members: int) -> dict[str, int]:
-    """The range of a secure sum under user-level DP, from public settings alone (module
-    docstring): ``2^e`` above the largest multiplicity times the clip plus
-    :data:`TAIL_SIGMAS` standard deviations of a member's noise share, for every name."""
-    most = int(np.unique(msg.upload, return_counts=True)[1].max()) if len(msg.upload) else 0
-    bound = most * clip + TAIL_SIGMAS * dp_std / math.sqrt(max(members, 1))
-    return dict.fromkeys(names, math.frexp(bound)[1])
+def encode_integers(values: Mapping[str, np.ndarray]) -> tuple[list[np.ndarray], list[str]]:
+    """A member's secure vector under user-level DP: its integers ``w`` in ``[0, M)`` (its
+    upload and noise share modulo the field) as ``w / 2^29 - 1``, which the quantizer maps
+    back to ``w`` exactly (module docstring); and the names in order."""
+    names = sorted(values)
+    return [np.ravel(values[name]) / HALF_FIELD - 1.0 for name in names], names
+
+
+def decode_integers(total: np.ndarray, members: int) -> np.ndarray:
+    """The sum of the members' integers from the workflow's total (its mean times the
+    ``members``): each member's ``w`` arrived as ``w / 2^29 - 1`` (:func:`encode_integers`)."""
+    return np.rint((total + members) * HALF_FIELD)
 
 
 def _bucket(largest: float) -> int:
@@ -264,22 +273,17 @@ class SecureSum:
     def exchange(self, clients: GridClients, number: int, msg: ProtocolMessage,
                  shapes: Mapping[str, tuple[int, ...]],
                  model: Mapping[str, np.ndarray] | None = None,
-                 dp_std: float = 0.0, clip: float = math.inf) -> SecureExchange:
+                 dp: Mapping[str, Any] | None = None) -> SecureExchange:
         """The client step of ``msg.compute`` (clients that do not upload add zeros) and, with
-        ``model``, every client's evaluation of it, in one secure sum. ``dp_std``: the
-        user-level DP noise of the uploads' sum, added by the members in shares of variance
-        ``dp_std^2 / members`` (distributed DP) in a range from public settings (``clip``,
-        the bound of an upload: :func:`public_exponents`) where the sum carries uploads alone
-        (a private run takes no evaluation); a member lost leaves its share out
-        (:attr:`SecureExchange.dp_share`)."""
+        ``model``, every client's evaluation of it, in one secure sum. ``dp``: the
+        user-level DP settings the members are told
+        (:meth:`fedmc.federation.aggregator.Aggregator.secure_settings`; then no ``model``):
+        the sum is the Skellam mechanism's integer sum, each member adding its share of the
+        noise; a member lost leaves its share out (:attr:`SecureExchange.dp_share`)."""
+        if dp and model is not None:
+            raise ValueError("an integer secure sum carries no evaluation")
         members = msg.compute if model is None else clients.everyone
-        dp: dict[str, Any] = {}
-        if dp_std > 0:
-            dp = {"dp_std": dp_std, "dp_members": len(members)}
-            if model is None and math.isfinite(clip):  # evaluations: a run not private
-                dp["public_range"] = True
-                self.exponents["step"].update(public_exponents(shapes, msg, clip, dp_std,
-                                                               len(members)))
+        dp = dict(dp or {})
         sums, included, nbytes = self._run(clients, number, msg, members, "step", model, dp)
         computing = set(msg.compute.tolist())
         computed = [c for c in included if c in computing]
@@ -306,7 +310,7 @@ class SecureSum:
 
     def _run(self, clients: GridClients, number: int, msg: ProtocolMessage,
              members: np.ndarray, kind: str, model: Mapping[str, np.ndarray] | None,
-             dp: Mapping[str, float] | None = None,
+             dp: Mapping[str, Any] | None = None,
              ) -> tuple[dict[str, np.ndarray], list[int], int]:
         exponents = self.exponents[kind]
         for _ in range(ATTEMPTS):
@@ -330,19 +334,22 @@ class SecureSum:
                 return {}, [], 0
             clients.warm.update((node, msg.phase) for node, _ in results)
             names = _agreed_names(results)
-            public = bool(dp and dp.get("public_range"))  # no flags, no histogram, no repeat
-            if names is None or len(mean) != len(names) + (0 if public else 2):
+            integer = bool(dp)  # no flags, no histogram, no repeat
+            if names is None or len(mean) != len(names) + (0 if integer else 2):
                 clients.note(number, msg.round, "refused", members, "the members disagree on "
                              "the parts of the secure vector: nobody is included")
                 return {}, [], 0
             total = [a * len(results) for a in mean]
-            if not public:
+            if integer:
+                sums = {name: decode_integers(total[i], len(results))
+                        for i, name in enumerate(names)}
+            else:
                 flags, histogram = total[len(names)], total[len(names) + 1]
                 exponents.update(_exponents(histogram, names))
                 self._cap(exponents, msg)
-            if public or np.rint(flags).max(initial=0) == 0:
                 sums = {name: np.ldexp(total[i], sent.get(name, 0))
                         for i, name in enumerate(names)}
+            if integer or np.rint(flags).max(initial=0) == 0:
                 included = sorted(client_of[node] for node, _ in results)
                 size = sum(a.size for a in mean)
                 return sums, included, 8 * size * len(results)
@@ -405,12 +412,17 @@ def contribute(msg: Message, envelope: Envelope, party: Party) -> Message:
         values.update({name: weight * uploads[name].weighted_sum(np.ones(1))
                        if weight and name in uploads else np.zeros(shape)
                        for name, shape in party.shapes.items()})
-        if envelope.extra.get("dp_std"):  # distributed DP: this member's share of the noise
-            for name, share in party.dp_share(envelope).items():
-                values[name] = values[name] + share
+        if envelope.extra.get("dp_noise"):  # user-level DP: integers and a noise share
+            arrays = {name: np.asarray(values[name]) for name in party.shapes}
+            vector, order = encode_integers(party.secure_integers(envelope, arrays))
+            return _answer(msg, vector, order)
     else:
         values = dict(party.evaluate(envelope))
-    vector, order = encode(values, exponents, bool(envelope.extra.get("public_range")))
+    return _answer(msg, *encode(values, exponents))
+
+
+def _answer(msg: Message, vector: list[np.ndarray], order: list[str]) -> Message:
+    """The masked-vector stage's reply carrying ``vector`` (its parts named by ``order``)."""
     fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(vector), 1,
                     {"names": json.dumps(order)})
     return Message(fitres_to_recorddict(fitres, keep_input=True), reply_to=msg)

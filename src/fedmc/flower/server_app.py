@@ -31,6 +31,7 @@ import fedmc
 from fedmc.algorithms.registry import spec
 from fedmc.core.factors import RANK_BOOST
 from fedmc.errors import ConfigError
+from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.bounds import GROWTH, NormReference, ReplyBounds
 from fedmc.federation.history import History
 from fedmc.federation.loop import (
@@ -43,7 +44,14 @@ from fedmc.federation.loop import (
 )
 from fedmc.federation.validation import EarlyStop
 from fedmc.flower.checkpoints import CheckpointWriter, read_checkpoint
-from fedmc.flower.grid_clients import COLD_TIMEOUT, GridClients, Record, Refusal, UploadNorms
+from fedmc.flower.grid_clients import (
+    COLD_TIMEOUT,
+    GridClients,
+    Record,
+    Refusal,
+    UploadNorms,
+    placement_of,
+)
 from fedmc.flower.manifest import Manifest
 from fedmc.flower.out_folder import CHECKPOINT, claim, recorded, refused, resolved
 from fedmc.flower.progress_log import ProgressLog
@@ -165,9 +173,10 @@ def preflight(run: FederatedRun, manifest: Manifest) -> None:
                               f"{MIN_UPLOADERS} clients: {manifest.n_clients} clients, "
                               f"{per_round} per round would reveal single uploads")
     draws = algorithm.draws(cfg, info, np.random.default_rng(settings.seed))
-    if rounds.dp is not None:  # the plan's budget, as the loop computes it
+    if rounds.dp is not None:  # the plan's budget and mechanism, as the loop's aggregator has
         setup = algorithm.setup(cfg, algorithm.init_server(cfg, info, draws.server), info)
-        rounds.dp.multiplier(privacy_plan(setup, rounds, info))
+        Aggregator(algorithm, cfg, info, dp=rounds.dp, plan=privacy_plan(setup, rounds, info),
+                   placement=placement_of(run.secagg))
 
 
 def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.ndarray],

@@ -23,12 +23,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fedmc._lazy import lazy_import
 from fedmc.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 dp_accounting = lazy_import("dp_accounting")  # 1.5 s to import: only runs with DP pay it
 
@@ -55,15 +58,27 @@ class Plan:
         return replace(self, q=1.0)
 
 
+RdpOf = Callable[[str, float], "np.ndarray"]
+"""The Renyi DP at :data:`ORDERS` of one exchange of a phase (``"setup"`` or a round's) at a
+noise multiplier, without amplification: a mechanism other than the Gaussian
+(:class:`fedmc.privacy.skellam.SkellamSum`)."""
+
+
 class Spent:
     """``epsilon`` at ``delta`` after the set-up and ``k`` rounds of ``plan`` at noise
     multiplier ``noise``, for any ``k``: the RDP of the set-up and of one round are computed
     once (the expensive part, tens of ms each) and composed additively, as the RDP accountant
-    composes them."""
+    composes them. The Gaussian mechanism (Poisson-subsampled at the plan's rate), or the
+    mechanism ``rdp`` describes, whose rounds get no credit for the sampling."""
 
-    def __init__(self, plan: Plan, noise: float, delta: float) -> None:
+    def __init__(self, plan: Plan, noise: float, delta: float,
+                 rdp: RdpOf | None = None) -> None:
         self.plan, self.noise, self.delta = plan, noise, delta
-        if noise > 0:
+        if noise > 0 and rdp is not None:
+            self.setup = (rdp("setup", plan.setup_scale * noise) if plan.setup else
+                          0.0 * rdp("round", noise))
+            self.round = rdp("round", noise)
+        elif noise > 0:
             self.setup = self._rdp(dp_accounting.GaussianDpEvent(plan.setup_scale * noise),
                                    plan.setup)
             self.round = self._rdp(dp_accounting.PoissonSampledDpEvent(
@@ -89,21 +104,24 @@ class Spent:
         return float(eps)
 
 
-def epsilon(plan: Plan, noise: float, delta: float, rounds: int | None = None) -> float:
+def epsilon(plan: Plan, noise: float, delta: float, rounds: int | None = None,
+            rdp: RdpOf | None = None) -> float:
     """``epsilon`` at ``delta`` after the set-up and ``rounds`` rounds of ``plan``
     (:class:`Spent`)."""
-    return Spent(plan, noise, delta)(rounds)
+    return Spent(plan, noise, delta, rdp)(rounds)
 
 
-def calibrate(plan: Plan, target_epsilon: float, delta: float) -> float:
+def calibrate(plan: Plan, target_epsilon: float, delta: float,
+              rdp: RdpOf | None = None) -> float:
     """The smallest noise multiplier (to a relative tolerance of 1e-3) at which ``plan``
-    spends at most ``target_epsilon`` at ``delta``."""
+    spends at most ``target_epsilon`` at ``delta`` (the Gaussian mechanism, or ``rdp``'s)."""
     if target_epsilon <= 0 or not 0 < delta < 1:
         raise ConfigError(f"need `dp.epsilon` > 0 and 0 < `dp.delta` < 1, "
                           f"got {target_epsilon}, {delta}")
     if plan.rounds == 0 and not plan.setup:
         return 0.0
-    return smallest_noise(lambda noise: epsilon(plan, noise, delta), target_epsilon, delta)
+    return smallest_noise(lambda noise: epsilon(plan, noise, delta, rdp=rdp), target_epsilon,
+                          delta)
 
 
 def smallest_noise(spend: Callable[[float], float], target_epsilon: float,
@@ -143,7 +161,11 @@ class UserDP(BaseModel):
     ``"server"`` (the default: it samples the cohorts, so the budget is accounted without the
     sampling's amplification, :meth:`Plan.known_cohorts`) or ``"outsiders"`` only (who see
     the published model; amplified: less noise for the same epsilon, and the server gets
-    more). ``reproducible`` draws the noise and the client sampling from the run's seed
+    more). ``mechanism`` is the noise: ``"gaussian"`` on the sum, or ``"skellam"``, integer
+    shares the members add inside the secure sum (:mod:`fedmc.privacy.skellam`; a simulation
+    draws the same integers); unset, the secure sum's (Skellam) under secure aggregation and
+    the Gaussian otherwise. ``reproducible`` draws the noise and the client sampling from the
+    run's seed
     (research only: anyone who knows the seed can remove the noise, so such a run is not
     private and says so); by default they come from the operating system's entropy,
     a secret of the run (``docs/privacy.md``, "What a run publishes").
@@ -170,6 +192,9 @@ class UserDP(BaseModel):
         "cohorts) or outsiders only (amplified by the secret sampling)")
     reproducible: bool = Field(False, description="noise and sampling from the seed (not "
                                "private: research only)")
+    mechanism: Literal["gaussian", "skellam"] | None = Field(
+        None, description="the noise: Gaussian on the sum, or Skellam integers inside the "
+        "secure sum (default: skellam under secure aggregation, gaussian otherwise)")
 
     @model_validator(mode="after")
     def _budget_or_noise(self) -> UserDP:
@@ -191,9 +216,10 @@ class UserDP(BaseModel):
         (:meth:`Plan.known_cohorts`) or outsiders' (``plan``)."""
         return plan.known_cohorts() if self.against == "server" else plan
 
-    def multiplier(self, plan: Plan) -> float:
+    def multiplier(self, plan: Plan, rdp: RdpOf | None = None) -> float:
         """The noise multiplier of the run: ``noise``, or the one calibrated to ``epsilon``
-        against :attr:`against` (:meth:`accounted`).
+        against :attr:`against` (:meth:`accounted`), for the Gaussian mechanism or the one
+        ``rdp`` describes (which gets no credit for sampling: the same for both parties).
 
         Raises
         ------
@@ -203,9 +229,9 @@ class UserDP(BaseModel):
         accounted = self.accounted(plan)
         if self.noise is None:
             # one of epsilon and noise is set (validated when made)
-            return calibrate(accounted, cast(float, self.epsilon), self.delta)
+            return calibrate(accounted, cast(float, self.epsilon), self.delta, rdp)
         if self.epsilon is not None:
-            spent = epsilon(accounted, self.noise, self.delta)
+            spent = epsilon(accounted, self.noise, self.delta, rdp=rdp)
             if spent > self.epsilon:
                 lower = ("the rounds or the sampling rate" if self.against == "outsiders" else
                          "the rounds (the server knows the cohorts: sampling does not help "

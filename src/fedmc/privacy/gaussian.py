@@ -3,18 +3,14 @@
 Each uploading client scales its whole upload (all named arrays together) to L2 norm at most
 ``clip`` (:func:`clip_uploads`), so adding or removing one user changes the cohort sum by at
 most ``clip``. Gaussian noise of standard deviation ``noise * clip`` is added to every entry of
-every summed array (:func:`add_noise`): by the server (central DP) or as one share of
-variance ``(noise * clip)^2 / n`` per client of a cohort of ``n`` (distributed DP,
-:func:`noise_share`, with secure aggregation hiding the shares: ``fedmc federate --secagg``);
-the sum carries the same noise either way, so the simulation draws it once, on the sum, from
-the server's stream. Their one caller is :mod:`fedmc.federation.aggregator`, which decides who
+every summed array (:func:`add_noise`) by the server (central DP); under secure aggregation
+the members add integer Skellam shares instead (:mod:`fedmc.privacy.skellam`). Their one
+caller is :mod:`fedmc.federation.aggregator`, which decides who
 clips and draws what in each mode. The budget is accounted in :mod:`fedmc.privacy.accounting`;
 ``docs/privacy.md`` has the argument.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -61,11 +57,3 @@ def add_noise(summed: Summed, std: float, rng: np.random.Generator) -> Summed:
     return summed.with_arrays({name: total + rng.normal(0.0, std, size=total.shape)
                                for name, total in summed.arrays.items()})
 
-
-def noise_share(shapes: Mapping[str, tuple[int, ...]], std: float, members: int,
-                rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """One client's share of the noise of standard deviation ``std`` on a sum of ``members``
-    clients (distributed DP): Gaussian of variance ``std^2 / members`` on every entry of every
-    array, so the shares of all members add up to the full noise."""
-    share = std / np.sqrt(members)
-    return {name: rng.normal(0.0, share, size=shape) for name, shape in shapes.items()}

@@ -80,6 +80,7 @@ class RunOptions(BaseModel):
     dp_setup_clip: float | None = None
     dp_unit: Literal["user", "client"] = default_of(UserDP, "unit")
     dp_against: Literal["server", "outsiders"] = default_of(UserDP, "against")
+    dp_mechanism: Literal["gaussian", "skellam"] | None = default_of(UserDP, "mechanism")
     dp_reproducible: bool = default_of(UserDP, "reproducible")
     # choosing on the validation cut
     early_stopping: bool = False  # a switch: the EarlyStopping its other options make, or none

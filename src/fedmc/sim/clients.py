@@ -74,7 +74,7 @@ class SimulatedClients:
                 nbytes += upload_nbytes(uploads)
                 yield uploads, weights
 
-        return Exchange(aggregator.sum(counted(self.run(msg, aggregator))), nbytes, msg,
+        return Exchange(aggregator.sum(counted(self.run(msg, aggregator)), msg), nbytes, msg,
                         sums=sums)
 
     def evaluate(self, model: Mapping[str, np.ndarray]) -> dict[str, float]:
