@@ -27,24 +27,29 @@ CASES = [(RATED, {"rank": 2, "consensus": "rated"}, BatchedClients, None),
          # sums averaged over rounds (memory), each user's own draw of its items (max_items)
          (FEDALS, {"rank": 2}, BatchedClients, None),
          (FEDALS, {"rank": 2, "sums": "fresh", "memory": 0.5, "max_items": 3}, BatchedClients,
-          UserDP(clip=0.5, noise=0.8))]
+          UserDP(clip=0.5, noise=0.8)),
+         # cyclic participation: the order of the clients (a secret of the run) is resumed
+         (RATED, {"rank": 2, "consensus": "rated"}, BatchedClients,
+          UserDP(clip=0.5, noise=0.8, mechanism="skellam"))]
 
 
 def run(algorithm, cfg, data, population, dp, rounds, callbacks=None, resume=None):
     """A run from seed 0, or, resumed, from another seed: what it holds must come from the
-    checkpoint."""
+    checkpoint. Under the Skellam mechanism, with cyclic participation."""
     init_rng, rng = streams(0 if resume is None else 99, secret=dp is not None)
     info = data.federation_info()
     draws = algorithm.draws(cfg, info, init_rng)
     clients = population(algorithm, cfg, data, draws, info)
-    sampler = make_sampler(data.n_clients, sampling="bernoulli", participation=0.5)
+    cyclic = dp is not None and dp.mechanism == "skellam"
+    sampler = make_sampler(data.n_clients, sampling="cyclic" if cyclic else "bernoulli",
+                           participation=0.25 if cyclic else 0.5)
     return run_rounds(algorithm, cfg, info, clients, Rounds(sampler, rounds, 2, dp),
                       server_draws=draws.server, rng=rng, callbacks=callbacks, resume=resume)
 
 
 @pytest.mark.parametrize(("algorithm", "params", "population", "dp"), CASES,
                          ids=["rated", "fedmavg-per-client", "rated-private", "fedals",
-                              "fedals-fresh-private"])
+                              "fedals-fresh-private", "rated-private-cyclic-skellam"])
 def test_a_resumed_run_ends_as_the_uninterrupted_one(algorithm, params, population, dp,
                                                      tiny_federated, checkpoint_keeper):
     data = tiny_federated(m=15, n=8, p=15, density=0.45, seed=4)[0]

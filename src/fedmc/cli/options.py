@@ -147,10 +147,13 @@ OPTIONS: dict[str, Declared] = {
         "clients), all with --partition user."),
     "sampling": Declared(
         str | None, None, PROTO, (),
-        "uniform (fixed size) | bernoulli (default uniform)."),
+        "uniform (fixed size) | bernoulli | replacement | cyclic (every client once in every "
+        "1/--participation rounds, in a secret order: under DP the server's epsilon counts "
+        "only the rounds a user takes part in) (default uniform)."),
     "participation": Declared(
         float | None, None, PROTO, (),
-        "p_i for Bernoulli sampling (default active/clients)."),
+        "p_i for Bernoulli sampling, 1 / the cycle's rounds for cyclic participation "
+        "(default active/clients)."),
     "dropout": Declared(
         float, _default("dropout"), PROTO, (),
         "Share of drawn clients that drop out of a round."),

@@ -30,7 +30,7 @@ from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.callbacks import RoundCallback, RoundEnd, callbacks_of
 from fedmc.federation.history import History
 from fedmc.federation.population import ClientPopulation
-from fedmc.federation.sampling import Sampler, poisson_rate
+from fedmc.federation.sampling import Sampler, cycle_of, poisson_rate, started
 from fedmc.federation.settings import Schedule
 from fedmc.federation.validation import EarlyStop
 from fedmc.privacy.accounting import Plan, UserDP
@@ -155,6 +155,7 @@ class Checkpoint:
     seconds: float
     waiting: tuple[int, dict[str, float]] | None
     population: Any
+    sampler: Sampler | None = None  # the run's (started: a cyclic one's secret order)
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,8 @@ def privacy_plan(setup: Message | None, rounds: Rounds, info: FederationInfo) ->
             "guarantee is per client, not per user; use one user per client "
             "(`partition='user'`) or ask for it with `dp_unit='client'`")
     return Plan(rounds.count, poisson_rate(rounds.sampler),
-                setup is not None and len(setup.upload) > 0, dp.setup_scale)
+                setup is not None and len(setup.upload) > 0, dp.setup_scale,
+                cycle_of(rounds.sampler))
 
 
 def run_rounds(
@@ -278,6 +280,8 @@ def run_rounds(
     plan = None if dp is None else privacy_plan(setup, rounds, info)
     aggregator = Aggregator(algorithm, cfg, info, dp=dp, plan=plan,
                             placement=clients.placement, rng=rng)
+    sampler = (started(sampler, rng) if resume is None or resume.sampler is None else
+               resume.sampler)
     server = _Server(algorithm, cfg, state, clients, aggregator, rng)
     if resume is None and setup is not None:
         server.exchange(setup)
@@ -333,7 +337,7 @@ def run_rounds(
         if stopping:
             break
         clock.start()
-        sampled = sampler.sample(server.rng)
+        sampled = sampler.sample(server.rng, k)
         server.exchange(algorithm.message(cfg, server.state, k, sampled, server.rng), waiting)
         clock.stop()
         evaluated = k % eval_every == 0 or k == rounds.count
@@ -346,7 +350,7 @@ def run_rounds(
                 k, server.state, server.rng.bit_generator.state, list(history.rows),
                 server.bytes_up, server.bytes_down, clock.seconds,
                 None if waiting is None else (waiting.round, waiting.row),
-                clients.snapshot())
+                clients.snapshot(), sampler)
 
         for watcher in watchers:
             watcher.after_exchange(k, checkpoint)

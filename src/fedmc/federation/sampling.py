@@ -1,4 +1,10 @@
-"""Client selection per round: which clients take part in round ``k``."""
+"""Client selection per round: which clients take part in round ``k``.
+
+A sampler draws round ``k``'s clients from the server's stream (:meth:`Sampler.sample`). One
+with a memory across rounds (cyclic participation: every client once in every cycle of rounds)
+is :func:`started` once a run, which draws its secret (the order of the clients) from the same
+stream; the started sampler is part of a checkpoint, so a resumed run keeps it.
+"""
 
 from __future__ import annotations
 
@@ -21,8 +27,8 @@ class Sampler(Protocol):
         """Number of clients."""
         ...
 
-    def sample(self, rng: np.random.Generator) -> np.ndarray:
-        """Sorted ``int64`` ids of the clients taking part."""
+    def sample(self, rng: np.random.Generator, round_: int = 1) -> np.ndarray:
+        """Sorted ``int64`` ids of the clients taking part in round ``round_``."""
         ...
 
 
@@ -42,7 +48,7 @@ class UniformSampler:
                 f"active clients per round must lie in [1, {self.n_clients}], got {self.active}"
             )
 
-    def sample(self, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, rng: np.random.Generator, round_: int = 1) -> np.ndarray:
         """Sorted client ids of one round."""
         if self.active == self.n_clients:
             return np.arange(self.n_clients, dtype=np.int64)
@@ -73,7 +79,7 @@ class BernoulliSampler:
         """Number of clients."""
         return len(self.probabilities)
 
-    def sample(self, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, rng: np.random.Generator, round_: int = 1) -> np.ndarray:
         """Sorted client ids of one round."""
         return np.flatnonzero(rng.random(self.n_clients) < self.probabilities).astype(np.int64)
 
@@ -86,7 +92,7 @@ class DropoutSampler:
     server aggregates over the clients that remain.
     """
 
-    base: UniformSampler | BernoulliSampler | WithReplacementSampler
+    base: UniformSampler | BernoulliSampler | WithReplacementSampler | CyclicSampler
     rate: float
 
     def __post_init__(self) -> None:
@@ -98,9 +104,9 @@ class DropoutSampler:
         """Number of clients."""
         return self.base.n_clients
 
-    def sample(self, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, rng: np.random.Generator, round_: int = 1) -> np.ndarray:
         """Sorted ids of the drawn clients that did not drop out."""
-        drawn = self.base.sample(rng)
+        drawn = self.base.sample(rng, round_)
         return drawn[rng.random(len(drawn)) >= self.rate]
 
 
@@ -117,9 +123,57 @@ class WithReplacementSampler:
         if self.n_clients < 1 or self.m < 1:
             raise ConfigError(f"need n_clients >= 1 and m >= 1, got {self.n_clients}, {self.m}")
 
-    def sample(self, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, rng: np.random.Generator, round_: int = 1) -> np.ndarray:
         """Sorted client ids of one round, repeats included."""
         return np.sort(rng.integers(0, self.n_clients, size=self.m)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class CyclicSampler:
+    """Cyclic participation: a secret random order of the clients is cut into ``cycle``
+    bands of (nearly) equal size, and round ``k`` takes band ``(k - 1) mod cycle``: every
+    client takes part in exactly one of every ``cycle`` consecutive rounds, so in ``K``
+    rounds at most ``ceil(K / cycle)`` times, whoever samples. The bound on participation is
+    what user-level DP against the server, which knows the cohorts, composes
+    (:class:`fedmc.privacy.accounting.Plan` ``cycle``): no secret of the sampling is needed
+    for it. The order is drawn once a run (:func:`started`); before that the sampler has none.
+    """
+
+    n_clients: int
+    cycle: int
+    order: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.cycle <= self.n_clients:
+            raise ConfigError(f"a cycle of participation must lie in [1, {self.n_clients}] "
+                              f"rounds (the clients), got {self.cycle}")
+
+    def started(self, rng: np.random.Generator) -> CyclicSampler:
+        """The sampler of one run: its secret order of the clients drawn from ``rng``."""
+        return CyclicSampler(self.n_clients, self.cycle, rng.permutation(self.n_clients))
+
+    def sample(self, rng: np.random.Generator, round_: int = 1) -> np.ndarray:
+        """Sorted ids of round ``round_``'s band (no draw: the order is the run's)."""
+        if self.order is None:
+            raise ValueError("a cyclic sampler draws its order once a run: sampling.started")
+        return np.sort(self.order[(round_ - 1) % self.cycle::self.cycle]).astype(np.int64)
+
+
+def started(sampler: Sampler, rng: np.random.Generator) -> Sampler:
+    """``sampler`` as one run uses it: a cyclic sampler (also under dropout) with its order
+    drawn from ``rng``; any other as it is (nothing drawn)."""
+    if isinstance(sampler, CyclicSampler):
+        return sampler.started(rng)
+    if isinstance(sampler, DropoutSampler) and isinstance(sampler.base, CyclicSampler):
+        return DropoutSampler(sampler.base.started(rng), sampler.rate)
+    return sampler
+
+
+def cycle_of(sampler: Sampler) -> int:
+    """The rounds of ``sampler``'s cycle of participation (:class:`CyclicSampler`; 1 for any
+    other: a client may take part in every round)."""
+    base = sampler.base if isinstance(sampler, DropoutSampler) else sampler
+    return base.cycle if isinstance(base, CyclicSampler) else 1
 
 
 def make_sampler(
@@ -142,13 +196,19 @@ def make_sampler(
         sampling.
     sampling
         ``uniform`` (``active`` distinct clients), ``bernoulli`` (each client independently
-        with probability ``participation``) or ``replacement`` (``active`` draws).
+        with probability ``participation``), ``replacement`` (``active`` draws) or
+        ``cyclic`` (every client once in every ``round(1 / participation)`` rounds, or
+        ``ceil(p / active)``: :class:`CyclicSampler`).
     dropout
         Share of the drawn clients that drop out of a round (:class:`DropoutSampler`).
     """
     count = n_clients if active is None else active
-    sampler: UniformSampler | BernoulliSampler | WithReplacementSampler
-    if sampling == "bernoulli":
+    sampler: UniformSampler | BernoulliSampler | WithReplacementSampler | CyclicSampler
+    if sampling == "cyclic":
+        cycle = (max(1, round(1 / participation)) if participation is not None else
+                 -(-n_clients // count))
+        sampler = CyclicSampler(n_clients, min(cycle, n_clients))
+    elif sampling == "bernoulli":
         prob = participation or min(count, n_clients) / n_clients
         sampler = BernoulliSampler(np.full(n_clients, prob))
     elif sampling == "replacement":
@@ -158,7 +218,8 @@ def make_sampler(
             raise ConfigError(f"`active={count}` exceeds the {n_clients} clients")
         sampler = UniformSampler(n_clients, count)
     else:
-        raise ConfigError(f"unknown sampling {sampling!r}: use uniform|bernoulli|replacement")
+        raise ConfigError(f"unknown sampling {sampling!r}: use "
+                          "uniform|bernoulli|replacement|cyclic")
     return DropoutSampler(sampler, dropout) if dropout > 0 else sampler
 
 
@@ -167,14 +228,17 @@ def poisson_rate(sampler: Sampler) -> float:
     sampling, which the accountant amplifies); 1 when every client takes part in every round.
 
     Dropout after Poisson sampling leaves each client's inclusion independent at a lower rate,
-    so ``q`` (the rate before dropout) bounds it.
+    so ``q`` (the rate before dropout) bounds it. Cyclic participation is accounted without
+    amplification (rate 1), over the rounds a client can take part in (:func:`cycle_of`).
     """
     base = sampler.base if isinstance(sampler, DropoutSampler) else sampler
-    if isinstance(base, UniformSampler) and base.active == base.n_clients:
+    if (isinstance(base, UniformSampler) and base.active == base.n_clients
+            or isinstance(base, CyclicSampler)):
         return 1.0
     if isinstance(base, BernoulliSampler):
         rates = np.unique(base.probabilities)
         if len(rates) == 1:
             return float(rates[0])
     raise ConfigError("user-level DP needs Poisson sampling (`sampling='bernoulli'`, one rate "
-                      "for every client) or every client in every round")
+                      "for every client), cyclic participation (`sampling='cyclic'`) or "
+                      "every client in every round")

@@ -18,7 +18,7 @@ from fedmc.privacy.accounting import UserDP
 if TYPE_CHECKING:  # the samplers are NumPy's: the command line reads the settings without it
     from fedmc.federation.sampling import Sampler
 
-SamplingKind = Literal["uniform", "bernoulli", "replacement"]
+SamplingKind = Literal["uniform", "bernoulli", "replacement", "cyclic"]
 """How the clients of a round are drawn (:func:`fedmc.federation.sampling.make_sampler`)."""
 
 
@@ -64,10 +64,11 @@ class Schedule(BaseModel):
 
     rounds: int = Field(100, ge=0, description="communication rounds K")
     active: int | None = Field(None, ge=1, description="clients per round (None: all)")
-    sampling: SamplingKind = Field("uniform", description="uniform|bernoulli|replacement")
+    sampling: SamplingKind = Field("uniform",
+                                   description="uniform|bernoulli|replacement|cyclic")
     participation: float | None = Field(
-        None, gt=0, le=1, description="p_i of every client for Bernoulli sampling "
-        "(default active/clients)")
+        None, gt=0, le=1, description="p_i of every client for Bernoulli sampling, "
+        "1 / the cycle's rounds for cyclic participation (default active/clients)")
     dropout: float = Field(0.0, ge=0, lt=1, description="share of drawn clients that drop out")
     eval_every: int = Field(1, ge=1, description="evaluate every this many rounds")
     seed: int = Field(0, ge=0, description="seed of the initial draws and the server's stream")

@@ -42,6 +42,7 @@ from fedmc.federation.loop import (
     run_rounds,
     streams,
 )
+from fedmc.federation.sampling import cycle_of
 from fedmc.federation.validation import EarlyStop
 from fedmc.flower.checkpoints import CheckpointWriter, read_checkpoint
 from fedmc.flower.grid_clients import (
@@ -166,7 +167,8 @@ def preflight(run: FederatedRun, manifest: Manifest) -> None:
     info = manifest.federation_info(algorithm.data_kind)
     rounds = Rounds.of(settings, manifest.n_clients)
     if run.secagg:
-        per_round = settings.active or manifest.n_clients
+        per_round = (manifest.n_clients // cycle_of(rounds.sampler)
+                     if settings.sampling == "cyclic" else settings.active or manifest.n_clients)
         if manifest.n_clients < MIN_UPLOADERS or (settings.sampling != "bernoulli"
                                                   and per_round < MIN_UPLOADERS):
             raise ConfigError(f"secure aggregation sums the uploads of at least "

@@ -44,12 +44,19 @@ ORDERS = (*range(2, 129), 160, 192, 256, 384, 512, 1024)
 class Plan:
     """The exchanges a run releases: an optional set-up exchange answered by every client,
     with a noise multiplier ``setup_scale`` times that of the rounds, then ``rounds`` rounds with
-    Poisson sampling rate ``q``."""
+    Poisson sampling rate ``q``, in which a user takes part at most once in every ``cycle``
+    consecutive rounds (cyclic participation, ``q = 1``: :class:`fedmc.federation.sampling.
+    CyclicSampler`; 1: in every round)."""
 
     rounds: int
     q: float
     setup: bool
     setup_scale: float = 1.0
+    cycle: int = 1
+
+    def participations(self, rounds: int) -> int:
+        """The most rounds of the first ``rounds`` a user takes part in."""
+        return -(-rounds // self.cycle)
 
     def known_cohorts(self) -> Plan:
         """The plan as the party that samples the cohorts (the server) accounts it: no
@@ -68,8 +75,9 @@ class Spent:
     """``epsilon`` at ``delta`` after the set-up and ``k`` rounds of ``plan`` at noise
     multiplier ``noise``, for any ``k``: the RDP of the set-up and of one round are computed
     once (the expensive part, tens of ms each) and composed additively, as the RDP accountant
-    composes them. The Gaussian mechanism (Poisson-subsampled at the plan's rate), or the
-    mechanism ``rdp`` describes, whose rounds get no credit for the sampling."""
+    composes them, over the rounds a user can take part in (:meth:`Plan.participations`).
+    The Gaussian mechanism (Poisson-subsampled at the plan's rate), or the mechanism ``rdp``
+    describes, whose rounds get no credit for the sampling."""
 
     def __init__(self, plan: Plan, noise: float, delta: float,
                  rdp: RdpOf | None = None) -> None:
@@ -94,7 +102,7 @@ class Spent:
     def __call__(self, rounds: int | None = None) -> float:
         """``epsilon`` after the set-up and ``rounds`` rounds (all planned when None); zero
         when nothing was released yet, infinite without noise."""
-        k = self.plan.rounds if rounds is None else rounds
+        k = self.plan.participations(self.plan.rounds if rounds is None else rounds)
         if k == 0 and not self.plan.setup:
             return 0.0
         if self.noise <= 0:
