@@ -59,7 +59,7 @@ def settings(args: argparse.Namespace) -> RunSpec:
     """The run the audit repeats: the algorithm's paper settings for one user per client and,
     with a budget, its DP defaults (what ``fedmc run --partition user --dp-epsilon E`` runs),
     with ``--rounds`` if given (``--clip`` where the algorithm has no DP default)."""
-    dp = {} if args.no_dp else {"dp_epsilon": args.epsilon}
+    dp = {} if args.no_dp else {"dp_epsilon": args.epsilon, "dp_mechanism": args.dp_mechanism}
     options = RunOptions(algorithm=args.algorithm, dataset=args.dataset, partition="user",
                          rounds=args.rounds, seed=args.seed, **dp)
     if not args.no_dp and apply_paper_settings(
@@ -78,6 +78,8 @@ def main() -> None:
     ap.add_argument("--clip", type=float, default=0.5, help="--dp-clip where no default")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--no-dp", action="store_true")
+    ap.add_argument("--dp-mechanism", choices=("gaussian", "skellam"), default=None,
+                    help="the noise (skellam: what a --secagg federation's members add)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--view", choices=("published", "server"), default="published",
                     help="what the audit reads: the published files, or what the server "
@@ -131,6 +133,8 @@ def main() -> None:
                                            lambda r: bar.update(task, completed=r))
             bound = epsilon_lower_bound(runs_in, runs_out, delta=delta)
     what = "no DP" if args.no_dp else f"DP epsilon {args.epsilon:g} (against the server)"
+    if args.dp_mechanism == "skellam" and not args.no_dp:
+        what += ", Skellam noise"
     what += ", the server's view" if args.view == "server" else ", the published files"
     if args.search is not None:
         what += (f", private searches of {args.search:g} trials on average" if args.search

@@ -214,8 +214,8 @@ def test_no_test_module_imports_another():
     assert offenders == []
 
 
-DP_MECHANISMS = {"clip_uploads", "add_noise", "noise_share", "perturb_sum", "privatize",
-                 "summed_noise", "perturb"}
+DP_MECHANISMS = {"clip_uploads", "add_noise", "perturb_sum", "privatize", "summed_noise",
+                 "perturb", "shares", "member_stream", "rounded_sum"}
 """The functions of :mod:`fedmc.privacy` that clip an upload for user-level DP or draw noise."""
 
 

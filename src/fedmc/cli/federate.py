@@ -88,7 +88,7 @@ _LOCAL_EXTRAS = (
         "locked while the run lasts.")], None),
     _option("secagg", Annotated[bool, typer.Option(
         "--secagg", help="Sum every upload and evaluation with SecAgg+ (with --dp-*, the "
-        "clients add the noise in shares: distributed DP).",
+        "clients add integer Skellam noise shares inside the secure sum: distributed DP).",
         rich_help_panel=FLOWER)], False),
     _option("timeout", Annotated[float | None, typer.Option(
         help=f"Seconds to wait for the replies of one exchange (default {REPLY_TIMEOUT:g}).",

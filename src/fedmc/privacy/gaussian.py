@@ -52,8 +52,7 @@ def clip_uploads(uploads: Uploads, clip: float) -> Uploads:
 
 def add_noise(summed: Summed, std: float, rng: np.random.Generator) -> Summed:
     """``summed`` with Gaussian noise of standard deviation ``std`` on every entry of every
-    array: the server's draw (central DP), or the sum of the cohort's shares, each of variance
-    ``std^2 / count`` (distributed DP), which has the same distribution."""
+    array (the server's draw: central DP)."""
     return summed.with_arrays({name: total + rng.normal(0.0, std, size=total.shape)
                                for name, total in summed.arrays.items()})
 
