@@ -123,9 +123,9 @@ class Aggregator:
             self.noise = dp.multiplier(plan, rdp)
             self.spent = Spent(plan, self.noise, dp.delta, rdp)
             known = plan.known_cohorts()
-            if not placement.uploads_seen:  # every client in every round, or no sampling
+            if not placement.uploads_seen:  # the same account where no sampling is credited
                 self.spent_server = (self.spent if known == plan or rdp is not None else
-                                     Spent(known, self.noise, dp.delta))  # credited
+                                     Spent(known, self.noise, dp.delta))
 
     # --- the client side: what one client does to its own upload -------------------------
 
