@@ -157,7 +157,7 @@ class ScheduledSampler:
         self.n_clients = n_clients
         self.schedule = [np.sort(np.asarray(s, dtype=np.int64)) for s in schedule]
 
-    def sample(self, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, rng: np.random.Generator, round_: int = 1) -> np.ndarray:
         """The next client set."""
         return self.schedule.pop(0)
 
