@@ -366,6 +366,8 @@ def test_a_private_secure_sum_hands_the_server_the_noised_sum_alone(
                       ).max() < 1e-6  # integers, read back exactly
 
 
+@pytest.mark.slow  # 16 s: the fast suite checks the same integers per member
+# (tests/test_skellam.py::test_the_simulated_release_is_the_members_integer_sum)
 def test_a_reproducible_secure_federation_releases_the_simulations_integers(
         tmp_path, data_settings, loopback_federation, ratings_file, simulation, monkeypatch):
     """The Skellam mechanism under SecAgg+ (every member rounds its clipped upload and adds its
