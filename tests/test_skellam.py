@@ -259,3 +259,27 @@ def test_the_rounded_sum_is_the_sum_of_each_clients_rounded_upload(dense):
                       RowPatch(ptr, index, rng.normal(size=(11, r))), rng.random(s))
     plain = sum(np.rint(gamma * stacked.weighted_sum(np.eye(s)[k])) for k in range(s))
     assert np.array_equal(stacked.rounded_sum(gamma), plain)
+
+
+def test_a_federations_lost_members_shares_are_made_up_by_the_server():
+    """In a federation the members add the noise; the server adds only the lost members'
+    part, ``Sk(mu (m - m') / m)``: none when every member's share arrived."""
+    from fedmc.core.uploads import secure_sum
+    from fedmc.federation.population import Exchange
+
+    dp = UserDP(clip=0.5, noise=1.2)
+    aggregator = Aggregator(_Algorithm(), None, _Info(), dp=dp, plan=Plan(2, 1.0, setup=False),
+                            placement=Placement("clients", "clients"))
+    members = np.arange(50, dtype=np.int64)
+    msg = Message(1, "round", members, members, {})
+    code = aggregator.integer_form("round", aggregator.multiplier(msg))
+    arrived = secure_sum({"a": np.full((30, 4), 7.0), "b": np.full(10, -3.0)}, 50)
+    rng = np.random.default_rng(5)
+    whole = aggregator.release(Exchange(arrived, 0, msg, dp_share=1.0), msg, rng)
+    assert all(np.array_equal(whole[k], code.decode(arrived[k])) for k in ("a", "b"))
+    made_up = np.concatenate([
+        np.concatenate([(released[k] - whole[k]).ravel() for k in ("a", "b")])
+        for released in (aggregator.release(Exchange(arrived, 0, msg, dp_share=0.75), msg, rng)
+                         for _ in range(20))]) * code.scale
+    assert np.abs(made_up - np.rint(made_up)).max() < 1e-3  # integers, over the scale
+    assert abs(made_up.var() / (0.25 * code.variance) - 1.0) < 0.1
