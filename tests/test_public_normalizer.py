@@ -330,13 +330,17 @@ def test_an_experiment_with_dp_publishes_no_fitted_normalizer(tmp_path):
                                                      tmp_path / "z")
 
 
-@pytest.mark.parametrize(("algorithm", "same"), [("fedals", True), ("fedmc-admm", False)])
-def test_a_budget_against_outsiders_says_what_the_server_gets(algorithm, same):
+@pytest.mark.parametrize(("algorithm", "more", "same"), [
+    ("fedals", {}, True), ("fedmc-admm", {}, False),
+    ("fedmc-admm", {"sampling": "cyclic", "participation": 0.5}, True),
+    ("fedmc-admm", {"dp_mechanism": "skellam"}, True)])
+def test_a_budget_against_outsiders_says_what_the_server_gets(algorithm, more, same):
     """``--dp-against outsiders`` is said in the run's notes, with what it changes: nothing
-    where every client takes part in every round (federated ALS's DP defaults), a larger
-    epsilon for the server where the rounds sample (FedMC-ADMM's settings against outsiders)."""
+    where every client takes part in every round (federated ALS's DP defaults) or no
+    amplification is claimed (cyclic participation, the Skellam mechanism), a larger epsilon
+    for the server where the rounds sample (FedMC-ADMM's settings against outsiders)."""
     notes = resolve(_options(dataset="ml-1m", algorithm=algorithm, partition="user",
-                             dp_epsilon=8.0, dp_against="outsiders")).notes
+                             dp_epsilon=8.0, dp_against="outsiders", **more)).notes
     said = [n for n in notes if "--dp-against outsiders" in n]
     assert len(said) == 1 and ("gets the same epsilon" in said[0]) == same
     assert ("gets a larger epsilon" in said[0]) != same

@@ -275,14 +275,20 @@ def few_users_note(entry: AlgorithmSpec, options: RunOptions, partition: str,
 
 def outsiders_note(epsilon: float, schedule: Schedule) -> str:
     """The line that says a budget is promised against outsiders only (``--dp-against
-    outsiders``), and what the server gets: more, unless every client takes part in every
-    round (then the two accountings are the same)."""
+    outsiders``), and what the server gets: more, unless no amplification by sampling is
+    claimed (every client in every round, cyclic participation or the Skellam mechanism: then
+    the two accountings are the same)."""
     every = (schedule.participation == 1.0 if schedule.sampling == "bernoulli"
-             else schedule.active is None)
+             else schedule.active is None and schedule.sampling != "cyclic")
     head = f"--dp-epsilon {epsilon:g} is promised against outsiders only (--dp-against outsiders)"
     if every:
         return (f"{head}: every client takes part in every round, so the server, which samples "
                 "the cohorts, gets the same epsilon")
+    why = ("cyclic participation" if schedule.sampling == "cyclic" else "the Skellam mechanism"
+           if schedule.dp is not None and schedule.dp.mechanism == "skellam" else None)
+    if why is not None:
+        return (f"{head}: no amplification by sampling is claimed ({why}), so the server gets "
+                "the same epsilon")
     return (f"{head}: the server, which samples the cohorts, gets a larger epsilon (the "
             "summary's privacy.epsilon.server)")
 
