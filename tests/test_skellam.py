@@ -283,3 +283,16 @@ def test_a_federations_lost_members_shares_are_made_up_by_the_server():
                          for _ in range(20))]) * code.scale
     assert np.abs(made_up - np.rint(made_up)).max() < 1e-3  # integers, over the scale
     assert abs(made_up.var() / (0.25 * code.variance) - 1.0) < 0.1
+
+
+def test_a_private_search_refuses_the_skellam_mechanism(monkeypatch, capsys, tmp_path,
+                                                        ratings_csv, invoke):
+    """A private search accounts its trials as Gaussian mechanisms: under the Skellam
+    mechanism it would understate its epsilon, so it is refused (exit 2, the flag's words),
+    before anything is written."""
+    code, _, err = invoke(monkeypatch, capsys, "tune", "--ratings", ratings_csv,
+                          "--rating-scale", "1,5", "--clients", 8, "--dp-unit", "client",
+                          "--dp-epsilon", 8, "--dp-clip", 0.5, "--dp-mechanism", "skellam",
+                          "--out", tmp_path / "t", "-q")
+    assert code == 2 and "--dp-mechanism skellam" in err.strip().splitlines()[-1]
+    assert not (tmp_path / "t").exists()

@@ -351,6 +351,10 @@ def run_private_search(search: PrivateSearch, rng: np.random.Generator | None = 
     rng = np.random.default_rng() if rng is None else rng
     base = search.base() if base is None else base
     dp = user_dp(base)
+    if dp.mechanism == "skellam":
+        raise ConfigError("`dp.mechanism=skellam`: a private search accounts its trials as "
+                          "Gaussian mechanisms; search with the Gaussian, then run the choice "
+                          "under the Skellam mechanism")
     if not search.space and not search.fold_in:
         raise ConfigError("a private search needs training settings to search or fold-in "
                           "settings to choose")
