@@ -307,3 +307,13 @@ def test_cyclic_participation_is_accounted_over_the_rounds_a_user_takes_part_in(
                                                 strict=True)):
         exact = _exact_gaussian_epsilon([2.0 * 0.9] + [0.9] * -(-k // 4), 1e-6)
         assert outsiders == server and exact <= server <= 1.12 * exact
+
+
+def test_a_private_search_composes_the_rounds_a_user_takes_part_in():
+    """A search's run event (:func:`fedmc.privacy.selection.run_event`) composes a cyclic
+    plan's participations, as a run's account does, not its rounds."""
+    from fedmc.privacy.selection import search_epsilon
+
+    cyclic, every = Plan(12, 1.0, True, 0.5, cycle=4), Plan(3, 1.0, True, 0.5)
+    assert search_epsilon(cyclic, 2.0, 0.5, None, 1.0, 1e-6) == search_epsilon(
+        every, 2.0, 0.5, None, 1.0, 1e-6)

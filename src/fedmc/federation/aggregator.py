@@ -106,6 +106,7 @@ class Aggregator:
         self.placement = placement
         self.plan = plan
         self.members = info.n_clients  # the most members a sum can have: public
+        self.dim = sum(int(np.prod(shape)) for shape in self.shapes.values())
         self.noise: float | None = None
         self.spent: Spent | None = None
         self.spent_server: Spent | None = None  # None: the server sees every upload
@@ -163,9 +164,7 @@ class Aggregator:
         the enrolled clients), the same for every party."""
         if self.dp is None:
             raise ValueError("the integer form of a sum needs user-level DP")
-        return SkellamSum.of(self.dp.clip_of(phase), noise,
-                             sum(int(np.prod(shape)) for shape in self.shapes.values()),
-                             self.members)
+        return SkellamSum.of(self.dp.clip_of(phase), noise, self.dim, self.members)
 
     def _rdp(self, phase: str, noise: float) -> np.ndarray:
         return self.integer_form(phase, noise).rdp(ORDERS)
@@ -224,9 +223,8 @@ class Aggregator:
         total = {name: np.zeros(shape) for name, shape in self.shapes.items()}
         count = 0
         for uploads, weights in batches:
-            if np.any(weights != 1):
-                raise ConfigError("the skellam mechanism counts every member once: a client "
-                                  "drawn twice (sampling with replacement) is not supported")
+            if np.any(weights != 1):  # user-level DP refuses sampling with replacement
+                raise ValueError("an integer sum counts every member once")
             for name, stacked in uploads.items():
                 total[name] += stacked.rounded_sum(code.scale)
             count += len(weights)

@@ -83,9 +83,9 @@ class Spent:
                  rdp: RdpOf | None = None) -> None:
         self.plan, self.noise, self.delta = plan, noise, delta
         if noise > 0 and rdp is not None:
-            self.setup = (rdp("setup", plan.setup_scale * noise) if plan.setup else
-                          0.0 * rdp("round", noise))
             self.round = rdp("round", noise)
+            self.setup = (rdp("setup", plan.setup_scale * noise) if plan.setup else
+                          0.0 * self.round)
         elif noise > 0:
             self.setup = self._rdp(dp_accounting.GaussianDpEvent(plan.setup_scale * noise),
                                    plan.setup)

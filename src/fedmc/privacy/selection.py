@@ -42,10 +42,12 @@ from fedmc.privacy.accounting import ORDERS, Plan, dp_accounting, smallest_noise
 
 def run_event(plan: Plan, noise: float) -> Any:
     """One private run's release as a ``dp_accounting`` event: the set-up exchange (when the
-    plan has one; multiplier ``plan.setup_scale * noise``), then ``plan.rounds`` rounds of the
-    Poisson-subsampled Gaussian mechanism (rate ``plan.q``, multiplier ``noise``)."""
+    plan has one; multiplier ``plan.setup_scale * noise``), then the rounds a user takes part
+    in (:meth:`Plan.participations`: all of them but under cyclic participation) of the
+    Poisson-subsampled Gaussian mechanism (rate ``plan.q``, multiplier ``noise``), as
+    :class:`fedmc.privacy.accounting.Spent` composes a run."""
     events = [dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(
-        plan.q, dp_accounting.GaussianDpEvent(noise)), plan.rounds)]
+        plan.q, dp_accounting.GaussianDpEvent(noise)), plan.participations(plan.rounds))]
     if plan.setup:
         events.insert(0, dp_accounting.GaussianDpEvent(plan.setup_scale * noise))
     return dp_accounting.ComposedDpEvent(events)
