@@ -313,7 +313,7 @@ def user_dp(options: dict[str, Any]) -> UserDP | None:
                       setup_scale=1.0 if setup_scale is None else setup_scale,
                       setup_clip=options["dp_setup_clip"], unit=options["dp_unit"],
                       against=options["dp_against"],
-                      mechanism=options.get("dp_mechanism"),
+                      mechanism=options["dp_mechanism"],
                       reproducible=options["dp_reproducible"])
     except ValidationError as exc:
         first = exc.errors()[0]
