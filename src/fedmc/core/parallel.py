@@ -74,6 +74,7 @@ def _work() -> None:
     while True:
         call, lo, hi = _tasks.get()
         call.run(lo, hi)
+        del call  # else its arguments (the kernel's arrays) live on until the next task
 
 
 def _forget_workers() -> None:
