@@ -25,7 +25,7 @@ from pathlib import Path
 from fedmc.errors import DataError
 
 GROUPLENS = "https://files.grouplens.org/datasets/movielens/"
-SYNTHETIC_NAMES = ("synthetic", "synthetic-netflix", "synthetic-ml20m")
+SYNTHETIC_NAMES = ("synthetic", "synthetic-netflix", "synthetic-netflix-3x", "synthetic-ml20m")
 SYNTHETIC_BOOLEAN = "synthetic-boolean"
 """The generated Boolean set (Felb's data, not ratings: :func:`fedmc.data.boolean.load_boolean`)."""
 

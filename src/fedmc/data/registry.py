@@ -131,7 +131,7 @@ def load_dataset(
     name
         One of :func:`dataset_names`: ``ml-100k``, ``ml-1m``, ``ml-10m``, ``ml-20m``,
         ``ml-25m``, ``ml-32m``, ``ml-latest-small``, ``netflix``, ``jester``, or the generated
-        ``synthetic``, ``synthetic-netflix`` and ``synthetic-ml20m``.
+        ``synthetic``, ``synthetic-netflix``, ``synthetic-netflix-3x`` and ``synthetic-ml20m``.
     data_dir
         Data folder; see :func:`resolve_data_dir`.
     duplicates

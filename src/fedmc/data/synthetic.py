@@ -24,6 +24,8 @@ seed whatever the number of threads. Ratings come out sorted by user, then item.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -52,6 +54,12 @@ PRESETS: dict[str, dict] = {
         "n_users": 480_189,
         "n_items": 17_770,
         "n_ratings": 100_480_507,
+        "min_user_ratings": 20,
+    },
+    "synthetic-netflix-3x": {
+        "n_users": 3 * 480_189,
+        "n_items": 17_770,
+        "n_ratings": 3 * 100_480_507,
         "min_user_ratings": 20,
     },
     "synthetic-ml20m": {
@@ -216,6 +224,7 @@ def _std_normal(z: np.uint64) -> float:
 def _generate(
     c0: int,
     c1: int,
+    user_list: np.ndarray,
     offsets: np.ndarray,
     chunk_bounds: np.ndarray,
     sample_key: np.uint64,
@@ -234,17 +243,19 @@ def _generate(
     items_out: np.ndarray,
     values_out: np.ndarray,
 ) -> None:
-    """Fill the output arrays for the chunks ``c0:c1`` of users (``chunk_bounds``; run over
-    all of them by :func:`fedmc.core.parallel.parallel_for`): user ``u`` owns rows
-    ``offsets[u]:offsets[u + 1]``."""
+    """Fill the output arrays for the chunks ``c0:c1`` of the users ``user_list``
+    (``chunk_bounds`` index it; run over all of them by
+    :func:`fedmc.core.parallel.parallel_for`): the ``i``-th listed user owns rows
+    ``offsets[i]:offsets[i + 1]``."""
     n_items = weights.shape[0]
     rank = user_factors.shape[1]
     for c in range(c0, c1):
         mark = np.zeros(n_items, dtype=np.uint8)
         clocks = np.empty(n_items, dtype=np.float64)
-        for u in range(chunk_bounds[c], chunk_bounds[c + 1]):
-            start = offsets[u]
-            end = offsets[u + 1]
+        for i in range(chunk_bounds[c], chunk_bounds[c + 1]):
+            u = user_list[i]
+            start = offsets[i]
+            end = offsets[i + 1]
             d = end - start
             if d == 0:
                 continue
@@ -262,7 +273,7 @@ def _generate(
                     score += user_factors[u, f] * item_factors[j, f]
                 score += noise * _std_normal(_mix64(noise_state ^ (np.uint64(j) * _ITEM_MUL)))
                 values_out[k] = min(5.0, max(1.0, np.floor(score + 0.5)))
-                users_out[k] = u
+                users_out[k] = i
 
 
 def _alias_table(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -335,7 +346,13 @@ def _chunk_bounds(offsets: np.ndarray, n_chunks: int) -> np.ndarray:
     return np.unique(bounds)
 
 
-def synthetic_ratings(
+def synthetic_ratings(*args: Any, **kwargs: Any) -> Ratings:
+    """Generate low-rank 1..5 star ratings with power-law user and item degrees: the ratings of
+    every user of :func:`checked_plan`'s plan (its parameters)."""
+    return checked_plan(*args, **kwargs).ratings()
+
+
+def checked_plan(
     n_users: int,
     n_items: int,
     n_ratings: int,
@@ -350,8 +367,9 @@ def synthetic_ratings(
     mean: float = 3.7,
     noise: float = 0.8,
     name: str = "synthetic",
-) -> Ratings:
-    """Generate low-rank 1..5 star ratings with power-law user and item degrees.
+) -> SyntheticPlan:
+    """The plan of low-rank 1..5 star ratings with power-law user and item degrees: what
+    :func:`synthetic_ratings` generates (:meth:`SyntheticPlan.ratings`).
 
     Parameters
     ----------
@@ -385,10 +403,11 @@ def synthetic_ratings(
 
     Returns
     -------
-    Ratings
-        ``int32`` users and items, ``float64`` values in ``{1, 2, 3, 4, 5}``, sorted by user
-        then item, with ``user_ids = 1..n_users`` and ``item_ids = 1..n_items``. ``meta``
-        holds the generator settings; the true factors are not kept.
+    SyntheticPlan
+        Whose ratings are ``int32`` users and items, ``float64`` values in ``{1, 2, 3, 4,
+        5}``, sorted by user then item, with ``user_ids = 1..n_users`` and ``item_ids =
+        1..n_items``; their ``meta`` holds the generator settings; the true factors are not
+        kept.
 
     Raises
     ------
@@ -422,81 +441,162 @@ def synthetic_ratings(
             f"{min_user_ratings} and {max_degree} ratings each"
         )
 
-    sample_seq, noise_seq, degree_seq, value_seq = np.random.SeedSequence(seed).spawn(4)
-    sample_key = np.uint64(sample_seq.generate_state(1, np.uint64)[0])
-    noise_key = np.uint64(noise_seq.generate_state(1, np.uint64)[0])
+    return SyntheticPlan.of(
+        n_users, n_items, n_ratings, rank, seed, min_user_ratings=min_user_ratings,
+        max_degree=max_degree, user_exponent=user_exponent, item_exponent=item_exponent,
+        item_offset=item_offset, mean=mean, noise=noise, name=name)
 
-    rng = np.random.default_rng(degree_seq)
-    degrees = _user_degrees(
-        rng.pareto(user_exponent, n_users), n_ratings, min_user_ratings, max_degree
-    )
-    offsets = np.zeros(n_users + 1, dtype=np.int64)
-    np.cumsum(degrees, out=offsets[1:])
-    popularity_rank = rng.permutation(n_items) + 1.0
-    log_weights = -item_exponent * np.log(popularity_rank + item_offset * n_items)
-    weights = np.exp(log_weights - log_weights.max())  # the most popular item weighs 1
-    if weights.min() == 0.0:
-        raise ConfigError(
-            f"item_exponent {item_exponent} is too large: the weights of the least popular "
-            "items underflow to zero"
+
+@dataclass(frozen=True)
+class SyntheticPlan:
+    """Everything of a synthetic data set but its ratings: the users' degrees, the item
+    weights and every user's and item's draws. :meth:`ratings` generates the ratings of all
+    users or of some (the same ratings either way: each user's come from streams of its own),
+    so a shard of a population generates its own users alone
+    (:mod:`fedmc.data.shard_load`).
+
+    Attributes
+    ----------
+    offsets
+        User ``u``'s ratings are ``offsets[u]:offsets[u + 1]`` of the whole set (sorted by
+        user, then item).
+    """
+
+    n_items: int
+    offsets: np.ndarray
+    sample_key: np.uint64
+    noise_key: np.uint64
+    weights: np.ndarray
+    prob: np.ndarray
+    alias: np.ndarray
+    user_bias: np.ndarray
+    item_bias: np.ndarray
+    user_factors: np.ndarray
+    item_factors: np.ndarray
+    mean: float
+    noise: float
+    name: str
+    meta: dict
+
+    @classmethod
+    def of(cls, n_users: int, n_items: int, n_ratings: int, rank: int, seed: int, *,
+           min_user_ratings: int, max_degree: int, user_exponent: float,
+           item_exponent: float, item_offset: float, mean: float, noise: float,
+           name: str) -> SyntheticPlan:
+        """The plan of :func:`synthetic_ratings`'s (checked) settings."""
+        sample_seq, noise_seq, degree_seq, value_seq = np.random.SeedSequence(seed).spawn(4)
+        rng = np.random.default_rng(degree_seq)
+        degrees = _user_degrees(
+            rng.pareto(user_exponent, n_users), n_ratings, min_user_ratings, max_degree
         )
-    prob, alias = _alias_table(weights)
+        offsets = np.zeros(n_users + 1, dtype=np.int64)
+        np.cumsum(degrees, out=offsets[1:])
+        popularity_rank = rng.permutation(n_items) + 1.0
+        log_weights = -item_exponent * np.log(popularity_rank + item_offset * n_items)
+        weights = np.exp(log_weights - log_weights.max())  # the most popular item weighs 1
+        if weights.min() == 0.0:
+            raise ConfigError(
+                f"item_exponent {item_exponent} is too large: the weights of the least "
+                "popular items underflow to zero"
+            )
+        prob, alias = _alias_table(weights)
+        rng = np.random.default_rng(value_seq)
+        factor_std = (INTERACTION_VAR / rank) ** 0.25
+        meta = {
+            "generator": "fedmc.data.synthetic",
+            "seed": seed,
+            "rank": rank,
+            "min_user_ratings": min_user_ratings,
+            "max_user_ratings": max_degree,
+            "user_exponent": user_exponent,
+            "item_exponent": item_exponent,
+            "item_offset": item_offset,
+            "mean": mean,
+            "noise": noise,
+        }
+        return cls(
+            n_items=n_items,
+            offsets=offsets,
+            sample_key=np.uint64(sample_seq.generate_state(1, np.uint64)[0]),
+            noise_key=np.uint64(noise_seq.generate_state(1, np.uint64)[0]),
+            weights=weights,
+            prob=prob,
+            alias=alias,
+            user_bias=rng.normal(0.0, USER_BIAS_STD, n_users),
+            item_bias=rng.normal(0.0, ITEM_BIAS_STD, n_items),
+            user_factors=rng.normal(0.0, factor_std, (n_users, rank)),
+            item_factors=rng.normal(0.0, factor_std, (n_items, rank)),
+            mean=float(mean),
+            noise=float(noise),
+            name=name,
+            meta=meta,
+        )
 
-    rng = np.random.default_rng(value_seq)
-    factor_std = (INTERACTION_VAR / rank) ** 0.25
-    user_bias = rng.normal(0.0, USER_BIAS_STD, n_users)
-    item_bias = rng.normal(0.0, ITEM_BIAS_STD, n_items)
-    user_factors = rng.normal(0.0, factor_std, (n_users, rank))
-    item_factors = rng.normal(0.0, factor_std, (n_items, rank))
+    @property
+    def n_users(self) -> int:
+        return len(self.offsets) - 1
 
-    users = np.empty(n_ratings, dtype=np.int32)
-    items = np.empty(n_ratings, dtype=np.int32)
-    values = np.empty(n_ratings, dtype=np.float64)
-    chunks = _chunk_bounds(offsets, _N_CHUNKS)
-    parallel_for(
-        _generate,
-        len(chunks) - 1,
-        offsets,
-        chunks,
-        sample_key,
-        noise_key,
-        _max_rejection_degree(weights),
-        weights,
-        prob,
-        alias,
-        user_bias,
-        item_bias,
-        user_factors,
-        item_factors,
-        float(mean),
-        float(noise),
-        users,
-        items,
-        values,
-    )
-    meta = {
-        "generator": "fedmc.data.synthetic",
-        "seed": seed,
-        "rank": rank,
-        "min_user_ratings": min_user_ratings,
-        "max_user_ratings": max_degree,
-        "user_exponent": user_exponent,
-        "item_exponent": item_exponent,
-        "item_offset": item_offset,
-        "mean": mean,
-        "noise": noise,
-    }
-    return Ratings(
-        users=users,
-        items=items,
-        values=values,
-        n_users=n_users,
-        n_items=n_items,
-        user_ids=np.arange(1, n_users + 1),
-        item_ids=np.arange(1, n_items + 1),
-        name=name,
-        meta=meta,
-    )
+    @property
+    def n_ratings(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def user_ids(self) -> np.ndarray:
+        """The users' raw ids, ``1..n_users``."""
+        return np.arange(1, self.n_users + 1)
+
+    @property
+    def item_ids(self) -> np.ndarray:
+        """The items' raw ids, ``1..n_items``."""
+        return np.arange(1, self.n_items + 1)
+
+    def ratings(self, users: np.ndarray | None = None) -> Ratings:
+        """The ratings of ``users`` (increasing user indices; None: every user), sorted by
+        user then item: the rows of those users in the whole set, the users numbered
+        ``0..len(users) - 1`` in the order given and their raw ids (``1..n_users``) kept."""
+        user_list = (np.arange(self.n_users, dtype=np.int64) if users is None
+                     else np.asarray(users, dtype=np.int64))
+        degrees = self.offsets[user_list + 1] - self.offsets[user_list]
+        offsets = np.zeros(len(user_list) + 1, dtype=np.int64)
+        np.cumsum(degrees, out=offsets[1:])
+        n = int(offsets[-1])
+        users_out = np.empty(n, dtype=np.int32)
+        items = np.empty(n, dtype=np.int32)
+        values = np.empty(n, dtype=np.float64)
+        chunks = _chunk_bounds(offsets, _N_CHUNKS)
+        parallel_for(
+            _generate,
+            len(chunks) - 1,
+            user_list,
+            offsets,
+            chunks,
+            self.sample_key,
+            self.noise_key,
+            _max_rejection_degree(self.weights),
+            self.weights,
+            self.prob,
+            self.alias,
+            self.user_bias,
+            self.item_bias,
+            self.user_factors,
+            self.item_factors,
+            self.mean,
+            self.noise,
+            users_out,
+            items,
+            values,
+        )
+        return Ratings(
+            users=users_out,
+            items=items,
+            values=values,
+            n_users=len(user_list),
+            n_items=self.n_items,
+            user_ids=self.user_ids[user_list],
+            item_ids=self.item_ids,
+            name=self.name,
+            meta=self.meta,
+        )
 
 
 def synthetic_dataset(name: str, seed: int = 0) -> Ratings:
@@ -509,6 +609,9 @@ def synthetic_dataset(name: str, seed: int = 0) -> Ratings:
         and degree shape, small enough for 100 federated rounds in seconds; the offline
         default). ``"synthetic-netflix"``: 480,189 users x 17,770 items x 100,480,507
         ratings, the shape of the Netflix Prize data (about 1.6 GB of arrays).
+        ``"synthetic-netflix-3x"``: three times its users and ratings (1,440,567 users x 17,770
+        items x 301,441,521 ratings): a population beyond one process's memory here, for
+        shards that generate their own users (``--backend ray``, ``docs/ray.md``).
         ``"synthetic-ml20m"``: 138,493 users x 26,744 items x 20,000,263 ratings, the shape of
         MovieLens 20M (as interactions with ``--implicit``: federated ALS's scale test).
     seed
@@ -519,8 +622,14 @@ def synthetic_dataset(name: str, seed: int = 0) -> Ratings:
     DataError
         ``name`` is not one of the presets.
     """
+    return synthetic_plan(name, seed).ratings()
+
+
+def synthetic_plan(name: str, seed: int = 0) -> SyntheticPlan:
+    """The plan of the named synthetic data set (:func:`synthetic_dataset`'s), its ratings
+    not generated yet."""
     if name not in PRESETS:
         raise DataError(
             f"unknown synthetic data set {name!r}; valid names: {', '.join(sorted(PRESETS))}"
         )
-    return synthetic_ratings(**PRESETS[name], seed=seed, name=name)
+    return checked_plan(**PRESETS[name], seed=seed, name=name)
