@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Literal
 from fedmc.errors import ConfigError
 
 if TYPE_CHECKING:  # NumPy is imported where the arrays are: run settings read this module
+    from collections.abc import Callable, Iterable
+
     import numpy as np
 
 NormalizeKind = Literal["none", "center", "zscore", "public"]
@@ -46,6 +48,14 @@ class Normalizer:
     def fit(cls, values: np.ndarray, kind: NormalizeKind = "none",
             scale: RatingScale | None = None) -> Normalizer:
         """Fit on training values (``public``: from the rating ``scale``, values unread)."""
+        return cls.fitted(kind, scale, lambda: Moments.of(values))
+
+    @classmethod
+    def fitted(cls, kind: NormalizeKind, scale: RatingScale | None,
+               moments: Callable[[], Moments]) -> Normalizer:
+        """:meth:`fit` from the training values' ``moments`` (asked for by ``center`` and
+        ``zscore`` alone): the values may lie in several places (the shards of a population,
+        :meth:`Moments.combine`)."""
         if kind == "none":
             return cls("none", 0.0, 1.0)
         if kind == "public":
@@ -53,17 +63,15 @@ class Normalizer:
                 raise ConfigError("`normalize='public'` needs the rating scale: give "
                                   "`rating_scale=LO,HI`")
             return cls.public(scale)
-        if len(values) == 0:
+        if kind not in ("center", "zscore"):
+            raise ConfigError(f"unknown normalization {kind!r}: use none|center|zscore|public")
+        m = moments()
+        if m.count == 0:
             raise ConfigError("cannot normalize: there are no training ratings")
-        import numpy as np
-
-        mean = float(np.mean(values))
         if kind == "center":
-            return cls("center", mean, 1.0)
-        if kind == "zscore":
-            std = float(np.std(values))
-            return cls("zscore", mean, std if std > 0 else 1.0)
-        raise ConfigError(f"unknown normalization {kind!r}: use none|center|zscore|public")
+            return cls("center", m.mean, 1.0)
+        std = math.sqrt(m.m2 / m.count)
+        return cls("zscore", m.mean, std if std > 0 else 1.0)
 
     def transform(self, values: np.ndarray) -> np.ndarray:
         """Original scale to normalized scale."""
@@ -81,6 +89,40 @@ class Normalizer:
     def is_identity(self) -> bool:
         """True when no normalization is applied."""
         return self.kind == "none"
+
+
+@dataclass(frozen=True)
+class Moments:
+    """How many values, their mean and the sum of their squared deviations from it (``m2``):
+    what a normalizer is fitted on (:meth:`Normalizer.fitted`)."""
+
+    count: int
+    mean: float
+    m2: float
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> Moments:
+        """The moments of ``values`` (``np.mean`` and ``np.std``'s arithmetic)."""
+        import numpy as np
+
+        if len(values) == 0:
+            return cls(0, 0.0, 0.0)
+        mean = np.mean(values)
+        return cls(len(values), float(mean), float(np.sum(np.square(values - mean))))
+
+    @staticmethod
+    def combine(parts: Iterable[Moments]) -> Moments:
+        """The moments of the values of all ``parts`` together (Chan, Golub and LeVeque's
+        pairwise update)."""
+        total = Moments(0, 0.0, 0.0)
+        for part in parts:
+            if part.count == 0:
+                continue
+            n = total.count + part.count
+            delta = part.mean - total.mean
+            total = Moments(n, total.mean + delta * part.count / n,
+                            total.m2 + part.m2 + delta * delta * total.count * part.count / n)
+        return total
 
 
 def check_scale(scale: RatingScale) -> RatingScale:

@@ -24,9 +24,13 @@ def random_test_mask(ratings: Ratings, test_fraction: float = 0.2, seed: int = 0
     seed
         Seed of the permutation; the same seed gives the same split.
     """
+    return random_mask(ratings.n_ratings, test_fraction, seed)
+
+
+def random_mask(n: int, test_fraction: float = 0.2, seed: int = 0) -> np.ndarray:
+    """:func:`random_test_mask` of ``n`` ratings: it reads nothing else of them."""
     _check_fraction(test_fraction)
     rng = np.random.default_rng(seed)
-    n = ratings.n_ratings
     n_test = int(round(test_fraction * n))
     order = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
     rng.shuffle(order)
@@ -63,13 +67,20 @@ def user_holdout_test_mask(
 
     Every user keeps at least one training rating, so each user can be fitted.
     """
+    return holdout_mask(ratings.users, ratings.n_users, test_fraction, seed)
+
+
+def holdout_mask(users: np.ndarray, n_users: int, test_fraction: float = 0.2,
+                 seed: int = 0) -> np.ndarray:
+    """:func:`user_holdout_test_mask` of ratings whose users are ``users`` (of ``n_users``):
+    it reads nothing else of them."""
     _check_fraction(test_fraction)
     rng = np.random.default_rng(seed)
-    n = ratings.n_ratings
+    n = len(users)
     # random order within users: sort by (user, random key)
-    order = np.lexsort((rng.random(n), ratings.users))
-    users_sorted = ratings.users[order]
-    counts = np.bincount(users_sorted, minlength=ratings.n_users)
+    order = np.lexsort((rng.random(n), users))
+    users_sorted = users[order]
+    counts = np.bincount(users_sorted, minlength=n_users)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     rank_in_user = np.arange(n) - starts[users_sorted]
     n_test_user = np.minimum(np.floor(test_fraction * counts), np.maximum(counts - 1, 0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from fedmc.data import FederatedData, Ratings, partition_users
 from fedmc.data.interactions import as_interactions
 from fedmc.data.loaders import load_ratings_file
 from fedmc.data.registry import load_dataset
-from fedmc.data.split import fixed_split, random_test_mask, user_holdout_test_mask
+from fedmc.data.split import fixed_split, holdout_mask, random_mask
 from fedmc.errors import ConfigError
 from fedmc.run.data_settings import DEFAULT_DATASET, DataSettings
 
@@ -95,9 +96,21 @@ def federate(ratings: Ratings, settings: DataSettings) -> FederatedData:
     layout is built straight from them (:meth:`FederatedData.from_split`), and they are
     released when this returns.
     """
-    test_mask = random_test_mask if settings.split == "random" else user_holdout_test_mask
-    return _federate_split(ratings, test_mask(ratings, settings.test_fraction, settings.seed),
-                           settings)
+    return _federate_split(ratings, test_mask(ratings.n_ratings, lambda: ratings.users,
+                                              ratings.n_users, settings), settings)
+
+
+UsersOf = Callable[[], np.ndarray]
+"""The users of a data set's ratings, in their order, made when a split needs them (the user
+holdout reads them; the random split only their number)."""
+
+
+def test_mask(n_ratings: int, users: UsersOf, n_users: int,
+              settings: DataSettings) -> np.ndarray:
+    """Which of ``n_ratings`` ratings (of ``n_users`` users) the split of ``settings`` holds
+    out for testing."""
+    return _split_mask(n_ratings, users, n_users, settings.test_fraction, settings.seed,
+                       settings.split)
 
 
 def validation_mask(ratings: Ratings, is_test: np.ndarray,
@@ -106,15 +119,37 @@ def validation_mask(ratings: Ratings, is_test: np.ndarray,
     ``validation_fraction`` of the training ratings (not of the test ratings, which nothing
     chooses on), drawn as the test split is drawn (``split``) from a stream of its own (the
     seed's second child), or None without a cut."""
+    return cut_mask(is_test, lambda: ratings.users, ratings.n_users, settings)
+
+
+def cut_mask(is_test: np.ndarray, users: UsersOf, n_users: int,
+             settings: DataSettings) -> np.ndarray | None:
+    """:func:`validation_mask` of ratings known by their test mask and users alone."""
     if settings.validation_fraction == 0:
         return None
-    test_mask = random_test_mask if settings.split == "random" else user_holdout_test_mask
     training = np.flatnonzero(~is_test)
     own_seed = int(np.random.SeedSequence([settings.seed, 1]).generate_state(1)[0])
-    held = test_mask(ratings.subset(~is_test), settings.validation_fraction, own_seed)
+    held = _split_mask(len(training), lambda: users()[training], n_users,
+                       settings.validation_fraction, own_seed, settings.split)
     is_validation = np.zeros(len(is_test), dtype=bool)
     is_validation[training[held]] = True
     return is_validation
+
+
+def _split_mask(n: int, users: UsersOf, n_users: int, fraction: float, seed: int,
+                split: str) -> np.ndarray:
+    if split == "random":
+        return random_mask(n, fraction, seed)
+    return holdout_mask(users(), n_users, fraction, seed)
+
+
+def check_split(settings: DataSettings, n_users: int, is_test: np.ndarray) -> None:
+    """Refuse a partition into more clients than there are users, and an empty training
+    split."""
+    if settings.partition != "user" and settings.clients > n_users:
+        raise ConfigError(f"{settings.clients} clients but the data has only {n_users} users")
+    if np.all(is_test):
+        raise ConfigError("the training split is empty")
 
 
 def _federate_split(ratings: Ratings, is_test: np.ndarray,
@@ -122,10 +157,7 @@ def _federate_split(ratings: Ratings, is_test: np.ndarray,
     """Partition users into clients and build the layout of a split given by its test mask
     (and the validation cut of :func:`validation_mask`)."""
     n_users = ratings.n_users
-    if settings.partition != "user" and settings.clients > n_users:
-        raise ConfigError(f"{settings.clients} clients but the data has only {n_users} users")
-    if np.all(is_test):
-        raise ConfigError("the training split is empty")
+    check_split(settings, n_users, is_test)
     client_of_user = partition_users(n_users, settings.clients, settings.partition, settings.seed)
     declared = settings.normalize == "public" or settings.rating_scale is not None
     return FederatedData.from_split(ratings, is_test, client_of_user, settings.normalizer_kind,
