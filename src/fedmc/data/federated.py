@@ -24,8 +24,53 @@ from fedmc.data.ratings import Ratings
 from fedmc.errors import DataError
 
 
+class ClientLayout:
+    """The sizes and facts of a federation's data that every party knows before training:
+    what :class:`FederatedData` and :class:`DataOutline` share."""
+
+    client_ptr: np.ndarray
+    n_items: int
+    user_index: np.ndarray
+    normalizer: Normalizer
+    value_range: tuple[float, float]
+
+    @property
+    def n_users(self) -> int:
+        """Number of users over all clients."""
+        return int(len(self.user_index))
+
+    @property
+    def n_clients(self) -> int:
+        """Number of clients ``p``."""
+        return int(len(self.client_ptr) - 1)
+
+    def federation_info(self) -> FederationInfo:
+        """The facts every party of this federation knows before training."""
+        return FederationInfo(self.n_clients, self.n_items, self.normalizer, self.value_range,
+                              self.client_ptr)
+
+
 @dataclass(frozen=True)
-class FederatedData:
+class DataOutline(ClientLayout):
+    """What the driver of a population whose shards loaded their own ratings knows of the data
+    (:mod:`fedmc.data.shard_source`): :class:`FederatedData`'s attributes but the ratings,
+    and their numbers. It has no validation cut."""
+
+    client_ptr: np.ndarray
+    n_items: int
+    user_index: np.ndarray
+    user_ids: np.ndarray
+    item_ids: np.ndarray
+    normalizer: Normalizer
+    value_range: tuple[float, float]
+    name: str
+    n_train_ratings: int
+    n_test_ratings: int
+    validation: None = None
+
+
+@dataclass(frozen=True)
+class FederatedData(ClientLayout):
     """Training and test ratings of ``n_clients`` clients in the batched layout.
 
     Attributes
@@ -65,14 +110,14 @@ class FederatedData:
     validation: CSR | None = None
 
     @property
-    def n_users(self) -> int:
-        """Number of users over all clients."""
-        return int(len(self.user_index))
+    def n_train_ratings(self) -> int:
+        """Number of training ratings."""
+        return self.train.nnz
 
     @property
-    def n_clients(self) -> int:
-        """Number of clients ``p``."""
-        return int(len(self.client_ptr) - 1)
+    def n_test_ratings(self) -> int:
+        """Number of test ratings."""
+        return self.test.nnz
 
     @property
     def client_rating_ptr(self) -> np.ndarray:
@@ -162,11 +207,6 @@ class FederatedData:
             raise DataError("these data have no validation cut (`validation_fraction`)")
         return replace(self, test=self.validation, validation=None)
 
-    def federation_info(self) -> FederationInfo:
-        """The facts every party of this federation knows before training."""
-        return FederationInfo(self.n_clients, self.n_items, self.normalizer, self.value_range,
-                              self.client_ptr)
-
     @classmethod
     def build(
         cls,
@@ -188,13 +228,13 @@ class FederatedData:
         """
         if train.shape != test.shape:
             raise DataError(f"train shape {train.shape} differs from test shape {test.shape}")
-        rows = _Rows(client_of_user, train.n_users)
+        rows = FederatedRows(client_of_user, train.n_users)
         normalizer = normalizer or Normalizer()
         everything = np.zeros(0, dtype=np.bool_)
         return rows.assemble(
             _csr(train, everything, True, rows.row_of_user, normalizer),
             _csr(test, everything, True, rows.row_of_user, normalizer),
-            train, normalizer, _value_range(train.values),
+            train, normalizer, value_range_of(train.values),
         )
 
     @classmethod
@@ -207,6 +247,7 @@ class FederatedData:
         scale: RatingScale | None = None,
         *,
         is_validation: np.ndarray | None = None,
+        fitted: tuple[Normalizer, tuple[float, float]] | None = None,
     ) -> FederatedData:
         """:meth:`build` from all ratings and the test mask of a split, with the normalizer
         fitted on the training values.
@@ -220,16 +261,22 @@ class FederatedData:
         No train and test copies of the ratings are made: the two CSR matrices are built
         straight from ``ratings``, so the peak memory is the ratings plus the CSRs (a third
         less than copying first on MovieLens- or Netflix-sized sets).
+
+        ``fitted``: the normalizer and rating range fitted elsewhere (on every shard's training
+        values: :mod:`fedmc.data.shard_source`), in place of fitting them on these ratings.
         """
-        rows = _Rows(client_of_user, ratings.n_users)
+        rows = FederatedRows(client_of_user, ratings.n_users)
         if scale is not None:
             scale = check_scale(scale)
             _check_in_scale(ratings, scale)
         held = is_test if is_validation is None else is_test | is_validation
-        train_values = ratings.values[~held]
-        normalizer = Normalizer.fit(train_values, normalize, scale)
-        value_range = scale if scale is not None else _value_range(train_values)
-        del train_values
+        if fitted is None:
+            train_values = ratings.values[~held]
+            normalizer = Normalizer.fit(train_values, normalize, scale)
+            value_range = scale if scale is not None else value_range_of(train_values)
+            del train_values
+        else:
+            normalizer, value_range = fitted
         data = rows.assemble(
             _csr(ratings, held, False, rows.row_of_user, normalizer),
             _csr(ratings, is_test, True, rows.row_of_user, normalizer),
@@ -251,14 +298,14 @@ def _check_in_scale(ratings: Ratings, scale: RatingScale) -> None:
                         f"rating scale {scale[0]:g},{scale[1]:g}")
 
 
-def _value_range(train_values: np.ndarray) -> tuple[float, float]:
+def value_range_of(train_values: np.ndarray) -> tuple[float, float]:
     """Smallest and largest training rating, or the whole line when there is none."""
     if len(train_values) == 0:
         return (-np.inf, np.inf)
     return (float(train_values.min()), float(train_values.max()))
 
 
-class _Rows:
+class FederatedRows:
     """The federated row order of a partition: users grouped by client (stable)."""
 
     def __init__(self, client_of_user: np.ndarray, n_users: int) -> None:

@@ -37,6 +37,7 @@ from fedmc.run import precompile
 from fedmc.run.cost_note import announce_cost
 from fedmc.run.data import federated_data, load_boolean_data
 from fedmc.run.scale_facts import scale_facts
+from fedmc.run.shard_load import load_on_shards, loads_on_shards
 from fedmc.run.spec import RunSpec
 from fedmc.run.train import Trained, train
 from fedmc.sim.sharded import population
@@ -146,13 +147,16 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
         data = load_boolean_data(data_settings)
         stats = {"rows": data.shape[0], "columns": data.shape[1], "density": data.density}
     else:
+        if loaded is None and placed is not None and loads_on_shards(run):
+            loaded = load_on_shards(run, placed), {}  # each shard generates its own
         data, notes = loaded or federated_data(data_settings, progress=progress_download)
         stats = {**notes,
             "users": data.n_users,
             "items": data.n_items,
-            "n_ratings": data.train.nnz + data.test.nnz,  # "ratings" is the file's path
-            "train_ratings": data.train.nnz,
-            "test_ratings": data.test.nnz,
+            # "ratings" is the file's path
+            "n_ratings": data.n_train_ratings + data.n_test_ratings,
+            "train_ratings": data.n_train_ratings,
+            "test_ratings": data.n_test_ratings,
         }
     stats["clients"] = data.n_clients  # as federated (one per user with partition user)
     private = dp is not None and dp.private
@@ -161,7 +165,7 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     if entry.data_kind != "boolean":
         stats.update(scale_facts(data_settings, data, private))
         if not private:  # the bound reads the count of ratings
-            announce_cost(cfg, run.schedule, data.train.nnz, data.n_clients)
+            announce_cost(cfg, run.schedule, data.n_train_ratings, data.n_clients)
     load_seconds = time.perf_counter() - started
     waited = 0.0
     if warming is not None:  # the run's part, then the child's, loaded from the cache

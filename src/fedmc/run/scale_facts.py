@@ -15,6 +15,7 @@ from typing import Any
 
 from fedmc.data import FederatedData
 from fedmc.data.bulk import outlying
+from fedmc.data.federated import DataOutline
 from fedmc.errors import RunWarning
 from fedmc.run.data_settings import DataSettings
 
@@ -22,7 +23,8 @@ INFERRED = "training ratings"
 """``value_range_from`` of a range inferred from the data: their smallest and largest rating."""
 
 
-def scale_facts(settings: DataSettings, data: FederatedData, private: bool) -> dict[str, Any]:
+def scale_facts(settings: DataSettings, data: FederatedData | DataOutline,
+                private: bool) -> dict[str, Any]:
     """``config.json``'s facts of the scale of ``data`` (read as ``settings`` say):
     ``value_range`` (what predictions are clipped to) and ``value_range_from`` (``"rating
     scale"``: the stated or the data set's; :data:`INFERRED`), and without a known scale the
@@ -33,7 +35,9 @@ def scale_facts(settings: DataSettings, data: FederatedData, private: bool) -> d
         return {}
     facts: dict[str, Any] = {"value_range": list(data.value_range),
                              "value_range_from": "rating scale" if declared else INFERRED}
-    if settings.public_scale() is None and not settings.implicit:
+    # (data loaded by the shards of a population are a synthetic set's: its scale is known)
+    if settings.public_scale() is None and not settings.implicit \
+            and isinstance(data, FederatedData):
         far = outlying(data.normalizer.inverse(data.train.values))
         if far is not None:
             warnings.warn(far.sentence(data.name), RunWarning, stacklevel=3)

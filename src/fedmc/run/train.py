@@ -88,7 +88,7 @@ def train(run: RunSpec, data: Any, *, population: PopulationFactory | None = Non
     """
     entry = spec(run.algorithm)
     cfg = run.config()
-    if entry.data_kind == "ratings" and not hasattr(data, "train"):
+    if entry.data_kind == "ratings" and not hasattr(data, "n_train_ratings"):
         raise ConfigError(f"{run.algorithm} needs rating data (fedmc.load_federated)")
     if not entry.federated:
         return _sweeps(cfg, run.schedule, data, callbacks)

@@ -14,19 +14,26 @@ driver (:data:`fedmc.federation.population.SIMULATED`): the history equals the b
 to the order of the floating-point additions (the conformance suite, :mod:`fedmc.testing`,
 holds every algorithm to it at 1e-10).
 
-Shards hold about equal numbers of training ratings (rows of Boolean data).
+Shards hold about equal numbers of training ratings (rows of Boolean data). A shard lives in a
+:class:`ShardHost`, which holds its data: cut by the driver from the whole set and sent once,
+or generated there (a synthetic set's users: :mod:`fedmc.run.shard_load`), so that no process
+holds the whole set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import partial
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Protocol
 
 import numpy as np
 
 from fedmc.core.protocol import Algorithm, FederationInfo, InitialDraws, Message
+from fedmc.core.scale import Normalizer
 from fedmc.core.uploads import add_sums
+from fedmc.data.federated import DataOutline
+from fedmc.data.shard_source import LoadingShard, ShardSource, ValueFacts, balanced_bounds
 from fedmc.federation.aggregator import Aggregator, Batch
 from fedmc.federation.population import Exchange
 from fedmc.federation.settings import Backend
@@ -63,44 +70,85 @@ class Shard(BatchedClients):
                 exchange.sums)
 
 
+class ShardHost:
+    """Where a shard lives (an object of this process, or a Ray actor): its clients' data,
+    loaded once (:meth:`load` and :meth:`settle`: generated here; :meth:`hold`: sent by the
+    driver), and the :class:`Shard` of its clients that a simulation starts on them
+    (:meth:`start`, again for a second simulation on the same data) and calls (:meth:`call`)."""
+
+    def __init__(self) -> None:
+        self.data: Any = None
+        self.loading: LoadingShard | None = None
+        self.clients: Shard | None = None
+
+    def load(self, source: ShardSource) -> ValueFacts:
+        """Generate the shard's ratings; the facts of their training values, for the driver
+        to fit the normalizer on."""
+        self.loading = LoadingShard(source)
+        return self.loading.facts()
+
+    def settle(self, normalizer: Normalizer, value_range: tuple[float, float]) -> None:
+        """Build the shard's data with the driver's normalizer and rating range."""
+        assert self.loading is not None, "settle follows load"
+        self.data = self.loading.build(normalizer, value_range)
+        self.loading = None
+
+    def hold(self, data: Any) -> None:
+        """Keep ``data``, the shard's data as the driver cut them."""
+        self.data = data
+
+    def start(self, algorithm: Algorithm, cfg: Any, draws: InitialDraws, info: FederationInfo,
+              first: int) -> None:
+        """The shard's clients, from their initial ``draws``: their first is ``first``."""
+        self.clients = Shard(algorithm, cfg, self.data, draws, info, first)
+
+    def call(self, method: str, *args: Any) -> Any:
+        """``method`` of the shard's clients."""
+        assert self.clients is not None, "a call follows start"
+        return getattr(self.clients, method)(*args)
+
+
 class Workers(Protocol):
     """Where the shards live: :class:`InProcess` or Ray's actors."""
 
-    def start(self, *args: Any) -> Any:
-        """A shard built from ``args`` (:class:`Shard`'s), as a handle :meth:`call` takes."""
+    def host(self) -> Any:
+        """A new :class:`ShardHost`, as a handle :meth:`call` takes."""
         ...
 
-    def call(self, shards: Sequence[Any], method: str, args: Sequence[tuple[Any, ...]],
+    def call(self, hosts: Sequence[Any], method: str, args: Sequence[tuple[Any, ...]],
              ) -> list[Any]:
-        """``method`` of each shard with its ``args``; the results in the shards' order."""
+        """``method`` of each host with its ``args``; the results in the hosts' order."""
         ...
 
 
 class InProcess:
     """Shards in this process, called one after the other."""
 
-    def start(self, *args: Any) -> Shard:
-        return Shard(*args)
+    def host(self) -> ShardHost:
+        return ShardHost()
 
-    def call(self, shards: Sequence[Any], method: str, args: Sequence[tuple[Any, ...]],
+    def call(self, hosts: Sequence[Any], method: str, args: Sequence[tuple[Any, ...]],
              ) -> list[Any]:
-        return [getattr(shard, method)(*a) for shard, a in zip(shards, args, strict=True)]
+        return [getattr(host, method)(*a) for host, a in zip(hosts, args, strict=True)]
+
+
+@dataclass(frozen=True)
+class ShardedData(DataOutline):
+    """Data whose shards loaded their own ratings (:mod:`fedmc.run.shard_load`): what the
+    driver knows of them, the hosts that hold them and where their clients begin
+    (``bounds``, as :func:`shard_bounds`)."""
+
+    hosts: tuple[Any, ...] = ()
+    bounds: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
 
 
 def shard_bounds(data: Any, shards: int) -> np.ndarray:
     """Where ``shards`` runs of consecutive clients of ``data`` begin (and the last ends),
     each holding about the same number of training ratings (rows of Boolean data), none
     empty: as many as there are clients where there are fewer."""
-    ptr, n = data.client_ptr, data.n_clients
-    count = min(shards, n)
+    ptr = data.client_ptr
     train = getattr(data, "train", None)
-    held = ptr if train is None else train.indptr[ptr]  # cumulative, at client boundaries
-    bounds = np.zeros(count + 1, dtype=np.int64)
-    bounds[1:count] = np.searchsorted(held, held[-1] * np.arange(1, count) / count)
-    bounds[count] = n
-    for k in range(1, count):  # one client at least in each, before and after
-        bounds[k] = min(max(bounds[k], bounds[k - 1] + 1), n - (count - k))
-    return bounds
+    return balanced_bounds(ptr if train is None else train.indptr[ptr], shards)
 
 
 class ShardedClients(SimulatedClients):
@@ -114,16 +162,21 @@ class ShardedClients(SimulatedClients):
                  info: FederationInfo, *, shards: int = 2,
                  workers: Workers | None = None) -> None:
         self.workers = InProcess() if workers is None else workers
-        bounds = shard_bounds(data, shards)
+        if isinstance(data, ShardedData):  # each host loaded its own
+            bounds, self.hosts = data.bounds, list(data.hosts)
+        else:
+            bounds = shard_bounds(data, shards)
+            self.hosts = [self.workers.host() for _ in bounds[1:]]
+            self.workers.call(self.hosts, "hold", [(data.clients_shard(a, b),)
+                                                   for a, b in pairwise(bounds)])
         ptr = data.client_ptr
-        self.shards = [
-            self.workers.start(algorithm, cfg, data.clients_shard(a, b),
-                               draws.take(np.arange(a, b), slice(int(ptr[a]), int(ptr[b]))),
-                               info, int(a))
-            for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        self.workers.call(self.hosts, "start", [
+            (algorithm, cfg, draws.take(np.arange(a, b), slice(int(ptr[a]), int(ptr[b]))),
+             info, int(a))
+            for a, b in pairwise(bounds)])
 
     def _each(self, method: str, *args: Any) -> list[Any]:
-        return self.workers.call(self.shards, method, [args] * len(self.shards))
+        return self.workers.call(self.hosts, "call", [(method, *args)] * len(self.hosts))
 
     def exchange(self, msg: Message, aggregator: Aggregator,
                  evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:
@@ -149,10 +202,25 @@ class ShardedClients(SimulatedClients):
 
     def restore(self, snapshot: Any) -> None:
         """Take up every shard's stacked state."""
-        self.workers.call(self.shards, "restore", [(state,) for state in snapshot])
+        self.workers.call(self.hosts, "call", [("restore", state) for state in snapshot])
 
 
-def population(backend: Backend) -> Callable[..., ShardedClients] | None:
+@dataclass(frozen=True)
+class ShardedPopulation:
+    """Clients in ``shards`` shards on ``workers``: a population factory (:func:`fedmc.sim.
+    simulate`'s ``driver``) whose shards may also load their own data first
+    (:func:`fedmc.run.shard_load.load_on_shards`)."""
+
+    workers: Workers
+    shards: int
+
+    def __call__(self, algorithm: Algorithm, cfg: Any, data: Any, draws: InitialDraws,
+                 info: FederationInfo) -> ShardedClients:
+        return ShardedClients(algorithm, cfg, data, draws, info, shards=self.shards,
+                              workers=self.workers)
+
+
+def population(backend: Backend) -> ShardedPopulation | None:
     """The population a run's ``backend`` places its clients in: None for the batched
     simulation (:class:`fedmc.sim.clients.BatchedClients`), else its shards as Ray actors
     (Ray started, or joined, here)."""
@@ -160,4 +228,4 @@ def population(backend: Backend) -> Callable[..., ShardedClients] | None:
         return None
     from fedmc.sim.ray_shards import RayActors
 
-    return partial(ShardedClients, shards=backend.workers, workers=RayActors(backend.address))
+    return ShardedPopulation(RayActors(backend.address, backend.workers), backend.workers)
