@@ -1,8 +1,9 @@
 """The shards of a sharded simulation (:mod:`fedmc.sim.sharded`) as Ray actors: ``--backend
 ray``.
 
-Each shard is an actor (:class:`fedmc.sim.sharded.Shard`) holding its clients' data and state,
-built once from what the driver sends it; a message and the aggregator are put in Ray's object
+Each shard is an actor (:class:`fedmc.sim.sharded.ShardHost`) holding its clients' data and
+state, built once from what the driver sends it (or generated there:
+:mod:`fedmc.run.shard_load`); a message and the aggregator are put in Ray's object
 store once per exchange and read by every actor, and each actor returns one sum of its
 clients' uploads. Ray is an optional dependency (``pip install 'fedmc[ray]'``): nothing else
 imports this module.
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fedmc.errors import ConfigError
-from fedmc.sim.sharded import Shard
+from fedmc.sim.sharded import ShardHost
 
 
 def require_ray(option: str) -> Any:
@@ -38,11 +39,12 @@ def require_ray(option: str) -> Any:
 _RAY_HELD = threading.Event()  # never set: the thread that started Ray waits on it
 
 
-def start_ray(ray: Any, address: str | None) -> None:
+def start_ray(ray: Any, address: str | None, cpus: int | None = None) -> None:
     """``ray.init`` in a thread that lives as long as this process: the processes of a Ray
     that ``ray.init`` starts on this machine end when the thread that started them ends
     (Linux's parent-death signal is a thread's), and a command runs each stage of its work in
-    a worker thread of its own (:func:`fedmc.cli.interrupts.in_worker`)."""
+    a worker thread of its own (:func:`fedmc.cli.interrupts.in_worker`). ``cpus``: the CPUs
+    a Ray started here offers (None: this machine's)."""
     # its notes (the run's signals are heard by fedmc's main thread; token authentication is
     # on) would interleave with the run's output
     logging.getLogger("ray").setLevel(logging.ERROR)
@@ -51,8 +53,8 @@ def start_ray(ray: Any, address: str | None) -> None:
 
     def hold() -> None:
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            ray.init(address=address, num_cpus=cpus, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
             outcome.append(None)
         except BaseException as exc:  # handed to the caller
             outcome.append(exc)
@@ -74,21 +76,31 @@ class RayActors:
     Parameters
     ----------
     address
-        The cluster to join (None: start Ray on this machine).
+        The cluster to join (None: start Ray on this machine, offering at least ``workers``
+        CPUs: more shards than cores share them).
+    workers
+        How many shards the run places: a cluster with fewer CPUs than that is refused (one
+        line, exit 2), as its actors would wait for a CPU forever.
     """
 
-    def __init__(self, address: str | None = None) -> None:
+    def __init__(self, address: str | None = None, workers: int = 2) -> None:
         ray = self.ray = require_ray("--backend ray")
         if not ray.is_initialized():
-            start_ray(ray, address)
+            start_ray(ray, address, None if address is not None
+                      else max(workers, os.cpu_count() or 1))
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+        if cpus < workers:
+            where = f"the cluster at --ray-address {address}" if address else "this Ray"
+            raise ConfigError(f"--workers {workers}: {where} offers {cpus} CPUs, and each "
+                              f"shard takes one")
         # one CPU each, and one kernel thread (fedmc.core.parallel.threads): not the machine's
         self.actor = ray.remote(num_cpus=1, runtime_env={
-            "env_vars": {"NUMBA_NUM_THREADS": "1"}})(Shard)
+            "env_vars": {"NUMBA_NUM_THREADS": "1"}})(ShardHost)
 
-    def start(self, *args: Any) -> Any:
-        return self.actor.remote(*args)
+    def host(self) -> Any:
+        return self.actor.remote()
 
-    def call(self, shards: Sequence[Any], method: str, args: Sequence[tuple[Any, ...]],
+    def call(self, hosts: Sequence[Any], method: str, args: Sequence[tuple[Any, ...]],
              ) -> list[Any]:
         put: dict[int, Any] = {}  # an argument all the shards receive: in the store once
 
@@ -99,5 +111,5 @@ class RayActors:
 
         shared = len(args) > 1 and all(a is args[0] for a in args)
         return self.ray.get([
-            getattr(shard, method).remote(*(stored(v) for v in a) if shared else a)
-            for shard, a in zip(shards, args, strict=True)])
+            getattr(host, method).remote(*(stored(v) for v in a) if shared else a)
+            for host, a in zip(hosts, args, strict=True)])
