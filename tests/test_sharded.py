@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+import types
 from functools import partial
 
 import numpy as np
@@ -17,8 +18,10 @@ from hypothesis import strategies as st
 
 from fedmc.algorithms.fedmc_admm import PAPER as FEDMC_ADMM
 from fedmc.data.boolean import BooleanFederatedData
+from fedmc.errors import ConfigError
 from fedmc.federation.loop import Rounds
 from fedmc.federation.sampling import make_sampler
+from fedmc.sim.ray_shards import RayActors
 from fedmc.sim.sharded import ShardedClients, shard_bounds
 from fedmc.testing import assert_drivers_agree, tiny_federated
 
@@ -110,3 +113,16 @@ def test_a_run_on_ray_equals_the_batched_run(invoke, monkeypatch, capsys, tmp_pa
     config = json.loads((tmp_path / "ray" / "config.json").read_text())
     assert config["run"]["backend"] == {"kind": "ray", "workers": 2, "address": None}
     assert "backend" not in json.loads((tmp_path / "batched" / "config.json").read_text())["run"]
+
+
+def test_a_ray_with_fewer_cpus_than_workers_is_refused(monkeypatch):
+    """Each actor takes one CPU: on a Ray offering fewer than ``--workers`` the actors would
+    wait forever, so it is one line instead."""
+    fake = types.SimpleNamespace(is_initialized=lambda: True,
+                                 cluster_resources=lambda: {"CPU": 2.0})
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    with pytest.raises(ConfigError, match=r"^--workers 3: the cluster at --ray-address auto "
+                                          r"offers 2 CPUs, and each shard takes one$"):
+        RayActors("auto", 3)
+    with pytest.raises(ConfigError, match="^--workers 3: this Ray offers 2 CPUs"):
+        RayActors(None, 3)
