@@ -24,6 +24,7 @@ def _params(algorithm: str, **changed: object) -> dict:
     ("fedmc-admm", {}, 1, precompile.GENERIC, None),
     ("fedmc-admm", {"consensus": "rated"}, 2, precompile.GENERIC, None),
     ("fedmavg", {}, 2, precompile.GENERIC, None),
+    ("fedals", {"implicit": True}, 2, precompile.GENERIC, None),  # no rank token: all of them
 ])
 def test_fedmc_admm_compiles_its_round_in_a_child_of_its_own(monkeypatch, algorithm, changed,
                                                               cores, part, own):
@@ -89,3 +90,76 @@ def test_the_round_child_and_the_run_leave_nothing_to_compile(tmp_path):
     kernels."""
     assert "fedmc.algorithms.fedmc_admm.kernels" in _compiled_after((), tmp_path / "setup")
     assert _compiled_after((precompile.ROUND,), tmp_path / "both") == []
+
+
+_IMPLICIT_RUN = textwrap.dedent("""
+    import json, sys
+    from numba.core import event
+    from fedmc.run.data import federated_data
+    from fedmc.run.data_settings import DataSettings
+    from fedmc.run.spec import RunSpec
+    from fedmc.run.train import train
+
+    compiled = []
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            compiled.append(ev.data["dispatcher"].py_func.__module__)
+
+        def on_end(self, ev):
+            pass
+
+    settings = DataSettings(implicit=True)
+    data = federated_data(settings)[0]
+    data.item_major  # the layout's kernel: the run's, not the algorithm's
+    event.register("numba:compile", Listener())
+    train(RunSpec(algorithm="fedals", params=json.loads(sys.argv[1]), data=settings,
+                  schedule={"rounds": 2}), data)
+    print(json.dumps(sorted({m for m in compiled if m.startswith("fedmc")})))
+""")
+
+
+@pytest.mark.slow
+def test_a_child_compiles_every_kernel_of_an_algorithm_without_a_rank_token(tmp_path):
+    """Federated ALS on interactions takes no rank token: the child compiles all its kernels
+    on tiny interactions (:data:`GENERIC`), and a run on real interactions then compiles none
+    of fedmc's; without the child it compiles fedals' own."""
+    params = json.dumps(_params("fedals", implicit=True))
+    found = {}
+    for name, child in (("without", False), ("with", True)):
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / name / "numba"),
+               "XDG_CACHE_HOME": str(tmp_path / name / "cache")}
+        if child:
+            subprocess.run([sys.executable, "-m", "fedmc.run.precompile", "fedals", params,
+                            precompile.GENERIC], env=env, timeout=600, check=True)
+        run = subprocess.run([sys.executable, "-c", _IMPLICIT_RUN, params], env=env,
+                             capture_output=True, text=True, timeout=600, check=True)
+        found[name] = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "fedmc.algorithms.fedals.kernels" in found["without"]
+    assert found["with"] == []
+
+
+def test_a_first_run_without_a_rank_token_compiles_beside_its_loading(monkeypatch, tmp_path):
+    """``fedmc run -a fedals --implicit``'s first run starts the child that compiles its
+    kernels while its data load, and marks them compiled afterwards: the next run starts
+    none."""
+    from fedmc.run.runner import execute
+    from fedmc.run.spec import RunSpec
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    started = []
+
+    def alongside(algorithm, params):
+        started.append(algorithm)
+        return precompile.Warming(algorithm, params, [], None)
+
+    monkeypatch.setattr(precompile, "compile_generic_alongside", alongside)
+    run = RunSpec(algorithm="fedals", params={"implicit": True},
+                  data={"implicit": True, "clients": 10}, schedule={"rounds": 1})
+    key = precompile.generic_key(spec("fedals"), run.config())
+    assert not precompile.is_compiled(key, precompile.GENERIC)
+    execute(run, kernels="auto")
+    assert started == ["fedals"] and precompile.is_compiled(key, precompile.GENERIC)
+    execute(run, kernels="auto")
+    assert started == ["fedals"]
+

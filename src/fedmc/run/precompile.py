@@ -62,6 +62,15 @@ def kernels_of(entry: AlgorithmSpec, cfg: Any) -> tuple[str, int] | None:
     return entry.algorithm_for(cfg).name, cfg.layout.width
 
 
+def generic_key(entry: AlgorithmSpec, cfg: Any) -> str | None:
+    """The name under which the kernels a run of ``cfg`` compiles once for every rank are
+    marked compiled (its protocol algorithm's), or None where no child compiles them beside
+    the loading (a centralized or a Boolean algorithm: their kernels are few)."""
+    if not entry.federated or entry.data_kind != "ratings":
+        return None
+    return str(entry.algorithm_for(cfg).name)
+
+
 def fingerprint() -> str:
     """A digest of what decides whether Numba's cached kernels are still valid."""
     root = Path(fedmc.__file__).parent
@@ -175,18 +184,21 @@ def finish_warming(warming: Warming) -> None:
             child.wait()
 
 
-def _tiny_data(width: int):
-    """A small random rating set on which every kernel of a run at ``width`` compiles."""
+def _tiny_data(width: int, interactions: bool = False):
+    """A small random rating set (or set of interactions: every value 1, not normalized) on
+    which every kernel of a run at ``width`` compiles."""
     from fedmc.data import FederatedData, Ratings
     from fedmc.data.split import random_test_mask
 
     rng = np.random.default_rng(0)
     n = 2 * width + 20
     users, items = np.nonzero(rng.random((n, n)) < 0.3)
-    ratings = Ratings(users.astype(np.int32), items.astype(np.int32),
-                      rng.integers(1, 6, len(users)).astype(float), n, n)
+    values = (np.ones(len(users)) if interactions
+              else rng.integers(1, 6, len(users)).astype(float))
+    ratings = Ratings(users.astype(np.int32), items.astype(np.int32), values, n, n)
     client = np.arange(n) % 4
-    return FederatedData.from_split(ratings, random_test_mask(ratings, 0.2, 0), client, "zscore")
+    return FederatedData.from_split(ratings, random_test_mask(ratings, 0.2, 0), client,
+                                    "none" if interactions else "zscore")
 
 
 def compile_now(algorithm: str, params: dict[str, Any], part: str | None = None) -> None:
@@ -198,9 +210,11 @@ def compile_now(algorithm: str, params: dict[str, Any], part: str | None = None)
     entry = spec(algorithm)
     cfg = entry.Config(**params)
     kernels = kernels_of(entry, cfg)
-    if kernels is None:
-        return
-    use_generic_kernels(kernels[1], part is not None)
+    key = generic_key(entry, cfg)
+    if kernels is None and (part != GENERIC or key is None):
+        return  # no rank token: its kernels are its generic ones
+    if kernels is not None:
+        use_generic_kernels(kernels[1], part is not None)
     warm_up = round_warm_up(entry, cfg) if part == ROUND else None
     if warm_up is not None:
         warm_up()
@@ -210,13 +224,17 @@ def compile_now(algorithm: str, params: dict[str, Any], part: str | None = None)
     from fedmc.run.spec import RunSpec
     from fedmc.run.train import train
 
-    data = _tiny_data(kernels[1])
+    interactions = entry.needs_interactions is not None and entry.needs_interactions(cfg)
+    data = _tiny_data(kernels[1] if kernels else 16, interactions)
     if part == SETUP:  # the rounds' own kernels are ROUND's; their layout is compiled here
         data.item_major  # noqa: B018  # computed on first access
     rounds = 0 if part == SETUP else 2
     train(RunSpec(algorithm=algorithm, params=params,
                   schedule=Schedule(rounds=rounds, active=2)), data)
-    if part in (None, GENERIC):
+    if kernels is None:
+        assert key is not None
+        mark_compiled(key, GENERIC)
+    elif part in (None, GENERIC):
         mark_compiled(kernels[0], GENERIC if part else kernels[1])
 
 

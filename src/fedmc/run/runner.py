@@ -132,13 +132,15 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     specialized = precompile.kernels_of(entry, cfg)
     generic = (kernels == "auto" and specialized is not None
                and not precompile.is_compiled(*specialized))
-    warming = None
     if specialized is not None:
         use_generic_kernels(specialized[1], generic)
-        if generic and loaded is None \
-                and not precompile.is_compiled(specialized[0], precompile.GENERIC):
-            warming = precompile.compile_generic_alongside(run.algorithm,
-                                                           cfg.model_dump(mode="json"))
+    # the kernels compiled once for every rank (of an algorithm without a rank token: all)
+    key = precompile.generic_key(entry, cfg)
+    warming = None
+    if kernels == "auto" and (generic or specialized is None) and loaded is None \
+            and key is not None and not precompile.is_compiled(key, precompile.GENERIC):
+        warming = precompile.compile_generic_alongside(run.algorithm,
+                                                       cfg.model_dump(mode="json"))
     dp = run.schedule.dp
     if dp is not None:
         check_private_run(entry, dp, run)
@@ -179,6 +181,8 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     if specialized is not None:
         precompile.mark_compiled(specialized[0], precompile.GENERIC if generic
                                  else specialized[1])
+    elif key is not None:
+        precompile.mark_compiled(key, precompile.GENERIC)
     history, stopped = trained.history, trained.stopped
     best = None if stopped is None else stopped["round"]
     artifact = None
