@@ -39,9 +39,9 @@ class Traffic:
         self.down = self.up = self.calls = 0
         original = RayActors.call
 
-        def counted(actors, shards, method, args):
-            results = original(actors, shards, method, args)
-            if method == "partial":  # a round's (or the set-up's) exchange
+        def counted(actors, hosts, method, args):
+            results = original(actors, hosts, method, args)
+            if method == "call" and args[0][0] == "partial":  # a round's or set-up's exchange
                 self.calls += 1
                 self.down += sum(len(pickle.dumps(a)) for a in args)
                 self.up += sum(len(pickle.dumps(r)) for r in results)
