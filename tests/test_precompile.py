@@ -45,12 +45,11 @@ def test_fedmc_admm_compiles_its_round_in_a_child_of_its_own(monkeypatch, algori
     assert warming.own_part == own
 
 
-_COUNT_COMPILES = textwrap.dedent("""
+_LISTENER = textwrap.dedent("""
     import json, sys
     from numba.core import event
-    from fedmc.run import precompile
 
-    compiled = []
+    compiled = []  # the module of every kernel compiled once a Listener is registered
 
     class Listener(event.Listener):
         def on_start(self, ev):
@@ -58,6 +57,10 @@ _COUNT_COMPILES = textwrap.dedent("""
 
         def on_end(self, ev):
             pass
+""")
+
+_COUNT_COMPILES = _LISTENER + textwrap.dedent("""
+    from fedmc.run import precompile
 
     algorithm, params = sys.argv[1], json.loads(sys.argv[2])
     precompile.compile_now(algorithm, params, precompile.SETUP)  # the run's own part
@@ -92,22 +95,11 @@ def test_the_round_child_and_the_run_leave_nothing_to_compile(tmp_path):
     assert _compiled_after((precompile.ROUND,), tmp_path / "both") == []
 
 
-_IMPLICIT_RUN = textwrap.dedent("""
-    import json, sys
-    from numba.core import event
+_IMPLICIT_RUN = _LISTENER + textwrap.dedent("""
     from fedmc.run.data import federated_data
     from fedmc.run.data_settings import DataSettings
     from fedmc.run.spec import RunSpec
     from fedmc.run.train import train
-
-    compiled = []
-
-    class Listener(event.Listener):
-        def on_start(self, ev):
-            compiled.append(ev.data["dispatcher"].py_func.__module__)
-
-        def on_end(self, ev):
-            pass
 
     settings = DataSettings(implicit=True)
     data = federated_data(settings)[0]

@@ -24,15 +24,41 @@ from fedmc.data.ratings import Ratings
 from fedmc.errors import DataError
 
 
+@dataclass(frozen=True, kw_only=True)
 class ClientLayout:
     """The sizes and facts of a federation's data that every party knows before training:
-    what :class:`FederatedData` and :class:`DataOutline` share."""
+    what :class:`FederatedData` and :class:`DataOutline` share.
+
+    Attributes
+    ----------
+    client_ptr
+        ``int64`` array of length ``n_clients + 1``: client ``c`` owns users
+        ``client_ptr[c]:client_ptr[c+1]``.
+    n_items
+        Number of items (columns).
+    user_index
+        For every federated row, the user's dense index in the source ``Ratings``.
+    user_ids
+        For every federated row, the user's raw id (as in the source file).
+    item_ids
+        For every item column, its raw id: the item vocabulary a fitted model maps raw ids
+        with.
+    normalizer
+        The map from original ratings to the normalized scale the algorithms train on.
+    value_range
+        Smallest and largest training rating (original scale), for clipping predictions.
+    name
+        The data set's name.
+    """
 
     client_ptr: np.ndarray
     n_items: int
     user_index: np.ndarray
+    user_ids: np.ndarray
+    item_ids: np.ndarray
     normalizer: Normalizer
-    value_range: tuple[float, float]
+    value_range: tuple[float, float] = (-np.inf, np.inf)
+    name: str = "ratings"
 
     @property
     def n_users(self) -> int:
@@ -50,47 +76,26 @@ class ClientLayout:
                               self.client_ptr)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DataOutline(ClientLayout):
     """What the driver of a population whose shards loaded their own ratings knows of the data
-    (:mod:`fedmc.data.shard_source`): :class:`FederatedData`'s attributes but the ratings,
-    and their numbers. It has no validation cut."""
+    (:mod:`fedmc.data.shard_source`): :class:`FederatedData`'s facts but the ratings, and
+    their numbers. It has no validation cut."""
 
-    client_ptr: np.ndarray
-    n_items: int
-    user_index: np.ndarray
-    user_ids: np.ndarray
-    item_ids: np.ndarray
-    normalizer: Normalizer
-    value_range: tuple[float, float]
-    name: str
     n_train_ratings: int
     n_test_ratings: int
     validation: None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FederatedData(ClientLayout):
-    """Training and test ratings of ``n_clients`` clients in the batched layout.
+    """Training and test ratings of ``n_clients`` clients in the batched layout
+    (:class:`ClientLayout` for the facts every party knows).
 
     Attributes
     ----------
     train, test
         CSR matrices over users in federated order (see module docstring).
-    client_ptr
-        ``int64`` array of length ``n_clients + 1``: client ``c`` owns users
-        ``client_ptr[c]:client_ptr[c+1]``.
-    user_index
-        For every federated row, the user's dense index in the source ``Ratings``.
-    user_ids
-        For every federated row, the user's raw id (as in the source file).
-    item_ids
-        For every item column, its raw id: the item vocabulary a fitted model maps raw ids
-        with.
-    normalizer
-        The map from original ratings to the normalized scale the algorithms train on.
-    value_range
-        Smallest and largest training rating (original scale), for clipping predictions.
     validation
         The validation cut the clients keep back from their training ratings (a CSR like
         ``test``; ``--validation-fraction``), or None: what early stopping and tuning choose
@@ -99,14 +104,6 @@ class FederatedData(ClientLayout):
 
     train: CSR
     test: CSR
-    client_ptr: np.ndarray
-    n_items: int
-    user_index: np.ndarray
-    user_ids: np.ndarray
-    item_ids: np.ndarray
-    normalizer: Normalizer
-    value_range: tuple[float, float] = (-np.inf, np.inf)
-    name: str = "ratings"
     validation: CSR | None = None
 
     @property

@@ -23,7 +23,7 @@ holds the whole set.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Protocol
 
@@ -132,14 +132,14 @@ class InProcess:
         return [getattr(host, method)(*a) for host, a in zip(hosts, args, strict=True)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ShardedData(DataOutline):
     """Data whose shards loaded their own ratings (:mod:`fedmc.run.shard_load`): what the
     driver knows of them, the hosts that hold them and where their clients begin
     (``bounds``, as :func:`shard_bounds`)."""
 
-    hosts: tuple[Any, ...] = ()
-    bounds: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    hosts: tuple[Any, ...]
+    bounds: np.ndarray
 
 
 def shard_bounds(data: Any, shards: int) -> np.ndarray:
