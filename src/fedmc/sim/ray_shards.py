@@ -85,9 +85,9 @@ class RayActors:
 
     def __init__(self, address: str | None = None, workers: int = 2) -> None:
         ray = self.ray = require_ray("--backend ray")
-        if not ray.is_initialized():
-            start_ray(ray, address, None if address is not None
-                      else max(workers, os.cpu_count() or 1))
+        if not ray.is_initialized():  # (RAY_ADDRESS: Ray joins that cluster, as an address)
+            joins = address is not None or os.environ.get("RAY_ADDRESS")
+            start_ray(ray, address, None if joins else max(workers, os.cpu_count() or 1))
         cpus = int(ray.cluster_resources().get("CPU", 0))
         if cpus < workers:
             where = f"the cluster at --ray-address {address}" if address else "this Ray"
