@@ -65,7 +65,8 @@ def test_preset_shapes(preset):
 
 
 def test_unknown_name_lists_presets():
-    with pytest.raises(DataError, match="synthetic, synthetic-ml20m, synthetic-netflix, synthetic-netflix-3x"):
+    with pytest.raises(DataError, match="synthetic, synthetic-ml20m, synthetic-netflix, "
+                                        "synthetic-netflix-3x"):
         synthetic_dataset("netflix")
 
 
