@@ -231,7 +231,7 @@ class FederatedData(ClientLayout):
         return rows.assemble(
             _csr(train, everything, True, rows.row_of_user, normalizer),
             _csr(test, everything, True, rows.row_of_user, normalizer),
-            train, normalizer, value_range_of(train.values),
+            train, normalizer, _value_range(train.values),
         )
 
     @classmethod
@@ -244,7 +244,6 @@ class FederatedData(ClientLayout):
         scale: RatingScale | None = None,
         *,
         is_validation: np.ndarray | None = None,
-        fitted: tuple[Normalizer, tuple[float, float]] | None = None,
     ) -> FederatedData:
         """:meth:`build` from all ratings and the test mask of a split, with the normalizer
         fitted on the training values.
@@ -258,22 +257,16 @@ class FederatedData(ClientLayout):
         No train and test copies of the ratings are made: the two CSR matrices are built
         straight from ``ratings``, so the peak memory is the ratings plus the CSRs (a third
         less than copying first on MovieLens- or Netflix-sized sets).
-
-        ``fitted``: the normalizer and rating range fitted elsewhere (on every shard's training
-        values: :mod:`fedmc.data.shard_source`), in place of fitting them on these ratings.
         """
         rows = FederatedRows(client_of_user, ratings.n_users)
         if scale is not None:
             scale = check_scale(scale)
             _check_in_scale(ratings, scale)
         held = is_test if is_validation is None else is_test | is_validation
-        if fitted is None:
-            train_values = ratings.values[~held]
-            normalizer = Normalizer.fit(train_values, normalize, scale)
-            value_range = scale if scale is not None else value_range_of(train_values)
-            del train_values
-        else:
-            normalizer, value_range = fitted
+        train_values = ratings.values[~held]
+        normalizer = Normalizer.fit(train_values, normalize, scale)
+        value_range = scale if scale is not None else _value_range(train_values)
+        del train_values
         data = rows.assemble(
             _csr(ratings, held, False, rows.row_of_user, normalizer),
             _csr(ratings, is_test, True, rows.row_of_user, normalizer),
@@ -295,7 +288,7 @@ def _check_in_scale(ratings: Ratings, scale: RatingScale) -> None:
                         f"rating scale {scale[0]:g},{scale[1]:g}")
 
 
-def value_range_of(train_values: np.ndarray) -> tuple[float, float]:
+def _value_range(train_values: np.ndarray) -> tuple[float, float]:
     """Smallest and largest training rating, or the whole line when there is none."""
     if len(train_values) == 0:
         return (-np.inf, np.inf)

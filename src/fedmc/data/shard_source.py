@@ -4,7 +4,7 @@ where they are trained, split and normalized as the whole set would be.
 A synthetic set's users draw their ratings from streams of their own
 (:class:`fedmc.data.synthetic.SyntheticPlan`), so a shard generates its users alone. The driver
 draws the split's masks over the whole set (they need the ratings' number and users, not their
-values: :func:`fedmc.run.data.test_mask`) and sends each shard its users' part; each shard
+values: :func:`fedmc.run.data.held_out_mask`) and sends each shard its users' part; each shard
 reports the moments of its training values, and the driver fits the normalizer and the rating
 range on them all (:meth:`fedmc.core.scale.Normalizer.fitted`). A shard's data then equal what
 the driver would have cut from the whole set (:meth:`fedmc.data.FederatedData.clients_shard`,
@@ -19,7 +19,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from fedmc.core.scale import Moments, NormalizeKind, Normalizer, RatingScale
+from fedmc.core.scale import Moments, Normalizer, RatingScale
 from fedmc.core.shard import CSR
 from fedmc.data.federated import FederatedData, FederatedRows
 from fedmc.data.synthetic import synthetic_plan
@@ -43,8 +43,8 @@ class ShardSource:
     is_test, is_validation
         The split's masks over the users' ratings (in the whole set's order), packed bits
         (:func:`numpy.packbits`); no validation cut: None.
-    normalize, scale
-        The normalization and the declared rating scale (None: none declared).
+    scale
+        The declared rating scale (None: none declared): every rating must lie in it.
     """
 
     dataset: str
@@ -53,7 +53,6 @@ class ShardSource:
     clients: np.ndarray
     is_test: np.ndarray
     is_validation: np.ndarray | None
-    normalize: NormalizeKind
     scale: RatingScale | None
 
 
@@ -69,7 +68,7 @@ class ValueFacts:
     @staticmethod
     def value_range(parts: list[ValueFacts]) -> tuple[float, float]:
         """The smallest and largest training rating of all ``parts`` (the whole line where
-        there is none, as :func:`fedmc.data.federated.value_range_of`)."""
+        there is none, as the whole set's range)."""
         if all(p.moments.count == 0 for p in parts):
             return (-np.inf, np.inf)
         return (min(p.lo for p in parts), max(p.hi for p in parts))
@@ -101,14 +100,13 @@ class LoadingShard:
         whole = balanced_bounds(np.concatenate(([0], np.cumsum(
             (offsets[1:] - offsets[:-1])[rows.user_index])))[ptr],
             max(1, -(-int(offsets[-1]) // CHUNK)))
-        none = (Normalizer(), (-np.inf, np.inf))
         for a, b in pairwise(whole):  # a block of clients: their users' ratings, split
             users = np.sort(rows.user_index[ptr[a]:ptr[b]])
             at = positions(offsets, users)
             block = FederatedData.from_split(
                 plan.ratings(s.users[users]), masks["test"][at], s.clients[users] - a, "none",
                 s.scale, is_validation=masks["validation"][at] if "validation" in masks
-                else None, fitted=none)
+                else None)  # raw values: the driver's normalizer comes with build
             for name, part in self.parts.items():
                 part.put(int(ptr[a]), getattr(block, name))
 

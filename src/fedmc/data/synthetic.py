@@ -469,6 +469,7 @@ class SyntheticPlan:
     weights: np.ndarray
     prob: np.ndarray
     alias: np.ndarray
+    max_rejection_degree: int
     user_bias: np.ndarray
     item_bias: np.ndarray
     user_factors: np.ndarray
@@ -522,6 +523,7 @@ class SyntheticPlan:
             weights=weights,
             prob=prob,
             alias=alias,
+            max_rejection_degree=_max_rejection_degree(weights),
             user_bias=rng.normal(0.0, USER_BIAS_STD, n_users),
             item_bias=rng.normal(0.0, ITEM_BIAS_STD, n_items),
             user_factors=rng.normal(0.0, factor_std, (n_users, rank)),
@@ -572,7 +574,7 @@ class SyntheticPlan:
             chunks,
             self.sample_key,
             self.noise_key,
-            _max_rejection_degree(self.weights),
+            self.max_rejection_degree,
             self.weights,
             self.prob,
             self.alias,

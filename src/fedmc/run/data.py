@@ -96,8 +96,8 @@ def federate(ratings: Ratings, settings: DataSettings) -> FederatedData:
     layout is built straight from them (:meth:`FederatedData.from_split`), and they are
     released when this returns.
     """
-    return _federate_split(ratings, test_mask(ratings.n_ratings, lambda: ratings.users,
-                                              ratings.n_users, settings), settings)
+    return _federate_split(ratings, held_out_mask(ratings.n_ratings, lambda: ratings.users,
+                                                  ratings.n_users, settings), settings)
 
 
 UsersOf = Callable[[], np.ndarray]
@@ -105,8 +105,8 @@ UsersOf = Callable[[], np.ndarray]
 holdout reads them; the random split only their number)."""
 
 
-def test_mask(n_ratings: int, users: UsersOf, n_users: int,
-              settings: DataSettings) -> np.ndarray:
+def held_out_mask(n_ratings: int, users: UsersOf, n_users: int,
+                  settings: DataSettings) -> np.ndarray:
     """Which of ``n_ratings`` ratings (of ``n_users`` users) the split of ``settings`` holds
     out for testing."""
     return _split_mask(n_ratings, users, n_users, settings.test_fraction, settings.seed,

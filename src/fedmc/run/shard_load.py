@@ -28,7 +28,7 @@ from fedmc.data.catalog import SYNTHETIC_NAMES
 from fedmc.data.federated import FederatedRows
 from fedmc.data.shard_source import ShardSource, ValueFacts, balanced_bounds, positions
 from fedmc.data.synthetic import synthetic_plan
-from fedmc.run.data import check_split, cut_mask, test_mask
+from fedmc.run.data import check_split, cut_mask, held_out_mask
 from fedmc.run.data_settings import DEFAULT_DATASET
 from fedmc.run.spec import RunSpec
 from fedmc.sim.sharded import ShardedData, ShardedPopulation
@@ -55,7 +55,7 @@ def load_on_shards(run: RunSpec, population: ShardedPopulation) -> ShardedData:
     def users() -> np.ndarray:
         return np.repeat(np.arange(n_users, dtype=np.int32), degrees)
 
-    is_test = test_mask(plan.n_ratings, users, n_users, settings)
+    is_test = held_out_mask(plan.n_ratings, users, n_users, settings)
     check_split(settings, n_users, is_test)
     is_validation = cut_mask(is_test, users, n_users, settings)
     held = is_test if is_validation is None else is_test | is_validation
@@ -75,8 +75,7 @@ def load_on_shards(run: RunSpec, population: ShardedPopulation) -> ShardedData:
         sources.append(ShardSource(
             name, settings.seed, members, client_of_user[members] - a,
             np.packbits(is_test[at]),
-            None if is_validation is None else np.packbits(is_validation[at]),
-            settings.normalizer_kind, scale))
+            None if is_validation is None else np.packbits(is_validation[at]), scale))
     workers = population.workers
     hosts = [workers.host() for _ in sources]
     facts: list[ValueFacts] = workers.call(hosts, "load", [(s,) for s in sources])
