@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -155,3 +156,28 @@ def test_a_first_run_without_a_rank_token_compiles_beside_its_loading(monkeypatc
     execute(run, kernels="auto")
     assert started == ["fedals"]
 
+
+
+def _first_run(folder, cores: int) -> list[dict[str, str]]:
+    """``fedmc run --rounds 3`` on empty caches under ``folder`` with ``cores`` kernel threads
+    (two: the round's child and the run compile at once; one: a child compiles all): the
+    history without its clock."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(folder / "numba"),
+           "XDG_CACHE_HOME": str(folder / "cache"), "FEDMC_KERNELS": "auto",
+           "NUMBA_NUM_THREADS": str(cores)}
+    subprocess.run([sys.executable, "-m", "fedmc", "run", "--rounds", "3", "--quiet", "--out",
+                    str(folder / "run")], env=env, timeout=600, check=True)
+    config = json.loads((folder / "run" / "config.json").read_text())
+    assert config["kernels"] == "generic"
+    with open(folder / "run" / "history.csv") as history:
+        rows = list(csv.DictReader(history))
+    return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
+
+
+@pytest.mark.slow
+def test_a_first_run_is_the_same_whichever_process_compiled_its_kernels(tmp_path):
+    """The first run's kernels compiled in two processes at once (the round's second half by
+    a child while the run compiles the rest: both compile the helpers they share) give the
+    history of kernels compiled in one process, to the last bit: no kernel links a helper
+    from the cache (:mod:`fedmc.core.kernels`)."""
+    assert _first_run(tmp_path / "two", 2) == _first_run(tmp_path / "one", 1)

@@ -209,10 +209,11 @@ class AlgorithmSpec:
         token (:func:`fedmc.core.kernels.rank_token`), so a run compiles them for its rank
         (:mod:`fedmc.run.precompile`).
     round_warm_up
-        ``"module:function"``, ``function(cfg)``: a call that compiles the client step of one
-        round of ``cfg`` without the data's kernels, or None where it has none; with it, the
-        first run has a child compile its round while the run compiles the rest
-        (:mod:`fedmc.run.precompile`). None: no such call.
+        ``"module:function"``, ``function(cfg)``: two calls that compile the client step of
+        one round of ``cfg`` in two parts sharing no compiled code, without the data's kernels,
+        or None where it has none; with them, the first run has a child compile the first part
+        while the run, its data loaded, compiles the rest and the second part
+        (:mod:`fedmc.run.precompile`). None: no such calls.
     estimator
         The name of its scikit-learn facade in :mod:`fedmc.estimators`.
     search_space

@@ -3,9 +3,17 @@
 Conventions: ratings are a CSR over users (``indptr``, ``indices`` = item, ``values``), user
 factors ``U`` are ``(m, r)`` and item factors are stored item-major as ``(n, r)`` arrays — the
 transpose of the paper's ``r x n`` matrices ``V`` and ``W_i`` — so that the factor of item ``j``
-is the contiguous row ``W[j]``. All kernels are compiled with ``cache=True`` and
-``nogil=True``: ``fedmc run`` trains in a worker thread that holds no GIL inside them, so the
-main thread handles SIGINT and SIGTERM at once whatever kernel runs (:mod:`fedmc.cli.interrupts`).
+is the contiguous row ``W[j]``. All kernels are compiled with ``nogil=True``: ``fedmc run``
+trains in a worker thread that holds no GIL inside them, so the main thread handles SIGINT and
+SIGTERM at once whatever kernel runs (:mod:`fedmc.cli.interrupts`).
+
+The kernels Python calls are cached (``cache=True``); the helpers here, called only inside
+kernels (and FedMC-ADMM's steps, :mod:`fedmc.algorithms.fedmc_admm.kernels`), are not cached
+on their own: each kernel compiles them into itself and its cache entry holds them. So a
+kernel's machine code never depends on which helpers the cache held when it was compiled
+(LLVM inlines a helper compiled in the same process, not one loaded from the cache, and a
+sum may then round differently), and two processes may compile kernels that call the same
+helpers at once (a first run does: :mod:`fedmc.run.precompile`).
 
 Kernels that loop over the rank take a *rank token* (:func:`rank_token`): for ``r <= 64`` a
 tuple of ``r`` zeros, whose Numba type ``UniTuple(float64, r)`` carries ``r``. Inside,
@@ -122,7 +130,7 @@ def _scratch_matrix(token):
     return lambda token: np.empty((len(token), len(token)))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(nogil=True)
 def heap_sort(a: np.ndarray) -> None:
     """Sort the 1-D array ``a`` in place, ascending (heapsort). Written out because Numba's
     ``ndarray.sort`` and ``np.sort`` take about 1.5 s to compile, which a first run would pay;
@@ -135,7 +143,7 @@ def heap_sort(a: np.ndarray) -> None:
         _sift_down(a, 0, end)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(nogil=True)
 def _sift_down(a: np.ndarray, root: int, end: int) -> None:
     """Move ``a[root]`` down the max-heap ``a[:end]`` to its place."""
     while 2 * root + 1 < end:
@@ -148,7 +156,7 @@ def _sift_down(a: np.ndarray, root: int, end: int) -> None:
         root = child
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, fastmath=True, error_model="numpy")
 def dot(a: np.ndarray, b: np.ndarray, token: RankToken) -> float:
     """Inner product of two length-``r`` arrays."""
     s = 0.0
@@ -157,7 +165,7 @@ def dot(a: np.ndarray, b: np.ndarray, token: RankToken) -> float:
     return s
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, fastmath=True, error_model="numpy")
 def mirror_upper(A: np.ndarray, token: RankToken) -> None:
     """Copy the upper triangle of the ``r x r`` array ``A`` onto its lower triangle."""
     for a in range(len(token)):
@@ -165,7 +173,7 @@ def mirror_upper(A: np.ndarray, token: RankToken) -> None:
             A[a, c] = A[c, a]
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, fastmath=True, error_model="numpy")
 def normal_equations(
     ptr: np.ndarray,
     idx: np.ndarray,
@@ -201,7 +209,7 @@ def normal_equations(
     mirror_upper(A, token)
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, fastmath=True, error_model="numpy")
 def gram_fro(X: np.ndarray, token: RankToken) -> float:
     """``|| X^T X ||_F`` of a ``(k, r)`` array, without forming anything larger than ``r x r``."""
     r = len(token)
@@ -222,7 +230,7 @@ def gram_fro(X: np.ndarray, token: RankToken) -> float:
     return np.sqrt(total)
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, fastmath=True, error_model="numpy")
 def fro_norm(A: np.ndarray, token: RankToken) -> float:
     """Frobenius norm of an ``r x r`` array."""
     total = 0.0
@@ -232,7 +240,7 @@ def fro_norm(A: np.ndarray, token: RankToken) -> float:
     return np.sqrt(total)
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, fastmath=True, error_model="numpy")
 def quad_gradient(
     A: np.ndarray, b: np.ndarray, x: np.ndarray, g: np.ndarray, token: RankToken
 ) -> None:
@@ -245,7 +253,7 @@ def quad_gradient(
         g[a] = s
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def cholesky_solve_upper(A: np.ndarray, b: np.ndarray) -> None:
     """Solve ``A x = b`` in place (``x`` into ``b``) for symmetric positive definite ``A``
     given by its upper triangle, which is overwritten by ``R`` with ``A = R^T R``."""

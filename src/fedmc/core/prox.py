@@ -102,7 +102,7 @@ class Regularizer:
         return out
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def prox_scalar(x: float, step: float, params: np.ndarray) -> float:
     """``prox_{step * R}`` of one coordinate; ``params`` from :attr:`Regularizer.params`."""
     code = int(params[0])

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 import numba
 import numpy as np
 
+from fedmc.core.small_data import SMALL, by_client_and_item
+
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
@@ -164,8 +166,8 @@ class BooleanShard(Protocol):
 
 def item_major(train: CSR, client_ptr: np.ndarray, n_items: int) -> ItemMajor:
     """The ratings of ``train`` regrouped by client (row blocks ``client_ptr``) and item."""
-    return ItemMajor(*_item_major(train.indptr, train.indices, train.values, client_ptr,
-                                  n_items))
+    layout = by_client_and_item if len(train.values) <= SMALL else _item_major
+    return ItemMajor(*layout(train.indptr, train.indices, train.values, client_ptr, n_items))
 
 
 @numba.njit(nogil=True, cache=True)

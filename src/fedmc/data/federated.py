@@ -20,6 +20,7 @@ import numpy as np
 from fedmc.core.protocol import FederationInfo
 from fedmc.core.scale import NormalizeKind, Normalizer, RatingScale, check_scale
 from fedmc.core.shard import CSR, ItemMajor, item_major
+from fedmc.core.small_data import SMALL, rows_by_counting
 from fedmc.data.ratings import Ratings
 from fedmc.errors import DataError
 
@@ -339,9 +340,9 @@ def _raw_ids(ids: np.ndarray | None, n: int) -> np.ndarray:
 def _csr(r: Ratings, mask: np.ndarray, want: bool, row_of_user: np.ndarray,
          normalizer: Normalizer) -> CSR:
     """The ratings of ``r`` whose ``mask`` entry is ``want`` (all when ``mask`` is empty)."""
-    indptr, indices, values = _counting_sort(
-        r.users, r.items, r.values, mask, want, row_of_user, normalizer.mean, normalizer.scale
-    )
+    layout = rows_by_counting if len(r.users) <= SMALL else _counting_sort
+    indptr, indices, values = layout(r.users, r.items, r.values, mask, want, row_of_user,
+                                     normalizer.mean, normalizer.scale)
     return CSR(indptr=indptr, indices=indices, values=values)
 
 

@@ -18,7 +18,10 @@ The generator imitates the shape of MovieLens and Netflix data without downloadi
 
 Randomness inside the Numba kernels comes from a counter-based hash (the SplitMix64
 finalizer) keyed by the seed, the user and the item, so the output is bit-identical for a
-seed whatever the number of threads. Ratings come out sorted by user, then item.
+seed whatever the number of threads. Ratings come out sorted by user, then item. Data of at
+most :data:`fedmc.core.small_data.SMALL` ratings (the offline default's) are drawn from the
+same streams in NumPy (:mod:`fedmc.data.synthetic_arrays`): the same ratings without compiling
+the kernel.
 """
 
 from __future__ import annotations
@@ -32,7 +35,14 @@ from numba import njit
 
 from fedmc.core.kernels import heap_sort
 from fedmc.core.parallel import parallel_for
+from fedmc.core.small_data import SMALL
+from fedmc.data import synthetic_arrays
 from fedmc.data.ratings import Ratings
+from fedmc.data.synthetic_arrays import GOLDEN as _GOLDEN
+from fedmc.data.synthetic_arrays import ITEM_MUL as _ITEM_MUL
+from fedmc.data.synthetic_arrays import LOW32 as _LOW32
+from fedmc.data.synthetic_arrays import MUL1 as _MUL1
+from fedmc.data.synthetic_arrays import MUL2 as _MUL2
 from fedmc.errors import ConfigError, DataError
 
 #: Standard deviation of the user biases ``b_u``.
@@ -80,16 +90,11 @@ _SCAN_DIVISOR = 8
 # Work units (chunks of users with about equal numbers of ratings) per kernel call.
 _N_CHUNKS = 256
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
-_MUL2 = np.uint64(0x94D049BB133111EB)
-_ITEM_MUL = np.uint64(0xD6E8FEB86659FD93)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
 _S32 = np.uint64(32)
 _S11 = np.uint64(11)
-_LOW32 = np.uint64(0xFFFFFFFF)
 _TWO_M53 = 2.0**-53
 _TWO_M32 = 2.0**-32
 
@@ -562,32 +567,18 @@ class SyntheticPlan:
         offsets = np.zeros(len(user_list) + 1, dtype=np.int64)
         np.cumsum(degrees, out=offsets[1:])
         n = int(offsets[-1])
-        users_out = np.empty(n, dtype=np.int32)
-        items = np.empty(n, dtype=np.int32)
-        values = np.empty(n, dtype=np.float64)
-        chunks = _chunk_bounds(offsets, _N_CHUNKS)
-        parallel_for(
-            _generate,
-            len(chunks) - 1,
-            user_list,
-            offsets,
-            chunks,
-            self.sample_key,
-            self.noise_key,
-            self.max_rejection_degree,
-            self.weights,
-            self.prob,
-            self.alias,
-            self.user_bias,
-            self.item_bias,
-            self.user_factors,
-            self.item_factors,
-            self.mean,
-            self.noise,
-            users_out,
-            items,
-            values,
-        )
+        draws = (self.sample_key, self.noise_key, self.max_rejection_degree, self.weights,
+                 self.prob, self.alias, self.user_bias, self.item_bias, self.user_factors,
+                 self.item_factors, self.mean, self.noise)
+        if n <= SMALL and len(user_list) * self.n_items <= synthetic_arrays.MAX_CELLS:
+            users_out, items, values = synthetic_arrays.draw_ratings(user_list, offsets, *draws)
+        else:
+            users_out = np.empty(n, dtype=np.int32)
+            items = np.empty(n, dtype=np.int32)
+            values = np.empty(n, dtype=np.float64)
+            chunks = _chunk_bounds(offsets, _N_CHUNKS)
+            parallel_for(_generate, len(chunks) - 1, user_list, offsets, chunks, *draws,
+                         users_out, items, values)
         return Ratings(
             users=users_out,
             items=items,

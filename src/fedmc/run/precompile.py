@@ -17,11 +17,16 @@ run's settings (:func:`compile_generic_alongside`): the child compiles the gener
 Numba's cache on a tiny problem while the run loads its data, and the run waits for it before
 training (:func:`finish_warming`) and loads them from the cache. An algorithm whose spec offers
 a ``round_warm_up`` (FedMC-ADMM) splits them where the run may use more than one core: the
-child (``generic-round``) compiles a round's client step, the heaviest part, by that call,
-while the run, its data loaded, compiles the rest itself (``generic-setup``: a tiny
-federation's set-up exchange and evaluation) in the time it would otherwise wait. A second child
-for that part would cost more than it saves on two cores: another process's imports and
-Numba's start-up (about 1 s of CPU), and the data's layout kernel compiled twice.
+child (``generic-round``) compiles the larger half of a round's client step, the heaviest
+part, by that spec's first call, while the run, its data loaded, compiles the rest itself
+(``generic-setup``: a tiny federation's set-up exchange and evaluation, then the client step's
+other half and the server's step by the spec's second call) in the time it would otherwise
+wait. A second child for
+that part would cost more than it saves on two cores: another process's imports and Numba's
+start-up (about 1 s of CPU), and the data's layout kernel compiled twice. The two halves share
+no compiled code (a helper kernel is compiled into every kernel that calls it and cached with
+it, never on its own: :mod:`fedmc.core.kernels`), so what each process compiles does not
+depend on how far the other has got: a first run's numbers are the same every time.
 
 Markers live in ``$XDG_CACHE_HOME/fedmc/kernels/<fingerprint>/``, where the fingerprint
 covers the Python and Numba versions and the size and time of every source file of the
@@ -86,10 +91,10 @@ GENERIC = "generic"
 them a child compiles: all."""
 SETUP = "generic-setup"
 """The part of the generic kernels the run compiles itself beside :data:`ROUND`'s child: every
-one but a round's client step."""
+one but :data:`ROUND`'s."""
 ROUND = "generic-round"
-"""The part of the generic kernels a child compiles beside :data:`SETUP`'s: a round's client
-step (the spec's ``round_warm_up``)."""
+"""The part of the generic kernels a child compiles beside :data:`SETUP`'s: the larger half of
+a round's client step (the spec's ``round_warm_up``, its first call)."""
 
 
 def _marker(algorithm: str, width: int | str) -> Path:
@@ -131,8 +136,10 @@ def _yielding(child: subprocess.Popen) -> None:
             os.setpriority(os.PRIO_PROCESS, child.pid, 10)
 
 
-def round_warm_up(entry: AlgorithmSpec, cfg: Any) -> Callable[[], None] | None:
-    """The spec's call that compiles a round's client step of ``cfg`` on its own, if any."""
+def round_warm_up(entry: AlgorithmSpec, cfg: Any
+                  ) -> tuple[Callable[[], None], Callable[[], None]] | None:
+    """The spec's two calls that compile a round of ``cfg`` in two parts, if any (:data:`ROUND`'s
+    and the end of :data:`SETUP`'s)."""
     return None if entry.round_warm_up is None else load(entry.round_warm_up)(cfg)
 
 
@@ -215,9 +222,9 @@ def compile_now(algorithm: str, params: dict[str, Any], part: str | None = None)
         return  # no rank token: its kernels are its generic ones
     if kernels is not None:
         use_generic_kernels(kernels[1], part is not None)
-    warm_up = round_warm_up(entry, cfg) if part == ROUND else None
-    if warm_up is not None:
-        warm_up()
+    warm_up = round_warm_up(entry, cfg) if part in (ROUND, SETUP) else None
+    if part == ROUND and warm_up is not None:
+        warm_up[0]()
         return
     # not for ROUND's: 0.1 s on its critical path
     from fedmc.federation.settings import Schedule
@@ -226,11 +233,11 @@ def compile_now(algorithm: str, params: dict[str, Any], part: str | None = None)
 
     interactions = entry.needs_interactions is not None and entry.needs_interactions(cfg)
     data = _tiny_data(kernels[1] if kernels else 16, interactions)
-    if part == SETUP:  # the rounds' own kernels are ROUND's; their layout is compiled here
-        data.item_major  # noqa: B018  # computed on first access
     rounds = 0 if part == SETUP else 2
     train(RunSpec(algorithm=algorithm, params=params,
                   schedule=Schedule(rounds=rounds, active=2)), data)
+    if part == SETUP and warm_up is not None:
+        warm_up[1]()
     if kernels is None:
         assert key is not None
         mark_compiled(key, GENERIC)
@@ -240,3 +247,6 @@ def compile_now(algorithm: str, params: dict[str, Any], part: str | None = None)
 
 if __name__ == "__main__":
     compile_now(sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:4])
+    # the kernels are in the cache: a run waiting for this process need not wait for the
+    # interpreter's tear-down (about 0.4 s with Numba loaded)
+    os._exit(0)

@@ -10,14 +10,15 @@ the state the step starts from and nothing more is stored.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
-from fedmc.algorithms.fedmc_admm.kernels import initial_duals, local_updates
+from fedmc.algorithms.fedmc_admm.kernels import initial_duals, item_steps, user_steps
 from fedmc.core.factors import error_sums
 from fedmc.core.kernels import rank_token
 from fedmc.core.protocol import FederationInfo, InitialDraws, Message
@@ -60,15 +61,32 @@ def client_step(cfg: FedMCADMMConfig, shard: RatingsShard, state: ClientState, m
     """
     if msg.phase == "setup":
         return _setup(cfg, shard, state, msg.arrays["V"], compute, upload)
-    reg_u = cfg.regularizers()[0]
     V = msg.arrays["V"]
     delta = np.empty((len(compute), *V.shape))
-    local_updates(
-        compute, shard.client_ptr, shard.train, shard.item_major, state.U, state.W, state.Y, V,
-        cfg.inner, cfg.beta, state.n_clients, reg_u.params, cfg.layout.ones_col_u,
-        cfg.steps == "per-row", rank_token(V.shape[1]), delta,
+    for step in local_steps(cfg, shard, state, V, compute, delta):
+        step()
+    return state, round_upload(delta)
+
+
+def local_steps(cfg: FedMCADMMConfig, shard: RatingsShard, state: ClientState, V: np.ndarray,
+                compute: np.ndarray, delta: np.ndarray) -> tuple[Callable[[], None], ...]:
+    """Steps 4(a)-(c) of Algorithm 1 for the clients at positions ``compute`` given ``V^k``,
+    as the two calls to make in order: (14) (:func:`~.kernels.user_steps`), then (15) and (13)
+    (:func:`~.kernels.item_steps`), which writes the upload into ``delta``
+    (``(len(compute), n, r)``)."""
+    per_row = cfg.steps == "per-row"
+    token = rank_token(V.shape[1])
+    return (
+        partial(user_steps, compute, shard.client_ptr, shard.train, state.U, state.W, cfg.inner,
+                cfg.regularizers()[0].params, cfg.layout.ones_col_u, per_row, token),
+        partial(item_steps, compute, shard.client_ptr, shard.item_major, state.U, state.W,
+                state.Y, V, cfg.inner, cfg.beta, state.n_clients, per_row, token, delta),
     )
-    return state, {UPLOAD: Stacked(V.shape, dense=delta)}
+
+
+def round_upload(delta: np.ndarray) -> Uploads:
+    """A round's upload: the changes ``delta`` of ``beta W_i + Y_i``, one per client."""
+    return {UPLOAD: Stacked(delta.shape[1:], dense=delta)}
 
 
 def _setup(cfg: FedMCADMMConfig, shard: RatingsShard, state: ClientState, V0: np.ndarray,

@@ -9,7 +9,7 @@ ratings ``m`` on items ``Omega``; with ``W_i = V`` the U-step minimizes
 (the all-ones column with biases), the problem every client solves in training, with ``R_i``'s
 weight ``fold_lam`` where the model sets one (chosen after training by a private search,
 :mod:`fedmc.tune.private`), else the training's ``lam``. The same
-kernel takes the steps (:func:`~fedmc.algorithms.fedmc_admm.kernels.u_steps`, with the
+kernel takes the steps (:func:`~fedmc.algorithms.fedmc_admm.kernels.fold_in_steps`, with the
 configured step bounds and prox of ``R_i``), batch after batch until ``u`` stops moving.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
-from fedmc.algorithms.fedmc_admm.kernels import u_steps
+from fedmc.algorithms.fedmc_admm.kernels import fold_in_steps
 from fedmc.algorithms.fold_in import converge_rows, user_row
 from fedmc.core.shard import CSR
 
@@ -61,7 +61,7 @@ def fold_in_rows(cfg: FedMCADMMConfig, V: np.ndarray, R: CSR) -> np.ndarray:
     token = np.zeros(layout.width)  # the generic kernel: one compilation serves every rank
 
     def steps(U: np.ndarray) -> None:
-        u_steps(R.indptr, R.indices, R.values, 0, len(U), U, V, STEPS_PER_CALL, reg,
-                layout.ones_col_u, cfg.steps == "per-row", token)
+        fold_in_steps(R.indptr, R.indices, R.values, U, V, STEPS_PER_CALL, reg,
+                      layout.ones_col_u, cfg.steps == "per-row", token)
 
     return converge_rows(steps, U)

@@ -24,7 +24,7 @@ from fedmc.core.parallel import parallel_for
 from fedmc.core.prox import prox_scalar
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, fastmath=True, error_model="numpy")
 def u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col, per_row, token):
     """(14) for every user row of one client: ``N`` prox-gradient steps with ``W_i`` fixed.
 
@@ -55,6 +55,14 @@ def u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col, 
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+def fold_in_steps(indptr, indices, values, U, V, n_inner, reg, ones_col, per_row, token):
+    """(14) on every row of ``U`` against ``W_i = V``: new users' fold-in
+    (:mod:`~fedmc.algorithms.fedmc_admm.fold_in`). The kernel Python calls; :func:`u_steps` is
+    compiled into each kernel that calls it."""
+    u_steps(indptr, indices, values, 0, U.shape[0], U, V, n_inner, reg, ones_col, per_row, token)
+
+
+@numba.njit(nogil=True, fastmath=True, error_model="numpy")
 def w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_inner, beta, p,
              per_row, token):
     """(15): ``N`` linearized steps on ``W_i`` with ``U_i^{k+1}`` fixed.
@@ -110,7 +118,7 @@ def w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_in
     relax_unrated(Wc, Yc, V, next_j, n, c_n, beta, token)
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, fastmath=True, error_model="numpy")
 def rated_once(x, m, v, y, w, a_client, beta, p, n_inner, per_row, token):
     """``N`` steps of (15) in closed form on a column rated by one user row ``x`` (rating
     ``m``).
@@ -150,7 +158,7 @@ def rated_once(x, m, v, y, w, a_client, beta, p, n_inner, per_row, token):
             w[e] += coef * x[e]
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, fastmath=True, error_model="numpy")
 def relax_unrated(Wc, Yc, V, j0, j1, c_n, beta, token):
     """``N`` steps of (15) in closed form on the unrated columns ``j0:j1``."""
     for j in range(j0, j1):
@@ -158,46 +166,58 @@ def relax_unrated(Wc, Yc, V, j0, j1, c_n, beta, token):
             Wc[j, e] = c_n * Wc[j, e] + (1.0 - c_n) * (V[j, e] - Yc[j, e] / beta)
 
 
-def local_updates(
-    clients, client_ptr, ratings, cols, U, W, Y, V, n_inner, beta, p, reg, ones_col, per_row,
-    token, delta,
-):
-    """Steps 4(a)-(c) of Algorithm 1 for the clients at positions ``clients``, in parallel
-    (:func:`fedmc.core.parallel.parallel_for`).
+def user_steps(clients, client_ptr, ratings, U, W, n_inner, reg, ones_col, per_row, token):
+    """Step 4(a) of Algorithm 1, (14), for the clients at positions ``clients``, in parallel
+    (:func:`fedmc.core.parallel.parallel_for`); ``ratings`` are their ratings
+    (:class:`~fedmc.core.shard.CSR`).
 
-    ``ratings`` are the clients' ratings (:class:`~fedmc.core.shard.CSR`), ``cols`` their
-    item-major layout ``(client_ptr, item, ptr, row, values)``
+    A round is this, then :func:`item_steps`: two kernels that share no compiled code, so that a
+    first run compiles them in two processes at once (:mod:`fedmc.run.precompile`).
+    """
+    parallel_for(_user_steps_range, clients.shape[0], clients, client_ptr, ratings, U, W,
+                 n_inner, reg, ones_col, per_row, token)
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
+def _user_steps_range(lo, hi, clients, client_ptr, ratings, U, W, n_inner, reg, ones_col,
+                      per_row, token):
+    """:func:`user_steps` for the clients at positions ``clients[lo:hi]``."""
+    indptr, indices, values = ratings
+    for s in range(lo, hi):
+        c = clients[s]
+        u_steps(indptr, indices, values, client_ptr[c], client_ptr[c + 1], U, W[c], n_inner,
+                reg, ones_col, per_row, token)
+
+
+def item_steps(clients, client_ptr, cols, U, W, Y, V, n_inner, beta, p, per_row, token, delta):
+    """Steps 4(b)-(c) of Algorithm 1, (15) and (13), for the clients at positions ``clients``
+    once :func:`user_steps` has updated their ``U_i``, in parallel.
+
+    ``cols`` is the clients' item-major layout ``(client_ptr, item, ptr, row, values)``
     (:class:`~fedmc.core.shard.ItemMajor`). ``delta[s]`` receives the change of
     ``beta W_i + Y_i`` of client ``clients[s]``, its upload:
     ``beta (W^+ - W) + (Y^+ - Y) = beta (2 W^+ - W - V)`` by (13).
     """
-    parallel_for(_local_updates, clients.shape[0], clients, client_ptr, ratings, cols, U, W, Y,
-                 V, n_inner, beta, p, reg, ones_col, per_row, token, delta)
+    parallel_for(_item_steps_range, clients.shape[0], clients, client_ptr, cols, U, W, Y, V,
+                 n_inner, beta, p, per_row, token, delta)
 
 
 @numba.njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
-def _local_updates(
-    lo, hi, clients, client_ptr, ratings, cols, U, W, Y, V, n_inner, beta, p, reg, ones_col,
-    per_row, token, delta,
-):
-    """:func:`local_updates` for the clients at positions ``clients[lo:hi]``."""
-    indptr, indices, values = ratings
+def _item_steps_range(lo, hi, clients, client_ptr, cols, U, W, Y, V, n_inner, beta, p, per_row,
+                      token, delta):
+    """:func:`item_steps` for the clients at positions ``clients[lo:hi]``."""
     g_client, g_item, g_ptr, g_row, g_vals = cols
     n, r = V.shape
     Vf = V.reshape(n * r)
     for s in range(lo, hi):
         c = clients[s]
-        row0 = client_ptr[c]
-        row1 = client_ptr[c + 1]
         Wc = W[c].reshape(n * r)
         Yc = Y[c].reshape(n * r)
         D = delta[s].reshape(n * r)
         for q in range(n * r):
             D[q] = -beta * Wc[q]
-        u_steps(indptr, indices, values, row0, row1, U, W[c], n_inner, reg, ones_col, per_row,
-                token)
-        w_steps(g_client[c], g_client[c + 1], g_item, g_ptr, g_row, g_vals, row0, row1, U,
-                W[c], Y[c], V, n_inner, beta, p, per_row, token)
+        w_steps(g_client[c], g_client[c + 1], g_item, g_ptr, g_row, g_vals, client_ptr[c],
+                client_ptr[c + 1], U, W[c], Y[c], V, n_inner, beta, p, per_row, token)
         for q in range(n * r):  # (13) and the upload, over the flat n x r arrays
             step = beta * (Wc[q] - Vf[q])
             Yc[q] += step
@@ -241,7 +261,7 @@ def server_prox(total, scale, step, params, ones_col):
 # ------------------------------------------------- consensus on rated items (cross-device)
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+@numba.njit(nogil=True, fastmath=True, error_model="numpy")
 def _group(one_user, g, t0, g_ptr):
     """Ratings ``q0:q1`` of group ``g`` (one client's ratings of one item) and the row of its
     first rating: with one user per client a group is one rating of that user."""
