@@ -21,6 +21,7 @@ import numpy as np
 from fedmc import load_federated
 from fedmc.algorithms.fedmc_admm import BY_CONSENSUS, FedMCADMMConfig
 from fedmc.core.uploads import sum_uploads
+from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.sampling import UniformSampler
 from fedmc.sim.clients import BatchedClients
 
@@ -47,10 +48,11 @@ def main() -> None:
     clients = BatchedClients(alg, cfg, data, draws, info)
     server = alg.init_server(cfg, info, draws.server)
     shapes = alg.upload_shapes(cfg, info)
+    aggregator = Aggregator(alg, cfg, info)  # no DP: the uploads as they are
     sampler = UniformSampler(ns.clients, ns.active)
 
     def exchange(msg):
-        summed = sum_uploads(clients.run(msg), shapes)
+        summed = sum_uploads(clients.run(msg, aggregator), shapes)
         return alg.server_step(cfg, server, summed, msg)
 
     server = exchange(alg.setup(cfg, server, info))
@@ -62,7 +64,7 @@ def main() -> None:
         for k in range(ns.rounds):
             msg = alg.message(cfg, server, k + 2, sampler.sample(rng), rng)
             t0 = time.perf_counter()
-            batches = clients.run(msg)
+            batches = list(clients.run(msg, aggregator))
             t1 = time.perf_counter()
             server = alg.server_step(cfg, server, sum_uploads(batches, shapes), msg)
             t2 = time.perf_counter()
