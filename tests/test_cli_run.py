@@ -169,10 +169,11 @@ def test_new_rank_runs_on_generic_kernels_then_on_compiled_ones(monkeypatch, cap
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("FEDMC_KERNELS", "auto")
-    monkeypatch.setattr(precompile, "compile_in_background", lambda a, p: calls.append((a, p)))
+    monkeypatch.setattr(precompile, "compile_in_background",
+                        lambda a, p, one_user: calls.append((a, p)))
     monkeypatch.setattr(precompile, "compile_generic_alongside",
-                        lambda a, p: warmed.append((a, p))
-                        or precompile.Warming(a, p, [Child()], None))
+                        lambda a, p, one_user: warmed.append((a, p))
+                        or precompile.Warming(a, p, one_user, [Child()], None))
     calls: list = []
     warmed: list = []
     args = ["run", "--ratings", ratings_csv, "--clients", 4, "--rounds", 3, "--rank", 3, "-q"]
@@ -306,5 +307,5 @@ def test_a_warm_up_child_that_hangs_is_stopped(monkeypatch):
     monkeypatch.setattr(precompile, "WARM_UP_LIMIT", 0.2)
     children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
                 for _ in range(2)]
-    precompile.finish_warming(precompile.Warming("fedmc-admm", {}, children, None))
+    precompile.finish_warming(precompile.Warming("fedmc-admm", {}, False, children, None))
     assert all(c.returncode is not None and c.returncode != 0 for c in children)

@@ -20,18 +20,20 @@ def _params(algorithm: str, **changed: object) -> dict:
     return spec(algorithm).Config(**changed).model_dump(mode="json")
 
 
-@pytest.mark.parametrize(("algorithm", "changed", "cores", "part", "own"), [
-    ("fedmc-admm", {}, 2, precompile.ROUND, precompile.SETUP),
-    ("fedmc-admm", {}, 1, precompile.GENERIC, None),
-    ("fedmc-admm", {"consensus": "rated"}, 2, precompile.GENERIC, None),
-    ("fedmavg", {}, 2, precompile.GENERIC, None),
-    ("fedals", {"implicit": True}, 2, precompile.GENERIC, None),  # no rank token: all of them
+@pytest.mark.parametrize(("algorithm", "changed", "cores", "part", "own", "one_user"), [
+    ("fedmc-admm", {}, 2, precompile.ROUND, precompile.SETUP, False),
+    ("fedmc-admm", {}, 1, precompile.GENERIC, None, False),
+    ("fedmc-admm", {"consensus": "rated"}, 2, precompile.ROUND, precompile.SETUP, True),
+    ("fedmavg", {}, 2, precompile.GENERIC, None, False),
+    ("fedals", {"implicit": True}, 2, precompile.ROUND, precompile.SETUP, True),
+    ("fedals", {"implicit": True}, 1, precompile.GENERIC, None, True),
 ])
 def test_fedmc_admm_compiles_its_round_in_a_child_of_its_own(monkeypatch, algorithm, changed,
-                                                              cores, part, own):
-    """An algorithm with a round warm-up (FedMC-ADMM, consensus on every item) has its round
-    compiled by a child and its set-up by the run where the run may use two cores; any other,
-    and any run on one core, has all its generic kernels compiled by the child."""
+                                                              cores, part, own, one_user):
+    """An algorithm with a round warm-up (FedMC-ADMM, federated ALS) has the larger part of its
+    round compiled by a child and the rest by the run where the run may use two cores; any
+    other, and any run on one core, has all its generic kernels compiled by the child. The
+    child is told when the run's clients hold one user each."""
     monkeypatch.setenv("NUMBA_NUM_THREADS", str(cores))
     started = []
 
@@ -41,9 +43,10 @@ def test_fedmc_admm_compiles_its_round_in_a_child_of_its_own(monkeypatch, algori
 
     monkeypatch.setattr(subprocess, "Popen", Child)
     params = _params(algorithm, **changed)
-    warming = precompile.compile_generic_alongside(algorithm, params)
-    assert [argv[-3:] for argv in started] == [[algorithm, json.dumps(params), part]]
-    assert warming.own_part == own
+    warming = precompile.compile_generic_alongside(algorithm, params, one_user)
+    flag = [precompile.ONE_USER] if one_user else []
+    assert [argv[3:] for argv in started] == [[algorithm, json.dumps(params), part, *flag]]
+    assert warming.own_part == own and warming.one_user == one_user
 
 
 _LISTENER = textwrap.dedent("""
@@ -63,37 +66,59 @@ _LISTENER = textwrap.dedent("""
 _COUNT_COMPILES = _LISTENER + textwrap.dedent("""
     from fedmc.run import precompile
 
-    algorithm, params = sys.argv[1], json.loads(sys.argv[2])
-    precompile.compile_now(algorithm, params, precompile.SETUP)  # the run's own part
+    algorithm, params, one_user = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] == "1"
+    precompile.compile_now(algorithm, params, precompile.SETUP, one_user)  # the run's own part
     event.register("numba:compile", Listener())
-    precompile.compile_now(algorithm, params, precompile.GENERIC)
+    precompile.compile_now(algorithm, params, precompile.GENERIC, one_user)
     print(json.dumps(sorted({m for m in compiled if m.startswith("fedmc")})))
 """)
 
 
-def _compiled_after(parts: tuple[str, ...], folder) -> list[str]:
-    """The fedmc modules whose kernels a tiny federation of FedMC-ADMM's defaults on the
-    generic kernels compiles, after the process compiled :data:`SETUP`'s part itself (as a
-    run does), on caches (under ``folder``) that children of ``parts`` filled."""
+def _compiled_after(algorithm: str, params: dict, one_user: bool, parts: tuple[str, ...],
+                    folder) -> list[str]:
+    """The fedmc modules whose kernels a tiny federation of ``algorithm`` (settings
+    ``params``) on the generic kernels compiles, after the process compiled :data:`SETUP`'s
+    part itself (as a run does), on caches (under ``folder``) that children of ``parts``
+    filled."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(folder / "numba"),
            "XDG_CACHE_HOME": str(folder / "cache")}
-    params = json.dumps(_params("fedmc-admm"))
-    children = [subprocess.Popen([sys.executable, "-m", "fedmc.run.precompile", "fedmc-admm",
-                                  params, part], env=env) for part in parts]
+    flag = [precompile.ONE_USER] if one_user else []
+    children = [subprocess.Popen([sys.executable, "-m", "fedmc.run.precompile", algorithm,
+                                  json.dumps(params), part, *flag], env=env) for part in parts]
     assert [child.wait(timeout=600) for child in children] == [0] * len(parts)
-    found = subprocess.run([sys.executable, "-c", _COUNT_COMPILES, "fedmc-admm", params],
+    found = subprocess.run([sys.executable, "-c", _COUNT_COMPILES, algorithm,
+                            json.dumps(params), str(int(one_user))],
                            env=env, capture_output=True, text=True, timeout=600, check=True)
     return json.loads(found.stdout.strip().splitlines()[-1])
 
 
+def _readme_fedals() -> dict:
+    """The settings of the README's ``fedmc run -a fedals --implicit`` (one user a client,
+    the item step by exchanges)."""
+    from fedmc.run.options import RunOptions
+    from fedmc.run.settings import resolve
+
+    readme = resolve(RunOptions(algorithm="fedals", implicit=True))
+    assert readme.data.partition == "user" and readme.params["upload"] == "factors"
+    return readme.config().model_dump(mode="json")
+
+
 @pytest.mark.slow
-def test_the_round_child_and_the_run_leave_nothing_to_compile(tmp_path):
+@pytest.mark.parametrize(("algorithm", "changed", "one_user"), [
+    ("fedmc-admm", {}, False), ("fedmc-admm", {"consensus": "rated"}, True),
+    ("fedals", None, True)])
+def test_the_round_child_and_the_run_leave_nothing_to_compile(tmp_path, algorithm, changed,
+                                                               one_user):
     """After the :data:`ROUND` child ran on empty caches and the run compiled :data:`SETUP`'s
     part itself, a tiny federation compiles no kernel of fedmc: the round warm-up builds the
-    argument types a real client step passes. Without the child it compiles the round's
-    kernels."""
-    assert "fedmc.algorithms.fedmc_admm.kernels" in _compiled_after((), tmp_path / "setup")
-    assert _compiled_after((precompile.ROUND,), tmp_path / "both") == []
+    argument types a real client step passes (FedMC-ADMM's defaults and its consensus on
+    rated items with one user a client; federated ALS as the README runs it). Without the
+    child it compiles the round's kernels."""
+    params = _readme_fedals() if changed is None else _params(algorithm, **changed)
+    own = f"fedmc.algorithms.{algorithm.replace('-', '_')}.kernels"
+    assert own in _compiled_after(algorithm, params, one_user, (), tmp_path / "setup")
+    assert _compiled_after(algorithm, params, one_user, (precompile.ROUND,),
+                           tmp_path / "both") == []
 
 
 _IMPLICIT_RUN = _LISTENER + textwrap.dedent("""
@@ -102,7 +127,7 @@ _IMPLICIT_RUN = _LISTENER + textwrap.dedent("""
     from fedmc.run.spec import RunSpec
     from fedmc.run.train import train
 
-    settings = DataSettings(implicit=True)
+    settings = DataSettings(implicit=True, partition="user", clients=3000)
     data = federated_data(settings)[0]
     data.item_major  # the layout's kernel: the run's, not the algorithm's
     event.register("numba:compile", Listener())
@@ -114,17 +139,19 @@ _IMPLICIT_RUN = _LISTENER + textwrap.dedent("""
 
 @pytest.mark.slow
 def test_a_child_compiles_every_kernel_of_an_algorithm_without_a_rank_token(tmp_path):
-    """Federated ALS on interactions takes no rank token: the child compiles all its kernels
-    on tiny interactions (:data:`GENERIC`), and a run on real interactions then compiles none
-    of fedmc's; without the child it compiles fedals' own."""
-    params = json.dumps(_params("fedals", implicit=True))
+    """Federated ALS on interactions (the README's ``-a fedals --implicit``, one user a client
+    and its user factors uploaded) takes no rank token: the child compiles all its kernels on
+    tiny interactions of one user a client (:data:`GENERIC`), and a run on real interactions
+    then compiles none of fedmc's; without the child it compiles fedals' own."""
+    params = json.dumps(_readme_fedals())
     found = {}
     for name, child in (("without", False), ("with", True)):
         env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / name / "numba"),
                "XDG_CACHE_HOME": str(tmp_path / name / "cache")}
         if child:
             subprocess.run([sys.executable, "-m", "fedmc.run.precompile", "fedals", params,
-                            precompile.GENERIC], env=env, timeout=600, check=True)
+                            precompile.GENERIC, precompile.ONE_USER], env=env, timeout=600,
+                           check=True)
         run = subprocess.run([sys.executable, "-c", _IMPLICIT_RUN, params], env=env,
                              capture_output=True, text=True, timeout=600, check=True)
         found[name] = json.loads(run.stdout.strip().splitlines()[-1])
@@ -142,9 +169,9 @@ def test_a_first_run_without_a_rank_token_compiles_beside_its_loading(monkeypatc
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     started = []
 
-    def alongside(algorithm, params):
+    def alongside(algorithm, params, one_user):
         started.append(algorithm)
-        return precompile.Warming(algorithm, params, [], None)
+        return precompile.Warming(algorithm, params, one_user, [], None)
 
     monkeypatch.setattr(precompile, "compile_generic_alongside", alongside)
     run = RunSpec(algorithm="fedals", params={"implicit": True},

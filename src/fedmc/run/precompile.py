@@ -118,11 +118,13 @@ def mark_compiled(algorithm: str, width: int | str) -> None:
         pass
 
 
-def compile_in_background(algorithm: str, params: dict[str, Any]) -> None:
+def compile_in_background(algorithm: str, params: dict[str, Any], one_user: bool) -> None:
     """Start a detached, low-priority process that compiles ``algorithm``'s specialized
-    kernels for the settings ``params`` (it outlives this process and prints nothing)."""
+    kernels for the settings ``params`` (on clients of one user each with ``one_user``, as the
+    run's: :func:`compile_now`; it outlives this process and prints nothing)."""
     _yielding(subprocess.Popen(
-        [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params)],
+        [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params),
+         *_shape_flag(one_user)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     ))
@@ -151,23 +153,33 @@ class Warming:
 
     algorithm: str
     params: dict[str, Any]
+    one_user: bool
     children: list[subprocess.Popen]
     own_part: str | None
 
 
-def compile_generic_alongside(algorithm: str, params: dict[str, Any]) -> Warming:
+ONE_USER = "--one-user"
+"""The child's flag for a run whose clients hold one user each (``partition="user"``)."""
+
+
+def _shape_flag(one_user: bool) -> list[str]:
+    return [ONE_USER] if one_user else []
+
+
+def compile_generic_alongside(algorithm: str, params: dict[str, Any], one_user: bool) -> Warming:
     """Start the child process that compiles ``algorithm``'s generic kernels for the settings
-    ``params`` (module docstring: all of them, or :data:`ROUND`'s part where the process may
-    use more than one core, :data:`SETUP`'s being left to the run); the caller calls
+    ``params``, on clients of one user each with ``one_user`` (module docstring: all of them,
+    or :data:`ROUND`'s part where the process may use more than one core, :data:`SETUP`'s being
+    left to the run); the caller calls
     :func:`finish_warming` before it trains. The child is in this process's group: a Ctrl-C at
     the terminal stops it too."""
     entry = spec(algorithm)
     split = threads() > 1 and round_warm_up(entry, entry.Config(**params)) is not None
     child = subprocess.Popen(
         [sys.executable, "-m", "fedmc.run.precompile", algorithm, json.dumps(params),
-         ROUND if split else GENERIC],
+         ROUND if split else GENERIC, *_shape_flag(one_user)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return Warming(algorithm, params, [child], SETUP if split else None)
+    return Warming(algorithm, params, one_user, [child], SETUP if split else None)
 
 
 WARM_UP_LIMIT = 120.0
@@ -182,7 +194,7 @@ def finish_warming(warming: Warming) -> None:
     half-compiled is compiled by the run)."""
     deadline = time.monotonic() + WARM_UP_LIMIT
     if warming.own_part is not None:
-        compile_now(warming.algorithm, warming.params, warming.own_part)
+        compile_now(warming.algorithm, warming.params, warming.own_part, warming.one_user)
     for child in warming.children:
         try:
             child.wait(timeout=max(0.0, deadline - time.monotonic()))
@@ -191,9 +203,11 @@ def finish_warming(warming: Warming) -> None:
             child.wait()
 
 
-def _tiny_data(width: int, interactions: bool = False):
+def _tiny_data(width: int, interactions: bool, one_user: bool):
     """A small random rating set (or set of interactions: every value 1, not normalized) on
-    which every kernel of a run at ``width`` compiles."""
+    which every kernel of a run at ``width`` compiles: in four clients, or in clients of one
+    user each (``one_user``: an algorithm may take other kernels, or refuse several users a
+    client)."""
     from fedmc.data import FederatedData, Ratings
     from fedmc.data.split import random_test_mask
 
@@ -203,23 +217,25 @@ def _tiny_data(width: int, interactions: bool = False):
     values = (np.ones(len(users)) if interactions
               else rng.integers(1, 6, len(users)).astype(float))
     ratings = Ratings(users.astype(np.int32), items.astype(np.int32), values, n, n)
-    client = np.arange(n) % 4
+    client = np.arange(n) if one_user else np.arange(n) % 4
     return FederatedData.from_split(ratings, random_test_mask(ratings, 0.2, 0), client,
                                     "none" if interactions else "zscore")
 
 
-def compile_now(algorithm: str, params: dict[str, Any], part: str | None = None) -> None:
+def compile_now(algorithm: str, params: dict[str, Any], part: str | None = None,
+                one_user: bool = False) -> None:
     """Compile ``algorithm``'s specialized kernels for ``params`` and mark them compiled; with
     ``part`` (:data:`GENERIC`, :data:`SETUP` or :data:`ROUND`) that part of its generic ones
-    instead (marked compiled when it is all of them)."""
+    instead (marked compiled when it is all of them). ``one_user``: the run's clients hold one
+    user each (``partition="user"``)."""
     from fedmc.core.kernels import use_generic_kernels
 
     entry = spec(algorithm)
     cfg = entry.Config(**params)
     kernels = kernels_of(entry, cfg)
     key = generic_key(entry, cfg)
-    if kernels is None and (part != GENERIC or key is None):
-        return  # no rank token: its kernels are its generic ones
+    if kernels is None and (part is None or key is None):
+        return  # no rank token: its kernels are its generic ones, compiled only with a part
     if kernels is not None:
         use_generic_kernels(kernels[1], part is not None)
     warm_up = round_warm_up(entry, cfg) if part in (ROUND, SETUP) else None
@@ -232,21 +248,22 @@ def compile_now(algorithm: str, params: dict[str, Any], part: str | None = None)
     from fedmc.run.train import train
 
     interactions = entry.needs_interactions is not None and entry.needs_interactions(cfg)
-    data = _tiny_data(kernels[1] if kernels else 16, interactions)
+    data = _tiny_data(kernels[1] if kernels else 16, interactions, one_user)
     rounds = 0 if part == SETUP else 2
-    train(RunSpec(algorithm=algorithm, params=params,
-                  schedule=Schedule(rounds=rounds, active=2)), data)
+    # every client each round: some settings need it (federated ALS's item step by exchanges)
+    train(RunSpec(algorithm=algorithm, params=params, schedule=Schedule(rounds=rounds)), data)
     if part == SETUP and warm_up is not None:
         warm_up[1]()
-    if kernels is None:
-        assert key is not None
-        mark_compiled(key, GENERIC)
-    elif part in (None, GENERIC):
-        mark_compiled(kernels[0], GENERIC if part else kernels[1])
+    if part == GENERIC:  # all of them (the run marks them once it has its other part)
+        mark_compiled(entry.algorithm_for(cfg).name, GENERIC)
+    elif part is None and kernels is not None:
+        mark_compiled(*kernels)
 
 
 if __name__ == "__main__":
-    compile_now(sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:4])
+    args = [arg for arg in sys.argv[1:] if arg != ONE_USER]
+    compile_now(args[0], json.loads(args[1]), args[2] if len(args) > 2 else None,
+                ONE_USER in sys.argv)
     # the kernels are in the cache: a run waiting for this process need not wait for the
     # interpreter's tear-down (about 0.4 s with Numba loaded)
     os._exit(0)

@@ -182,12 +182,21 @@ def exchange_uploads(cfg: FedALSConfig, shard: RatingsShard, state: ClientState,
     several users sends ``sum_q b_q x_q`` over their terms (:class:`~fedmc.core.uploads.
     OuterRows` without the Gram part, the weights from
     :func:`~fedmc.algorithms.fedals.kernels.product_terms`)."""
+    if msg.phase == "round":
+        rows = client_rows(shard.client_ptr, compute)[0]
+        user_step(cfg, shard.train, rows, state.U, msg.arrays["V"], cfg.solve_steps)
+    return exchange_shares(cfg, shard, state, msg, compute)
+
+
+def exchange_shares(cfg: FedALSConfig, shard: RatingsShard, state: ClientState, msg: Message,
+                    compute: np.ndarray) -> Uploads:
+    """:func:`exchange_uploads` once a ``round`` exchange's user step is done: the shares
+    of the clients' current rows."""
     users = msg.phase == "round"
     rows, row_start = client_rows(shard.client_ptr, compute)
     fixed_v = np.flatnonzero(~cfg.layout.free_mask_v())
     if users:
         V = msg.arrays["V"]
-        user_step(cfg, shard.train, rows, state.U, V, cfg.solve_steps)
         M, V_fixed = V[:, cfg.free_v], V[:, fixed_v]
     else:
         M = msg.arrays["P"]

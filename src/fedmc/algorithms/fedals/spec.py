@@ -59,6 +59,7 @@ FEDALS = AlgorithmSpec(
     dp_least_users={"user" + IMPLICIT: {1.0: math.inf, 2.0: 5440, 4.0: 2400, 8.0: 1200}},
     audited=True, interactions={"implicit": True}, needs_interactions=_implicit,
     default_for=("interactions",), rank_token=_explicit, estimator="FedALS",
+    round_warm_up=f"{_PKG}.warm_up:round_step",
     # what fedmc tune searches: `implicit`'s ALS reaches its best on ML-1M at 128 factors
     # (benchmarks/README.md, "How the implicit defaults were chosen")
     search_space={"rank": Range(8, 128, log=True, integer=True),

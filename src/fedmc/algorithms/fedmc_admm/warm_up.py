@@ -10,8 +10,10 @@ its data; the run, its data loaded, compiles the set-up exchange, the evaluation
 kernels without compiling the data's layout kernels first, :func:`round_step` runs them on a
 client of one rating whose arrays are built here, of the types a real shard holds
 (:class:`~fedmc.core.shard.CSR`, :class:`~fedmc.core.shard.ItemMajor`), through the client's
-own :func:`~fedmc.algorithms.fedmc_admm.client.local_steps`. ``tests/test_precompile.py``
-checks that the two processes leave nothing for a run to compile.
+own :func:`~fedmc.algorithms.fedmc_admm.client.local_steps`. With the consensus on rated
+items (one user a client, ``--partition user``) a round is one kernel, a visit: the child
+compiles it, the run its set-up exchange. ``tests/test_precompile.py`` checks that the two
+processes leave nothing for a run to compile.
 """
 
 from __future__ import annotations
@@ -25,19 +27,23 @@ import numpy as np
 
 from fedmc.algorithms.fedmc_admm.client import ClientState, local_steps, round_upload
 from fedmc.algorithms.fedmc_admm.config import FedMCADMMConfig
+from fedmc.algorithms.fedmc_admm.rated import client as rated_client
+from fedmc.algorithms.fedmc_admm.rated import server as rated_server
 from fedmc.algorithms.fedmc_admm.server import ServerState, server_step
 from fedmc.core.protocol import Message
 from fedmc.core.shard import CSR, ItemMajor
 from fedmc.core.uploads import sum_uploads
 
 
-def round_step(cfg: FedMCADMMConfig) -> tuple[Callable[[], None], Callable[[], None]] | None:
+def round_step(cfg: FedMCADMMConfig) -> tuple[Callable[[], None], Callable[[], None]]:
     """The compile of one round of ``cfg`` in its two parts, each a call on a client of one
     rating: the child's (steps (15) and (13)) and the run's (step (14), then the server step (16)
-    on the client's upload); None for the consensus on rated items, whose state is built
-    by kernels of its own (its first run compiles in one process)."""
+    on the client's upload). With the consensus on rated items, the child's is a visit
+    (:func:`~fedmc.algorithms.fedmc_admm.rated.client.visit`, the kernels of (14), (11) and
+    (13) in one) and the run's the server's V-step on one item (the set-up exchange runs the
+    rest)."""
     if cfg.consensus != "all":
-        return None
+        return partial(_one_rating_visit, cfg), partial(_one_item_v_step, cfg)
     return partial(_one_rating_round, cfg, True), partial(_one_rating_round, cfg, False)
 
 
@@ -66,3 +72,32 @@ def _one_rating_round(cfg: FedMCADMMConfig, child: bool) -> None:
                          {name: upload.shape for name, upload in uploads.items()})
     server_step(cfg, ServerState(V, np.zeros_like(V), 1), summed,
                 Message(1, "round", client, client, {"V": V}))
+
+
+def _one_rating_visit(cfg: FedMCADMMConfig) -> None:
+    """A visit of one client, one user holding one rating of one item (the consensus on rated
+    items)."""
+    width = cfg.layout.width
+    ptr = np.array([0, 1], dtype=np.int64)
+    shard: Any = SimpleNamespace(client_ptr=ptr, train=CSR(ptr, np.zeros(1, dtype=np.int32),
+                                                           np.zeros(1)))
+    U, V = np.zeros((1, width)), np.zeros((1, width))
+    state = rated_client.RatedState(U, U.copy(), np.zeros(1), np.zeros(1),
+                                    np.zeros(1, dtype=np.int64),
+                                    rated_client.Snapshots(1, width), one_user=True)
+    state.seen[0] = state.snapshots.put(V, 0)
+    client = np.zeros(1, dtype=np.int64)
+    rated_client.visit(cfg, shard, state, V, client, shard.train.values,
+                       rated_client.groups_of(shard, state), ptr, np.zeros((1, width)))
+
+
+def _one_item_v_step(cfg: FedMCADMMConfig) -> None:
+    """The server's round step of the consensus on rated items, on one item (a round nobody
+    uploaded in)."""
+    width = cfg.layout.width
+    V = np.zeros((1, width))
+    client = np.zeros(1, dtype=np.int64)
+    rated_server.server_step(
+        cfg, rated_server.RatedServerState(V, np.zeros_like(V), np.ones(1), np.zeros(1)),
+        sum_uploads([], {rated_client.UPLOAD: (1, width), rated_client.COUNT: (1, 1)}),
+        Message(1, "round", client, client, {"V": V}))

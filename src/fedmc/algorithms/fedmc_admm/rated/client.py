@@ -91,7 +91,7 @@ def init_clients(cfg: FedMCADMMConfig, shard: RatingsShard, draws: InitialDraws,
                       bool(np.all(np.diff(shard.client_ptr) == 1)))
 
 
-def _groups(shard: RatingsShard, state: RatedState) -> tuple:
+def groups_of(shard: RatingsShard, state: RatedState) -> tuple:
     """The item-major layout of the shard's ratings (not needed, and not built, with one user
     per client)."""
     if state.one_user:
@@ -114,7 +114,7 @@ def client_step(cfg: FedMCADMMConfig, shard: RatingsShard, state: RatedState, ms
     docstring). Uploads carry the client weights ``a_i`` as their scale."""
     V = msg.arrays["V"]
     tr = shard.train
-    groups = _groups(shard, state)
+    groups = groups_of(shard, state)
     values = tr.values
     if "b0" in msg.arrays:  # fit the factors to the ratings less the offset
         values, group_values = _offset_values(shard, state, groups, msg.arrays["b0"])
@@ -135,11 +135,7 @@ def client_step(cfg: FedMCADMMConfig, shard: RatingsShard, state: RatedState, ms
             contributed = RowPatch(np.zeros_like(ptr), items[:0], rows[:0])
         counted = RowPatch(ptr, items, np.full((len(items), 1), cfg.count_scale))
     else:
-        rated_visits(compute, shard.client_ptr, tr.indptr, tr.indices, values, groups,
-                     state.one_user, state.U, state.U_prev, state.e, state.e_prev, V,
-                     state.snapshots.arrays, state.seen, cfg.inner, cfg.beta,
-                     cfg.regularizers()[0].params, cfg.layout.ones_col_u,
-                     cfg.steps == "per-row", rank_token(V.shape[1]), ptr, rows)
+        visit(cfg, shard, state, V, compute, values, groups, ptr, rows)
         counted = RowPatch(np.zeros_like(ptr), items[:0], np.zeros((0, 1)))
         if cfg.layout.ones_col_v >= 0:  # V's column fixed to 1: the V-step never reads T there
             rows[:, cfg.layout.ones_col_v] = 0.0
@@ -152,6 +148,21 @@ def client_step(cfg: FedMCADMMConfig, shard: RatingsShard, state: RatedState, ms
         uploads[OFFSET] = Stacked((V.shape[0], 1), rows=_offset_sums(cfg, shard, compute, msg),
                                   scale=weights)
     return state, uploads
+
+
+def visit(cfg: FedMCADMMConfig, shard: RatingsShard, state: RatedState, V: np.ndarray,
+          compute: np.ndarray, values: np.ndarray, groups: tuple, ptr: np.ndarray,
+          rows: np.ndarray) -> None:
+    """A round's visit of the clients at positions ``compute`` given ``V^k`` (module
+    docstring), on their ratings ``values`` (less the offset, if any) grouped by
+    :func:`groups_of`; the rows of their upload go to ``rows`` (``ptr``: where each client's
+    begin, :func:`~fedmc.algorithms.fedmc_admm.kernels.group_rows`)."""
+    tr = shard.train
+    rated_visits(compute, shard.client_ptr, tr.indptr, tr.indices, values, groups,
+                 state.one_user, state.U, state.U_prev, state.e, state.e_prev, V,
+                 state.snapshots.arrays, state.seen, cfg.inner, cfg.beta,
+                 cfg.regularizers()[0].params, cfg.layout.ones_col_u, cfg.steps == "per-row",
+                 rank_token(V.shape[1]), ptr, rows)
 
 
 def _offset_sums(cfg: FedMCADMMConfig, shard: RatingsShard, compute: np.ndarray,
