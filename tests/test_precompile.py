@@ -208,3 +208,29 @@ def test_a_first_run_is_the_same_whichever_process_compiled_its_kernels(tmp_path
     history of kernels compiled in one process, to the last bit: no kernel links a helper
     from the cache (:mod:`fedmc.core.kernels`)."""
     assert _first_run(tmp_path / "two", 2) == _first_run(tmp_path / "one", 1)
+
+
+_RANKING = _LISTENER + textwrap.dedent("""
+    import numpy as np
+    from fedmc.core.ranking import top_k_metrics
+    from fedmc.run import precompile
+    from fedmc.run.data import federated_data
+    from fedmc.run.data_settings import DataSettings
+
+    precompile.compile_ranking(True, True, 10)
+    data = federated_data(DataSettings(implicit=True, partition="user", clients=3000))[0]
+    event.register("numba:compile", Listener())
+    rng = np.random.default_rng(1)
+    top_k_metrics(data, rng.random((data.n_users, 32)), rng.random((data.n_items, 32)), 10)
+    print(json.dumps(sorted({m for m in compiled if m.startswith("fedmc")})))
+""")
+
+
+@pytest.mark.slow
+def test_the_top_n_kernels_compiled_while_a_run_waits_are_those_it_evaluates_with(tmp_path):
+    """:func:`precompile.compile_ranking` on tiny interactions leaves nothing of the top-N
+    evaluation of a real run's model to compile (the README's fedals on interactions)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    found = subprocess.run([sys.executable, "-c", _RANKING], env=env, capture_output=True,
+                           text=True, timeout=600, check=True)
+    assert json.loads(found.stdout.strip().splitlines()[-1]) == []

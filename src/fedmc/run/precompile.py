@@ -27,6 +27,8 @@ start-up (about 1 s of CPU), and the data's layout kernel compiled twice. The tw
 no compiled code (a helper kernel is compiled into every kernel that calls it and cached with
 it, never on its own: :mod:`fedmc.core.kernels`), so what each process compiles does not
 depend on how far the other has got: a first run's numbers are the same every time.
+A run that evaluates top-N lists compiles their kernels too while it waits
+(:func:`compile_ranking`): no child does.
 
 Markers live in ``$XDG_CACHE_HOME/fedmc/kernels/<fingerprint>/``, where the fingerprint
 covers the Python and Numba versions and the size and time of every source file of the
@@ -201,6 +203,17 @@ def finish_warming(warming: Warming) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+def compile_ranking(interactions: bool, one_user: bool, k: int) -> None:
+    """Compile the top-``k`` evaluation a run makes of its published model
+    (:func:`fedmc.core.ranking.top_k_metrics`) on tiny data: a run that waits for
+    :func:`compile_generic_alongside`'s child does it meanwhile (no child compiles it)."""
+    from fedmc.core.ranking import top_k_metrics
+
+    data = _tiny_data(4, interactions, one_user)
+    rng = np.random.default_rng(0)
+    top_k_metrics(data, rng.random((data.n_users, 4)), rng.random((data.n_items, 4)), k)
 
 
 def _tiny_data(width: int, interactions: bool, one_user: bool):

@@ -172,6 +172,9 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     waited = 0.0
     if warming is not None:  # the run's part, then the child's, loaded from the cache
         compiled_loading = compile_seconds()
+        ranked = run.ranking_k or run.schedule.eval_k  # no child compiles the top-N lists
+        if ranked is not None:
+            precompile.compile_ranking(data_settings.implicit, warming.one_user, ranked)
         precompile.finish_warming(warming)
         # its own part's compiling is in compile_seconds() already
         waited = (time.perf_counter() - started - load_seconds
