@@ -9,14 +9,18 @@ import sys
 import numba
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fedmc.core.kernels import (
     MAX_UNROLLED_RANK,
+    SUM_BLOCKS,
     fro_norm,
     gram_fro,
     normal_equations,
     quad_gradient,
     rank_token,
+    rating_blocks,
     residual_sums,
     scratch_matrix,
     scratch_vector,
@@ -105,3 +109,20 @@ def test_scratch_lives_in_the_callers_frame_without_llvm_inlining(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 40), max_size=300))
+def test_rating_blocks_are_the_rows_a_plain_scan_finds(row_sizes):
+    """:func:`fedmc.core.kernels.rating_blocks` (NumPy) against the scan it replaces: block
+    ``k`` starts at the first row whose ratings start at or after ``k / SUM_BLOCKS`` of all."""
+    indptr = np.concatenate([[0], np.cumsum(row_sizes)]).astype(np.int64)
+    m = len(row_sizes)
+    expected, row = [], 0
+    for k in range(SUM_BLOCKS):
+        while row < m and indptr[row] < indptr[m] * k // SUM_BLOCKS:
+            row += 1
+        expected.append(row)
+    expected.append(m)
+    found = rating_blocks(indptr)
+    assert found.dtype == np.int64 and found.tolist() == expected
