@@ -27,6 +27,10 @@ arithmetic. The system is applied without being formed: ``A0 p + sum_q w_q f_q (
 Rows are long (all of a user's or an item's entries), so ``F[cols]`` is first gathered into a
 contiguous ``(k, d)`` copy and every entry of the Gram matrix is a dot product of contiguous
 vectors, unlike :func:`fedmc.core.kernels.normal_equations`, whose groups are short.
+
+The functions kernels call here are not cached on their own: each kernel compiles them into
+itself (:mod:`fedmc.core.kernels`; federated ALS's user and item steps, compiled by two
+processes at once on a first run, both call them).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from fedmc.core.parallel import parallel_for
 CHUNK = 128  # entries gathered at a time: (k, CHUNK) float64, 32 KiB at k = 32, in L1 cache
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True)
+@numba.njit(nogil=True, fastmath=True)
 def normal_equations_upper(F, cols, y, w, A, b):
     """Upper triangle of ``A = sum_q w_q f_q f_q^T`` and ``b = sum_q y_q f_q``,
     ``f_q = F[cols[q]]``; ``w`` empty means every ``w_q = 1``.
@@ -87,7 +91,7 @@ def normal_equations_upper(F, cols, y, w, A, b):
                 A[a, c] += s
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True, inline="always")
+@numba.njit(nogil=True, fastmath=True, inline="always")
 def _block4(Gw, G, a, c, m, A):
     """``A[a + i, c + j] += Gw[a + i, :m] . G[c + j, :m]`` for ``i, j < 4`` on or above the
     diagonal: 16 dot products in one pass over the eight vectors."""
@@ -122,7 +126,7 @@ def _block4(Gw, G, a, c, m, A):
                 A[a + i, c + j] += sums[i][j]
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def solve_row(F, cols, y, w, G0, lam, x):
     """``x = (G0 + sum_q w_q f_q f_q^T + lam I)^{-1} sum_q y_q f_q`` (module docstring) by
     Cholesky; ``G0`` a ``(0, 0)`` array for none, ``w`` empty for every ``w_q = 1``."""
@@ -139,7 +143,7 @@ def solve_row(F, cols, y, w, G0, lam, x):
 
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True)
+@numba.njit(nogil=True, fastmath=True)
 def _apply(A0, F, cols, w, p, out):
     """``out = (A0 + sum_q w_q f_q f_q^T) p`` (:func:`cg_steps`); ``A0`` symmetric, so its
     product is the sum of its rows times ``p``'s entries (no sum across a vector's lanes)."""
@@ -162,7 +166,7 @@ def _apply(A0, F, cols, w, p, out):
             out[a] += s * f[a]
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def cg_steps(A0, F, cols, w, b, steps, x):
     """``steps`` conjugate-gradient steps on ``(A0 + sum_q w_q f_q f_q^T) x = b`` from the
     given ``x``, in place (module docstring; Takacs et al. 2011, Algorithm 2).
@@ -202,7 +206,7 @@ def cg_steps(A0, F, cols, w, b, steps, x):
         rs = rs_next
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def fixed_targets(values, cols, x_fixed, Y_fixed, y):
     """``y_q = values[q] - x_fixed . Y_fixed[cols[q]]``: the targets of a row once the fixed
     columns' share (the biases' all-ones carriers) is moved over."""

@@ -20,7 +20,7 @@ from fedmc.core.parallel import ordered_sum, parallel_for
 from fedmc.core.ridge import cg_steps, fixed_targets, solve_row
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def implicit_weights(values, alpha, w, y):
     """``w = alpha r`` and ``y = (1 + alpha r) [r > 0]`` of interactions of strength ``r``
     (Hu et al. 2008, Eq. (1)-(2): preference ``p = [r > 0]``, confidence ``c = 1 + alpha r``)."""
