@@ -45,7 +45,7 @@ def run(**typed: Any) -> None:
         write_outputs(target, result)
     if result.config["kernels"] == "generic":
         compile_in_background(spec.algorithm, result.config["params"],
-                              spec.data.partition == "user")
+                              spec.data.one_user)
     if not typed["quiet"]:
         summary_table(result.summary, label, scale_facts(result.config["data"]))
     model_files = ", model.npz, model.json" if result.artifact is not None else ""

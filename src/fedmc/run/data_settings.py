@@ -96,6 +96,11 @@ class DataSettings(BaseModel):
         return self.normalize
 
     @property
+    def one_user(self) -> bool:
+        """Whether every client holds one user (``partition="user"``)."""
+        return self.partition == "user"
+
+    @property
     def source(self) -> str:
         """A short label of the data source."""
         for path in (self.binary, self.ratings, self.train):

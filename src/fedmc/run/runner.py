@@ -140,7 +140,7 @@ def _fit(run: RunSpec, callback: RoundCallback | None, progress_download: bool,
     if kernels == "auto" and (generic or specialized is None) and loaded is None \
             and key is not None and not precompile.is_compiled(key, precompile.GENERIC):
         warming = precompile.compile_generic_alongside(
-            run.algorithm, cfg.model_dump(mode="json"), run.data.partition == "user")
+            run.algorithm, cfg.model_dump(mode="json"), run.data.one_user)
     dp = run.schedule.dp
     if dp is not None:
         check_private_run(entry, dp, run)

@@ -182,18 +182,17 @@ def exchange_uploads(cfg: FedALSConfig, shard: RatingsShard, state: ClientState,
     several users sends ``sum_q b_q x_q`` over their terms (:class:`~fedmc.core.uploads.
     OuterRows` without the Gram part, the weights from
     :func:`~fedmc.algorithms.fedals.kernels.product_terms`)."""
+    rows, row_start = client_rows(shard.client_ptr, compute)
     if msg.phase == "round":
-        rows = client_rows(shard.client_ptr, compute)[0]
         user_step(cfg, shard.train, rows, state.U, msg.arrays["V"], cfg.solve_steps)
-    return exchange_shares(cfg, shard, state, msg, compute)
+    return exchange_shares(cfg, shard, state, msg, compute, rows, row_start)
 
 
 def exchange_shares(cfg: FedALSConfig, shard: RatingsShard, state: ClientState, msg: Message,
-                    compute: np.ndarray) -> Uploads:
+                    compute: np.ndarray, rows: np.ndarray, row_start: np.ndarray) -> Uploads:
     """:func:`exchange_uploads` once a ``round`` exchange's user step is done: the shares
-    of the clients' current rows."""
+    of the clients' current rows (``rows, row_start``: :func:`client_rows` of ``compute``)."""
     users = msg.phase == "round"
-    rows, row_start = client_rows(shard.client_ptr, compute)
     fixed_v = np.flatnonzero(~cfg.layout.free_mask_v())
     if users:
         V = msg.arrays["V"]

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from fedmc.algorithms.fedals.client import ClientState, exchange_shares, user_step
+from fedmc.algorithms.fedals.client import ClientState, client_rows, exchange_shares, user_step
 from fedmc.algorithms.fedals.config import FedALSConfig
 from fedmc.core.protocol import Message
 from fedmc.core.shard import CSR
@@ -48,6 +48,7 @@ def _one_user(cfg: FedALSConfig, child: bool) -> None:
         return
     shard: Any = SimpleNamespace(client_ptr=ptr, train=train)  # the fields a share reads
     msg = Message(1, "round", client, client, {"V": V})
-    uploads = exchange_shares(cfg, shard, ClientState(U, one_user=True), msg, client)
+    uploads = exchange_shares(cfg, shard, ClientState(U, one_user=True), msg, client,
+                              *client_rows(ptr, client))
     sum_uploads([(uploads, np.ones(1, dtype=np.int64))],
                 {name: upload.shape for name, upload in uploads.items()})

@@ -47,16 +47,21 @@ def round_step(cfg: FedMCADMMConfig) -> tuple[Callable[[], None], Callable[[], N
     return partial(_one_rating_round, cfg, True), partial(_one_rating_round, cfg, False)
 
 
+def _one_rating_client() -> Any:
+    """The fields a client step reads of a shard of one client holding one rating of one item,
+    of the types a real shard holds."""
+    ptr = np.array([0, 1], dtype=np.int64)
+    first = np.zeros(1, dtype=np.int32)
+    rating = np.zeros(1)
+    return SimpleNamespace(client_ptr=ptr, train=CSR(ptr, first, rating),
+                           item_major=ItemMajor(ptr, first, ptr, first, rating))
+
+
 def _one_rating_round(cfg: FedMCADMMConfig, child: bool) -> None:
     """The child's part of :func:`round_step` or the run's: one client holding one rating of
     one item."""
     width = cfg.layout.width
-    ptr = np.array([0, 1], dtype=np.int64)
-    first = np.zeros(1, dtype=np.int32)
-    rating = np.zeros(1)
-    # the fields a client step reads
-    shard: Any = SimpleNamespace(client_ptr=ptr, train=CSR(ptr, first, rating),
-                                 item_major=ItemMajor(ptr, first, ptr, first, rating))
+    shard = _one_rating_client()
     state = ClientState(np.zeros((1, width)), np.zeros((1, 1, width)), np.zeros((1, 1, width)),
                         n_clients=1)
     client = np.zeros(1, dtype=np.int64)
@@ -78,9 +83,7 @@ def _one_rating_visit(cfg: FedMCADMMConfig) -> None:
     """A visit of one client, one user holding one rating of one item (the consensus on rated
     items)."""
     width = cfg.layout.width
-    ptr = np.array([0, 1], dtype=np.int64)
-    shard: Any = SimpleNamespace(client_ptr=ptr, train=CSR(ptr, np.zeros(1, dtype=np.int32),
-                                                           np.zeros(1)))
+    shard = _one_rating_client()
     U, V = np.zeros((1, width)), np.zeros((1, width))
     state = rated_client.RatedState(U, U.copy(), np.zeros(1), np.zeros(1),
                                     np.zeros(1, dtype=np.int64),
@@ -88,7 +91,8 @@ def _one_rating_visit(cfg: FedMCADMMConfig) -> None:
     state.seen[0] = state.snapshots.put(V, 0)
     client = np.zeros(1, dtype=np.int64)
     rated_client.visit(cfg, shard, state, V, client, shard.train.values,
-                       rated_client.groups_of(shard, state), ptr, np.zeros((1, width)))
+                       rated_client.groups_of(shard, state), shard.client_ptr,
+                       np.zeros((1, width)))
 
 
 def _one_item_v_step(cfg: FedMCADMMConfig) -> None:
