@@ -13,7 +13,12 @@ on their own: each kernel compiles them into itself and its cache entry holds th
 kernel's machine code never depends on which helpers the cache held when it was compiled
 (LLVM inlines a helper compiled in the same process, not one loaded from the cache, and a
 sum may then round differently), and two processes may compile kernels that call the same
-helpers at once (a first run does: :mod:`fedmc.run.precompile`).
+helpers at once (a first run does: :mod:`fedmc.run.precompile`). A step that a kernel calls
+once and that calls helpers in turn is inlined into it instead (``inline="always"``: FedMC-ADMM's
+``u_steps``, ``w_steps``, :func:`fedmc.core.ridge.solve_row`, :func:`~fedmc.core.ridge.cg_steps`):
+Numba optimizes each compiled callee's code on its own and again inside its caller, so every
+level of calls costs a pass over the code below it. The small helpers stay compiled on their
+own: inlined at every call site, they were no faster to compile.
 
 Kernels that loop over the rank take a *rank token* (:func:`rank_token`): for ``r <= 64`` a
 tuple of ``r`` zeros, whose Numba type ``UniTuple(float64, r)`` carries ``r``. Inside,

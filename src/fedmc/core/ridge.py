@@ -30,7 +30,8 @@ vectors, unlike :func:`fedmc.core.kernels.normal_equations`, whose groups are sh
 
 The functions kernels call here are not cached on their own: each kernel compiles them into
 itself (:mod:`fedmc.core.kernels`; federated ALS's user and item steps, compiled by two
-processes at once on a first run, both call them).
+processes at once on a first run, both call them), and inlines :func:`solve_row` and
+:func:`cg_steps`, which call helpers in turn.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def _block4(Gw, G, a, c, m, A):
                 A[a + i, c + j] += sums[i][j]
 
 
-@numba.njit(nogil=True)
+@numba.njit(inline="always", nogil=True)
 def solve_row(F, cols, y, w, G0, lam, x):
     """``x = (G0 + sum_q w_q f_q f_q^T + lam I)^{-1} sum_q y_q f_q`` (module docstring) by
     Cholesky; ``G0`` a ``(0, 0)`` array for none, ``w`` empty for every ``w_q = 1``."""
@@ -166,7 +167,7 @@ def _apply(A0, F, cols, w, p, out):
             out[a] += s * f[a]
 
 
-@numba.njit(nogil=True)
+@numba.njit(inline="always", nogil=True)
 def cg_steps(A0, F, cols, w, b, steps, x):
     """``steps`` conjugate-gradient steps on ``(A0 + sum_q w_q f_q f_q^T) x = b`` from the
     given ``x``, in place (module docstring; Takacs et al. 2011, Algorithm 2).

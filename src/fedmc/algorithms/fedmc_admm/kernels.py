@@ -24,7 +24,7 @@ from fedmc.core.parallel import parallel_for
 from fedmc.core.prox import prox_scalar
 
 
-@numba.njit(nogil=True, fastmath=True, error_model="numpy")
+@numba.njit(inline="always", nogil=True, fastmath=True, error_model="numpy")
 def u_steps(indptr, indices, values, row0, row1, U, Wc, n_inner, reg, ones_col, per_row, token):
     """(14) for every user row of one client: ``N`` prox-gradient steps with ``W_i`` fixed.
 
@@ -62,7 +62,7 @@ def fold_in_steps(indptr, indices, values, U, V, n_inner, reg, ones_col, per_row
     u_steps(indptr, indices, values, 0, U.shape[0], U, V, n_inner, reg, ones_col, per_row, token)
 
 
-@numba.njit(nogil=True, fastmath=True, error_model="numpy")
+@numba.njit(inline="always", nogil=True, fastmath=True, error_model="numpy")
 def w_steps(g0, g1, g_item, g_ptr, g_row, g_vals, row0, row1, U, Wc, Yc, V, n_inner, beta, p,
              per_row, token):
     """(15): ``N`` linearized steps on ``W_i`` with ``U_i^{k+1}`` fixed.

@@ -69,13 +69,16 @@ def init_clients(cfg: RFRecConfig, shard: RatingsShard, draws: InitialDraws,
     m, d = info.n_items, cfg.rank
     client = shard.client_of_row().astype(np.int64)[tr.rows()]
     keys, rating_slot = np.unique(client * m + tr.indices, return_inverse=True)
+    # int32 like the item indices where the slots fit: the kernels that read the ratings by
+    # slot or by item (the training loss's residual_sums) then compile once for both
+    slot_type = np.int32 if len(keys) <= np.iinfo(np.int32).max else np.int64
     slot_ptr = np.searchsorted(keys // m, np.arange(shard.n_clients + 1)).astype(np.int64)
     U = np.array(draws.rows["U"])
     V_loc, Z = np.zeros((len(keys), d)), np.zeros((m, d))
     adam = cfg.optimizer == "adam"
     size = (lambda X: X.shape) if adam else (lambda X: (0, X.shape[1]))
     return ClientState(
-        U, slot_ptr, (keys % m).astype(np.int64), rating_slot.astype(np.int64), V_loc, Z, adam,
+        U, slot_ptr, (keys % m).astype(np.int64), rating_slot.astype(slot_type), V_loc, Z, adam,
         [np.zeros(size(X)) for X in (U, U, V_loc, V_loc)],
         [np.zeros(size(Z)) for _ in range(2)],
     )
