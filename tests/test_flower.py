@@ -285,34 +285,71 @@ def test_packed_contents_are_one_record_and_unpack_exactly():
     assert unpack(content) is content  # not packed: as it is
 
 
+def _secure_party(tmp_path, client, reproducible=False):
+    """A client of a secure federation under user-level DP at noise multiplier 0.9 (its
+    aggregator as :meth:`fedmc.flower.settings.FederatedRun.planned_aggregator` makes it)."""
+    from fedmc.core.protocol import FederationInfo
+    from fedmc.federation.aggregator import Aggregator
+    from fedmc.federation.population import federation_placement
+    from fedmc.flower.client_app import Party
+    from fedmc.privacy.accounting import Plan, UserDP
+
+    cfg = spec("fedmc-admm").Config(rank=5)
+    algorithm = spec("fedmc-admm").algorithm_for(cfg)
+    info = FederationInfo(n_clients=9, n_items=400, normalizer=None, value_range=(1.0, 5.0))
+    dp = UserDP(clip=0.5, noise=0.9, reproducible=reproducible)
+    return Party(client, algorithm, cfg, info, None, StateStore(tmp_path / str(client), "run"),
+                 Aggregator(algorithm, cfg, info, dp=dp, plan=Plan(10, 1.0, False),
+                            placement=federation_placement(True)))
+
+
+def _secure_round(round_, extra, compute=9):
+    return Envelope(round_, Message(round_, "round", np.arange(compute), np.arange(compute), {}),
+                    extra=extra)
+
+
+def test_a_client_adds_its_own_noise_and_refuses_a_server_asking_for_less(tmp_path):
+    """Distributed DP against the server: a member of a secure sum takes its noise multiplier
+    from its own run settings (the plan calibrates it as the server's does) and refuses an
+    exchange whose message asks for another (less noise, or none: a plain answer would carry
+    its upload without a share) or names more members to share the noise among than the
+    exchange computes on, or than there are clients; the honest message is answered."""
+    from fedmc.errors import ConfigError
+
+    party = _secure_party(tmp_path, 0)
+    zeros = {name: np.zeros(shape) for name, shape in party.shapes.items()}
+    honest = {"dp_noise": 0.9, "dp_members": 9}
+    assert party.dp_noise(_secure_round(3, honest)) == 0.9
+    assert party.secure_integers(_secure_round(3, honest), zeros)
+    for told, why in [({**honest, "dp_noise": 0.3}, "multiplier 0.3"),
+                      ({}, "multiplier 0,"),
+                      ({**honest, "dp_members": 90}, "shared by 90 members"),
+                      ({**honest, "dp_members": 18}, "shared by 18 members")]:
+        with pytest.raises(ConfigError, match=why):
+            party.dp_noise(_secure_round(3, told))
+        with pytest.raises(ConfigError, match=why):
+            party.secure_integers(_secure_round(3, told), zeros)
+    with pytest.raises(ConfigError, match="shared by 9 members; the exchange has 4 of 9"):
+        party.dp_noise(_secure_round(3, honest, compute=4))  # the cohort padded to 9
+
+
 def test_a_clients_dp_share_is_its_own_and_the_same_when_an_exchange_is_repeated(tmp_path):
     """Distributed DP: a member's integers (here of a zero upload: its Skellam share of the
     noise, modulo the field) come from a stream of the client's secret and the exchange (a
     repeated exchange adds the same share, also after a restart: no second draw is released;
     another client or round draws anew); a secret the server sends is used only where the
     client's own settings say the run is reproducible."""
-    from fedmc.core.protocol import FederationInfo
-    from fedmc.federation.aggregator import Aggregator
-    from fedmc.flower.client_app import Party
-    from fedmc.privacy.accounting import UserDP
     from fedmc.privacy.skellam import MODULUS, member_stream
 
-    cfg = spec("fedmc-admm").Config(rank=5)
-    algorithm = spec("fedmc-admm").algorithm_for(cfg)
-    info = FederationInfo(n_clients=9, n_items=400, normalizer=None, value_range=(1.0, 5.0))
-
     def party(c, reproducible=False):
-        dp = UserDP(clip=0.5, noise=0.9, reproducible=reproducible)
-        return Party(c, algorithm, cfg, info, None, StateStore(tmp_path / str(c), "run"),
-                     Aggregator(algorithm, cfg, info, dp=dp))
+        return _secure_party(tmp_path, c, reproducible)
 
     me, other = party(0), party(1)
 
     def share(party, round_, secret=None):
         extra = {"dp_noise": 0.9, "dp_members": 9,
                  **({} if secret is None else {"dp_secret": secret})}
-        envelope = Envelope(round_, Message(round_, "round", np.arange(9), np.arange(9), {}),
-                            extra=extra)
+        envelope = _secure_round(round_, extra)
         zeros = {name: np.zeros(shape) for name, shape in party.shapes.items()}
         sent = party.secure_integers(envelope, zeros)
         return np.concatenate([np.where(v >= MODULUS // 2, v - MODULUS, v).ravel()

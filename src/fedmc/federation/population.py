@@ -58,6 +58,14 @@ SIMULATED = Placement()
 """Every noise drawn on the sum by the server's stream: the simulation's placement."""
 
 
+def federation_placement(secure: bool) -> Placement:
+    """Who draws which noise in a real federation: the clients their own local noise; under
+    secure aggregation (``secure``) also their shares of the user-level DP noise (distributed
+    DP), otherwise the server adds it (central DP: the server process sees every upload
+    anyway)."""
+    return Placement("clients", "clients" if secure else "server", uploads_seen=not secure)
+
+
 @dataclass(frozen=True)
 class Exchange:
     """What one message brought back to the server.

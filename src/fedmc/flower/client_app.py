@@ -32,6 +32,7 @@ server has refused (:class:`ProcessRefused`: such a process stops).
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -154,15 +155,46 @@ class Party:
         return dict(self.algorithm.evaluate(self.cfg, self.shard, self.store.committed,
                                             envelope.model))
 
+    def dp_noise(self, envelope: Envelope) -> float:
+        """The noise multiplier of the user-level DP share this client adds to ``envelope``'s
+        secure sum (0: none), from its own run settings, not the server's word: the
+        multiplier the plan calibrates (:meth:`fedmc.flower.settings.FederatedRun.
+        planned_aggregator`, as the server's is) where the clients add the noise (under
+        ``secagg``), else 0.
+
+        Raises
+        ------
+        ConfigError
+            The server's message asks for another multiplier (less noise, or none), or names
+            as many members to share the noise among (``dp_members``) as are not the
+            exchange's computing clients, or more than the enrolled clients: the client
+            sends nothing.
+        """
+        msg, extra, aggregator = envelope.message, envelope.extra, self.aggregator
+        own = aggregator.multiplier(msg) if aggregator.placement.user_dp == "clients" else 0.0
+        told = float(extra.get("dp_noise") or 0.0)
+        if not math.isclose(told, own, rel_tol=1e-9):
+            raise ConfigError(f"exchange {envelope.exchange}: the server asks for the DP noise "
+                              f"multiplier {told:g}, this client's run settings give {own:g}: "
+                              "refused")
+        members = extra.get("dp_members")
+        if own and (members != len(msg.compute) or not 1 <= members <= self.info.n_clients):
+            raise ConfigError(f"exchange {envelope.exchange}: the server says the noise is "
+                              f"shared by {members} members; the exchange has "
+                              f"{len(msg.compute)} of {self.info.n_clients} clients: refused")
+        return own
+
     def secure_integers(self, envelope: Envelope, values: Mapping[str, np.ndarray],
                         ) -> dict[str, np.ndarray]:
         """What this client adds to a secure sum under user-level DP: ``values`` in integer
         units plus its share of the Skellam noise
-        (:meth:`fedmc.federation.aggregator.Aggregator.member_integers`), drawn from a stream
+        (:meth:`fedmc.federation.aggregator.Aggregator.member_integers`) at its own multiplier
+        (:meth:`dp_noise`, which refuses a server asking for another), drawn from a stream
         seeded by the client's secret (:attr:`StateStore.noise_secret`) and the exchange, so
         a repeated exchange (a resumed run) adds the same share again instead of releasing a
         second draw. In a reproducible run (this client's own settings say so) the secret is
         the run's, sent by the server, as a simulation of the run draws it."""
+        self.dp_noise(envelope)
         extra, dp = envelope.extra, self.aggregator.dp
         reproducible = dp is not None and dp.reproducible and "dp_secret" in extra
         secret = int(extra["dp_secret"]) if reproducible else self.store.noise_secret
@@ -317,9 +349,7 @@ def _make_party(node: NodeSettings, run: FederatedRun, key: str) -> Party:
         draws = algorithm.draws(cfg, info, init_rng)
         own = draws.take(np.array([node.client]), manifest.rows_of(node.client))
         store.start(algorithm.init_clients(cfg, shard, own, info))
-    return Party(node.client, algorithm, cfg, info, shard, store,
-                 Aggregator(algorithm, cfg, info, dp=run.privacy(),
-                            max_norm=run.upload_bound))
+    return Party(node.client, algorithm, cfg, info, shard, store, run.planned_aggregator(info))
 
 
 @app.query()

@@ -44,7 +44,7 @@ from fedmc.core.uploads import Uploads, upload_nbytes
 from fedmc.errors import ConfigError
 from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.bounds import NormReference, OutOfBounds, ReplyBounds, upload_norm
-from fedmc.federation.population import Exchange, Placement, carried_out
+from fedmc.federation.population import Exchange, Placement, carried_out, federation_placement
 from fedmc.flower.defaults import MAX_LOST_ROUNDS
 from fedmc.flower.secagg import MIN_UPLOADERS, SecureSum
 from fedmc.flower.transport import good_replies, replies_by_node
@@ -132,14 +132,6 @@ class Refusal:
 class EveryoneLost(ConfigError):
     """Every client was lost in too many exchanges in a row: the run stops (its checkpoint
     stays, so it can be resumed)."""
-
-
-def placement_of(secure: bool) -> Placement:
-    """Who draws which noise in a real federation: the clients their own local noise; under
-    secure aggregation (``secure``) also their shares of the user-level DP noise (distributed
-    DP), otherwise the server adds it (central DP: the server process sees every upload
-    anyway)."""
-    return Placement("clients", "clients" if secure else "server", uploads_seen=not secure)
 
 
 @dataclass
@@ -242,7 +234,7 @@ class GridClients:
         """The clients add their own local noise; under secure aggregation also their shares
         of the user-level DP noise (distributed DP), otherwise the server adds it (central
         DP: the server process sees every upload anyway)."""
-        return placement_of(self.secure is not None)
+        return federation_placement(self.secure is not None)
 
     def exchange(self, msg: Message, aggregator: Aggregator,
                  evaluate: Mapping[str, np.ndarray] | None = None) -> Exchange:

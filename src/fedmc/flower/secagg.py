@@ -412,7 +412,7 @@ def contribute(msg: Message, envelope: Envelope, party: Party) -> Message:
         values.update({name: weight * uploads[name].weighted_sum(np.ones(1))
                        if weight and name in uploads else np.zeros(shape)
                        for name, shape in party.shapes.items()})
-        if envelope.extra.get("dp_noise"):  # user-level DP: integers and a noise share
+        if party.dp_noise(envelope):  # user-level DP: integers and a noise share
             arrays = {name: np.asarray(values[name]) for name in party.shapes}
             vector, order = encode_integers(party.secure_integers(envelope, arrays))
             return _answer(msg, vector, order)

@@ -31,14 +31,12 @@ import fedmc
 from fedmc.algorithms.registry import spec
 from fedmc.core.factors import RANK_BOOST
 from fedmc.errors import ConfigError
-from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.bounds import GROWTH, NormReference, ReplyBounds
 from fedmc.federation.history import History
 from fedmc.federation.loop import (
     Checkpoint,
     Rounds,
     TrainingClock,
-    privacy_plan,
     run_rounds,
     streams,
 )
@@ -51,7 +49,6 @@ from fedmc.flower.grid_clients import (
     Record,
     Refusal,
     UploadNorms,
-    placement_of,
 )
 from fedmc.flower.manifest import Manifest
 from fedmc.flower.out_folder import CHECKPOINT, claim, recorded, refused, resolved
@@ -174,11 +171,10 @@ def preflight(run: FederatedRun, manifest: Manifest) -> None:
             raise ConfigError(f"secure aggregation sums the uploads of at least "
                               f"{MIN_UPLOADERS} clients: {manifest.n_clients} clients, "
                               f"{per_round} per round would reveal single uploads")
-    draws = algorithm.draws(cfg, info, np.random.default_rng(settings.seed))
-    if rounds.dp is not None:  # the plan's budget and mechanism, as the loop's aggregator has
-        setup = algorithm.setup(cfg, algorithm.init_server(cfg, info, draws.server), info)
-        Aggregator(algorithm, cfg, info, dp=rounds.dp, plan=privacy_plan(setup, rounds, info),
-                   placement=placement_of(run.secagg))
+    if rounds.dp is None:  # the parameters against the data's sizes
+        algorithm.draws(cfg, info, np.random.default_rng(settings.seed))
+    else:  # those, and the plan's budget and mechanism, as every party's aggregator has them
+        run.planned_aggregator(info)
 
 
 def _save_model(run: FederatedRun, name: str, cfg: Any, published: dict[str, np.ndarray],

@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -26,9 +27,12 @@ from pydantic import (
 )
 
 from fedmc.algorithms.registry import spec
-from fedmc.core.protocol import Algorithm
+from fedmc.core.protocol import Algorithm, FederationInfo
 from fedmc.errors import ConfigError
+from fedmc.federation.aggregator import Aggregator
 from fedmc.federation.defaults import GROWTH
+from fedmc.federation.loop import Rounds, privacy_plan
+from fedmc.federation.population import federation_placement
 from fedmc.federation.settings import Schedule
 from fedmc.federation.validation import with_validation
 from fedmc.flower.defaults import MAX_LOST_ROUNDS, REPLY_TIMEOUT
@@ -139,6 +143,30 @@ class FederatedRun(BaseModel):
         """The run's user-level DP (the clients clip; the server adds the noise to every sum,
         or with ``secagg`` the clients add it in shares), None when off."""
         return self.schedule.dp
+
+    def planned_aggregator(self, info: FederationInfo) -> Aggregator:
+        """The run's aggregator as the settings alone make it, on the server and on every
+        client alike: under user-level DP with its plan (the set-up exchange's uploads, the
+        rounds, the sampling: :func:`fedmc.federation.loop.privacy_plan`) and the noise
+        multiplier calibrated on it, so a client knows the multiplier of every exchange without
+        the server's word (:meth:`fedmc.flower.client_app.Party.secure_integers`).
+
+        Raises
+        ------
+        ConfigError
+            The plan's or the mechanism's (a guarantee per user of clients of several users, a
+            Gaussian share under secure aggregation).
+        """
+        algorithm, cfg = self.algorithm, self.config()
+        rounds = Rounds.of(self.schedule, info.n_clients)
+        plan = None
+        if rounds.dp is not None:  # the set-up exchange's uploads decide whether it is charged
+            draws = algorithm.draws(cfg, info, np.random.default_rng(self.schedule.seed))
+            setup = algorithm.setup(cfg, algorithm.init_server(cfg, info, draws.server), info)
+            plan = privacy_plan(setup, rounds, info)
+        return Aggregator(algorithm, cfg, info, dp=rounds.dp, plan=plan,
+                          placement=federation_placement(self.secagg),
+                          max_norm=self.upload_bound)
 
 
     def run_config(self) -> dict[str, Any]:
