@@ -149,7 +149,7 @@ class FederatedRun(BaseModel):
         client alike: under user-level DP with its plan (the set-up exchange's uploads, the
         rounds, the sampling: :func:`fedmc.federation.loop.privacy_plan`) and the noise
         multiplier calibrated on it, so a client knows the multiplier of every exchange without
-        the server's word (:meth:`fedmc.flower.client_app.Party.secure_integers`).
+        the server's word (:meth:`fedmc.flower.client_app.Party.dp_noise`).
 
         Raises
         ------
@@ -167,7 +167,6 @@ class FederatedRun(BaseModel):
         return Aggregator(algorithm, cfg, info, dp=rounds.dp, plan=plan,
                           placement=federation_placement(self.secagg),
                           max_norm=self.upload_bound)
-
 
     def run_config(self) -> dict[str, Any]:
         """The flat run configuration (every key of :data:`RUN_CONFIG_DEFAULTS`)."""
