@@ -52,7 +52,8 @@ def run(args: list[str], env: dict[str, str], out: Path) -> dict[str, float]:
 def wait_for_background_compiles() -> None:
     """Wait until no ``fedmc.run.precompile`` process (started by a run at a rank whose
     specialized kernels were not compiled yet) is left, so it takes no core from the next."""
-    while subprocess.run(["pgrep", "-f", "fedmc.run.precompile"],
+    # a command line that starts with Python running the module: not a shell that names it
+    while subprocess.run(["pgrep", "-f", r"^\S*python\S* -m fedmc\.run\.precompile"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
         time.sleep(0.5)
 
